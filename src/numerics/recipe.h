@@ -1,0 +1,49 @@
+// FP8 training recipes and the per-tensor scaling state they drive: which scale each step quantizes
+// with (delayed with a one-step "te" or two-step "keras" lag, or current), and how amaxes are recorded.
+#pragma once
+
+#include "numerics/amax_history.h"
+#include "numerics/format.h"
+#include "numerics/scale.h"
+
+#include <string_view>
+
+namespace fp8kit {
+
+enum class ScalingMode { Delayed, Current };
+// Which amaxes the scale of step t comes from (delayed scaling only).
+//   Te:    scale_t = f(amax_0..amax_{t-1}); step 0 uses 1.0 (TE, Flax).
+//   Keras: step t uses the stored scale, computed after step t-1 from amax_0..amax_{t-2};
+//          steps 0 and 1 use 1.0 (Keras 3 `quantize("float8")`).
+enum class ScalingLag { Te, Keras };
+
+struct Fp8Recipe {
+  ScalingMode mode = ScalingMode::Delayed;
+  ScalingLag lag = ScalingLag::Te;
+  size_t amax_history_length = 1024;
+  AmaxAlgorithm amax_algorithm = AmaxAlgorithm::Max;
+  ScaleOptions scale_options{};
+  bool skip_zero_amax = false;                 // TE skips the history roll on amax == 0
+  Fp8Format forward_format = Fp8Format::E4M3;  // inputs and weights
+  Fp8Format backward_format = Fp8Format::E5M2;  // output gradients
+};
+
+ScalingMode parse_scaling_mode(std::string_view text);  // "delayed" | "current"
+ScalingLag parse_scaling_lag(std::string_view text);    // "te" | "keras"
+
+// The scaling state of one FP8-quantized tensor (a Linear's input, weight or output gradient).
+struct ScalingState {
+  float scale = 1.0f;  // TE convention: multiplies before the cast; saved as a named tensor
+  AmaxHistory amax_history;
+
+  explicit ScalingState(size_t history_length = 1024) : amax_history(history_length) {}
+
+  // The scale to quantize this step's tensor with. For current scaling pass the tensor's own amax
+  // (delayed scaling ignores it). Te lag: recomputes `scale` from the history first.
+  float scale_for_step(const Fp8Recipe& recipe, Fp8Format format, float current_amax = 0.0f);
+  // After quantizing: record this step's amax. Keras lag: first recomputes the stored `scale` from
+  // the history as it was (so the new amax reaches the scale one step later).
+  void record_amax(float amax, const Fp8Recipe& recipe, Fp8Format format);
+};
+
+}  // namespace fp8kit
