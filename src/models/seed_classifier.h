@@ -1,0 +1,69 @@
+// The seed experiment's IMDB classifier (spec/seed-experiment.md, 653,953 parameters): token +
+// position embedding, one post-LN causal Transformer decoder block, mean pooling, a 2-layer head.
+#pragma once
+
+#include "nn/parameter.h"
+#include "nn/precision.h"
+#include "numerics/recipe.h"
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace fp8kit::models {
+
+struct SeedClassifierConfig {
+  int vocabulary_size = 20000;
+  int sequence_length = 200;
+  int hidden_dim = 32;
+  int num_heads = 2;
+  int intermediate_dim = 32;
+  float dropout = 0.1f;
+};
+
+class SeedClassifier {
+ public:
+  // Initialises the weights as the spec says (Glorot-uniform kernels, uniform(-0.05, 0.05)
+  // embeddings, zero biases, LayerNorm gamma 1 / beta 0) from std::mt19937_64(seed). The same seed
+  // keys the dropout masks: a training step's masks depend only on (seed, step).
+  SeedClassifier(const SeedClassifierConfig& config, uint64_t seed);
+  ~SeedClassifier();
+  SeedClassifier(SeedClassifier&&) noexcept;
+  SeedClassifier& operator=(SeedClassifier&&) noexcept;
+
+  // Fp8 == quantize(model, recipe): exactly the 8 Linears become FP8, the rest runs as mixed bf16.
+  // Always resets the FP8 scaling state (scales 1.0, histories 0). Weights are untouched.
+  void set_precision(nn::Precision precision, const Fp8Recipe& recipe = {});
+  nn::Precision precision() const;
+  const Fp8Recipe& recipe() const;
+  const SeedClassifierConfig& config() const;
+
+  // tokens: [batch, sequence_length] int32, row-major, ids in [0, vocabulary_size).
+  // Returns the probabilities [batch] (valid until the next forward). training: dropout keyed by
+  // (seed, step) and FP8 scaling updates; !training: no dropout, frozen FP8 scales.
+  std::span<const float> forward(std::span<const int32_t> tokens, int batch, bool training, uint64_t step);
+
+  // After forward(training=true): labels [batch] in {0, 1} (any value in [0, 1] works). Returns the
+  // mean clipped binary cross-entropy and overwrites every Parameter::grad.
+  float backward(std::span<const float> labels);
+
+  // Trainable parameters in a stable order with Keras-like names.
+  std::vector<nn::Parameter*> parameters();
+  // Per FP8 Linear: <layer path>/{inputs,kernel,outputs_grad}_{scale,amax_history}; empty unless Fp8.
+  std::vector<nn::StateEntry> fp8_state();
+
+  int64_t parameter_count() const;
+  // A table like Keras's model.summary(): layer, output shape, params; totals; the FP8 state size.
+  std::string summary() const;
+  // Names of the FP8 Linears ("query", "key", "value", "attention_output",
+  // "feedforward_intermediate_dense", "feedforward_output_dense", "dense", "dense_1"); empty unless Fp8.
+  std::vector<std::string> quantized_layers() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace fp8kit::models
