@@ -1,0 +1,363 @@
+// safetensors reading (validate first, then copy out each tensor) and atomic writing.
+#include "io/safetensors.h"
+
+#include "base/error.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <numeric>
+#include <set>
+#include <tuple>
+
+namespace fp8kit::io {
+
+static_assert(std::endian::native == std::endian::little, "safetensors data is little-endian; so is this code");
+
+namespace {
+
+using nlohmann::json;
+
+struct DtypeInfo {
+  Dtype dtype;
+  std::string_view name;
+  size_t size;
+};
+
+constexpr std::array<DtypeInfo, 16> kDtypes{{
+    {Dtype::Bool, "BOOL", 1},    {Dtype::U8, "U8", 1},   {Dtype::I8, "I8", 1},
+    {Dtype::F8_E5M2, "F8_E5M2", 1}, {Dtype::F8_E4M3, "F8_E4M3", 1}, {Dtype::F8_E8M0, "F8_E8M0", 1},
+    {Dtype::I16, "I16", 2},      {Dtype::U16, "U16", 2}, {Dtype::F16, "F16", 2},
+    {Dtype::BF16, "BF16", 2},    {Dtype::I32, "I32", 4}, {Dtype::U32, "U32", 4},
+    {Dtype::F32, "F32", 4},      {Dtype::I64, "I64", 8}, {Dtype::U64, "U64", 8},
+    {Dtype::F64, "F64", 8},
+}};
+
+const DtypeInfo& info(Dtype dtype) {
+  for (const auto& entry : kDtypes) {
+    if (entry.dtype == dtype) return entry;
+  }
+  fail("invalid Dtype value {}", static_cast<int>(dtype));
+}
+
+// Headers larger than this are rejected before allocating (the Rust reader's limit).
+constexpr uint64_t kMaxHeaderBytes = 100'000'000;
+
+// Element count of `shape`, or fails when it overflows 64 bits.
+uint64_t checked_element_count(const std::vector<int64_t>& shape, std::string_view name) {
+  uint64_t count = 1;
+  for (int64_t dim : shape) {
+    FP8KIT_CHECK(dim >= 0, "tensor \"{}\" has a negative dimension {}", name, dim);
+    FP8KIT_CHECK(!__builtin_mul_overflow(count, static_cast<uint64_t>(dim), &count),
+                 "tensor \"{}\": the element count of its shape overflows 64 bits", name);
+  }
+  return count;
+}
+
+// Parses the header JSON, rejecting a key repeated within one object (nlohmann would keep one silently).
+json parse_header_json(std::string_view text, std::string_view source) {
+  std::vector<std::set<std::string>> open_objects;
+  auto reject_duplicates = [&](int /*depth*/, json::parse_event_t event, json& parsed) {
+    if (event == json::parse_event_t::object_start) {
+      open_objects.emplace_back();
+    } else if (event == json::parse_event_t::object_end) {
+      open_objects.pop_back();
+    } else if (event == json::parse_event_t::key) {
+      const auto& key = parsed.get_ref<const std::string&>();
+      if (!open_objects.back().insert(key).second) {
+        fail("{}: the header names \"{}\" twice; every name must be unique", source, key);
+      }
+    }
+    return true;
+  };
+  try {
+    return json::parse(text.begin(), text.end(), reject_duplicates);
+  } catch (const json::exception& e) {
+    fail("{}: the header is not valid JSON ({})", source, e.what());
+  }
+}
+
+std::vector<int64_t> parse_shape(const json& shape, std::string_view name, std::string_view source) {
+  FP8KIT_CHECK(shape.is_array(), "{}: tensor \"{}\" has a \"shape\" that is not an array", source, name);
+  std::vector<int64_t> dims;
+  for (const json& dim : shape) {
+    FP8KIT_CHECK(dim.is_number_unsigned() && dim.get<uint64_t>() <= static_cast<uint64_t>(INT64_MAX),
+                 "{}: tensor \"{}\" has a shape entry {} that is not a non-negative integer", source, name,
+                 dim.dump());
+    dims.push_back(static_cast<int64_t>(dim.get<uint64_t>()));
+  }
+  return dims;
+}
+
+struct Entry {
+  std::string name;
+  Dtype dtype;
+  std::vector<int64_t> shape;
+  uint64_t begin, end;  // relative to the end of the header
+};
+
+Entry parse_entry(const std::string& name, const json& value, std::string_view source) {
+  FP8KIT_CHECK(value.is_object(), "{}: the header entry \"{}\" is {} but must be an object with dtype, shape and "
+               "data_offsets", source, name, value.type_name());
+  for (const auto& [key, unused] : value.items()) {
+    FP8KIT_CHECK(key == "dtype" || key == "shape" || key == "data_offsets",
+                 "{}: tensor \"{}\" has an unexpected field \"{}\" (expected dtype, shape, data_offsets)", source,
+                 name, key);
+  }
+  for (const char* key : {"dtype", "shape", "data_offsets"}) {
+    FP8KIT_CHECK(value.contains(key), "{}: tensor \"{}\" has no \"{}\"", source, name, key);
+  }
+  const json& dtype = value["dtype"];
+  FP8KIT_CHECK(dtype.is_string(), "{}: tensor \"{}\" has a \"dtype\" that is not a string", source, name);
+  Entry entry{name, Dtype::F32, parse_shape(value["shape"], name, source), 0, 0};
+  try {
+    entry.dtype = parse_dtype(dtype.get_ref<const std::string&>());
+  } catch (const Error& e) {
+    fail("{}: tensor \"{}\": {}", source, name, e.what());
+  }
+  const json& offsets = value["data_offsets"];
+  FP8KIT_CHECK(offsets.is_array() && offsets.size() == 2 && offsets[0].is_number_unsigned() &&
+                   offsets[1].is_number_unsigned(),
+               "{}: tensor \"{}\" has data_offsets {} but needs [begin, end] as two non-negative integers", source,
+               name, offsets.dump());
+  entry.begin = offsets[0].get<uint64_t>();
+  entry.end = offsets[1].get<uint64_t>();
+  FP8KIT_CHECK(entry.begin <= entry.end, "{}: tensor \"{}\" has data_offsets [{}, {}] that end before they begin",
+               source, name, entry.begin, entry.end);
+  uint64_t bytes = 0;
+  FP8KIT_CHECK(!__builtin_mul_overflow(checked_element_count(entry.shape, name), dtype_size(entry.dtype), &bytes),
+               "{}: tensor \"{}\": its byte size overflows 64 bits", source, name);
+  FP8KIT_CHECK(entry.end - entry.begin == bytes,
+               "{}: tensor \"{}\" has data_offsets [{}, {}] ({} bytes) but its shape [{}] of {} needs {} bytes",
+               source, name, entry.begin, entry.end, entry.end - entry.begin, fmt::join(entry.shape, ", "),
+               dtype_name(entry.dtype), bytes);
+  return entry;
+}
+
+Metadata parse_metadata(const json& value, std::string_view source) {
+  FP8KIT_CHECK(value.is_object(), "{}: \"__metadata__\" must be an object of strings, not {}", source,
+               value.type_name());
+  Metadata metadata;
+  for (const auto& [key, item] : value.items()) {
+    FP8KIT_CHECK(item.is_string(), "{}: \"__metadata__\" value of \"{}\" must be a string, not {}", source, key,
+                 item.type_name());
+    metadata[key] = item.get<std::string>();
+  }
+  return metadata;
+}
+
+uint64_t read_u64_le(std::span<const std::byte> bytes) {
+  uint64_t value = 0;
+  std::memcpy(&value, bytes.data(), sizeof(value));
+  return value;
+}
+
+// Closes the descriptor and removes the temporary file unless released (on success).
+struct TempFile {
+  std::string path;
+  int fd = -1;
+  bool keep = false;
+  ~TempFile() {
+    if (fd >= 0) ::close(fd);
+    if (!keep) ::unlink(path.c_str());
+  }
+};
+
+}  // namespace
+
+std::string_view dtype_name(Dtype dtype) { return info(dtype).name; }
+size_t dtype_size(Dtype dtype) { return info(dtype).size; }
+
+Dtype parse_dtype(std::string_view name) {
+  for (const auto& entry : kDtypes) {
+    if (entry.name == name) return entry.dtype;
+  }
+  std::vector<std::string_view> names;
+  for (const auto& entry : kDtypes) names.push_back(entry.name);
+  fail("unknown dtype \"{}\" (supported: {})", name, fmt::join(names, " "));
+}
+
+int64_t StoredTensor::element_count() const {
+  return std::accumulate(shape.begin(), shape.end(), int64_t{1}, std::multiplies<>());
+}
+
+std::vector<float> StoredTensor::to_f32() const {
+  FP8KIT_CHECK(dtype == Dtype::F32, "tensor \"{}\" is {}, expected F32", name, dtype_name(dtype));
+  std::vector<float> values(data.size() / sizeof(float));
+  std::memcpy(values.data(), data.data(), values.size() * sizeof(float));
+  return values;
+}
+
+StoredTensor f32_tensor(std::string name, std::vector<int64_t> shape, std::span<const float> values) {
+  StoredTensor tensor{std::move(name), Dtype::F32, std::move(shape), {}};
+  FP8KIT_CHECK(tensor.element_count() == static_cast<int64_t>(values.size()),
+               "tensor \"{}\": shape [{}] holds {} values but {} were given", tensor.name,
+               fmt::join(tensor.shape, ", "), tensor.element_count(), values.size());
+  tensor.data.resize(values.size_bytes());
+  std::memcpy(tensor.data.data(), values.data(), values.size_bytes());
+  return tensor;
+}
+
+const StoredTensor* SafetensorsFile::find(std::string_view name) const {
+  for (const auto& tensor : tensors) {
+    if (tensor.name == name) return &tensor;
+  }
+  return nullptr;
+}
+
+SafetensorsFile parse_safetensors(std::span<const std::byte> bytes, std::string_view source) {
+  FP8KIT_CHECK(bytes.size() >= 8, "{}: {} bytes is too short for a safetensors file (the header length alone is 8)",
+               source, bytes.size());
+  const uint64_t header_bytes = read_u64_le(bytes.first(8));
+  FP8KIT_CHECK(header_bytes <= bytes.size() - 8,
+               "{}: the header length {} runs past the end of the file ({} bytes after the length field); the "
+               "file is truncated or not safetensors", source, header_bytes, bytes.size() - 8);
+  FP8KIT_CHECK(header_bytes <= kMaxHeaderBytes, "{}: the header length {} exceeds the limit of {} bytes", source,
+               header_bytes, kMaxHeaderBytes);
+  const auto* header_begin = reinterpret_cast<const char*>(bytes.data() + 8);
+  const json header = parse_header_json(std::string_view(header_begin, header_bytes), source);
+  FP8KIT_CHECK(header.is_object(), "{}: the header must be a JSON object, not {}", source, header.type_name());
+
+  SafetensorsFile file;
+  std::vector<Entry> entries;
+  for (const auto& [name, value] : header.items()) {
+    if (name == "__metadata__") {
+      file.metadata = parse_metadata(value, source);
+    } else {
+      entries.push_back(parse_entry(name, value, source));
+    }
+  }
+
+  // The data section must be covered exactly: sorted by offset, each tensor starts where the previous ended.
+  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+    return std::tie(a.begin, a.end, a.name) < std::tie(b.begin, b.end, b.name);
+  });
+  const uint64_t data_bytes = bytes.size() - 8 - header_bytes;
+  uint64_t covered = 0;
+  const Entry* previous = nullptr;
+  for (const Entry& entry : entries) {
+    FP8KIT_CHECK(entry.end <= data_bytes,
+                 "{}: tensor \"{}\" has data_offsets [{}, {}] that run past the end of the data ({} bytes)", source,
+                 entry.name, entry.begin, entry.end, data_bytes);
+    FP8KIT_CHECK(entry.begin >= covered, "{}: tensors \"{}\" and \"{}\" overlap (bytes {}..{} and {}..{})", source,
+                 previous ? previous->name : "", entry.name, previous ? previous->begin : 0, covered, entry.begin,
+                 entry.end);
+    FP8KIT_CHECK(entry.begin == covered, "{}: a gap of {} unused data bytes precedes tensor \"{}\" (at offset {})",
+                 source, entry.begin - covered, entry.name, covered);
+    covered = entry.end;
+    previous = &entry;
+  }
+  FP8KIT_CHECK(covered == data_bytes, "{}: {} bytes after the last tensor belong to no tensor", source,
+               data_bytes - covered);
+
+  const std::byte* data = bytes.data() + 8 + header_bytes;
+  for (Entry& entry : entries) {
+    file.tensors.push_back(StoredTensor{std::move(entry.name), entry.dtype, std::move(entry.shape),
+                                        std::vector<std::byte>(data + entry.begin, data + entry.end)});
+  }
+  return file;
+}
+
+SafetensorsFile read_safetensors(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  FP8KIT_CHECK(in.is_open(), "cannot open {}: {}", path.string(), std::strerror(errno));
+  std::error_code error;
+  const auto size = std::filesystem::file_size(path, error);
+  FP8KIT_CHECK(!error, "cannot read the size of {}: {}", path.string(), error.message());
+  std::vector<std::byte> bytes(size);
+  in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(size));
+  FP8KIT_CHECK(in.gcount() == static_cast<std::streamsize>(size), "cannot read {} ({} of {} bytes read)",
+               path.string(), in.gcount(), size);
+  return parse_safetensors(bytes, path.string());
+}
+
+std::vector<std::byte> serialize_safetensors(const SafetensorsFile& file) {
+  std::vector<const StoredTensor*> order;
+  std::set<std::string_view> names;
+  for (const auto& tensor : file.tensors) {
+    FP8KIT_CHECK(tensor.name != "__metadata__", "\"__metadata__\" is reserved and cannot name a tensor");
+    FP8KIT_CHECK(names.insert(tensor.name).second, "two tensors are named \"{}\"; names must be unique", tensor.name);
+    const uint64_t expected = checked_element_count(tensor.shape, tensor.name) * dtype_size(tensor.dtype);
+    FP8KIT_CHECK(tensor.data.size() == expected, "tensor \"{}\" holds {} bytes but shape [{}] of {} needs {}",
+                 tensor.name, tensor.data.size(), fmt::join(tensor.shape, ", "), dtype_name(tensor.dtype), expected);
+    order.push_back(&tensor);
+  }
+  std::sort(order.begin(), order.end(), [](const StoredTensor* a, const StoredTensor* b) {
+    const size_t size_a = dtype_size(a->dtype), size_b = dtype_size(b->dtype);
+    return size_a != size_b ? size_a > size_b : a->name < b->name;
+  });
+
+  json header = json::object();
+  if (!file.metadata.empty()) header["__metadata__"] = file.metadata;
+  uint64_t offset = 0;
+  for (const StoredTensor* tensor : order) {
+    header[tensor->name] = {{"dtype", dtype_name(tensor->dtype)},
+                            {"shape", tensor->shape},
+                            {"data_offsets", {offset, offset + tensor->data.size()}}};
+    offset += tensor->data.size();
+  }
+  std::string text;
+  try {
+    text = header.dump();
+  } catch (const json::exception& e) {
+    fail("cannot write the safetensors header ({}); names and metadata must be valid UTF-8", e.what());
+  }
+  text.append((8 - text.size() % 8) % 8, ' ');
+
+  std::vector<std::byte> bytes(8 + text.size() + offset);
+  const uint64_t header_bytes = text.size();
+  std::memcpy(bytes.data(), &header_bytes, 8);
+  std::memcpy(bytes.data() + 8, text.data(), text.size());
+  std::byte* data = bytes.data() + 8 + text.size();
+  for (const StoredTensor* tensor : order) {
+    data = std::copy(tensor->data.begin(), tensor->data.end(), data);
+  }
+  return bytes;
+}
+
+void write_safetensors(const std::filesystem::path& path, const SafetensorsFile& file) {
+  write_file_atomically(path, serialize_safetensors(file));
+}
+
+void write_file_atomically(const std::filesystem::path& path, std::span<const std::byte> bytes) {
+  const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
+  TempFile temp{(dir / fmt::format(".{}.tmp-XXXXXX", path.filename().string())).string()};
+  temp.fd = ::mkstemp(temp.path.data());
+  if (temp.fd < 0) {
+    temp.keep = true;  // nothing was created
+    fail("cannot create a temporary file in {} to write {}: {}", dir.string(), path.string(), std::strerror(errno));
+  }
+  ::fchmod(temp.fd, 0644);
+  size_t written = 0;
+  while (written < bytes.size()) {
+    const ssize_t n = ::write(temp.fd, bytes.data() + written, bytes.size() - written);
+    if (n < 0 && errno == EINTR) continue;
+    FP8KIT_CHECK(n > 0, "cannot write {}: {}", path.string(), std::strerror(errno));
+    written += static_cast<size_t>(n);
+  }
+  FP8KIT_CHECK(::fsync(temp.fd) == 0, "cannot flush {} to disk: {}", path.string(), std::strerror(errno));
+  const int fd = temp.fd;
+  temp.fd = -1;
+  FP8KIT_CHECK(::close(fd) == 0, "cannot write {}: {}", path.string(), std::strerror(errno));
+  FP8KIT_CHECK(::rename(temp.path.c_str(), path.c_str()) == 0, "cannot replace {}: {}", path.string(),
+               std::strerror(errno));
+  temp.keep = true;
+  // Make the rename itself durable.
+  const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+  if (dir_fd >= 0) {
+    ::fsync(dir_fd);
+    ::close(dir_fd);
+  }
+}
+
+}  // namespace fp8kit::io

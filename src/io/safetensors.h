@@ -1,0 +1,64 @@
+// safetensors files (the Hugging Face format): an 8-byte little-endian header length, a JSON
+// header naming each tensor's dtype, shape and byte range, then the raw little-endian tensor bytes.
+// The reader validates everything before trusting it; the writer replaces files atomically.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace fp8kit::io {
+
+// Element types of the format whose elements are whole bytes (sub-byte F4/F6 are not supported).
+enum class Dtype { Bool, U8, I8, F8_E5M2, F8_E4M3, F8_E8M0, I16, U16, F16, BF16, I32, U32, F32, I64, U64, F64 };
+
+std::string_view dtype_name(Dtype dtype);  // the header's spelling: "F32", "F8_E4M3", ...
+Dtype parse_dtype(std::string_view name);  // throws on names the format does not define or we do not support
+size_t dtype_size(Dtype dtype);            // bytes per element
+
+struct StoredTensor {
+  std::string name;
+  Dtype dtype = Dtype::F32;
+  std::vector<int64_t> shape;   // row-major; {} is a scalar
+  std::vector<std::byte> data;  // little-endian, tightly packed: element_count(shape) * dtype_size bytes
+
+  int64_t element_count() const;
+  // The data as floats; the dtype must be F32.
+  std::vector<float> to_f32() const;
+};
+
+// A float32 tensor holding `values` (copied) with the given shape.
+StoredTensor f32_tensor(std::string name, std::vector<int64_t> shape, std::span<const float> values);
+
+using Metadata = std::map<std::string, std::string>;  // the header's "__metadata__" (string -> string)
+
+struct SafetensorsFile {
+  Metadata metadata;
+  std::vector<StoredTensor> tensors;  // in file order (ascending data offset)
+
+  // nullptr when absent.
+  const StoredTensor* find(std::string_view name) const;
+};
+
+// Parses a whole file image. Throws fp8kit::Error naming the problem (and `source`, e.g. the path).
+SafetensorsFile parse_safetensors(std::span<const std::byte> bytes, std::string_view source = "safetensors data");
+SafetensorsFile read_safetensors(const std::filesystem::path& path);
+
+// The file image: tensors ordered by dtype size (largest first) then name, so each tensor's data
+// starts aligned to its element size; the header is space-padded to a multiple of 8 bytes, as the
+// Python package writes it. Rejects duplicate names, the reserved name "__metadata__", and data
+// sizes that disagree with the shape.
+std::vector<std::byte> serialize_safetensors(const SafetensorsFile& file);
+// Writes atomically: a temporary file in the same directory, fsync, rename over `path`, fsync of the
+// directory. A crash leaves either the old file or the new one, never a partial file.
+void write_safetensors(const std::filesystem::path& path, const SafetensorsFile& file);
+
+// Writes `bytes` to `path` with the same atomic replace.
+void write_file_atomically(const std::filesystem::path& path, std::span<const std::byte> bytes);
+
+}  // namespace fp8kit::io
