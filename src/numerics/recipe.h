@@ -6,6 +6,8 @@
 #include "numerics/format.h"
 #include "numerics/scale.h"
 
+#include <cstdint>
+#include <span>
 #include <string_view>
 
 namespace fp8kit {
@@ -32,8 +34,12 @@ ScalingMode parse_scaling_mode(std::string_view text);  // "delayed" | "current"
 ScalingLag parse_scaling_lag(std::string_view text);    // "te" | "keras"
 
 // The scaling state of one FP8-quantized tensor (a Linear's input, weight or output gradient).
+// Keras lag is bit-faithful to Keras only when quantizing with quantize_for_step below: Keras stores a
+// dequantization multiplier m and quantizes x / m, which can differ in the last bit from x * (1 / m).
+// The state keeps m in `keras_multiplier` and `scale` = 1 / m as the TE-convention equivalent.
 struct ScalingState {
   float scale = 1.0f;  // TE convention: multiplies before the cast; saved as a named tensor
+  float keras_multiplier = 1.0f;  // Keras lag only: Keras's stored "scale" (x ~= float(q) * m)
   AmaxHistory amax_history;
 
   explicit ScalingState(size_t history_length = 1024) : amax_history(history_length) {}
@@ -44,6 +50,16 @@ struct ScalingState {
   // After quantizing: record this step's amax. Keras lag: first recomputes the stored `scale` from
   // the history as it was (so the new amax reaches the scale one step later).
   void record_amax(float amax, const Fp8Recipe& recipe, Fp8Format format);
+
+  // The dequantization factor for data quantized with this step's scale: keras_multiplier in Keras
+  // lag, 1 / scale otherwise.
+  float scale_inv(const Fp8Recipe& recipe) const;
 };
+
+// Quantizes this step's tensor as the recipe's framework does, with the scale scale_for_step set:
+// fp8(x * scale) (te lag, current scaling) or fp8(x / keras_multiplier) (keras lag), saturating.
+// Returns amax of x (for record_amax); keep state.scale_inv(recipe) with the data.
+float quantize_for_step(const ScalingState& state, const Fp8Recipe& recipe, std::span<const float> x,
+                        Fp8Format format, std::span<uint8_t> out);
 
 }  // namespace fp8kit

@@ -19,7 +19,13 @@ float delayed_scale(float amax, float previous, Fp8Format format, ScaleOptions o
 float current_scale(float amax, Fp8Format format, ScaleOptions options = {});
 
 // Keras's form, as a dequantization multiplier: r = fp8_max / amax (float32), then 1 / r; keeps
-// `previous_multiplier` when amax is not > 0 or not finite.
+// `previous_multiplier` when amax is not > 0 or not finite. Bit-faithful to Keras: the kept value is
+// 1 / (1 / previous_multiplier), as Keras computes it. One deviation: where Keras's r overflows to inf
+// (amax < ~1e-36) and its multiplier becomes 0, r is FLT_MAX as in delayed_scale, so the multiplier
+// stays > 0. margin and power_of_two apply to r.
 float keras_scale_multiplier(float amax, float previous_multiplier, Fp8Format format, ScaleOptions options = {});
+
+// Rounds a positive finite scale down to a power of two (clears the mantissa bits).
+float round_down_to_power_of_two(float scale);
 
 }  // namespace fp8kit

@@ -1,0 +1,57 @@
+// Recipes and the per-tensor scaling state: which scale each step quantizes with, per the spec's
+// "Amax history" section (te one-step lag, keras two-step lag, current scaling).
+#include "numerics/recipe.h"
+
+#include "base/error.h"
+#include "numerics/convert.h"
+
+#include <string>
+
+namespace fp8kit {
+
+ScalingMode parse_scaling_mode(std::string_view text) {
+  if (text == "delayed") return ScalingMode::Delayed;
+  if (text == "current") return ScalingMode::Current;
+  fail("unknown scaling mode '{}': use delayed or current", text);
+}
+
+ScalingLag parse_scaling_lag(std::string_view text) {
+  if (text == "te") return ScalingLag::Te;
+  if (text == "keras") return ScalingLag::Keras;
+  fail("unknown scaling lag '{}': use te or keras", text);
+}
+
+float ScalingState::scale_for_step(const Fp8Recipe& recipe, Fp8Format format, float current_amax) {
+  if (recipe.mode == ScalingMode::Current) {
+    scale = current_scale(current_amax, format, recipe.scale_options);
+  } else if (recipe.lag == ScalingLag::Te) {
+    scale = delayed_scale(amax_history.amax(recipe.amax_algorithm), scale, format, recipe.scale_options);
+  }
+  // Keras lag: the stored scale, computed by the previous record_amax.
+  return scale;
+}
+
+void ScalingState::record_amax(float amax, const Fp8Recipe& recipe, Fp8Format format) {
+  if (recipe.mode == ScalingMode::Delayed && recipe.lag == ScalingLag::Keras) {
+    // Keras computes the next scale from the history *before* this step's amax enters it.
+    keras_multiplier = keras_scale_multiplier(amax_history.amax(recipe.amax_algorithm), keras_multiplier, format,
+                                              recipe.scale_options);
+    scale = 1.0f / keras_multiplier;
+  }
+  amax_history.push(amax, recipe.skip_zero_amax);
+}
+
+float ScalingState::scale_inv(const Fp8Recipe& recipe) const {
+  if (recipe.mode == ScalingMode::Delayed && recipe.lag == ScalingLag::Keras) return keras_multiplier;
+  return 1.0f / scale;
+}
+
+float quantize_for_step(const ScalingState& state, const Fp8Recipe& recipe, std::span<const float> x,
+                        Fp8Format format, std::span<uint8_t> out) {
+  if (recipe.mode == ScalingMode::Delayed && recipe.lag == ScalingLag::Keras) {
+    return quantize_fp8_divide(x, state.keras_multiplier, format, out);
+  }
+  return quantize_fp8(x, state.scale, format, out);
+}
+
+}  // namespace fp8kit
