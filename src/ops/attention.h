@@ -1,0 +1,30 @@
+// Causal multi-head self-attention core (Keras MultiHeadAttention semantics with a causal mask):
+// scores = (q / sqrt(head_dim)) k^T, -1e9 added where key j > query i, softmax over keys, dropout on
+// the probabilities, out = dropped_probs v. Masked entries are skipped rather than computed:
+// exp(-1e9 - max) is exactly 0 in float32, so skipping them changes no bit of the result.
+#pragma once
+
+#include "ops/dropout.h"
+
+#include <cstdint>
+
+namespace fp8kit::ops {
+
+struct AttentionShape {
+  int64_t batch, seq, heads, head_dim;
+};
+
+// q, k, v, out: [batch, seq, heads * head_dim], row-major; head h owns columns [h*head_dim, (h+1)*head_dim).
+// probs: [batch, heads, seq, seq], the softmax before dropout, saved for the backward; its upper
+// triangle is never written (keep it zero). mask == nullptr: no dropout.
+// bf16 (Keras mixed_bfloat16): the scaled q, the scores, probs, dropped probs and out are rounded
+// to bf16; dot products and the softmax itself run in float32.
+void causal_attention_forward(const AttentionShape& shape, const float* q, const float* k, const float* v,
+                              const DropoutMask* mask, float rate, bool bf16, float* probs, float* out);
+
+// Gradients of the above (float32 math) from the same inputs and saved probs; dq, dk, dv overwritten.
+void causal_attention_backward(const AttentionShape& shape, const float* q, const float* k, const float* v,
+                               const float* probs, const DropoutMask* mask, float rate, bool bf16,
+                               const float* dout, float* dq, float* dk, float* dv);
+
+}  // namespace fp8kit::ops

@@ -1,0 +1,54 @@
+// Counter-based dropout masks: whether element i is kept depends only on (seed, step, site, i), so
+// a training step's masks are reproducible from (seed, step) alone (exact --resume) and a CUDA
+// kernel can compute the same bits. Each element is two rounds of a 32-bit integer hash (the
+// "lowbias32" mixer, a bijection) of i under a 64-bit key derived with splitmix64; the top 24 bits
+// are a uniform u in [0, 1) and the element is kept when u >= rate (Keras keeps with prob 1 - rate).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <span>
+
+namespace fp8kit::ops {
+
+inline uint64_t splitmix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+inline uint32_t lowbias32(uint32_t x) {
+  x ^= x >> 16;
+  x *= 0x7FEB352Du;
+  x ^= x >> 15;
+  x *= 0x846CA68Bu;
+  x ^= x >> 16;
+  return x;
+}
+
+// The mask of one dropout site (a dropout layer) in one step.
+class DropoutMask {
+ public:
+  DropoutMask(uint64_t seed, uint64_t step, uint32_t site, float rate) {
+    const uint64_t key = splitmix64(splitmix64(splitmix64(seed) ^ step) ^ site);
+    key0_ = static_cast<uint32_t>(key);
+    key1_ = static_cast<uint32_t>(key >> 32);
+    threshold_ = static_cast<uint32_t>(std::llround(static_cast<double>(rate) * 16777216.0));
+  }
+  bool keep(uint32_t index) const { return (lowbias32(lowbias32(index ^ key0_) + key1_) >> 8) >= threshold_; }
+
+ private:
+  uint32_t key0_, key1_, threshold_;
+};
+
+// Keras's dropout of a float32 or bf16 tensor: out = keep ? x / keep_prob : 0, where keep_prob is
+// 1 - rate in the tensor's dtype (bf16(0.9) = 0.8984375) and the quotient is rounded to bf16 when
+// bf16. Elements are indexed from 0 over the whole tensor. out may alias x.
+void dropout_forward(const DropoutMask& mask, float rate, bool bf16, std::span<const float> x, std::span<float> out);
+// dx = keep ? dy / keep_prob : 0 (float32 gradient math, same keep_prob as the forward).
+void dropout_backward(const DropoutMask& mask, float rate, bool bf16, std::span<const float> dy, std::span<float> dx);
+// The divisor used above.
+float dropout_keep_prob(float rate, bool bf16);
+
+}  // namespace fp8kit::ops

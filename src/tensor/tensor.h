@@ -1,0 +1,82 @@
+// Tensor: shape, dtype, device and owned storage, row-major and contiguous. CPU only for now; the
+// Device tag and the owning storage leave room for a CUDA backend.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string_view>
+#include <vector>
+
+namespace fp8kit {
+
+enum class Device : uint8_t { Cpu };
+// E4M3 / E5M2 hold raw FP8 codes (uint8_t), Bf16 raw bf16 bits (uint16_t).
+enum class DType : uint8_t { F32, Bf16, E4M3, E5M2, I32 };
+
+size_t dtype_size(DType dtype);
+std::string_view name(DType dtype);  // "f32", "bf16", "e4m3", "e5m2", "i32"
+std::string_view name(Device device);
+
+class Tensor {
+ public:
+  Tensor() = default;
+  // Zero-filled; dims must be >= 0.
+  Tensor(std::vector<int64_t> shape, DType dtype, Device device = Device::Cpu);
+  Tensor(Tensor&&) noexcept = default;
+  Tensor& operator=(Tensor&&) noexcept = default;
+  Tensor(const Tensor&) = delete;  // copies are explicit: clone()
+  Tensor& operator=(const Tensor&) = delete;
+  Tensor clone() const;
+
+  const std::vector<int64_t>& shape() const { return shape_; }
+  int64_t dim(size_t i) const { return shape_.at(i); }
+  size_t rank() const { return shape_.size(); }
+  DType dtype() const { return dtype_; }
+  Device device() const { return device_; }
+  int64_t numel() const { return numel_; }
+  size_t nbytes() const { return static_cast<size_t>(numel_) * dtype_size(dtype_); }
+
+  // Typed access; T must match the dtype (float: F32, uint16_t: Bf16, uint8_t: E4M3/E5M2,
+  // int32_t: I32), else throws.
+  template <typename T>
+  T* data() {
+    check<T>();
+    return reinterpret_cast<T*>(storage_.get());
+  }
+  template <typename T>
+  const T* data() const {
+    check<T>();
+    return reinterpret_cast<const T*>(storage_.get());
+  }
+  template <typename T>
+  std::span<T> span() {
+    return {data<T>(), static_cast<size_t>(numel_)};
+  }
+  template <typename T>
+  std::span<const T> span() const {
+    return {data<T>(), static_cast<size_t>(numel_)};
+  }
+
+  // Gives the tensor a new shape, keeping the storage when it is large enough (so a buffer sized
+  // for the largest batch is reused for smaller ones without allocating). Grown storage is zeroed;
+  // kept storage keeps its contents.
+  void resize(std::vector<int64_t> shape);
+
+ private:
+  struct Free {
+    void operator()(std::byte* p) const;
+  };
+  template <typename T>
+  void check() const;
+
+  std::vector<int64_t> shape_;
+  DType dtype_ = DType::F32;
+  Device device_ = Device::Cpu;
+  int64_t numel_ = 0;
+  size_t capacity_bytes_ = 0;
+  std::unique_ptr<std::byte[], Free> storage_;  // 64-byte aligned
+};
+
+}  // namespace fp8kit
