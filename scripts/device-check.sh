@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Runs ON the GPU machine (through the device tool, carrying .deps): unpacks the Debian packages of
+# scripts/device-deps.sh into /tmp/deps (never into /), builds with the CUDA backend for sm_90a,
+# runs the GPU tests (and the CPU suite), then the GEMM and quantize benchmarks.
+# Writes summary.txt and logs to $OUT (default /tmp/out). Usage: scripts/device-check.sh [ctest -R regex]
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+summary="$OUT/summary.txt"
+: >"$summary"
+note() { echo "$*" | tee -a "$summary"; }
+
+deps=/tmp/deps
+lib=$deps/usr/lib/x86_64-linux-gnu
+mkdir -p "$deps"
+for f in .deps/*.deb; do dpkg -x "$f" "$deps" || { note "FAIL: dpkg -x $f"; exit 1; }; done
+export CMAKE_PREFIX_PATH=$deps/usr
+export CPATH=$deps/usr/include:$deps/usr/include/x86_64-linux-gnu${CPATH:+:$CPATH}
+export LIBRARY_PATH=$lib:$lib/openblas-pthread${LIBRARY_PATH:+:$LIBRARY_PATH}
+# Only the unpacked .pc files, with their /usr paths moved under /tmp/deps.
+export PKG_CONFIG_LIBDIR=$lib/pkgconfig:$deps/usr/share/pkgconfig
+export PKG_CONFIG_SYSROOT_DIR=$deps
+pkg_config=$(command -v pkg-config || echo "$deps/usr/bin/pkgconf")
+runtime_path=$lib:$lib/openblas-pthread
+
+note "device: $(nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader 2>&1 | head -1)"
+note "nvcc: $(nvcc --version | tail -1); cmake: $(cmake --version | head -1); gcc: $(gcc -dumpfullversion)"
+
+build=build-device
+start=$(date +%s)
+if ! cmake -S . -B $build -G Ninja -DCMAKE_BUILD_TYPE=Release -DFP8KIT_CUDA=ON \
+    -DPKG_CONFIG_EXECUTABLE="$pkg_config" -DCMAKE_LIBRARY_PATH="$lib/openblas-pthread" \
+    -DCMAKE_EXE_LINKER_FLAGS="-Wl,-rpath-link,$lib -Wl,-rpath-link,$lib/openblas-pthread" \
+    >"$OUT/configure.log" 2>&1; then
+  note "FAIL: configure (configure.log)"; tail -30 "$OUT/configure.log"; exit 1
+fi
+if ! cmake --build $build -j16 >"$OUT/build.log" 2>&1; then
+  note "FAIL: build (build.log)"; grep -m20 -B2 -A8 "error" "$OUT/build.log" | head -80; exit 1
+fi
+note "build: $(( $(date +%s) - start )) s"
+
+export LD_LIBRARY_PATH=$runtime_path${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+cd $build
+filter=${1:+-R $1}
+start=$(date +%s)
+ctest -L gpu --output-on-failure --timeout 300 $filter >"$OUT/gpu-tests.log" 2>&1
+note "gpu tests ($(( $(date +%s) - start )) s): $(grep -E 'tests passed|tests failed' "$OUT/gpu-tests.log")"
+grep -E "^\s+[0-9]+ - .*(Failed|Timeout|Exception|Not Run)" "$OUT/gpu-tests.log" | head -20 | tee -a "$summary"
+if [ -z "${1:-}" ]; then
+  start=$(date +%s)
+  ctest -LE gpu -j16 --timeout 300 >"$OUT/cpu-tests.log" 2>&1
+  note "cpu tests ($(( $(date +%s) - start )) s): $(grep -E 'tests passed|tests failed' "$OUT/cpu-tests.log")"
+  grep -E "^\s+[0-9]+ - .*(Failed|Timeout|Exception|Not Run)" "$OUT/cpu-tests.log" | head -10 | tee -a "$summary"
+fi
+./fp8kit device >>"$summary" 2>&1
+./fp8kit bench gemm >"$OUT/bench-gemm.txt" 2>&1 || note "FAIL: bench gemm"
+cat "$OUT/bench-gemm.txt" >>"$summary"
+./fp8kit bench quantize >"$OUT/bench-quantize.txt" 2>&1 || note "FAIL: bench quantize"
+cat "$OUT/bench-quantize.txt" >>"$summary"
+cat "$summary"

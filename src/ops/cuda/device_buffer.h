@@ -1,0 +1,98 @@
+// Device memory that frees itself (DeviceBuffer<T>), owned streams (Stream), and explicit
+// host <-> device copies. Nothing is copied implicitly: every transfer is a named call.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "base/error.h"
+#include "ops/cuda/check.h"
+
+namespace fp8kit::cuda {
+
+// `count` elements of T in device memory (cudaMalloc: 256-byte aligned), uninitialised. Move-only.
+template <typename T>
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  explicit DeviceBuffer(size_t count) : count_(count) {
+    if (count > 0) FP8KIT_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&data_), count * sizeof(T)));
+  }
+  ~DeviceBuffer() { release(); }
+  DeviceBuffer(DeviceBuffer&& other) noexcept
+      : data_(std::exchange(other.data_, nullptr)), count_(std::exchange(other.count_, 0)) {}
+  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept {
+    if (this != &other) {
+      release();
+      data_ = std::exchange(other.data_, nullptr);
+      count_ = std::exchange(other.count_, 0);
+    }
+    return *this;
+  }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+  T* data() { return data_; }
+  const T* data() const { return data_; }
+  size_t size() const { return count_; }
+  size_t bytes() const { return count_ * sizeof(T); }
+
+  // Host -> device; returns when the copy is done. host.size() must equal size().
+  void upload(std::span<const T> host, cudaStream_t stream = nullptr) {
+    check_size(host.size(), "upload");
+    FP8KIT_CUDA_CHECK(cudaMemcpyAsync(data_, host.data(), bytes(), cudaMemcpyHostToDevice, stream));
+    FP8KIT_CUDA_CHECK(cudaStreamSynchronize(stream));
+  }
+  // Device -> host; waits for the work queued on `stream` first.
+  void download(std::span<T> host, cudaStream_t stream = nullptr) const {
+    check_size(host.size(), "download");
+    FP8KIT_CUDA_CHECK(cudaMemcpyAsync(host.data(), data_, bytes(), cudaMemcpyDeviceToHost, stream));
+    FP8KIT_CUDA_CHECK(cudaStreamSynchronize(stream));
+  }
+  std::vector<T> to_host(cudaStream_t stream = nullptr) const {
+    std::vector<T> host(count_);
+    download(host, stream);
+    return host;
+  }
+  // Sets every byte to `byte` (queued on `stream`).
+  void fill_bytes(int byte, cudaStream_t stream = nullptr) {
+    if (count_ > 0) FP8KIT_CUDA_CHECK(cudaMemsetAsync(data_, byte, bytes(), stream));
+  }
+
+ private:
+  void release() noexcept {
+    if (data_ != nullptr) cudaFree(data_);  // a destructor cannot throw; errors resurface at the next call
+    data_ = nullptr;
+    count_ = 0;
+  }
+  void check_size(size_t host_count, const char* what) const {
+    if (host_count != count_)
+      throw Error(std::string("DeviceBuffer::") + what + ": host span has " + std::to_string(host_count) +
+                  " elements, the device buffer " + std::to_string(count_));
+  }
+
+  T* data_ = nullptr;
+  size_t count_ = 0;
+};
+
+// A CUDA stream that does not synchronise with the legacy default stream; destroyed with its owner.
+class Stream {
+ public:
+  Stream() { FP8KIT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking)); }
+  ~Stream() { cudaStreamDestroy(stream_); }
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+
+  cudaStream_t get() const { return stream_; }
+  void synchronize() const { FP8KIT_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+
+ private:
+  cudaStream_t stream_ = nullptr;
+};
+
+}  // namespace fp8kit::cuda

@@ -1,0 +1,229 @@
+// cuBLASLt GEMMs. Row-major y[m, n] = a[m, k] . b[n, k]^T is, in cuBLASLt's column-major view,
+// D[n, m] = op(A) . B with A = b stored as a column-major [k, n] matrix (lda = k) and transa = T,
+// B = a stored as [k, m] (ldb = k) and transb = N: exactly the "TN" layout FP8 requires. Hence
+// cuBLASLt's A scale is b's scale_inv and its B scale is a's, and the bias (one per row of D) is
+// one per column n of y.
+#include "ops/cuda/gemm.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <bit>
+
+#include "base/error.h"
+#include "ops/cuda/check.h"
+
+namespace fp8kit::cuda {
+namespace {
+
+bool is_fp8(DType t) { return t == DType::E4M3 || t == DType::E5M2; }
+
+cudaDataType_t cuda_type(DType t) {
+  switch (t) {
+    case DType::F32: return CUDA_R_32F;
+    case DType::Bf16: return CUDA_R_16BF;
+    case DType::E4M3: return CUDA_R_8F_E4M3;
+    case DType::E5M2: return CUDA_R_8F_E5M2;
+    default: fail("GEMM: unsupported element type {}", name(t));
+  }
+}
+
+cublasLtEpilogue_t cublas_epilogue(Epilogue e) {
+  switch (e) {
+    case Epilogue::None: return CUBLASLT_EPILOGUE_DEFAULT;
+    case Epilogue::Bias: return CUBLASLT_EPILOGUE_BIAS;
+    case Epilogue::Gelu: return CUBLASLT_EPILOGUE_GELU;
+    case Epilogue::GeluBias: return CUBLASLT_EPILOGUE_GELU_BIAS;
+  }
+  return CUBLASLT_EPILOGUE_DEFAULT;
+}
+
+bool has_bias(Epilogue e) { return e == Epilogue::Bias || e == Epilogue::GeluBias; }
+
+std::string_view epilogue_name(Epilogue e) {
+  switch (e) {
+    case Epilogue::None: return "none";
+    case Epilogue::Bias: return "bias";
+    case Epilogue::Gelu: return "gelu";
+    case Epilogue::GeluBias: return "gelu+bias";
+  }
+  return "?";
+}
+
+std::string describe(const GemmArgs& g) {
+  return fmt::format("GEMM y[{}x{}] = a[{}x{}] . b[{}x{}]^T ({} x {} -> {}, epilogue {}{})", g.m, g.n, g.m, g.k, g.n,
+                     g.k, name(g.a_type), name(g.b_type), name(g.y_type), epilogue_name(g.epilogue),
+                     g.fast_accumulation ? ", fast accumulation" : "");
+}
+
+// Largest power of two dividing the address, capped at 256 (cuBLASLt's default assumption).
+int alignment(const void* p) {
+  if (p == nullptr) return 256;
+  const auto address = reinterpret_cast<uintptr_t>(p);
+  return static_cast<int>(std::min<uintptr_t>(256, address & (~address + 1)));
+}
+
+int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
+
+void validate(const GemmArgs& g) {
+  const std::string what = describe(g);
+  FP8KIT_CHECK(g.m > 0 && g.n > 0 && g.k > 0, "{}: m, n and k must be positive", what);
+  FP8KIT_CHECK(g.a != nullptr && g.b != nullptr && g.y != nullptr, "{}: a, b and y must be device pointers, not null", what);
+  if (is_fp8(g.a_type) || is_fp8(g.b_type)) {
+    FP8KIT_CHECK(is_fp8(g.a_type) && is_fp8(g.b_type), "{}: FP8 GEMMs need both operands in FP8", what);
+    FP8KIT_CHECK(!(g.a_type == DType::E5M2 && g.b_type == DType::E5M2),
+                 "{}: E5M2 x E5M2 is not supported by Hopper's FP8 GEMMs; quantize one operand as E4M3", what);
+    FP8KIT_CHECK(g.y_type == DType::Bf16 || g.y_type == DType::F32, "{}: FP8 GEMMs write bf16 or f32", what);
+  } else {
+    FP8KIT_CHECK(g.a_type == g.b_type && (g.a_type == DType::F32 || g.a_type == DType::Bf16),
+                 "{}: operands must both be f32, both bf16, or both FP8", what);
+    FP8KIT_CHECK(g.a_type == DType::Bf16 ? (g.y_type == DType::Bf16 || g.y_type == DType::F32) : g.y_type == DType::F32,
+                 "{}: f32 GEMMs write f32; bf16 GEMMs write bf16 or f32", what);
+    FP8KIT_CHECK(g.a_scale_inv == nullptr && g.b_scale_inv == nullptr,
+                 "{}: scale_inv pointers apply to FP8 operands only", what);
+    FP8KIT_CHECK(!g.fast_accumulation, "{}: fast accumulation applies to FP8 GEMMs only", what);
+  }
+  FP8KIT_CHECK(has_bias(g.epilogue) == (g.bias != nullptr),
+               "{}: epilogues with bias need a bias pointer ([n], {}); the others take none", what,
+               name(bias_type(g.a_type, g.y_type)));
+}
+
+template <typename T>
+void set_attribute(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attribute, const T& value,
+                   const std::string& context) {
+  FP8KIT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, attribute, &value, sizeof(value)), context);
+}
+
+}  // namespace
+
+DType bias_type(DType a_type, DType y_type) { return is_fp8(a_type) ? DType::Bf16 : y_type; }
+
+// The cuBLASLt descriptors and the chosen algorithm of one PlanKey.
+struct GemmContext::Plan {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, y = nullptr;  // cuBLASLt's A (our b), B (our a), C = D
+  cublasLtMatmulAlgo_t algo{};
+  std::string context;
+  ~Plan() {
+    if (y) cublasLtMatrixLayoutDestroy(y);
+    if (b) cublasLtMatrixLayoutDestroy(b);
+    if (a) cublasLtMatrixLayoutDestroy(a);
+    if (desc) cublasLtMatmulDescDestroy(desc);
+  }
+};
+
+GemmContext::GemmContext() : workspace_(kWorkspaceBytes) {
+  FP8KIT_CUBLAS_CHECK(cublasLtCreate(&handle_), "creating the cuBLASLt handle");
+}
+
+GemmContext::~GemmContext() {
+  plans_.clear();
+  if (handle_) cublasLtDestroy(handle_);
+}
+
+GemmContext::Plan& GemmContext::plan_for(const GemmArgs& g) {
+  const PlanKey key{g.m, g.n, g.k, g.a_type, g.b_type, g.y_type, g.epilogue, g.fast_accumulation, g.accumulate,
+                    alignment(g.a), alignment(g.b), alignment(g.y), alignment(g.bias)};
+  if (auto it = plans_.find(key); it != plans_.end()) return *it->second;
+
+  auto plan = std::make_unique<Plan>();
+  const std::string& ctx = plan->context = describe(g);
+  FP8KIT_CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), ctx);
+  set_attribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, int32_t{CUBLAS_OP_T}, ctx);
+  set_attribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, int32_t{CUBLAS_OP_N}, ctx);
+  set_attribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, uint32_t{cublas_epilogue(g.epilogue)}, ctx);
+  if (is_fp8(g.a_type)) set_attribute(plan->desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, int8_t{g.fast_accumulation}, ctx);
+  if (has_bias(g.epilogue)) {
+    set_attribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, int32_t{cuda_type(bias_type(g.a_type, g.y_type))}, ctx);
+    set_attribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, g.bias, ctx);  // its alignment guides the heuristic
+  }
+  const auto k = static_cast<uint64_t>(g.k), m = static_cast<uint64_t>(g.m), n = static_cast<uint64_t>(g.n);
+  FP8KIT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->a, cuda_type(g.b_type), k, n, g.k), ctx);
+  FP8KIT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->b, cuda_type(g.a_type), k, m, g.k), ctx);
+  FP8KIT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->y, cuda_type(g.y_type), n, m, g.n), ctx);
+
+  cublasLtMatmulPreference_t preference = nullptr;
+  FP8KIT_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&preference), ctx);
+  const auto set_preference = [&](cublasLtMatmulPreferenceAttributes_t attribute, auto value) {
+    const cublasStatus_t status = cublasLtMatmulPreferenceSetAttribute(preference, attribute, &value, sizeof(value));
+    if (status != CUBLAS_STATUS_SUCCESS) {
+      cublasLtMatmulPreferenceDestroy(preference);
+      throw_cublas_error(status, "cublasLtMatmulPreferenceSetAttribute", ctx);
+    }
+  };
+  set_preference(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, uint64_t{kWorkspaceBytes});
+  set_preference(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, static_cast<uint32_t>(key.b_align));
+  set_preference(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, static_cast<uint32_t>(key.a_align));
+  set_preference(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, static_cast<uint32_t>(key.y_align));
+  set_preference(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, static_cast<uint32_t>(key.y_align));
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(handle_, plan->desc, plan->a, plan->b, plan->y,
+                                                                plan->y, preference, 1, &result, &found);
+  cublasLtMatmulPreferenceDestroy(preference);
+  if (status != CUBLAS_STATUS_SUCCESS) throw_cublas_error(status, "cublasLtMatmulAlgoGetHeuristic", ctx);
+  if (found == 0) fail("{}: cuBLASLt has no algorithm for this GEMM on this GPU", ctx);
+  plan->algo = result.algo;
+  return *plans_.emplace(key, std::move(plan)).first->second;
+}
+
+void GemmContext::matmul(const GemmArgs& g, cudaStream_t stream) {
+  Plan& plan = plan_for(g);
+  if (is_fp8(g.a_type)) {
+    set_attribute(plan.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, static_cast<const void*>(g.b_scale_inv), plan.context);
+    set_attribute(plan.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, static_cast<const void*>(g.a_scale_inv), plan.context);
+  }
+  if (has_bias(g.epilogue)) set_attribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, g.bias, plan.context);
+  const float alpha = 1.0f, beta = g.accumulate ? 1.0f : 0.0f;
+  FP8KIT_CUBLAS_CHECK(cublasLtMatmul(handle_, plan.desc, &alpha, g.b, plan.a, g.a, plan.b, &beta, g.y, plan.y, g.y,
+                                     plan.y, &plan.algo, workspace_.data(), kWorkspaceBytes, stream),
+                      plan.context);
+}
+
+// Copies the operands into zero-padded [m, kp] and [np, kp] buffers (zeros add nothing to the dot
+// products), runs the GEMM into a [m, np] buffer and copies the [m, n] part out.
+void GemmContext::matmul_padded(const GemmArgs& g, cudaStream_t stream) {
+  const int64_t kp = round_up(g.k, 16), np = round_up(g.n, 16);
+  const size_t y_size = dtype_size(g.y_type);
+  const size_t a_bytes = round_up(g.m * kp, 256), b_bytes = round_up(np * kp, 256);
+  const size_t y_bytes = round_up(g.m * np * static_cast<int64_t>(y_size), 256), bias_bytes = has_bias(g.epilogue) ? round_up(np * 2, 256) : 0;
+  std::byte* buffer = nullptr;
+  FP8KIT_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&buffer), a_bytes + b_bytes + y_bytes + bias_bytes, stream));
+  std::byte* a = buffer;
+  std::byte* b = a + a_bytes;
+  std::byte* y = b + b_bytes;
+  std::byte* bias = y + y_bytes;
+  try {
+    FP8KIT_CUDA_CHECK(cudaMemsetAsync(buffer, 0, a_bytes + b_bytes + y_bytes + bias_bytes, stream));
+    FP8KIT_CUDA_CHECK(cudaMemcpy2DAsync(a, kp, g.a, g.k, g.k, g.m, cudaMemcpyDeviceToDevice, stream));
+    FP8KIT_CUDA_CHECK(cudaMemcpy2DAsync(b, kp, g.b, g.k, g.k, g.n, cudaMemcpyDeviceToDevice, stream));
+    if (g.accumulate)
+      FP8KIT_CUDA_CHECK(cudaMemcpy2DAsync(y, np * y_size, g.y, g.n * y_size, g.n * y_size, g.m, cudaMemcpyDeviceToDevice, stream));
+    if (bias_bytes > 0) FP8KIT_CUDA_CHECK(cudaMemcpyAsync(bias, g.bias, g.n * 2, cudaMemcpyDeviceToDevice, stream));
+    GemmArgs padded = g;
+    padded.n = np;
+    padded.k = kp;
+    padded.a = a;
+    padded.b = b;
+    padded.y = y;
+    padded.bias = bias_bytes > 0 ? bias : nullptr;
+    matmul(padded, stream);
+    FP8KIT_CUDA_CHECK(cudaMemcpy2DAsync(g.y, g.n * y_size, y, np * y_size, g.n * y_size, g.m, cudaMemcpyDeviceToDevice, stream));
+  } catch (...) {
+    cudaFreeAsync(buffer, stream);
+    throw;
+  }
+  FP8KIT_CUDA_CHECK(cudaFreeAsync(buffer, stream));
+}
+
+void GemmContext::gemm(const GemmArgs& g, cudaStream_t stream) {
+  validate(g);
+  const bool unaligned = alignment(g.a) < 16 || alignment(g.b) < 16 || alignment(g.y) < 16 || alignment(g.bias) < 16;
+  if (is_fp8(g.a_type) && (g.k % 16 != 0 || g.n % 16 != 0 || unaligned)) {
+    matmul_padded(g, stream);
+  } else {
+    matmul(g, stream);
+  }
+}
+
+}  // namespace fp8kit::cuda

@@ -1,0 +1,89 @@
+// GEMMs on the GPU through cuBLASLt: float32, bf16 and FP8 (Hopper: E4M3 x E4M3 for fprop, E5M2 x
+// E4M3 for dgrad and wgrad), with bias / GELU fused in the epilogue. One GemmContext owns the
+// cuBLASLt handle, its one 32 MiB workspace and the cache of heuristic choices.
+#pragma once
+
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include <compare>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+
+#include "ops/cuda/device_buffer.h"
+#include "tensor/tensor.h"
+
+namespace fp8kit::cuda {
+
+enum class Epilogue : uint8_t { None, Bias, Gelu, GeluBias };  // GELU: cuBLASLt's tanh approximation
+
+// y[m, n] = a[m, k] . b[n, k]^T, every matrix row-major and contiguous, all pointers on the device.
+// Both operands are K-major ("TN"), the only layout Hopper's FP8 GEMMs accept, so for a Linear
+// (y = x W^T, x [M, K], W [N, K]) the three GEMMs read the transposed copies quantize_fp8 writes:
+//   fprop  y[M, N]  = x . W^T          a = x,         b = W
+//   dgrad  dx[M, K] = dy . W           a = dy,        b = W^T   (W's q_t)
+//   wgrad  dW[N, K] = dy^T . x         a = dy^T (q_t), b = x^T  (x's q_t)
+// Types: f32 x f32 -> f32; bf16 x bf16 -> bf16 or f32; FP8 x FP8 (not E5M2 x E5M2) -> bf16 or f32.
+// FP8 shapes that break cuBLASLt's 16-byte rules (k or n not a multiple of 16, pointers not 16-byte
+// aligned) are padded with zeros to multiples of 16 in a temporary copy: same result, extra copies.
+struct GemmArgs {
+  int64_t m = 0, n = 0, k = 0;
+  const void* a = nullptr;
+  DType a_type = DType::Bf16;
+  const void* b = nullptr;
+  DType b_type = DType::Bf16;
+  void* y = nullptr;
+  DType y_type = DType::Bf16;
+  // FP8 only: one float each on the device, the operands' scale_inv (null = 1):
+  // y = (a_scale_inv * b_scale_inv) * decode(a) . decode(b)^T.
+  const float* a_scale_inv = nullptr;
+  const float* b_scale_inv = nullptr;
+  Epilogue epilogue = Epilogue::None;
+  const void* bias = nullptr;  // [n], added before GELU: bf16 for FP8 GEMMs (cuBLASLt's rule), else y_type
+  // FP8 only. true: Hopper's fast accumulation (fprop, as TE); false: the split accumulator, which
+  // promotes partial sums to fp32 regularly (dgrad, wgrad).
+  bool fast_accumulation = false;
+  bool accumulate = false;  // y += a . b^T (+ epilogue) instead of y =
+};
+
+// The bias type a GEMM with these types takes.
+DType bias_type(DType a_type, DType y_type);
+
+// Not thread-safe and not for concurrent streams (one workspace): one context per stream.
+class GemmContext {
+ public:
+  GemmContext();
+  ~GemmContext();
+  GemmContext(const GemmContext&) = delete;
+  GemmContext& operator=(const GemmContext&) = delete;
+
+  // Validates (fp8kit::Error naming what to fix), then queues the GEMM on `stream`.
+  void gemm(const GemmArgs& args, cudaStream_t stream = nullptr);
+  size_t cached_plans() const { return plans_.size(); }
+
+  static constexpr size_t kWorkspaceBytes = size_t{32} << 20;
+
+ private:
+  // What the heuristic's choice depends on: shapes, types, epilogue, accumulation, alignments.
+  struct PlanKey {
+    int64_t m, n, k;
+    DType a_type, b_type, y_type;
+    Epilogue epilogue;
+    bool fast_accumulation, accumulate;
+    int a_align, b_align, y_align, bias_align;
+    auto operator<=>(const PlanKey&) const = default;
+  };
+  struct Plan;
+
+  Plan& plan_for(const GemmArgs& args);
+  void matmul(const GemmArgs& args, cudaStream_t stream);
+  void matmul_padded(const GemmArgs& args, cudaStream_t stream);
+
+  cublasLtHandle_t handle_ = nullptr;
+  DeviceBuffer<std::byte> workspace_;
+  std::map<PlanKey, std::unique_ptr<Plan>> plans_;
+};
+
+}  // namespace fp8kit::cuda

@@ -1,0 +1,214 @@
+// FP8 quantization kernel: cast + transpose + amax in one pass over x [rows, cols].
+//
+// A block of 256 threads casts a 128 x 64 tile (rows x cols). Each warp covers 16 rows x 32 columns
+// as 4 x 8 lanes, each lane a 4 x 4 micro-tile, loaded as 4 row vectors (16 bytes of fp32, 8 of
+// bf16) so that 8 lanes read 128 contiguous bytes of a row; each thread does two such passes (64 rows
+// apart), all loads issued before the first use. The straight output is stored 4 bytes per row. For
+// the transposed output the 4x4 codes are transposed in registers (byte permutes) into 4 words, each
+// 4 rows of one column, kept in shared memory [64 cols][32 words + 1]; the odd row stride makes both
+// the writes (lanes differ in column by 4 and in row-word by 1) and the 16-byte-per-lane reads
+// conflict-free. amax: per-thread max of |x| bits, warp max, one atomicMax per block.
+#include "ops/cuda/quantize.h"
+
+#include <algorithm>
+#include <string>
+
+#include "base/error.h"
+#include "ops/cuda/check.h"
+#include "ops/cuda/fp8_cast.cuh"
+
+namespace fp8kit::cuda {
+namespace {
+
+constexpr int kTileRows = 128;
+constexpr int kTileCols = 64;
+constexpr int kThreads = 256;
+constexpr int kPasses = 2;
+constexpr int kTransposeStride = kTileRows / 4 + 1;  // words per transposed row (+1 against bank conflicts)
+
+struct Params {
+  const void* x;
+  int64_t rows, cols;
+  const float* scale;
+  uint8_t* q;
+  uint8_t* q_t;
+  float* amax;
+  float* scale_inv;
+  bool vector_load;     // every row of x starts 16-byte (fp32) / 8-byte (bf16) aligned
+  bool vector_store;    // every row of q starts 4-byte aligned
+  bool vector_store_t;  // every row of q_t starts 16-byte aligned
+};
+
+__device__ __forceinline__ float to_float(float v) { return v; }
+__device__ __forceinline__ float to_float(uint16_t v) { return bf16_to_float(v); }
+
+// v[i] = x[row, col + i]; 0 outside the matrix (zeros neither raise amax nor get stored).
+template <typename T>
+__device__ __forceinline__ void load_row(const Params& p, int64_t row, int64_t col, float v[4]) {
+  const T* x = static_cast<const T*>(p.x);
+  if (row >= p.rows) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) v[i] = 0.0f;
+    return;
+  }
+  const T* src = x + row * p.cols + col;
+  if (p.vector_load && col + 3 < p.cols) {
+    if constexpr (sizeof(T) == 4) {
+      const float4 f = __ldcs(reinterpret_cast<const float4*>(src));  // streamed: read once
+      v[0] = f.x, v[1] = f.y, v[2] = f.z, v[3] = f.w;
+    } else {
+      const uint2 u = __ldcs(reinterpret_cast<const uint2*>(src));
+      v[0] = bf16_to_float(u.x & 0xFFFFu), v[1] = bf16_to_float(u.x >> 16);
+      v[2] = bf16_to_float(u.y & 0xFFFFu), v[3] = bf16_to_float(u.y >> 16);
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) v[i] = col + i < p.cols ? to_float(src[i]) : 0.0f;
+  }
+}
+
+// Four values of a row -> four FP8 codes (byte i = column i).
+template <Fp8Format F, bool Divide>
+__device__ __forceinline__ uint32_t encode_row(const float v[4], float scale) {
+  constexpr float max = F == Fp8Format::E4M3 ? 448.0f : 57344.0f;
+  float y[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float scaled = Divide ? __fdiv_rn(v[i], scale) : __fmul_rn(v[i], scale);
+    y[i] = fminf(fmaxf(scaled, -max), max);  // saturate (+-inf too) whatever the cvt does with them
+  }
+  const uint32_t lo = encode_fp8x2<F>(y[0], y[1], __float_as_uint(v[0]), __float_as_uint(v[1]));
+  const uint32_t hi = encode_fp8x2<F>(y[2], y[3], __float_as_uint(v[2]), __float_as_uint(v[3]));
+  return lo | (hi << 16);
+}
+
+template <typename T, Fp8Format F, bool Divide>
+__global__ void __launch_bounds__(kThreads) quantize_kernel(Params p) {
+  __shared__ uint32_t tile_t[kTileCols * kTransposeStride];
+  __shared__ uint32_t warp_amax[kThreads / 32];
+
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int col_local = (warp & 1) * 32 + (lane & 7) * 4;
+  const int row_local = (warp >> 1) * 16 + (lane >> 3) * 4;  // + 64 * pass
+  const int64_t row0 = static_cast<int64_t>(blockIdx.y) * kTileRows;
+  const int64_t col0 = static_cast<int64_t>(blockIdx.x) * kTileCols;
+  const int64_t col = col0 + col_local;
+  const float scale = *p.scale;
+
+  float v[kPasses][4][4];
+#pragma unroll
+  for (int pass = 0; pass < kPasses; ++pass)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) load_row<T>(p, row0 + row_local + 64 * pass + r, col, v[pass][r]);
+
+  uint32_t amax = 0;
+#pragma unroll
+  for (int pass = 0; pass < kPasses; ++pass) {
+    uint32_t w[4];
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) amax = max(amax, amax_bits(__float_as_uint(v[pass][r][i])));
+      w[r] = encode_row<F, Divide>(v[pass][r], scale);
+      const int64_t row = row0 + row_local + 64 * pass + r;
+      if (p.q != nullptr && row < p.rows) {
+        uint8_t* dst = p.q + row * p.cols + col;
+        if (p.vector_store && col + 3 < p.cols) {
+          *reinterpret_cast<uint32_t*>(dst) = w[r];
+        } else {
+#pragma unroll
+          for (int i = 0; i < 4; ++i)
+            if (col + i < p.cols) dst[i] = static_cast<uint8_t>(w[r] >> (8 * i));
+        }
+      }
+    }
+    if (p.q_t != nullptr) {
+      // Word i = column i of the micro-tile, rows 0..3 in bytes 0..3.
+      const uint32_t a = __byte_perm(w[0], w[1], 0x5140), b = __byte_perm(w[2], w[3], 0x5140);
+      const uint32_t c = __byte_perm(w[0], w[1], 0x7362), d = __byte_perm(w[2], w[3], 0x7362);
+      uint32_t* t = tile_t + col_local * kTransposeStride + (row_local + 64 * pass) / 4;
+      t[0 * kTransposeStride] = __byte_perm(a, b, 0x5410);
+      t[1 * kTransposeStride] = __byte_perm(a, b, 0x7632);
+      t[2 * kTransposeStride] = __byte_perm(c, d, 0x5410);
+      t[3 * kTransposeStride] = __byte_perm(c, d, 0x7632);
+    }
+  }
+
+  amax = __reduce_max_sync(0xFFFFFFFFu, amax);
+  if (lane == 0) warp_amax[warp] = amax;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    if (p.amax != nullptr) {
+      for (int i = 1; i < kThreads / 32; ++i) amax = max(amax, warp_amax[i]);
+      if (amax > 0) atomicMax(reinterpret_cast<unsigned int*>(p.amax), amax);
+    }
+    if (p.scale_inv != nullptr && blockIdx.x == 0 && blockIdx.y == 0) *p.scale_inv = Divide ? scale : 1.0f / scale;
+  }
+
+  if (p.q_t != nullptr) {
+    // 64 transposed rows of 128 bytes: 8 lanes per row, 16 bytes each, two rounds.
+#pragma unroll
+    for (int round = 0; round < kTileCols * 8 / kThreads; ++round) {
+      const int id = threadIdx.x + kThreads * round;
+      const int c = id / 8, chunk = id % 8;
+      const int64_t out_row = col0 + c;  // a column of x
+      const int64_t out_col = row0 + 16 * chunk;
+      if (out_row >= p.cols || out_col >= p.rows) continue;
+      const uint32_t* t = tile_t + c * kTransposeStride + 4 * chunk;
+      const uint4 words = make_uint4(t[0], t[1], t[2], t[3]);
+      uint8_t* dst = p.q_t + out_row * p.rows + out_col;
+      if (p.vector_store_t && out_col + 15 < p.rows) {
+        *reinterpret_cast<uint4*>(dst) = words;
+      } else {
+        const uint32_t w[4] = {words.x, words.y, words.z, words.w};
+#pragma unroll
+        for (int i = 0; i < 16; ++i)
+          if (out_col + i < p.rows) dst[i] = static_cast<uint8_t>(w[i / 4] >> (8 * (i % 4)));
+      }
+    }
+  }
+}
+
+template <typename T, Fp8Format F>
+void launch(const Params& p, bool divide, dim3 grid, cudaStream_t stream) {
+  if (divide) {
+    quantize_kernel<T, F, true><<<grid, kThreads, 0, stream>>>(p);
+  } else {
+    quantize_kernel<T, F, false><<<grid, kThreads, 0, stream>>>(p);
+  }
+}
+
+bool aligned(const void* p, size_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
+
+}  // namespace
+
+void quantize_fp8(const QuantizeArgs& args, cudaStream_t stream) {
+  const std::string shape = std::to_string(args.rows) + "x" + std::to_string(args.cols);
+  if (args.rows < 0 || args.cols < 0) throw Error("quantize_fp8: negative shape " + shape);
+  if (args.x_type != DType::F32 && args.x_type != DType::Bf16)
+    throw Error("quantize_fp8: input must be f32 or bf16, got " + std::string(name(args.x_type)));
+  if (args.scale == nullptr) throw Error("quantize_fp8: scale is null (a device pointer to one float is required)");
+  if (args.x == nullptr && args.rows * args.cols > 0) throw Error("quantize_fp8: x is null for a " + shape + " input");
+  if (args.scale_inv != nullptr && args.scale_inv == args.scale)
+    throw Error("quantize_fp8: scale_inv must not alias scale (blocks still read scale while it is written)");
+  if (args.rows > int64_t{65535} * kTileRows)
+    throw Error("quantize_fp8: " + shape + " has more rows than one launch covers (8388480); split it");
+
+  const size_t element = args.x_type == DType::F32 ? 4 : 2;
+  Params p{args.x, args.rows, args.cols, args.scale, args.q, args.q_t, args.amax, args.scale_inv,
+           args.cols % 4 == 0 && aligned(args.x, 4 * element), args.cols % 4 == 0 && aligned(args.q, 4),
+           args.rows % 16 == 0 && aligned(args.q_t, 16)};
+  const dim3 grid(static_cast<unsigned>(std::max<int64_t>(1, (args.cols + kTileCols - 1) / kTileCols)),
+                  static_cast<unsigned>(std::max<int64_t>(1, (args.rows + kTileRows - 1) / kTileRows)));
+  const bool e4m3 = args.format == Fp8Format::E4M3;
+  if (args.x_type == DType::F32) {
+    e4m3 ? launch<float, Fp8Format::E4M3>(p, args.divide, grid, stream)
+         : launch<float, Fp8Format::E5M2>(p, args.divide, grid, stream);
+  } else {
+    e4m3 ? launch<uint16_t, Fp8Format::E4M3>(p, args.divide, grid, stream)
+         : launch<uint16_t, Fp8Format::E5M2>(p, args.divide, grid, stream);
+  }
+  check_launch("quantize_fp8");
+}
+
+}  // namespace fp8kit::cuda

@@ -1,0 +1,35 @@
+// FP8 quantization on the GPU, bit-identical to numerics/convert.h: cast fp32 or bf16 to E4M3/E5M2
+// with a scale read from device memory (saturating), amax of the input in the same pass, and
+// optionally the transposed FP8 copy that Hopper's TN-only FP8 GEMMs need for dgrad and wgrad.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "numerics/format.h"
+#include "tensor/tensor.h"
+
+namespace fp8kit::cuda {
+
+// All pointers are device pointers. x is [rows, cols], row-major.
+struct QuantizeArgs {
+  const void* x = nullptr;
+  DType x_type = DType::F32;  // F32 or Bf16 (raw 16-bit patterns)
+  int64_t rows = 0, cols = 0;
+  Fp8Format format = Fp8Format::E4M3;
+  // One float. Multiply (TE): q = fp8(x * scale). Divide (Keras lag): scale holds Keras's
+  // dequantization multiplier m and q = fp8(x / m), as numerics::quantize_fp8_divide.
+  const float* scale = nullptr;
+  bool divide = false;
+  uint8_t* q = nullptr;          // [rows, cols] or null
+  uint8_t* q_t = nullptr;        // [cols, rows] (x transposed) or null
+  float* amax = nullptr;         // one float or null: *amax = max(*amax, max |x|) (NaN ignored, inf
+                                 // counted); zero it first for this tensor's own amax
+  float* scale_inv = nullptr;    // one float or null: receives 1 / scale (the multiplier when divide)
+};
+
+// Queues the cast on `stream`. Throws fp8kit::Error for bad arguments (naming them).
+void quantize_fp8(const QuantizeArgs& args, cudaStream_t stream = nullptr);
+
+}  // namespace fp8kit::cuda
