@@ -1,0 +1,270 @@
+// The training loop: batches from data::Batcher (order a function of (seed, epoch)), forward /
+// backward / Adam per step, validation and an atomic checkpoint per epoch, exact resume.
+#include "train/trainer.h"
+
+#include "base/error.h"
+#include "data/batcher.h"
+#include "io/checkpoint.h"
+#include "numerics/format.h"
+#include "train/progress.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+namespace fp8kit::train {
+
+namespace {
+
+constexpr std::string_view kFp8kitVersion = "0.1.0";  // as `fp8kit --version`
+
+std::string recipe_text(const TrainOptions& options) {
+  if (options.precision != nn::Precision::Fp8) return "none";
+  const Fp8Recipe& r = options.recipe;
+  return fmt::format("{} scaling, {} lag, amax history {}, {} amax, {} forward, {} backward",
+                     r.mode == ScalingMode::Delayed ? "delayed" : "current", r.lag == ScalingLag::Te ? "te" : "keras",
+                     r.amax_history_length, r.amax_algorithm == AmaxAlgorithm::Max ? "max" : "most-recent",
+                     name(r.forward_format), name(r.backward_format));
+}
+
+// What a checkpoint must agree on to continue this run, with the option that sets each value.
+std::vector<io::MetadataRequirement> run_identity(const TrainOptions& options, int64_t train_examples) {
+  const auto& c = options.model;
+  const nlohmann::json config = {{"vocabulary_size", c.vocabulary_size}, {"sequence_length", c.sequence_length},
+                                 {"hidden_dim", c.hidden_dim},           {"num_heads", c.num_heads},
+                                 {"intermediate_dim", c.intermediate_dim}, {"dropout", c.dropout}};
+  const auto& a = options.adam;
+  const nlohmann::json adam = {{"learning_rate", a.learning_rate}, {"beta1", a.beta1}, {"beta2", a.beta2},
+                               {"epsilon", a.epsilon}};
+  return {{"model", "seed_classifier", "the model"},
+          {"model_config", config.dump(), "the model configuration"},
+          {"precision", std::string(nn::name(options.precision)), "--precision"},
+          {"recipe", recipe_text(options), "--recipe/--lag/--amax-history"},
+          {"seed", std::to_string(options.seed), "--seed"},
+          {"batch_size", std::to_string(options.batch_size), "--batch-size"},
+          {"train_examples", std::to_string(train_examples), "a training set of size"},
+          {"optimizer", "adam " + adam.dump(), "the optimizer"}};
+}
+
+// Every tensor a checkpoint holds: weights (their own names), Adam state ("optimizer/..."), and the
+// FP8 scales and amax histories (named by layer path).
+std::vector<nn::StateEntry> checkpoint_entries(models::SeedClassifier& model, optim::Adam& adam) {
+  std::vector<nn::StateEntry> entries;
+  for (nn::Parameter* p : model.parameters()) entries.push_back({p->name, p->shape, p->value});
+  for (const nn::StateEntry& e : adam.state()) entries.push_back({"optimizer/" + e.name, e.shape, e.data});
+  for (const nn::StateEntry& e : model.fp8_state()) entries.push_back(e);
+  return entries;
+}
+
+void check_dataset(const TokenDataset& data, const models::SeedClassifierConfig& config, std::string_view what) {
+  FP8KIT_CHECK(data.size() > 0, "the {} set is empty", what);
+  FP8KIT_CHECK(data.sequence_length == config.sequence_length,
+               "the {} set has sequences of {} tokens but the model takes {}", what, data.sequence_length,
+               config.sequence_length);
+  FP8KIT_CHECK(static_cast<int64_t>(data.tokens.size()) == data.size() * data.sequence_length,
+               "the {} set holds {} token ids, expected {} examples x {}", what, data.tokens.size(), data.size(),
+               data.sequence_length);
+  const auto [lo, hi] = std::minmax_element(data.tokens.begin(), data.tokens.end());
+  FP8KIT_CHECK(*lo >= 0 && *hi < config.vocabulary_size,
+               "the {} set has token ids in [{}, {}] but the vocabulary has {} ids", what, *lo, *hi,
+               config.vocabulary_size);
+}
+
+std::string abbreviate(std::span<const float> values) {
+  constexpr size_t kShown = 8;
+  if (values.size() == 1) return fmt::format("{}", values[0]);
+  const auto nonzero = std::count_if(values.begin(), values.end(), [](float v) { return v != 0.0f; });
+  const auto shown = values.first(std::min(values.size(), kShown));
+  return fmt::format("[{}{}] ({} values, {} nonzero)", fmt::join(shown, ", "), values.size() > kShown ? ", ..." : "",
+                     values.size(), nonzero);
+}
+
+// The seed's inspection: the query layer's scales and amax histories, then the quantized layers.
+void print_fp8_state(std::FILE* out, models::SeedClassifier& model, std::string_view when) {
+  if (out == nullptr) return;
+  if (model.precision() != nn::Precision::Fp8) {
+    fmt::print(out, "FP8 state {}: none (precision {})\n", when, nn::name(model.precision()));
+    return;
+  }
+  fmt::print(out, "FP8 state of the query layer {}:\n", when);
+  for (const nn::StateEntry& entry : model.fp8_state()) {
+    if (entry.name.find("/query/") == std::string::npos) continue;
+    fmt::print(out, "  {}: {}\n", entry.name, abbreviate(entry.data));
+  }
+  const Fp8Recipe& recipe = model.recipe();
+  fmt::print(out, "Quantized layers:\n");
+  for (const std::string& layer : model.quantized_layers()) {
+    fmt::print(out, "  {}: float8_from_mixed_bfloat16 ({} inputs and kernel, {} output gradients)\n", layer,
+               name(recipe.forward_format), name(recipe.backward_format));
+  }
+}
+
+bool all_finite(models::SeedClassifier& model) {
+  for (const nn::Parameter* p : model.parameters()) {
+    if (!std::all_of(p->value.begin(), p->value.end(), [](float v) { return std::isfinite(v); })) return false;
+  }
+  return true;
+}
+
+std::string last_good(const std::optional<std::filesystem::path>& checkpoint) {
+  return checkpoint ? fmt::format("last good checkpoint: {}", checkpoint->string())
+                    : std::string("no checkpoint was written yet");
+}
+
+nlohmann::json evaluation_json(const Evaluation& e, std::string_view prefix) {
+  return {{std::string(prefix) + "loss", e.loss}, {std::string(prefix) + "accuracy", e.accuracy}};
+}
+
+}  // namespace
+
+std::filesystem::path checkpoint_path(const std::filesystem::path& out, nn::Precision precision) {
+  return out / fmt::format("checkpoint-{}.safetensors", nn::name(precision));
+}
+
+Evaluation evaluate(models::SeedClassifier& model, const TokenDataset& data, int batch_size) {
+  FP8KIT_CHECK(batch_size > 0, "the batch size must be positive, not {}", batch_size);
+  check_dataset(data, model.config(), "evaluation");
+  double loss_sum = 0;
+  int64_t correct = 0;
+  const int64_t n = data.size(), length = data.sequence_length;
+  for (int64_t begin = 0; begin < n; begin += batch_size) {
+    const int batch = static_cast<int>(std::min<int64_t>(batch_size, n - begin));
+    const auto tokens = std::span(data.tokens).subspan(begin * length, batch * length);
+    const std::span<const float> probabilities = model.forward(tokens, batch, /*training=*/false, /*step=*/0);
+    for (int i = 0; i < batch; ++i) {
+      const double label = data.labels[begin + i];
+      const double p = std::clamp(static_cast<double>(probabilities[i]), 1e-7, 1.0 - 1e-7);
+      loss_sum -= label * std::log(p) + (1.0 - label) * std::log(1.0 - p);
+      correct += (probabilities[i] > 0.5f) == (label > 0.5);
+    }
+  }
+  return {loss_sum / static_cast<double>(n), static_cast<double>(correct) / static_cast<double>(n)};
+}
+
+TrainResult train(const TrainOptions& options, const TokenDataset& train_data, const TokenDataset* validation,
+                  const TokenDataset* test) {
+  FP8KIT_CHECK(options.epochs >= 0, "--epochs must be at least 0, not {}", options.epochs);
+  FP8KIT_CHECK(options.batch_size > 0, "--batch-size must be positive, not {}", options.batch_size);
+  check_dataset(train_data, options.model, "training");
+  if (validation) check_dataset(*validation, options.model, "validation");
+  if (test) check_dataset(*test, options.model, "test");
+  std::FILE* out = options.console;
+  const std::string precision(nn::name(options.precision));
+
+  TrainResult result{models::SeedClassifier(options.model, options.seed), {}, {}, {}};
+  models::SeedClassifier& model = result.model;
+  model.set_precision(options.precision, options.recipe);
+  optim::Adam adam(model.parameters(), options.adam);
+
+  const std::vector<io::MetadataRequirement> identity = run_identity(options, train_data.size());
+  data::Batcher batcher(train_data.size(), options.batch_size, options.seed);
+  const int64_t steps_per_epoch = batcher.num_batches();
+  int start_epoch = 0;
+  const std::filesystem::path checkpoint = options.out.empty() ? "" : checkpoint_path(options.out, options.precision);
+  if (options.resume) {
+    FP8KIT_CHECK(!options.out.empty(), "--resume needs --out, the directory holding the checkpoint");
+    FP8KIT_CHECK(std::filesystem::exists(checkpoint),
+                 "--resume: there is no checkpoint {} to resume from; run without --resume to start afresh",
+                 checkpoint.string());
+    const io::Metadata metadata = io::load_checkpoint(checkpoint, checkpoint_entries(model, adam), identity);
+    start_epoch = std::stoi(metadata.at("epoch"));
+    FP8KIT_CHECK(adam.iterations() == start_epoch * steps_per_epoch,
+                 "checkpoint {} records epoch {} but its optimizer made {} steps, not {}", checkpoint.string(),
+                 start_epoch, adam.iterations(), start_epoch * steps_per_epoch);
+    result.checkpoint = checkpoint;
+    if (out) fmt::print(out, "Resumed {} from {} after epoch {}\n", precision, checkpoint.string(), start_epoch);
+  }
+  if (options.inspect_fp8) print_fp8_state(out, model, "before training");
+
+  std::vector<int32_t> batch_tokens;
+  std::vector<float> batch_labels;
+  for (int epoch = start_epoch; epoch < options.epochs; ++epoch) {
+    if (out) fmt::print(out, "Epoch {}/{}\n", epoch + 1, options.epochs);
+    ProgressBar bar(steps_per_epoch, out);
+    const auto epoch_start = std::chrono::steady_clock::now();
+    batcher.start_epoch(epoch);
+    double loss_sum = 0;
+    int64_t correct = 0, seen = 0;
+    for (int64_t b = 0; b < steps_per_epoch; ++b) {
+      const int64_t step = epoch * steps_per_epoch + b;
+      const std::span<const int64_t> rows = batcher.batch(b);
+      const int batch = static_cast<int>(rows.size());
+      batch_tokens.resize(rows.size() * train_data.sequence_length);
+      batch_labels.resize(rows.size());
+      data::gather_rows<int32_t>(train_data.tokens, train_data.sequence_length, rows, batch_tokens);
+      data::gather_rows<float>(train_data.labels, 1, rows, batch_labels);
+      if (options.before_step) options.before_step(model, step);
+
+      const std::span<const float> probabilities = model.forward(batch_tokens, batch, /*training=*/true, step);
+      for (int i = 0; i < batch; ++i) correct += (probabilities[i] > 0.5f) == (batch_labels[i] > 0.5f);
+      // The loss clips the probabilities with fmax/fmin, which turn NaN into a finite value: check them too.
+      const bool nan_output = std::any_of(probabilities.begin(), probabilities.end(), [](float p) { return std::isnan(p); });
+      const float loss = nan_output ? NAN : model.backward(batch_labels);
+      if (!std::isfinite(loss)) {
+        if (out) fmt::print(out, "\n");
+        if (options.metrics) {
+          options.metrics->write({{"event", "diverged"}, {"precision", precision}, {"epoch", epoch + 1},
+                                  {"step", b + 1}, {"global_step", step + 1}});
+        }
+        fail("loss became {} at epoch {} step {} ({} precision); {}", std::isnan(loss) ? "NaN" : "infinite",
+             epoch + 1, b + 1, precision, last_good(result.checkpoint));
+      }
+      adam.step();
+      loss_sum += static_cast<double>(loss) * batch;
+      seen += batch;
+      const std::vector<Metric> running{{"accuracy", static_cast<double>(correct) / seen}, {"loss", loss_sum / seen}};
+      bar.update(b + 1, running);
+    }
+    EpochSummary summary{epoch + 1, loss_sum / seen, static_cast<double>(correct) / seen, std::nullopt,
+                         std::chrono::duration<double>(std::chrono::steady_clock::now() - epoch_start).count()};
+    FP8KIT_CHECK(all_finite(model), "weights became non-finite during epoch {} ({} precision); {}", epoch + 1,
+                 precision, last_good(result.checkpoint));
+    if (validation) summary.validation = evaluate(model, *validation, options.batch_size);
+
+    if (!checkpoint.empty()) {
+      io::Metadata metadata;
+      for (const auto& requirement : identity) metadata[requirement.key] = requirement.value;
+      metadata["epoch"] = std::to_string(epoch + 1);
+      metadata["step"] = std::to_string(adam.iterations());
+      metadata["data_order"] = "data::epoch_order(train_examples, seed, epoch), batches of batch_size in order";
+      metadata["fp8kit_version"] = kFp8kitVersion;
+      std::filesystem::create_directories(options.out);
+      io::save_checkpoint(checkpoint, checkpoint_entries(model, adam), metadata);
+      result.checkpoint = checkpoint;
+    }
+
+    std::vector<Metric> final{{"accuracy", summary.accuracy}, {"loss", summary.loss}};
+    nlohmann::json event = {{"event", "epoch"},         {"precision", precision},     {"epoch", epoch + 1},
+                            {"step", adam.iterations()}, {"loss", summary.loss},       {"accuracy", summary.accuracy},
+                            {"seconds", summary.seconds}};
+    if (summary.validation) {
+      final.push_back({"val_accuracy", summary.validation->accuracy});
+      final.push_back({"val_loss", summary.validation->loss});
+      event.update(evaluation_json(*summary.validation, "val_"));
+    }
+    bar.finish(final);
+    if (options.metrics) options.metrics->write(event);
+    result.epochs.push_back(summary);
+  }
+
+  if (test) {
+    result.test = evaluate(model, *test, options.batch_size);
+    if (out) {
+      fmt::print(out, "Test: accuracy {:.4f} - loss {:.4f} ({} examples)\nAccuracy ({}): {:.2f}%\n",
+                 result.test->accuracy, result.test->loss, test->size(), precision, 100.0 * result.test->accuracy);
+    }
+    if (options.metrics) {
+      nlohmann::json event = {{"event", "test"}, {"precision", precision}, {"examples", test->size()}};
+      event.update(evaluation_json(*result.test, ""));
+      options.metrics->write(event);
+    }
+  }
+  if (options.inspect_fp8) print_fp8_state(out, model, "after training");
+  return result;
+}
+
+}  // namespace fp8kit::train

@@ -1,0 +1,214 @@
+// The training loop on a tiny synthetic task (vocabulary 50, sequences of 8): resuming reproduces an
+// uninterrupted run bit for bit, a NaN stops training and leaves the last good checkpoint intact,
+// and checkpoints of another precision or model are refused with the reason.
+#include "train/trainer.h"
+
+#include "base/error.h"
+#include "io/checkpoint.h"
+#include "io/safetensors.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <limits>
+#include <random>
+
+namespace fp8kit::train {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr int kVocab = 50, kLength = 8;
+
+// Label 1 when the sequence holds more ids from the upper half of the vocabulary than the lower.
+TokenDataset synthetic(int examples, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int32_t> id(1, kVocab - 1);
+  TokenDataset data;
+  data.sequence_length = kLength;
+  for (int e = 0; e < examples; ++e) {
+    int upper = 0;
+    for (int t = 0; t < kLength; ++t) {
+      const int32_t token = id(rng);
+      upper += token >= kVocab / 2;
+      data.tokens.push_back(token);
+    }
+    data.labels.push_back(2 * upper > kLength ? 1.0f : 0.0f);
+  }
+  return data;
+}
+
+struct TrainerTest : ::testing::Test {
+  std::filesystem::path dir;
+  TokenDataset train_data = synthetic(44, 1), validation = synthetic(16, 2), test = synthetic(24, 3);
+
+  void SetUp() override {
+    std::string pattern = (std::filesystem::temp_directory_path() / "fp8kit-train-XXXXXX").string();
+    dir = ::mkdtemp(pattern.data());
+  }
+  void TearDown() override { std::filesystem::remove_all(dir); }
+
+  TrainOptions options(nn::Precision precision, int epochs, const std::string& sub) const {
+    TrainOptions o;
+    o.model = {.vocabulary_size = kVocab, .sequence_length = kLength, .hidden_dim = 8, .num_heads = 2,
+               .intermediate_dim = 8, .dropout = 0.1f};
+    o.precision = precision;
+    o.recipe.amax_history_length = 4;
+    o.epochs = epochs;
+    o.batch_size = 8;  // 6 steps per epoch, the last one of 4 examples
+    o.seed = 1234;
+    o.out = dir / sub;
+    o.console = nullptr;
+    return o;
+  }
+  std::string train_error(const TrainOptions& o) {
+    try {
+      train(o, train_data, &validation, nullptr);
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "(trained)";
+  }
+};
+
+void expect_same_tensors(const std::filesystem::path& a, const std::filesystem::path& b) {
+  const io::SafetensorsFile fa = io::read_safetensors(a), fb = io::read_safetensors(b);
+  ASSERT_EQ(fa.tensors.size(), fb.tensors.size());
+  for (const io::StoredTensor& tensor : fa.tensors) {
+    const io::StoredTensor* other = fb.find(tensor.name);
+    ASSERT_NE(other, nullptr) << tensor.name;
+    EXPECT_EQ(tensor.shape, other->shape) << tensor.name;
+    EXPECT_TRUE(tensor.data == other->data) << tensor.name << " differs";
+  }
+  EXPECT_EQ(fa.metadata, fb.metadata);
+}
+
+class ResumeTest : public TrainerTest, public ::testing::WithParamInterface<nn::Precision> {};
+
+TEST_P(ResumeTest, ResumingGivesTheSameWeightsAsAnUninterruptedRun) {
+  const nn::Precision precision = GetParam();
+  const TrainResult straight = train(options(precision, 2, "straight"), train_data, &validation, &test);
+
+  TrainOptions first = options(precision, 1, "resumed");
+  train(first, train_data, &validation, nullptr);
+  TrainOptions second = options(precision, 2, "resumed");
+  second.resume = true;
+  TrainResult resumed = train(second, train_data, &validation, &test);
+  ASSERT_EQ(resumed.epochs.size(), 1u);
+  EXPECT_EQ(resumed.epochs[0].epoch, 2);
+
+  const auto name = checkpoint_path({}, precision).filename();
+  expect_same_tensors(dir / "straight" / name, dir / "resumed" / name);
+  EXPECT_EQ(straight.test->loss, resumed.test->loss);
+  EXPECT_EQ(straight.epochs[1].loss, resumed.epochs[0].loss);
+  if (precision == nn::Precision::Fp8) {
+    // The FP8 scaling state is part of the checkpoint.
+    const io::SafetensorsFile file = io::read_safetensors(dir / "resumed" / name);
+    int fp8_tensors = 0;
+    for (const auto& tensor : file.tensors) fp8_tensors += tensor.name.find("amax_history") != std::string::npos;
+    EXPECT_EQ(fp8_tensors, 8 * 3);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Precisions, ResumeTest,
+                         ::testing::Values(nn::Precision::Fp32, nn::Precision::Bf16, nn::Precision::Fp8),
+                         [](const auto& info) { return std::string(nn::name(info.param)); });
+
+TEST_F(TrainerTest, NanLossStopsWithTheStepAndKeepsTheLastGoodCheckpoint) {
+  train(options(nn::Precision::Bf16, 1, "clean"), train_data, &validation, nullptr);
+
+  TrainOptions o = options(nn::Precision::Bf16, 3, "nan");
+  o.before_step = [](models::SeedClassifier& model, int64_t step) {
+    if (step == 8) {  // epoch 2, step 3
+      for (nn::Parameter* p : model.parameters()) std::fill(p->value.begin(), p->value.end(), NAN);
+    }
+  };
+  const std::string checkpoint = checkpoint_path(o.out, o.precision).string();
+  EXPECT_THAT(train_error(o), HasSubstr("loss became NaN at epoch 2 step 3 (bf16 precision); last good checkpoint: " +
+                                        checkpoint));
+  // The checkpoint of epoch 1 is intact: identical to a clean one-epoch run's.
+  expect_same_tensors(checkpoint, checkpoint_path(dir / "clean", o.precision));
+
+  TrainOptions early = options(nn::Precision::Bf16, 1, "early");
+  early.before_step = [](models::SeedClassifier& model, int64_t step) {
+    if (step == 2) model.parameters()[0]->value.assign(model.parameters()[0]->value.size(), NAN);
+  };
+  EXPECT_THAT(train_error(early), HasSubstr("at epoch 1 step 3 (bf16 precision); no checkpoint was written yet"));
+  EXPECT_FALSE(std::filesystem::exists(checkpoint_path(early.out, early.precision)));
+}
+
+TEST_F(TrainerTest, RefusesACheckpointOfAnotherPrecisionOrModel) {
+  train(options(nn::Precision::Fp8, 1, "run"), train_data, &validation, nullptr);
+  const auto fp8 = checkpoint_path(dir / "run", nn::Precision::Fp8);
+  std::filesystem::copy_file(fp8, checkpoint_path(dir / "run", nn::Precision::Bf16));
+
+  TrainOptions bf16 = options(nn::Precision::Bf16, 2, "run");
+  bf16.resume = true;
+  EXPECT_THAT(train_error(bf16), HasSubstr("was trained with precision fp8 but --precision bf16 was given"));
+
+  TrainOptions wider = options(nn::Precision::Fp8, 2, "run");
+  wider.resume = true;
+  wider.model.hidden_dim = 16;
+  EXPECT_THAT(train_error(wider), HasSubstr("was trained with model_config"));
+
+  TrainOptions other_seed = options(nn::Precision::Fp8, 2, "run");
+  other_seed.resume = true;
+  other_seed.seed = 7;
+  EXPECT_THAT(train_error(other_seed), HasSubstr("seed 1234 but --seed 7 was given"));
+
+  TrainOptions missing = options(nn::Precision::Fp32, 2, "run");
+  missing.resume = true;
+  EXPECT_THAT(train_error(missing), HasSubstr("no checkpoint"));
+}
+
+TEST_F(TrainerTest, LogsEpochsAndTestAndLearnsTheTask) {
+  TrainOptions o = options(nn::Precision::Fp32, 6, "log");
+  o.adam.learning_rate = 1e-2f;
+  MetricsLog log(dir / "log" / "metrics.jsonl", false);
+  o.metrics = &log;
+  const TrainResult result = train(o, train_data, &validation, &test);
+  ASSERT_EQ(result.epochs.size(), 6u);
+  EXPECT_LT(result.epochs.back().loss, result.epochs.front().loss);
+  ASSERT_TRUE(result.test.has_value());
+
+  std::ifstream in(log.path());
+  std::vector<nlohmann::json> events;
+  for (std::string line; std::getline(in, line);) events.push_back(nlohmann::json::parse(line));
+  ASSERT_EQ(events.size(), 7u);
+  EXPECT_EQ(events[0]["event"], "epoch");
+  EXPECT_EQ(events[0]["step"], 6);
+  EXPECT_TRUE(events[0].contains("val_accuracy"));
+  EXPECT_EQ(events[6]["event"], "test");
+  EXPECT_EQ(events[6]["accuracy"], result.test->accuracy);
+}
+
+TEST_F(TrainerTest, EvaluateMatchesALossComputedByHand) {
+  models::SeedClassifier model(options(nn::Precision::Fp32, 1, "").model, 5);
+  model.set_precision(nn::Precision::Fp32);
+  const Evaluation e = evaluate(model, test, 5);  // 24 examples: batches of 5 and a last of 4
+  double loss = 0;
+  int correct = 0;
+  for (int64_t i = 0; i < test.size(); ++i) {
+    const auto p = model.forward(std::span(test.tokens).subspan(i * kLength, kLength), 1, false, 0)[0];
+    const double clipped = std::clamp(static_cast<double>(p), 1e-7, 1 - 1e-7);
+    loss -= test.labels[i] ? std::log(clipped) : std::log(1 - clipped);
+    correct += (p > 0.5f) == (test.labels[i] > 0.5f);
+  }
+  EXPECT_NEAR(e.loss, loss / test.size(), 1e-6);
+  EXPECT_DOUBLE_EQ(e.accuracy, correct / static_cast<double>(test.size()));
+}
+
+TEST_F(TrainerTest, RejectsDataThatDoesNotFitTheModel) {
+  TokenDataset bad = train_data;
+  bad.tokens[3] = kVocab;
+  EXPECT_THAT([&] { train(options(nn::Precision::Fp32, 1, "bad"), bad, nullptr, nullptr); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("but the vocabulary has 50 ids")));
+  TokenDataset empty;
+  empty.sequence_length = kLength;
+  EXPECT_THAT([&] { train(options(nn::Precision::Fp32, 1, "bad"), empty, nullptr, nullptr); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("the training set is empty")));
+}
+
+}  // namespace
+}  // namespace fp8kit::train
