@@ -96,7 +96,7 @@ void scan_archive(const fs::path& archive_path, const std::vector<std::string>& 
   archive_read_support_filter_all(reader.get());
   archive_read_support_format_all(reader.get());
   if (archive_read_open_filename(reader.get(), archive_path.c_str(), 1 << 20) != ARCHIVE_OK) {
-    fail("cannot open {} as an archive: {} (expected a directory or a .tar.gz)", archive_path.string(),
+    fail("cannot read {} as an archive: it is truncated or corrupt, or not a .tar.gz ({})", archive_path.string(),
          archive_error_string(reader.get()));
   }
   auto corrupt = [&]() {
