@@ -1,0 +1,207 @@
+// `fp8kit train`: the seed experiment, IMDB sentiment with a tiny Transformer, trained in fp32, bf16
+// or fp8 (or several, compared on the same data order), with checkpoints, resume and FP8 inspection.
+#include "base/error.h"
+#include "cli/command.h"
+#include "data/imdb.h"
+#include "text/wordpiece_tokenizer.h"
+#include "train/metrics_log.h"
+#include "train/trainer.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace fp8kit::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Args {
+  std::string precision = "bf16";
+  std::vector<std::string> compare;
+  std::string recipe = "delayed";
+  std::string lag = "te";
+  size_t amax_history = 1024;
+  int epochs = 3;
+  int batch_size = 32;
+  uint64_t seed = 0;
+  std::string data;
+  std::string out = "out/train";
+  bool resume = false;
+  bool inspect_fp8 = false;
+  std::string vocab;
+  int64_t limit = 0;
+};
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// Where a learned vocabulary is cached when --vocab is not given: keyed by the data file (path,
+// size, modification time) and the vocabulary size, under $XDG_CACHE_HOME/fp8kit or ~/.cache/fp8kit.
+fs::path default_vocab_cache(const fs::path& data_path, int64_t vocab_size) {
+  fs::path dir;
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) {
+    dir = fs::path(xdg) / "fp8kit";
+  } else if (const char* home = std::getenv("HOME"); home && *home) {
+    dir = fs::path(home) / ".cache" / "fp8kit";
+  } else {
+    dir = fs::path(".cache") / "fp8kit";
+  }
+  std::error_code error;
+  const fs::path canonical = fs::weakly_canonical(data_path, error);
+  std::string key = (error ? data_path : canonical).string();
+  if (fs::is_regular_file(data_path, error)) {
+    key += fmt::format(":{}:{}", fs::file_size(data_path, error),
+                       fs::last_write_time(data_path, error).time_since_epoch().count());
+  }
+  uint64_t hash = 14695981039346656037ull;  // FNV-1a
+  for (unsigned char c : key) hash = (hash ^ c) * 1099511628211ull;
+  return dir / fmt::format("imdb-vocab-{}-{:016x}.txt", vocab_size, hash);
+}
+
+train::TokenDataset tokenize(const text::WordPieceTokenizer& tokenizer, const data::TextDataset& dataset,
+                             int64_t sequence_length, int64_t limit) {
+  // With a limit, evenly spaced examples, so both classes of the sorted test set are kept.
+  const size_t size = dataset.texts.size();
+  const size_t n = limit > 0 ? std::min<size_t>(limit, size) : size;
+  std::vector<std::string> texts;
+  train::TokenDataset tokens;
+  tokens.sequence_length = sequence_length;
+  for (size_t i = 0; i < n; ++i) {
+    texts.push_back(dataset.texts[i * size / n]);
+    tokens.labels.push_back(static_cast<float>(dataset.labels[i * size / n]));
+  }
+  tokens.tokens = tokenizer.encode_batch(texts, sequence_length);
+  return tokens;
+}
+
+void run(const Args& args) {
+  std::vector<nn::Precision> precisions;
+  for (const std::string& text : args.compare.empty() ? std::vector{args.precision} : args.compare) {
+    const nn::Precision precision = nn::parse_precision(text);
+    FP8KIT_CHECK(std::find(precisions.begin(), precisions.end(), precision) == precisions.end(),
+                 "--compare lists {} twice", nn::name(precision));
+    precisions.push_back(precision);
+  }
+  Fp8Recipe recipe;
+  recipe.mode = parse_scaling_mode(args.recipe);
+  recipe.lag = parse_scaling_lag(args.lag);
+  FP8KIT_CHECK(args.amax_history >= 1, "--amax-history must be at least 1");
+  recipe.amax_history_length = args.amax_history;
+  const models::SeedClassifierConfig config;
+
+  auto start = std::chrono::steady_clock::now();
+  const fs::path data_path = data::find_imdb(args.data.empty() ? std::nullopt : std::optional<fs::path>(args.data));
+  fmt::print("Loading IMDB from {}\n", data_path.string());
+  std::fflush(stdout);
+  const data::ImdbSplits splits = data::load_imdb(data_path);
+  fmt::print("  {} training, {} validation, {} test reviews ({:.1f}s)\n", splits.train.texts.size(),
+             splits.validation.texts.size(), splits.test.texts.size(), seconds_since(start));
+
+  start = std::chrono::steady_clock::now();
+  const fs::path vocab_path = args.vocab.empty() ? default_vocab_cache(data_path, config.vocabulary_size)
+                                                 : fs::path(args.vocab);
+  const bool cached = fs::exists(vocab_path);
+  fmt::print("{} the WordPiece vocabulary {} {}\n", cached ? "Reading" : "Learning (about a minute)",
+             cached ? "from" : "and caching it in", vocab_path.string());
+  std::fflush(stdout);
+  text::WordPieceTokenizer tokenizer(data::imdb_vocabulary(splits, vocab_path));
+  FP8KIT_CHECK(static_cast<int64_t>(tokenizer.vocab().size()) <= config.vocabulary_size,
+               "the vocabulary {} has {} tokens but the model embeds {}", vocab_path.string(),
+               tokenizer.vocab().size(), config.vocabulary_size);
+  const train::TokenDataset train_data = tokenize(tokenizer, splits.train, config.sequence_length, args.limit);
+  const train::TokenDataset validation = tokenize(tokenizer, splits.validation, config.sequence_length, args.limit);
+  const train::TokenDataset test = tokenize(tokenizer, splits.test, config.sequence_length, args.limit);
+  fmt::print("  {} tokens; tokenized {} reviews to {} ids each ({:.1f}s)\n\n", tokenizer.vocab().size(),
+             train_data.size() + validation.size() + test.size(), config.sequence_length, seconds_since(start));
+
+  fmt::print("{}\n", models::SeedClassifier(config, args.seed).summary());
+  train::MetricsLog log(fs::path(args.out) / "metrics.jsonl", args.resume);
+  log.write({{"event", "run"},
+             {"precisions", [&] {
+                std::vector<std::string> names;
+                for (nn::Precision p : precisions) names.emplace_back(nn::name(p));
+                return names;
+              }()},
+             {"recipe", args.recipe},
+             {"lag", args.lag},
+             {"amax_history", args.amax_history},
+             {"epochs", args.epochs},
+             {"batch_size", args.batch_size},
+             {"seed", args.seed},
+             {"resume", args.resume},
+             {"data", data_path.string()},
+             {"train_examples", train_data.size()},
+             {"validation_examples", validation.size()},
+             {"test_examples", test.size()}});
+
+  struct Row {
+    nn::Precision precision;
+    train::Evaluation test;
+    double seconds_per_epoch;
+  };
+  std::vector<Row> rows;
+  for (nn::Precision precision : precisions) {
+    if (precisions.size() > 1) fmt::print("\n=== {} ===\n", nn::name(precision));
+    train::TrainOptions options;
+    options.model = config;
+    options.precision = precision;
+    options.recipe = recipe;
+    options.epochs = args.epochs;
+    options.batch_size = args.batch_size;
+    options.seed = args.seed;
+    options.out = args.out;
+    options.metrics = &log;
+    options.resume = args.resume;
+    options.inspect_fp8 = args.inspect_fp8;
+    const train::TrainResult result = train::train(options, train_data, &validation, &test);
+    double seconds = 0;
+    for (const auto& epoch : result.epochs) seconds += epoch.seconds;
+    rows.push_back({precision, *result.test, result.epochs.empty() ? 0.0 : seconds / result.epochs.size()});
+    if (result.checkpoint) fmt::print("Checkpoint: {}\n", result.checkpoint->string());
+  }
+
+  if (rows.size() > 1) {
+    fmt::print("\n{:<10} {:>14} {:>10} {:>15}\n", "precision", "test accuracy", "test loss", "time per epoch");
+    for (const Row& row : rows) {
+      fmt::print("{:<10} {:>13.2f}% {:>10.4f} {:>14.1f}s\n", nn::name(row.precision), 100.0 * row.test.accuracy,
+                 row.test.loss, row.seconds_per_epoch);
+    }
+  }
+  fmt::print("Metrics: {}\n", log.path().string());
+}
+
+void setup(CLI::App& app) {
+  auto args = std::make_shared<Args>();
+  auto* precision = app.add_option("--precision", args->precision, "fp32, bf16 (mixed) or fp8")->capture_default_str();
+  app.add_option("--compare", args->compare, "train several precisions on the same data order, e.g. bf16,fp8")
+      ->delimiter(',')
+      ->excludes(precision);
+  app.add_option("--recipe", args->recipe, "FP8 scaling: delayed or current")->capture_default_str();
+  app.add_option("--lag", args->lag, "delayed scaling lag: te (one step) or keras (two steps)")->capture_default_str();
+  app.add_option("--amax-history", args->amax_history, "amax history length")->capture_default_str();
+  app.add_option("--epochs", args->epochs, "epochs")->capture_default_str()->check(CLI::NonNegativeNumber);
+  app.add_option("--batch-size", args->batch_size, "batch size")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--seed", args->seed, "seed of the weights, dropout and data order")->capture_default_str();
+  app.add_option("--data", args->data, "aclImdb_v1.tar.gz or an aclImdb directory (default: searched, see README)");
+  app.add_option("--out", args->out, "directory for checkpoints and metrics.jsonl")->capture_default_str();
+  app.add_flag("--resume", args->resume, "continue from the checkpoints in --out");
+  app.add_flag("--inspect-fp8", args->inspect_fp8,
+               "print the query layer's FP8 scales and amax histories before and after training");
+  app.add_option("--vocab", args->vocab, "vocabulary file: read if it exists, else learned and written there");
+  app.add_option("--limit", args->limit, "use only the first N reviews of each split (quick checks)")
+      ->check(CLI::NonNegativeNumber);
+  app.callback([args] { run(*args); });
+}
+
+const bool registered = register_command({"train", "train the seed IMDB classifier (fp32, bf16, fp8; --compare)", setup});
+
+}  // namespace
+}  // namespace fp8kit::cli
