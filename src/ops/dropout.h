@@ -5,6 +5,7 @@
 // are a uniform u in [0, 1) and the element is kept when u >= rate (Keras keeps with prob 1 - rate).
 #pragma once
 
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <span>
@@ -37,6 +38,11 @@ class DropoutMask {
     threshold_ = static_cast<uint32_t>(std::llround(static_cast<double>(rate) * 16777216.0));
   }
   bool keep(uint32_t index) const { return (lowbias32(lowbias32(index ^ key0_) + key1_) >> 8) >= threshold_; }
+  // value where kept, +0 where dropped, as a branch-free bit select (vectorises; NaN/inf drop to 0).
+  float apply(float value, uint32_t index) const {
+    const uint32_t all = 0u - static_cast<uint32_t>(keep(index));
+    return std::bit_cast<float>(std::bit_cast<uint32_t>(value) & all);
+  }
 
  private:
   uint32_t key0_, key1_, threshold_;

@@ -1,10 +1,16 @@
 // Causal attention forward/backward, one (batch, head) pair per task across the OpenMP threads.
-// Only the causal lower triangle is computed (see ops/attention.h for why that is exact).
+// Only the causal lower triangle is computed (see ops/attention.h for why that is exact). The
+// kernels are instantiated for common head sizes (compile-time loop bounds vectorise) and for
+// float32 / bf16 rounding; other head sizes take the generic instance.
 #include "ops/attention.h"
 
 #include "base/error.h"
 #include "numerics/cast.h"
 
+#include <algorithm>
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#endif
 #include <cmath>
 #include <vector>
 
@@ -12,64 +18,152 @@ namespace fp8kit::ops {
 
 namespace {
 
-inline float maybe_bf16(float x, bool bf16) { return bf16 ? round_bf16(x) : x; }
+constexpr int64_t kMaxHeadDim = 256;
+
+template <bool kBf16>
+inline float maybe_bf16(float x) {
+  if constexpr (kBf16) return round_bf16(x);
+  return x;
+}
 
 void check(const AttentionShape& s) {
   FP8KIT_CHECK(s.batch >= 0 && s.seq > 0 && s.heads > 0 && s.head_dim > 0,
                "attention shape must be positive: batch {} seq {} heads {} head_dim {}", s.batch, s.seq, s.heads,
                s.head_dim);
+  FP8KIT_CHECK(s.head_dim <= kMaxHeadDim, "attention head_dim {} is above the supported {}", s.head_dim, kMaxHeadDim);
   FP8KIT_CHECK(s.batch * s.heads * s.seq * s.seq <= int64_t{UINT32_MAX},
                "attention probabilities are limited to 2^32 elements (dropout indices)");
 }
 
-// Dropped probabilities of row i: pd[j] = keep ? p[j] / keep_prob : 0 (rounded like the forward).
-inline void drop_row(const DropoutMask* mask, uint32_t first_index, int64_t n, const float* p, float keep_prob,
-                     bool bf16, float* pd) {
-  if (mask == nullptr) {
-    for (int64_t j = 0; j < n; ++j) pd[j] = p[j];
+// Keras multiplies q by 1 / sqrt(key_dim) in the compute dtype (0.25 for 16: exact).
+template <bool kBf16>
+float query_scale(int64_t head_dim) {
+  return maybe_bf16<kBf16>(static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim))));
+}
+
+// The three inner kernels of attention, on one head of kD floats per row (kD == 0: runtime d).
+// With AVX2+FMA and kD a multiple of 8 they use 8-wide registers; their float32 sums are then
+// ordered differently from the scalar loops (the results agree to rounding, not bit for bit).
+
+// out[j] = sum_d a[d] xt[d * ld + j] for j < n; xt is a head transposed to [d][ld]. The AVX2 path
+// writes out[] up to n rounded up to 8 (ld and out must have that room).
+template <int64_t kD>
+inline void dot_columns(const float* __restrict a, const float* __restrict xt, int64_t ld, int64_t d_runtime,
+                        int64_t n, float* __restrict out) {
+#if defined(__AVX2__) && defined(__FMA__)
+  if constexpr (kD > 0 && kD % 8 == 0) {
+    for (int64_t j0 = 0; j0 < n; j0 += 8) {
+      __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+      for (int64_t d = 0; d < kD; d += 2) {
+        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(a[d]), _mm256_loadu_ps(xt + d * ld + j0), acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_set1_ps(a[d + 1]), _mm256_loadu_ps(xt + (d + 1) * ld + j0), acc1);
+      }
+      _mm256_storeu_ps(out + j0, _mm256_add_ps(acc0, acc1));
+    }
     return;
   }
-  for (int64_t j = 0; j < n; ++j) {
-    const float dropped = maybe_bf16(p[j] / keep_prob, bf16);
-    pd[j] = mask->keep(first_index + static_cast<uint32_t>(j)) ? dropped : 0.0f;
+#endif
+  const int64_t D = kD > 0 ? kD : d_runtime;
+  for (int64_t j = 0; j < n; ++j) out[j] = 0.0f;
+  for (int64_t d = 0; d < D; ++d) {
+    const float ad = a[d];
+    const float* __restrict xd = xt + d * ld;
+    for (int64_t j = 0; j < n; ++j) out[j] += ad * xd[j];
   }
 }
 
-}  // namespace
+// out[0..D) = sum_{j < n} w[j] x[j * ld + 0..D).
+template <int64_t kD>
+inline void weighted_rows(const float* __restrict w, const float* __restrict x, int64_t ld, int64_t d_runtime,
+                          int64_t n, float* __restrict out) {
+#if defined(__AVX2__) && defined(__FMA__)
+  if constexpr (kD > 0 && kD % 8 == 0) {
+    constexpr int64_t kV = kD / 8;
+    __m256 a[kV], b[kV];
+    for (int64_t v = 0; v < kV; ++v) a[v] = b[v] = _mm256_setzero_ps();
+    int64_t j = 0;
+    for (; j + 1 < n; j += 2) {  // two accumulator sets hide the FMA latency
+      const __m256 wj = _mm256_set1_ps(w[j]), wk = _mm256_set1_ps(w[j + 1]);
+      for (int64_t v = 0; v < kV; ++v) {
+        a[v] = _mm256_fmadd_ps(wj, _mm256_loadu_ps(x + j * ld + 8 * v), a[v]);
+        b[v] = _mm256_fmadd_ps(wk, _mm256_loadu_ps(x + (j + 1) * ld + 8 * v), b[v]);
+      }
+    }
+    if (j < n) {
+      const __m256 wj = _mm256_set1_ps(w[j]);
+      for (int64_t v = 0; v < kV; ++v) a[v] = _mm256_fmadd_ps(wj, _mm256_loadu_ps(x + j * ld + 8 * v), a[v]);
+    }
+    for (int64_t v = 0; v < kV; ++v) _mm256_storeu_ps(out + 8 * v, _mm256_add_ps(a[v], b[v]));
+    return;
+  }
+#endif
+  const int64_t D = kD > 0 ? kD : d_runtime;
+  for (int64_t d = 0; d < D; ++d) out[d] = 0.0f;
+  for (int64_t j = 0; j < n; ++j) {
+    const float wj = w[j];
+    const float* __restrict xj = x + j * ld;
+    for (int64_t d = 0; d < D; ++d) out[d] += wj * xj[d];
+  }
+}
 
-void causal_attention_forward(const AttentionShape& shape, const float* q, const float* k, const float* v,
-                              const DropoutMask* mask, float rate, bool bf16, float* probs, float* out) {
-  check(shape);
-  const int64_t T = shape.seq, H = shape.heads, D = shape.head_dim, C = H * D;
-  // Keras multiplies q by 1 / sqrt(key_dim) in the compute dtype (0.25 for 16: exact).
-  const float scale = maybe_bf16(static_cast<float>(1.0 / std::sqrt(static_cast<double>(D))), bf16);
-  const float keep_prob = dropout_keep_prob(rate, bf16);
+// y[j * D + 0..D) += w[j] g[0..D) for j < n (y contiguous rows of D).
+template <int64_t kD>
+inline void add_outer(const float* __restrict w, const float* __restrict g, int64_t d_runtime, int64_t n,
+                      float* __restrict y) {
+#if defined(__AVX2__) && defined(__FMA__)
+  if constexpr (kD > 0 && kD % 8 == 0) {
+    constexpr int64_t kV = kD / 8;
+    __m256 gv[kV];
+    for (int64_t v = 0; v < kV; ++v) gv[v] = _mm256_loadu_ps(g + 8 * v);
+    for (int64_t j = 0; j < n; ++j) {
+      const __m256 wj = _mm256_set1_ps(w[j]);
+      for (int64_t v = 0; v < kV; ++v) {
+        float* yj = y + j * kD + 8 * v;
+        _mm256_storeu_ps(yj, _mm256_fmadd_ps(wj, gv[v], _mm256_loadu_ps(yj)));
+      }
+    }
+    return;
+  }
+#endif
+  const int64_t D = kD > 0 ? kD : d_runtime;
+  for (int64_t j = 0; j < n; ++j) {
+    const float wj = w[j];
+    float* __restrict yj = y + j * D;
+    for (int64_t d = 0; d < D; ++d) yj[d] += wj * g[d];
+  }
+}
+
+template <int64_t kD, bool kBf16>
+void forward_impl(const AttentionShape& shape, const float* q, const float* k, const float* v, const DropoutMask* mask,
+                  float rate, float* probs, float* out) {
+  const int64_t T = shape.seq, H = shape.heads, D = kD > 0 ? kD : shape.head_dim, C = H * D;
+  const int64_t Tp = (T + 7) / 8 * 8;  // padded rows for the 8-wide kernels
+  const float scale = query_scale<kBf16>(D);
+  const float keep_prob = dropout_keep_prob(rate, kBf16);
 #pragma omp parallel
   {
-    std::vector<float> kt(static_cast<size_t>(D * T)), row(static_cast<size_t>(T)), pd(static_cast<size_t>(T)),
-        qs(static_cast<size_t>(D)), acc(static_cast<size_t>(D));
+    std::vector<float> kt_buffer(static_cast<size_t>(D * Tp)), row_buffer(static_cast<size_t>(Tp)),
+        pd_buffer(static_cast<size_t>(Tp));
+    float* __restrict kt = kt_buffer.data();
+    float* __restrict s = row_buffer.data();
+    float* __restrict pd = pd_buffer.data();
+    alignas(32) float qs[kMaxHeadDim], acc[kMaxHeadDim];
 #pragma omp for schedule(dynamic, 1)
     for (int64_t bh = 0; bh < shape.batch * H; ++bh) {
       const int64_t b = bh / H, h = bh % H;
       const float* kb = k + b * T * C + h * D;
       const float* vb = v + b * T * C + h * D;
       for (int64_t j = 0; j < T; ++j)
-        for (int64_t d = 0; d < D; ++d) kt[d * T + j] = kb[j * C + d];
+        for (int64_t d = 0; d < D; ++d) kt[d * Tp + j] = kb[j * C + d];
       float* P = probs + bh * T * T;
       for (int64_t i = 0; i < T; ++i) {
         const float* qi = q + (b * T + i) * C + h * D;
-        for (int64_t d = 0; d < D; ++d) qs[d] = maybe_bf16(qi[d] * scale, bf16);
+        for (int64_t d = 0; d < D; ++d) qs[d] = maybe_bf16<kBf16>(qi[d] * scale);
         const int64_t n = i + 1;  // keys 0..i
-        float* s = row.data();
-        for (int64_t j = 0; j < n; ++j) s[j] = 0.0f;
-        for (int64_t d = 0; d < D; ++d) {
-          const float qd = qs[d];
-          const float* kd = kt.data() + d * T;
-          for (int64_t j = 0; j < n; ++j) s[j] += qd * kd[j];
-        }
+        dot_columns<kD>(qs, kt, Tp, D, n, s);
         float max = -INFINITY;
         for (int64_t j = 0; j < n; ++j) {
-          s[j] = maybe_bf16(s[j], bf16);
+          s[j] = maybe_bf16<kBf16>(s[j]);
           max = std::max(max, s[j]);
         }
         float sum = 0.0f;
@@ -77,81 +171,82 @@ void causal_attention_forward(const AttentionShape& shape, const float* q, const
           s[j] = std::exp(s[j] - max);
           sum += s[j];
         }
-        float* Pi = P + i * T;
-        for (int64_t j = 0; j < n; ++j) Pi[j] = maybe_bf16(s[j] / sum, bf16);
-        drop_row(mask, static_cast<uint32_t>((bh * T + i) * T), n, Pi, keep_prob, bf16, pd.data());
-        for (int64_t d = 0; d < D; ++d) acc[d] = 0.0f;
-        for (int64_t j = 0; j < n; ++j) {
-          const float p = pd[j];
-          const float* vj = vb + j * C;
-          for (int64_t d = 0; d < D; ++d) acc[d] += p * vj[d];
+        float* __restrict Pi = P + i * T;
+        for (int64_t j = 0; j < n; ++j) Pi[j] = maybe_bf16<kBf16>(s[j] / sum);
+        if (mask != nullptr) {
+          const uint32_t first = static_cast<uint32_t>((bh * T + i) * T);
+          for (int64_t j = 0; j < n; ++j)
+            pd[j] = mask->apply(maybe_bf16<kBf16>(Pi[j] / keep_prob), first + static_cast<uint32_t>(j));
+        } else {
+          for (int64_t j = 0; j < n; ++j) pd[j] = Pi[j];
         }
+        weighted_rows<kD>(pd, vb, C, D, n, acc);
         float* oi = out + (b * T + i) * C + h * D;
-        for (int64_t d = 0; d < D; ++d) oi[d] = maybe_bf16(acc[d], bf16);
+        for (int64_t d = 0; d < D; ++d) oi[d] = maybe_bf16<kBf16>(acc[d]);
       }
     }
   }
 }
 
-void causal_attention_backward(const AttentionShape& shape, const float* q, const float* k, const float* v,
-                               const float* probs, const DropoutMask* mask, float rate, bool bf16,
-                               const float* dout, float* dq, float* dk, float* dv) {
-  check(shape);
-  const int64_t T = shape.seq, H = shape.heads, D = shape.head_dim, C = H * D;
-  const float scale = maybe_bf16(static_cast<float>(1.0 / std::sqrt(static_cast<double>(D))), bf16);
-  const float keep_prob = dropout_keep_prob(rate, bf16);
+template <int64_t kD, bool kBf16>
+void backward_impl(const AttentionShape& shape, const float* q, const float* k, const float* v, const float* probs,
+                   const DropoutMask* mask, float rate, const float* dout, float* dq, float* dk, float* dv) {
+  const int64_t T = shape.seq, H = shape.heads, D = kD > 0 ? kD : shape.head_dim, C = H * D;
+  const int64_t Tp = (T + 7) / 8 * 8;
+  const float scale = query_scale<kBf16>(D);
+  const float keep_prob = dropout_keep_prob(rate, kBf16);
 #pragma omp parallel
   {
-    std::vector<float> vt(static_cast<size_t>(D * T)), dk_local(static_cast<size_t>(T * D)),
-        dv_local(static_cast<size_t>(T * D)), dp(static_cast<size_t>(T)), pd(static_cast<size_t>(T)),
-        qs(static_cast<size_t>(D)), dqs(static_cast<size_t>(D));
+    std::vector<float> vt_buffer(static_cast<size_t>(D * Tp)), dk_buffer(static_cast<size_t>(T * D)),
+        dv_buffer(static_cast<size_t>(T * D)), dp_buffer(static_cast<size_t>(Tp)), pd_buffer(static_cast<size_t>(Tp)),
+        ds_buffer(static_cast<size_t>(Tp));
+    float* __restrict ds = ds_buffer.data();
+    float* __restrict vt = vt_buffer.data();
+    float* __restrict dk_local = dk_buffer.data();
+    float* __restrict dv_local = dv_buffer.data();
+    float* __restrict dp = dp_buffer.data();
+    float* __restrict pd = pd_buffer.data();
+    alignas(32) float qs[kMaxHeadDim], dqs[kMaxHeadDim], g[kMaxHeadDim];
 #pragma omp for schedule(dynamic, 1)
     for (int64_t bh = 0; bh < shape.batch * H; ++bh) {
       const int64_t b = bh / H, h = bh % H;
       const float* kb = k + b * T * C + h * D;
       const float* vb = v + b * T * C + h * D;
       for (int64_t j = 0; j < T; ++j)
-        for (int64_t d = 0; d < D; ++d) vt[d * T + j] = vb[j * C + d];
-      std::fill(dk_local.begin(), dk_local.end(), 0.0f);
-      std::fill(dv_local.begin(), dv_local.end(), 0.0f);
+        for (int64_t d = 0; d < D; ++d) vt[d * Tp + j] = vb[j * C + d];
+      std::fill(dk_local, dk_local + T * D, 0.0f);
+      std::fill(dv_local, dv_local + T * D, 0.0f);
       const float* P = probs + bh * T * T;
       for (int64_t i = 0; i < T; ++i) {
         const int64_t n = i + 1;
-        const float* Pi = P + i * T;
-        const float* doi = dout + (b * T + i) * C + h * D;
+        const float* __restrict Pi = P + i * T;
         const float* qi = q + (b * T + i) * C + h * D;
-        for (int64_t d = 0; d < D; ++d) qs[d] = maybe_bf16(qi[d] * scale, bf16);
-        // Gradient of the dropped probabilities: dout_i . v_j.
-        for (int64_t j = 0; j < n; ++j) dp[j] = 0.0f;
+        const float* doi = dout + (b * T + i) * C + h * D;
         for (int64_t d = 0; d < D; ++d) {
-          const float g = doi[d];
-          const float* vd = vt.data() + d * T;
-          for (int64_t j = 0; j < n; ++j) dp[j] += g * vd[j];
+          qs[d] = maybe_bf16<kBf16>(qi[d] * scale);
+          g[d] = doi[d];
         }
-        drop_row(mask, static_cast<uint32_t>((bh * T + i) * T), n, Pi, keep_prob, bf16, pd.data());
+        // Gradient of the dropped probabilities: dout_i . v_j.
+        dot_columns<kD>(g, vt, Tp, D, n, dp);
+        // Through the dropout: the dropped probabilities as in the forward, and dP.
         if (mask != nullptr) {
           const uint32_t first = static_cast<uint32_t>((bh * T + i) * T);
-          for (int64_t j = 0; j < n; ++j) dp[j] = mask->keep(first + static_cast<uint32_t>(j)) ? dp[j] / keep_prob : 0.0f;
+          for (int64_t j = 0; j < n; ++j) {
+            const uint32_t index = first + static_cast<uint32_t>(j);
+            pd[j] = mask->apply(maybe_bf16<kBf16>(Pi[j] / keep_prob), index);
+            dp[j] = mask->apply(dp[j] / keep_prob, index);
+          }
+        } else {
+          for (int64_t j = 0; j < n; ++j) pd[j] = Pi[j];
         }
         // dv_j += pd_j dout_i
-        for (int64_t j = 0; j < n; ++j) {
-          const float p = pd[j];
-          float* dvj = dv_local.data() + j * D;
-          for (int64_t d = 0; d < D; ++d) dvj[d] += p * doi[d];
-        }
-        // Softmax backward: ds_j = P_j (dp_j - sum_l dp_l P_l).
+        add_outer<kD>(pd, g, D, n, dv_local);
+        // Softmax backward: ds_j = P_j (dp_j - sum_l dp_l P_l); dq'_i = sum_j ds_j k_j; dk_j += ds_j q'_i.
         float dot = 0.0f;
         for (int64_t j = 0; j < n; ++j) dot += dp[j] * Pi[j];
-        for (int64_t d = 0; d < D; ++d) dqs[d] = 0.0f;
-        for (int64_t j = 0; j < n; ++j) {
-          const float ds = Pi[j] * (dp[j] - dot);
-          const float* kj = kb + j * C;
-          float* dkj = dk_local.data() + j * D;
-          for (int64_t d = 0; d < D; ++d) {
-            dqs[d] += ds * kj[d];
-            dkj[d] += ds * qs[d];
-          }
-        }
+        for (int64_t j = 0; j < n; ++j) ds[j] = Pi[j] * (dp[j] - dot);
+        weighted_rows<kD>(ds, kb, C, D, n, dqs);
+        add_outer<kD>(ds, qs, D, n, dk_local);
         float* dqi = dq + (b * T + i) * C + h * D;
         for (int64_t d = 0; d < D; ++d) dqi[d] = dqs[d] * scale;
       }
@@ -162,6 +257,43 @@ void causal_attention_backward(const AttentionShape& shape, const float* q, cons
         }
     }
   }
+}
+
+// Calls f.template operator()<kD, kBf16>() for the instance matching head_dim and bf16.
+template <typename F>
+void dispatch(int64_t head_dim, bool bf16, F&& f) {
+  auto by_dim = [&]<bool kBf16>() {
+    switch (head_dim) {
+      case 16: return f.template operator()<16, kBf16>();
+      case 32: return f.template operator()<32, kBf16>();
+      case 64: return f.template operator()<64, kBf16>();
+      default: return f.template operator()<0, kBf16>();
+    }
+  };
+  if (bf16) {
+    by_dim.template operator()<true>();
+  } else {
+    by_dim.template operator()<false>();
+  }
+}
+
+}  // namespace
+
+void causal_attention_forward(const AttentionShape& shape, const float* q, const float* k, const float* v,
+                              const DropoutMask* mask, float rate, bool bf16, float* probs, float* out) {
+  check(shape);
+  dispatch(shape.head_dim, bf16, [&]<int64_t kD, bool kBf16>() {
+    forward_impl<kD, kBf16>(shape, q, k, v, mask, rate, probs, out);
+  });
+}
+
+void causal_attention_backward(const AttentionShape& shape, const float* q, const float* k, const float* v,
+                               const float* probs, const DropoutMask* mask, float rate, bool bf16,
+                               const float* dout, float* dq, float* dk, float* dv) {
+  check(shape);
+  dispatch(shape.head_dim, bf16, [&]<int64_t kD, bool kBf16>() {
+    backward_impl<kD, kBf16>(shape, q, k, v, probs, mask, rate, dout, dq, dk, dv);
+  });
 }
 
 }  // namespace fp8kit::ops

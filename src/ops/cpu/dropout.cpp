@@ -20,10 +20,10 @@ void dropout_forward(const DropoutMask& mask, float rate, bool bf16, std::span<c
   float* o = out.data();
   if (bf16) {
 #pragma omp parallel for schedule(static) if (n >= 65536)
-    for (int64_t i = 0; i < n; ++i) o[i] = mask.keep(static_cast<uint32_t>(i)) ? round_bf16(in[i] / keep) : 0.0f;
+    for (int64_t i = 0; i < n; ++i) o[i] = mask.apply(round_bf16(in[i] / keep), static_cast<uint32_t>(i));
   } else {
 #pragma omp parallel for schedule(static) if (n >= 65536)
-    for (int64_t i = 0; i < n; ++i) o[i] = mask.keep(static_cast<uint32_t>(i)) ? in[i] / keep : 0.0f;
+    for (int64_t i = 0; i < n; ++i) o[i] = mask.apply(in[i] / keep, static_cast<uint32_t>(i));
   }
 }
 
@@ -34,7 +34,7 @@ void dropout_backward(const DropoutMask& mask, float rate, bool bf16, std::span<
   const float* g = dy.data();
   float* o = dx.data();
 #pragma omp parallel for schedule(static) if (n >= 65536)
-  for (int64_t i = 0; i < n; ++i) o[i] = mask.keep(static_cast<uint32_t>(i)) ? g[i] / keep : 0.0f;
+  for (int64_t i = 0; i < n; ++i) o[i] = mask.apply(g[i] / keep, static_cast<uint32_t>(i));
 }
 
 }  // namespace fp8kit::ops

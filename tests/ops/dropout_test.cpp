@@ -1,0 +1,59 @@
+// Counter-based dropout masks: determined by (seed, step, site, index) alone, independent across
+// steps and sites, keep rate 1 - rate; Keras's scaling of kept elements in float32 and bf16.
+#include "ops/dropout.h"
+
+#include "numerics/cast.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+namespace fp8kit::ops {
+namespace {
+
+TEST(DropoutMask, DependsOnlyOnSeedStepSiteAndIndex) {
+  const DropoutMask a(42, 7, 3, 0.1f), b(42, 7, 3, 0.1f);
+  const DropoutMask other_step(42, 8, 3, 0.1f), other_site(42, 7, 4, 0.1f), other_seed(43, 7, 3, 0.1f);
+  int same = 0, diff_step = 0, diff_site = 0, diff_seed = 0;
+  const int n = 100000;
+  for (uint32_t i = 0; i < n; ++i) {
+    same += a.keep(i) == b.keep(i);
+    diff_step += a.keep(i) != other_step.keep(i);
+    diff_site += a.keep(i) != other_site.keep(i);
+    diff_seed += a.keep(i) != other_seed.keep(i);
+  }
+  EXPECT_EQ(same, n);
+  // Independent masks with keep 0.9 disagree on 2 * 0.9 * 0.1 = 18% of the elements.
+  for (int d : {diff_step, diff_site, diff_seed}) EXPECT_NEAR(d / double(n), 0.18, 0.01);
+}
+
+TEST(DropoutMask, KeepsWithProbabilityOneMinusRate) {
+  for (float rate : {0.1f, 0.5f}) {
+    const DropoutMask m(1, 0, 0, rate);
+    const int n = 1 << 20;
+    int kept = 0;
+    for (uint32_t i = 0; i < n; ++i) kept += m.keep(i);
+    EXPECT_NEAR(kept / double(n), 1.0 - rate, 0.002) << rate;
+  }
+  const DropoutMask none(1, 0, 0, 0.0f);
+  for (uint32_t i = 0; i < 1000; ++i) EXPECT_TRUE(none.keep(i));
+}
+
+TEST(Dropout, ScalesKeptElementsLikeKeras) {
+  const DropoutMask m(5, 1, 2, 0.1f);
+  std::vector<float> x(1000), y(1000), y16(1000), dx(1000);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = round_bf16(0.01f * static_cast<float>(i) - 3.0f);
+  dropout_forward(m, 0.1f, false, x, y);
+  dropout_forward(m, 0.1f, true, x, y16);
+  EXPECT_EQ(dropout_keep_prob(0.1f, true), 0.8984375f);  // bf16(0.9)
+  for (size_t i = 0; i < x.size(); ++i) {
+    const bool keep = m.keep(static_cast<uint32_t>(i));
+    EXPECT_EQ(y[i], keep ? x[i] / 0.9f : 0.0f) << i;
+    EXPECT_EQ(y16[i], keep ? round_bf16(x[i] / 0.8984375f) : 0.0f) << i;
+  }
+  dropout_backward(m, 0.1f, false, x, dx);
+  for (size_t i = 0; i < x.size(); ++i) EXPECT_EQ(dx[i], y[i]) << i;
+}
+
+}  // namespace
+}  // namespace fp8kit::ops
