@@ -12,6 +12,7 @@ namespace fp8kit::train {
 namespace {
 constexpr int kBarWidth = 20;
 constexpr std::string_view kBarChar = "━";
+constexpr std::string_view kRestChar = "─";  // without colour, the rest of the bar is drawn thin
 }  // namespace
 
 std::string format_duration(double seconds) {
@@ -32,15 +33,15 @@ std::string format_progress(int64_t done, int64_t total, double seconds, double 
   const int digits = static_cast<int>(fmt::formatted_size("{}", total));
   std::string line = fmt::format("{:>{}}/{} ", done, digits, total);
   const int filled = total > 0 ? static_cast<int>(kBarWidth * std::min<int64_t>(done, total) / total) : kBarWidth;
-  auto bar = [](int n) {
+  auto bar = [](int n, std::string_view c) {
     std::string s;
-    for (int i = 0; i < n; ++i) s += kBarChar;
+    for (int i = 0; i < n; ++i) s += c;
     return s;
   };
   if (color) {
-    line += "\x1b[32m" + bar(filled) + "\x1b[0m\x1b[2m" + bar(kBarWidth - filled) + "\x1b[0m";
+    line += "\x1b[32m" + bar(filled, kBarChar) + "\x1b[0m\x1b[2m" + bar(kBarWidth - filled, kBarChar) + "\x1b[0m";
   } else {
-    line += bar(kBarWidth);
+    line += bar(filled, kBarChar) + bar(kBarWidth - filled, kRestChar);
   }
   line += fmt::format(" {} {}", format_duration(seconds), format_step_time(seconds_per_step));
   for (const Metric& metric : metrics) line += fmt::format(" - {}: {:.4f}", metric.name, metric.value);

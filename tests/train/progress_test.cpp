@@ -15,7 +15,8 @@ TEST(Progress, FormatsLikeKeras) {
   const std::vector<Metric> metrics{{"accuracy", 0.71234}, {"loss", 0.55121}};
   EXPECT_EQ(format_progress(625, 625, 12.2, 0.0192, metrics, false),
             "625/625 ━━━━━━━━━━━━━━━━━━━━ 12s 19ms/step - accuracy: 0.7123 - loss: 0.5512");
-  EXPECT_EQ(format_progress(7, 625, 83.0, 0.134, {}, false), "  7/625 ━━━━━━━━━━━━━━━━━━━━ 1:23 134ms/step");
+  EXPECT_EQ(format_progress(7, 625, 83.0, 0.134, {}, false), "  7/625 ──────────────────── 1:23 134ms/step");
+  EXPECT_EQ(format_progress(250, 625, 50.0, 0.134, {}, false), "250/625 ━━━━━━━━──────────── 50s 134ms/step");
   // The coloured bar is 6 green of 20 at 30%.
   const std::string colored = format_progress(3, 10, 1.0, 0.1, {}, true);
   EXPECT_THAT(colored, HasSubstr("\x1b[32m━━━━━━\x1b[0m"));
