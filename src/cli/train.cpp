@@ -96,6 +96,15 @@ void run(const Args& args) {
   FP8KIT_CHECK(args.amax_history >= 1, "--amax-history must be at least 1");
   recipe.amax_history_length = args.amax_history;
   const models::SeedClassifierConfig config;
+  std::vector<std::string> names;
+  for (nn::Precision p : precisions) names.emplace_back(nn::name(p));
+  if (args.resume) {
+    const bool any = std::any_of(precisions.begin(), precisions.end(), [&](nn::Precision p) {
+      return fs::exists(train::checkpoint_path(args.out, p));
+    });
+    FP8KIT_CHECK(any, "--resume: {} holds no checkpoint-{{{}}}.safetensors to resume from", args.out,
+                 fmt::join(names, ","));
+  }
 
   auto start = std::chrono::steady_clock::now();
   const fs::path data_path = data::find_imdb(args.data.empty() ? std::nullopt : std::optional<fs::path>(args.data));
@@ -125,11 +134,7 @@ void run(const Args& args) {
   fmt::print("{}\n", models::SeedClassifier(config, args.seed).summary());
   train::MetricsLog log(fs::path(args.out) / "metrics.jsonl", args.resume);
   log.write({{"event", "run"},
-             {"precisions", [&] {
-                std::vector<std::string> names;
-                for (nn::Precision p : precisions) names.emplace_back(nn::name(p));
-                return names;
-              }()},
+             {"precisions", names},
              {"recipe", args.recipe},
              {"lag", args.lag},
              {"amax_history", args.amax_history},
@@ -192,7 +197,8 @@ void setup(CLI::App& app) {
   app.add_option("--seed", args->seed, "seed of the weights, dropout and data order")->capture_default_str();
   app.add_option("--data", args->data, "aclImdb_v1.tar.gz or an aclImdb directory (default: searched, see README)");
   app.add_option("--out", args->out, "directory for checkpoints and metrics.jsonl")->capture_default_str();
-  app.add_flag("--resume", args->resume, "continue from the checkpoints in --out");
+  app.add_flag("--resume", args->resume,
+               "continue from the checkpoints in --out (a precision without one starts from the beginning)");
   app.add_flag("--inspect-fp8", args->inspect_fp8,
                "print the query layer's FP8 scales and amax histories before and after training");
   app.add_option("--vocab", args->vocab, "vocabulary file: read if it exists, else learned and written there");

@@ -165,11 +165,10 @@ TrainResult train(const TrainOptions& options, const TokenDataset& train_data, c
   const int64_t steps_per_epoch = batcher.num_batches();
   int start_epoch = 0;
   const std::filesystem::path checkpoint = options.out.empty() ? "" : checkpoint_path(options.out, options.precision);
-  if (options.resume) {
-    FP8KIT_CHECK(!options.out.empty(), "--resume needs --out, the directory holding the checkpoint");
-    FP8KIT_CHECK(std::filesystem::exists(checkpoint),
-                 "--resume: there is no checkpoint {} to resume from; run without --resume to start afresh",
-                 checkpoint.string());
+  FP8KIT_CHECK(!options.resume || !options.out.empty(), "--resume needs --out, the directory holding the checkpoint");
+  if (options.resume && !std::filesystem::exists(checkpoint)) {
+    if (out) fmt::print(out, "No checkpoint {} yet: {} starts from the beginning\n", checkpoint.string(), precision);
+  } else if (options.resume) {
     const io::Metadata metadata = io::load_checkpoint(checkpoint, checkpoint_entries(model, adam), identity);
     start_epoch = std::stoi(metadata.at("epoch"));
     FP8KIT_CHECK(adam.iterations() == start_epoch * steps_per_epoch,

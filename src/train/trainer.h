@@ -50,7 +50,7 @@ struct TrainOptions {
   // (and no resume).
   std::filesystem::path out;
   MetricsLog* metrics = nullptr;  // receives one event per epoch and one for the test evaluation
-  bool resume = false;       // continue from out's checkpoint for this precision
+  bool resume = false;       // continue from out's checkpoint for this precision, if there is one
   bool inspect_fp8 = false;  // print the query layer's FP8 state before and after training
   std::FILE* console = stdout;  // progress and reports; nullptr: silent
   // Test hook, called before each training step with the 0-based global step.

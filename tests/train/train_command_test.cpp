@@ -48,6 +48,12 @@ TEST(TrainCommand, RejectsConflictingAndMalformedOptions) {
   EXPECT_EQ(run_train("--data").exit_code, 2);
 }
 
+TEST(TrainCommand, ResumeNeedsACheckpoint) {
+  const CommandResult r = run_train("--compare bf16,fp8 --resume --out /nonexistent/run");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.output, HasSubstr("--resume: /nonexistent/run holds no checkpoint-{bf16,fp8}.safetensors"));
+}
+
 TEST(TrainCommand, ReportsAMissingDataPath) {
   const CommandResult r = run_train("--data /nonexistent/aclImdb_v1.tar.gz");
   EXPECT_EQ(r.exit_code, 1);

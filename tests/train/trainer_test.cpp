@@ -157,9 +157,15 @@ TEST_F(TrainerTest, RefusesACheckpointOfAnotherPrecisionOrModel) {
   other_seed.seed = 7;
   EXPECT_THAT(train_error(other_seed), HasSubstr("seed 1234 but --seed 7 was given"));
 
-  TrainOptions missing = options(nn::Precision::Fp32, 2, "run");
-  missing.resume = true;
-  EXPECT_THAT(train_error(missing), HasSubstr("no checkpoint"));
+}
+
+TEST_F(TrainerTest, ResumingWithoutACheckpointStartsFromTheBeginning) {
+  const TrainResult fresh = train(options(nn::Precision::Fp32, 1, "fresh"), train_data, &validation, nullptr);
+  TrainOptions o = options(nn::Precision::Fp32, 1, "resumed");
+  o.resume = true;
+  const TrainResult resumed = train(o, train_data, &validation, nullptr);
+  ASSERT_EQ(resumed.epochs.size(), 1u);
+  EXPECT_EQ(resumed.epochs[0].loss, fresh.epochs[0].loss);
 }
 
 TEST_F(TrainerTest, LogsEpochsAndTestAndLearnsTheTask) {
