@@ -1,0 +1,266 @@
+// `fp8kit bench gemm|quantize`: GPU throughput. gemm: cuBLASLt bf16 vs FP8 GEMMs in TFLOP/s and their
+// ratio; quantize: the FP8 cast (+ transpose + amax) kernel's bandwidth against a device-to-device
+// copy. Needs the CUDA backend and a GPU; says so and fails otherwise.
+#include "base/error.h"
+#include "cli/command.h"
+
+#include <fmt/format.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#if FP8KIT_HAVE_CUDA
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+#include "ops/cuda/check.h"
+#include "ops/cuda/convert.h"
+#include "ops/cuda/device.h"
+#include "ops/cuda/device_buffer.h"
+#include "ops/cuda/gemm.h"
+#include "ops/cuda/quantize.h"
+#endif
+
+namespace fp8kit::cli {
+namespace {
+
+struct Options {
+  std::vector<std::string> shapes;
+  int iters = 0;  // GEMMs (or kernels) per timed batch; 0 = enough for ~20 ms
+  int repeats = 10;
+};
+
+#if FP8KIT_HAVE_CUDA
+using namespace fp8kit::cuda;
+
+struct Shape {
+  int64_t m, n, k;  // for quantize: rows = m, cols = n
+};
+
+std::vector<Shape> parse_shapes(const std::vector<std::string>& texts, int dims) {
+  std::vector<Shape> shapes;
+  for (const std::string& text : texts) {
+    Shape s{0, 0, 1};
+    char x1 = 0, x2 = 0, end = 0;
+    long long m = 0, n = 0, k = 1;
+    const int got = std::sscanf(text.c_str(), "%lld%c%lld%c%lld%c", &m, &x1, &n, &x2, &k, &end);
+    const bool ok = dims == 3 ? got == 5 && x1 == 'x' && x2 == 'x' : got == 3 && x1 == 'x';
+    FP8KIT_CHECK(ok && m > 0 && n > 0 && k > 0, "bad shape '{}': write {} with positive integers", text,
+                 dims == 3 ? "MxNxK, e.g. 8192x8192x8192" : "ROWSxCOLS, e.g. 16384x4096");
+    s = {m, n, k};
+    shapes.push_back(s);
+  }
+  return shapes;
+}
+
+
+void require_gpu() {
+  const auto devices = list_devices();
+  FP8KIT_CHECK(!devices.empty(), "no CUDA GPU found (fp8kit bench needs one; check nvidia-smi)");
+  FP8KIT_CHECK(devices[0].has_fp8(), "GPU 0 ({}, compute {}.{}) has no FP8 tensor cores (needs 8.9 or later)",
+               devices[0].name, devices[0].major, devices[0].minor);
+  fmt::print("device: {} ({} SMs, compute {}.{})\n", devices[0].name, devices[0].multiprocessors, devices[0].major,
+             devices[0].minor);
+}
+
+// Times batches of `iters` calls of run(i) with CUDA events; returns the median ms per call.
+template <typename Run>
+double median_ms(int iters, int repeats, Run&& run) {
+  cudaEvent_t start, stop;
+  FP8KIT_CUDA_CHECK(cudaEventCreate(&start));
+  FP8KIT_CUDA_CHECK(cudaEventCreate(&stop));
+  for (int i = 0; i < 3; ++i) run(i);  // warm-up: module load, heuristics, clocks
+  std::vector<double> times;
+  for (int r = 0; r < repeats; ++r) {
+    FP8KIT_CUDA_CHECK(cudaEventRecord(start));
+    for (int i = 0; i < iters; ++i) run(i);
+    FP8KIT_CUDA_CHECK(cudaEventRecord(stop));
+    FP8KIT_CUDA_CHECK(cudaEventSynchronize(stop));
+    float ms = 0.0f;
+    FP8KIT_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    times.push_back(ms / iters);
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+// `count` random N(0,1) floats on the device (never zeros: zeros run faster than real data), made by
+// tiling a host pool at shifting offsets.
+DeviceBuffer<float> random_floats(size_t count, uint32_t seed) {
+  static const std::vector<float> pool = [] {
+    std::mt19937 rng(1234);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    std::vector<float> v(size_t{1} << 22);
+    for (float& x : v) x = normal(rng);
+    return v;
+  }();
+  DeviceBuffer<float> out(count);
+  size_t offset = (seed * 2654435761u) % pool.size();
+  for (size_t done = 0; done < count;) {
+    const size_t n = std::min(count - done, pool.size() - offset);
+    FP8KIT_CUDA_CHECK(cudaMemcpy(out.data() + done, pool.data() + offset, n * sizeof(float), cudaMemcpyHostToDevice));
+    done += n;
+    offset = (offset + 977) % 4096;
+  }
+  return out;
+}
+
+// One set of GEMM inputs and outputs in bf16 and in E4M3.
+struct GemmBuffers {
+  DeviceBuffer<uint16_t> a16, b16, y;
+  DeviceBuffer<uint8_t> a8, b8;
+  DeviceBuffer<float> scalars;  // scale, amax, a_scale_inv, b_scale_inv
+};
+
+GemmBuffers make_gemm_buffers(const Shape& s, uint32_t seed) {
+  GemmBuffers g{DeviceBuffer<uint16_t>(s.m * s.k), DeviceBuffer<uint16_t>(s.n * s.k), DeviceBuffer<uint16_t>(s.m * s.n),
+                DeviceBuffer<uint8_t>(s.m * s.k), DeviceBuffer<uint8_t>(s.n * s.k), DeviceBuffer<float>(4)};
+  const std::vector<float> scalars = {64.0f, 0.0f, 1.0f, 1.0f};
+  g.scalars.upload(scalars);
+  for (int which = 0; which < 2; ++which) {
+    const int64_t rows = which == 0 ? s.m : s.n;
+    DeviceBuffer<float> x = random_floats(rows * s.k, seed + which);
+    float_to_bf16(x.data(), rows * s.k, (which == 0 ? g.a16 : g.b16).data());
+    QuantizeArgs q;
+    q.x = x.data();
+    q.rows = rows;
+    q.cols = s.k;
+    q.scale = g.scalars.data();
+    q.q = (which == 0 ? g.a8 : g.b8).data();
+    q.amax = g.scalars.data() + 1;
+    q.scale_inv = g.scalars.data() + 2 + which;
+    quantize_fp8(q);
+  }
+  FP8KIT_CUDA_CHECK(cudaDeviceSynchronize());
+  return g;
+}
+
+void bench_gemm(const Options& options) {
+  require_gpu();
+  std::vector<std::string> texts = options.shapes;
+  if (texts.empty())
+    texts = {"8192x8192x8192", "4096x4096x4096", "16384x4096x4096", "16384x16384x4096", "2048x3072x768", "32x3072x768"};
+  const std::vector<Shape> shapes = parse_shapes(texts, 3);
+  GemmContext context;
+  fmt::print("y[M,N] = a[M,K] . b[N,K]^T, bf16 output, median of {} batches; TFLOP/s\n", options.repeats);
+  fmt::print("{:>18} {:>5} {:>10} {:>14} {:>15} {:>9}\n", "MxNxK", "sets", "bf16", "fp8 fast acc", "fp8 split acc",
+             "fp8/bf16");
+  for (const Shape& s : shapes) {
+    const double flops = 2.0 * s.m * s.n * s.k;
+    // Small problems fit in the 50 MB L2: rotate among input sets so every GEMM reads from memory.
+    const double set_bytes = 2.0 * (s.m * s.k + s.n * s.k + s.m * s.n) + s.m * s.k + s.n * s.k;
+    const int sets = static_cast<int>(std::clamp(std::ceil(256e6 / set_bytes), 1.0, 32.0));
+    std::vector<GemmBuffers> buffers;
+    for (int i = 0; i < sets; ++i) buffers.push_back(make_gemm_buffers(s, 17 * i + 1));
+    const int iters = options.iters > 0 ? options.iters : static_cast<int>(std::clamp(20e-3 * 1e15 / flops, 3.0, 1000.0));
+
+    const auto time = [&](DType type, bool fast) {
+      return median_ms(iters, options.repeats, [&](int i) {
+        GemmBuffers& g = buffers[i % sets];
+        GemmArgs args;
+        args.m = s.m, args.n = s.n, args.k = s.k;
+        args.y = g.y.data(), args.y_type = DType::Bf16;
+        args.a_type = args.b_type = type;
+        if (type == DType::Bf16) {
+          args.a = g.a16.data(), args.b = g.b16.data();
+        } else {
+          args.a = g.a8.data(), args.b = g.b8.data();
+          args.a_scale_inv = g.scalars.data() + 2, args.b_scale_inv = g.scalars.data() + 3;
+          args.fast_accumulation = fast;
+        }
+        context.gemm(args);
+      });
+    };
+    const double bf16 = flops / (time(DType::Bf16, false) * 1e-3) / 1e12;
+    const double fast = flops / (time(DType::E4M3, true) * 1e-3) / 1e12;
+    const double split = flops / (time(DType::E4M3, false) * 1e-3) / 1e12;
+    fmt::print("{:>18} {:>5} {:>10.1f} {:>14.1f} {:>15.1f} {:>9.2f}\n", fmt::format("{}x{}x{}", s.m, s.n, s.k), sets,
+               bf16, fast, split, fast / bf16);
+  }
+}
+
+void bench_quantize(const Options& options) {
+  require_gpu();
+  const std::vector<Shape> shapes = parse_shapes(options.shapes.empty() ? std::vector<std::string>{"16384x4096"} : options.shapes, 2);
+  const int iters = options.iters > 0 ? options.iters : 20;
+  fmt::print("GB/s counting bytes read + written once each (fp32 in: 4 B, bf16 in: 2 B, each FP8 output 1 B per\n"
+             "element); %copy = against cudaMemcpy device-to-device of the fp32 tensor (read + write 8 B per element)\n");
+  fmt::print("{:>12} {:<36} {:>9} {:>9} {:>7}\n", "rows x cols", "kernel", "us", "GB/s", "%copy");
+  for (const Shape& s : shapes) {
+    const int64_t n = s.m * s.n;
+    DeviceBuffer<float> x = random_floats(n, 5);
+    DeviceBuffer<uint16_t> x16(n);
+    float_to_bf16(x.data(), n, x16.data());
+    DeviceBuffer<float> copy(n), scalars(3);
+    const std::vector<float> init = {0.5f, 0.0f, 0.0f};
+    scalars.upload(init);
+    DeviceBuffer<uint8_t> q(n), q_t(n);
+    const std::string shape = fmt::format("{}x{}", s.m, s.n);
+
+    const double copy_ms = median_ms(iters, options.repeats, [&](int) {
+      FP8KIT_CUDA_CHECK(cudaMemcpyAsync(copy.data(), x.data(), n * sizeof(float), cudaMemcpyDeviceToDevice));
+    });
+    const double copy_gbs = 8.0 * n / (copy_ms * 1e-3) / 1e9;
+    fmt::print("{:>12} {:<36} {:>9.1f} {:>9.0f} {:>7}\n", shape, "cudaMemcpy D2D (fp32)", copy_ms * 1e3, copy_gbs, "100%");
+
+    for (DType in : {DType::F32, DType::Bf16}) {
+      for (bool transpose : {true, false}) {
+        QuantizeArgs args;
+        args.x = in == DType::F32 ? static_cast<const void*>(x.data()) : x16.data();
+        args.x_type = in;
+        args.rows = s.m;
+        args.cols = s.n;
+        args.scale = scalars.data();
+        args.q = q.data();
+        args.q_t = transpose ? q_t.data() : nullptr;
+        args.amax = scalars.data() + 1;
+        args.scale_inv = scalars.data() + 2;
+        const double ms = median_ms(iters, options.repeats, [&](int) { quantize_fp8(args); });
+        const double bytes = static_cast<double>(n) * (dtype_size(in) + 1 + (transpose ? 1 : 0));
+        const double gbs = bytes / (ms * 1e-3) / 1e9;
+        fmt::print("{:>12} {:<36} {:>9.1f} {:>9.0f} {:>6.0f}%\n", shape,
+                   fmt::format("{} -> e4m3{} + amax", name(in), transpose ? " + transposed" : ""), ms * 1e3, gbs,
+                   100.0 * gbs / copy_gbs);
+      }
+    }
+  }
+}
+#else
+[[noreturn]] void no_cuda() {
+  fail("this fp8kit was built without the CUDA backend, so `fp8kit bench` cannot run: rebuild on a machine with "
+       "nvcc (cmake -DFP8KIT_CUDA=ON) and run it where an NVIDIA GPU is present");
+}
+void bench_gemm(const Options&) { no_cuda(); }
+void bench_quantize(const Options&) { no_cuda(); }
+#endif
+
+void add_common(CLI::App* app, Options& options, const char* shapes_help) {
+  app->add_option("--shapes", options.shapes, shapes_help)->delimiter(',');
+  app->add_option("--iters", options.iters, "calls per timed batch (default: enough for ~20 ms; quantize: 20)")
+      ->check(CLI::PositiveNumber);
+  app->add_option("--repeats", options.repeats, "timed batches; the median is reported")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+}
+
+void setup(CLI::App& app) {
+  auto options = std::make_shared<Options>();
+  app.require_subcommand(1);
+  CLI::App* gemm = app.add_subcommand("gemm", "bf16 vs FP8 (E4M3, fast and split accumulation) cuBLASLt GEMMs, TFLOP/s");
+  add_common(gemm, *options,
+             "comma-separated MxNxK (default: 8192x8192x8192,4096x4096x4096,16384x4096x4096,16384x16384x4096,"
+             "2048x3072x768,32x3072x768)");
+  gemm->callback([options] { bench_gemm(*options); });
+  CLI::App* quantize = app.add_subcommand("quantize", "FP8 quantize (+ transpose + amax) bandwidth vs a device copy");
+  add_common(quantize, *options, "comma-separated ROWSxCOLS (default: 16384x4096)");
+  quantize->callback([options] { bench_quantize(*options); });
+}
+
+const bool registered = register_command({"bench", "GPU benchmarks: FP8 vs bf16 GEMMs, FP8 quantize bandwidth", setup});
+
+}  // namespace
+}  // namespace fp8kit::cli

@@ -1,0 +1,282 @@
+// GPU FP8 quantization (cast + transpose + amax) against the CPU's scalar casts, bit for bit: random
+// and special inputs, fp32 and bf16, both formats, TE (multiply) and Keras (divide) scales, awkward
+// shapes and misaligned pointers, and every one of the 2^32 float32 bit patterns.
+#include "ops/cuda/quantize.h"
+
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "base/error.h"
+#include "numerics/cast.h"
+#include "ops/cuda/device_buffer.h"
+#include "ops/cuda/gpu_test.h"
+
+namespace fp8kit::cuda {
+namespace {
+
+using testing::awkward_floats;
+using testing::reference_amax;
+
+struct Expected {
+  std::vector<uint8_t> q, q_t;
+  float amax;
+};
+
+// The CPU reference: encode_fp8(x * scale) (or x / m), saturating, plus the transpose and amax.
+Expected expect(const std::vector<float>& x, int64_t rows, int64_t cols, float scale, bool divide, Fp8Format format) {
+  Expected e{std::vector<uint8_t>(x.size()), std::vector<uint8_t>(x.size()), reference_amax(x)};
+#pragma omp parallel for
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) {
+      const float v = x[r * cols + c];
+      const uint8_t code = encode_fp8(divide ? v / scale : v * scale, format, Overflow::Saturate);
+      e.q[r * cols + c] = code;
+      e.q_t[c * rows + r] = code;
+    }
+  }
+  return e;
+}
+
+// Counts mismatches and reports the first few (a bare EXPECT per element would flood the log).
+template <typename In>
+void expect_codes(const std::vector<uint8_t>& got, const std::vector<uint8_t>& want, const std::vector<In>& input,
+                  const std::string& what, bool transposed, int64_t rows, int64_t cols) {
+  ASSERT_EQ(got.size(), want.size());
+  size_t bad = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (got[i] == want[i]) continue;
+    if (++bad <= 5) {
+      const size_t src = transposed ? (i % rows) * cols + i / rows : i;
+      ADD_FAILURE() << what << ": element " << i << " input bits 0x" << std::hex
+                    << static_cast<uint32_t>(std::bit_cast<std::conditional_t<sizeof(In) == 4, uint32_t, uint16_t>>(input[src]))
+                    << " gpu 0x" << int(got[i]) << " cpu 0x" << int(want[i]) << std::dec;
+    }
+  }
+  EXPECT_EQ(bad, 0u) << what << ": " << bad << " mismatches";
+}
+
+struct GpuResult {
+  std::vector<uint8_t> q, q_t;
+  float amax, scale_inv;
+};
+
+// Runs quantize_fp8 on x placed `offset` elements into its device buffer (to test misaligned rows).
+template <typename In>
+GpuResult run_gpu(const std::vector<In>& x, int64_t rows, int64_t cols, float scale, bool divide, Fp8Format format,
+            size_t offset = 0, cudaStream_t stream = nullptr) {
+  std::vector<In> padded(x.size() + offset);
+  std::copy(x.begin(), x.end(), padded.begin() + offset);
+  DeviceBuffer<In> d_x(padded.size());
+  d_x.upload(padded);
+  DeviceBuffer<uint8_t> q(x.size() + 1), q_t(x.size() + 16);
+  q.fill_bytes(0xA5);
+  q_t.fill_bytes(0xA5);
+  DeviceBuffer<float> scalars(3);  // scale, amax, scale_inv
+  const std::vector<float> init = {scale, 0.0f, -1.0f};
+  scalars.upload(init);
+  QuantizeArgs args;
+  args.x = d_x.data() + offset;
+  args.x_type = sizeof(In) == 4 ? DType::F32 : DType::Bf16;
+  args.rows = rows;
+  args.cols = cols;
+  args.format = format;
+  args.scale = scalars.data();
+  args.divide = divide;
+  args.q = q.data() + offset % 2;  // odd offsets also misalign the outputs
+  args.q_t = q_t.data() + offset;
+  args.amax = scalars.data() + 1;
+  args.scale_inv = scalars.data() + 2;
+  quantize_fp8(args, stream);
+  FP8KIT_CUDA_CHECK(cudaStreamSynchronize(stream));
+  const std::vector<uint8_t> all_q = q.to_host(), all_q_t = q_t.to_host();
+  const std::vector<float> out = scalars.to_host();
+  return {std::vector<uint8_t>(all_q.begin() + offset % 2, all_q.begin() + offset % 2 + x.size()),
+          std::vector<uint8_t>(all_q_t.begin() + offset, all_q_t.begin() + offset + x.size()), out[1], out[2]};
+}
+
+void check_f32(int64_t rows, int64_t cols, float scale, bool divide, Fp8Format format, uint32_t seed, size_t offset = 0) {
+  const std::vector<float> x = awkward_floats(rows * cols, seed);
+  const Expected want = expect(x, rows, cols, scale, divide, format);
+  const GpuResult got = run_gpu(x, rows, cols, scale, divide, format, offset);
+  const std::string what = std::to_string(rows) + "x" + std::to_string(cols) + " f32 -> " + std::string(name(format)) +
+                           (divide ? " / " : " * ") + std::to_string(scale) + " offset " + std::to_string(offset);
+  expect_codes(got.q, want.q, x, what, false, rows, cols);
+  expect_codes(got.q_t, want.q_t, x, what + " (transposed)", true, rows, cols);
+  EXPECT_EQ(std::bit_cast<uint32_t>(got.amax), std::bit_cast<uint32_t>(want.amax)) << what;
+  EXPECT_EQ(got.scale_inv, divide ? scale : 1.0f / scale) << what;
+}
+
+const int64_t kShapes[][2] = {{1, 16}, {5, 160}, {217, 256}, {1, 1}, {5, 17}, {33, 1}, {130, 70}, {128, 64}, {256, 4096}};
+
+TEST(CudaQuantize, F32MatchesCpuOnAwkwardShapes) {
+  FP8KIT_REQUIRE_GPU();
+  uint32_t seed = 1;
+  for (const auto& shape : kShapes)
+    for (Fp8Format format : {Fp8Format::E4M3, Fp8Format::E5M2})
+      for (float scale : {1.0f, 0.37f, 1024.0f, 3e-5f}) check_f32(shape[0], shape[1], scale, false, format, seed++);
+}
+
+TEST(CudaQuantize, KerasDivideMatchesCpu) {
+  FP8KIT_REQUIRE_GPU();
+  for (Fp8Format format : {Fp8Format::E4M3, Fp8Format::E5M2})
+    for (float multiplier : {0.37f, 3.0f, 1.0f / 448.0f}) check_f32(217, 256, multiplier, true, format, 99);
+}
+
+TEST(CudaQuantize, MisalignedRowsTakeTheScalarPath) {
+  FP8KIT_REQUIRE_GPU();
+  check_f32(64, 128, 0.5f, false, Fp8Format::E4M3, 7, 1);   // x 4 bytes off, q 1 byte off
+  check_f32(37, 96, 2.0f, false, Fp8Format::E5M2, 8, 3);
+}
+
+TEST(CudaQuantize, LargeTensor) {
+  FP8KIT_REQUIRE_GPU();
+  check_f32(16384, 4096, 0.25f, false, Fp8Format::E4M3, 11);
+}
+
+TEST(CudaQuantize, Bf16MatchesCpu) {
+  FP8KIT_REQUIRE_GPU();
+  for (const auto& shape : kShapes) {
+    const int64_t rows = shape[0], cols = shape[1];
+    const std::vector<float> f = awkward_floats(rows * cols, 5);
+    std::vector<uint16_t> x(f.size());
+    std::vector<float> as_float(f.size());
+    for (size_t i = 0; i < f.size(); ++i) x[i] = float_to_bf16(f[i]), as_float[i] = bf16_to_float(x[i]);
+    for (Fp8Format format : {Fp8Format::E4M3, Fp8Format::E5M2}) {
+      const Expected want = expect(as_float, rows, cols, 0.75f, false, format);
+      const GpuResult got = run_gpu(x, rows, cols, 0.75f, false, format);
+      const std::string what = std::to_string(rows) + "x" + std::to_string(cols) + " bf16 -> " + std::string(name(format));
+      expect_codes(got.q, want.q, x, what, false, rows, cols);
+      expect_codes(got.q_t, want.q_t, x, what + " (transposed)", true, rows, cols);
+      EXPECT_EQ(std::bit_cast<uint32_t>(got.amax), std::bit_cast<uint32_t>(want.amax)) << what;
+    }
+  }
+}
+
+TEST(CudaQuantize, EveryBf16PatternEveryScale) {
+  FP8KIT_REQUIRE_GPU();
+  std::vector<uint16_t> x(65536);
+  std::vector<float> as_float(x.size());
+  for (uint32_t i = 0; i < 65536; ++i) x[i] = static_cast<uint16_t>(i), as_float[i] = bf16_to_float(x[i]);
+  for (Fp8Format format : {Fp8Format::E4M3, Fp8Format::E5M2})
+    for (float scale : {1.0f, 0.001f, 300.0f}) {
+      const Expected want = expect(as_float, 256, 256, scale, false, format);
+      const GpuResult got = run_gpu(x, 256, 256, scale, false, format);
+      expect_codes(got.q, want.q, x, "all bf16 * " + std::to_string(scale), false, 256, 256);
+    }
+}
+
+TEST(CudaQuantize, OutputsAreOptionalAndAmaxAccumulates) {
+  FP8KIT_REQUIRE_GPU();
+  const std::vector<float> x = {1.0f, -3.0f, 2.0f, 0.5f};
+  DeviceBuffer<float> d_x(4), scalars(2);
+  d_x.upload(x);
+  const std::vector<float> init = {1.0f, 5.0f};  // amax starts above this tensor's 3
+  scalars.upload(init);
+  QuantizeArgs args;
+  args.x = d_x.data();
+  args.rows = 2;
+  args.cols = 2;
+  args.scale = scalars.data();
+  args.amax = scalars.data() + 1;
+  quantize_fp8(args);
+  EXPECT_EQ(scalars.to_host()[1], 5.0f);
+}
+
+TEST(CudaQuantize, RunsOnAStream) {
+  FP8KIT_REQUIRE_GPU();
+  Stream stream;
+  const std::vector<float> x = awkward_floats(300 * 200, 3);
+  const Expected want = expect(x, 300, 200, 2.0f, false, Fp8Format::E4M3);
+  const GpuResult got = run_gpu(x, 300, 200, 2.0f, false, Fp8Format::E4M3, 0, stream.get());
+  EXPECT_EQ(got.q, want.q);
+  EXPECT_EQ(got.q_t, want.q_t);
+}
+
+TEST(CudaQuantize, BadArgumentsAreNamed) {
+  FP8KIT_REQUIRE_GPU();
+  DeviceBuffer<float> buf(4);
+  QuantizeArgs args;
+  args.x = buf.data();
+  args.rows = 2;
+  args.cols = 2;
+  EXPECT_THROW(
+      {
+        try {
+          quantize_fp8(args);
+        } catch (const Error& e) {
+          EXPECT_NE(std::string(e.what()).find("scale is null"), std::string::npos) << e.what();
+          throw;
+        }
+      },
+      Error);
+  args.scale = buf.data();
+  args.scale_inv = buf.data();
+  EXPECT_THROW(quantize_fp8(args), Error);
+  args.scale_inv = nullptr;
+  args.x_type = DType::E4M3;
+  EXPECT_THROW(quantize_fp8(args), Error);
+  args.x_type = DType::F32;
+  args.rows = -1;
+  EXPECT_THROW(quantize_fp8(args), Error);
+}
+
+// Every float32 bit pattern, scale 1, both formats, against encode_fp8 on the CPU; chunked 2^26 at a
+// time. Also checks each chunk's amax.
+TEST(CudaQuantize, EveryFloat32BitPattern) {
+  FP8KIT_REQUIRE_GPU();
+  constexpr int64_t kRows = 8192, kCols = 8192, kChunk = kRows * kCols;
+  std::vector<uint32_t> bits(kChunk);
+  std::vector<uint8_t> q(kChunk);
+  DeviceBuffer<uint32_t> d_x(kChunk);
+  DeviceBuffer<uint8_t> d_q(kChunk);
+  DeviceBuffer<float> scalars(2);
+  const std::vector<float> init = {1.0f, 0.0f};
+  size_t bad = 0;
+  for (uint64_t base = 0; base < (uint64_t{1} << 32); base += kChunk) {
+#pragma omp parallel for
+    for (int64_t i = 0; i < kChunk; ++i) bits[i] = static_cast<uint32_t>(base + i);
+    d_x.upload(bits);
+    for (Fp8Format format : {Fp8Format::E4M3, Fp8Format::E5M2}) {
+      scalars.upload(init);
+      QuantizeArgs args;
+      args.x = d_x.data();
+      args.rows = kRows;
+      args.cols = kCols;
+      args.format = format;
+      args.scale = scalars.data();
+      args.q = d_q.data();
+      args.amax = scalars.data() + 1;
+      quantize_fp8(args);
+      d_q.download(q);
+      size_t chunk_bad = 0;
+      float amax = 0.0f;
+#pragma omp parallel for reduction(+ : chunk_bad) reduction(max : amax)
+      for (int64_t i = 0; i < kChunk; ++i) {
+        const float x = std::bit_cast<float>(bits[i]);
+        if (q[i] != encode_fp8(x, format, Overflow::Saturate)) ++chunk_bad;
+        if (!std::isnan(x)) amax = std::max(amax, std::fabs(x));
+      }
+      if (chunk_bad > 0 && bad == 0) {
+        for (int64_t i = 0; i < kChunk; ++i) {
+          const float x = std::bit_cast<float>(bits[i]);
+          if (q[i] != encode_fp8(x, format, Overflow::Saturate)) {
+            ADD_FAILURE() << name(format) << ": first mismatch at bits 0x" << std::hex << bits[i] << " gpu 0x"
+                          << int(q[i]) << " cpu 0x" << int(encode_fp8(x, format, Overflow::Saturate)) << std::dec;
+            break;
+          }
+        }
+      }
+      bad += chunk_bad;
+      EXPECT_EQ(std::bit_cast<uint32_t>(scalars.to_host()[1]), std::bit_cast<uint32_t>(amax))
+          << name(format) << " chunk at 0x" << std::hex << base;
+    }
+  }
+  EXPECT_EQ(bad, 0u) << "float32 bit patterns cast differently on the GPU";
+}
+
+}  // namespace
+}  // namespace fp8kit::cuda
