@@ -118,8 +118,11 @@ void run(const Args& args) {
   const fs::path vocab_path = args.vocab.empty() ? default_vocab_cache(data_path, config.vocabulary_size)
                                                  : fs::path(args.vocab);
   const bool cached = fs::exists(vocab_path);
-  fmt::print("{} the WordPiece vocabulary {} {}\n", cached ? "Reading" : "Learning (about a minute)",
-             cached ? "from" : "and caching it in", vocab_path.string());
+  if (cached) {
+    fmt::print("Reading the WordPiece vocabulary from {}\n", vocab_path.string());
+  } else {
+    fmt::print("Learning the WordPiece vocabulary (about a minute on IMDB), caching it in {}\n", vocab_path.string());
+  }
   std::fflush(stdout);
   text::WordPieceTokenizer tokenizer(data::imdb_vocabulary(splits, vocab_path));
   FP8KIT_CHECK(static_cast<int64_t>(tokenizer.vocab().size()) <= config.vocabulary_size,
@@ -131,7 +134,9 @@ void run(const Args& args) {
   fmt::print("  {} tokens; tokenized {} reviews to {} ids each ({:.1f}s)\n\n", tokenizer.vocab().size(),
              train_data.size() + validation.size() + test.size(), config.sequence_length, seconds_since(start));
 
-  fmt::print("{}\n", models::SeedClassifier(config, args.seed).summary());
+  models::SeedClassifier summary_model(config, args.seed);
+  summary_model.set_precision(precisions.front(), recipe);
+  fmt::print("{}\n", summary_model.summary());
   train::MetricsLog log(fs::path(args.out) / "metrics.jsonl", args.resume);
   log.write({{"event", "run"},
              {"precisions", names},

@@ -1,8 +1,14 @@
-// `fp8kit train` refuses bad options before loading any data, with a message and a non-zero exit.
+// `fp8kit train` end to end on a tiny generated aclImdb folder (--compare, checkpoints, metrics,
+// --resume), and its refusal of bad options before loading any data.
+#include "io/safetensors.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <random>
 #include <string>
 #include <sys/wait.h>
 
@@ -23,6 +29,66 @@ CommandResult run_train(const std::string& args) {
   while (size_t n = std::fread(buffer, 1, sizeof(buffer), pipe)) output.append(buffer, n);
   const int status = ::pclose(pipe);
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
+}
+
+std::string tail(const std::string& text) { return text.substr(text.size() > 1500 ? text.size() - 1500 : 0); }
+
+// aclImdb/{train,test}/{neg,pos}/<i>_<rating>.txt with short reviews built from telling words.
+std::filesystem::path make_tiny_imdb(const std::filesystem::path& dir) {
+  std::mt19937 rng(0);
+  const std::vector<std::string> positive{"great", "wonderful", "excellent", "loved", "amazing", "superb"};
+  const std::vector<std::string> negative{"awful", "terrible", "boring", "hated", "worst", "dull"};
+  const std::vector<std::string> common{"the", "movie", "film", "was", "and", "a", "of", "it", "this"};
+  for (const auto& [split, count] : {std::pair<std::string, int>{"train", 12}, {"test", 6}}) {
+    for (const std::string label : {"neg", "pos"}) {
+      const auto folder = dir / "aclImdb" / split / label;
+      std::filesystem::create_directories(folder);
+      std::vector<std::string> words = label == "pos" ? positive : negative;
+      words.insert(words.end(), common.begin(), common.end());
+      for (int i = 0; i < count; ++i) {
+        std::ofstream file(folder / (std::to_string(i) + (label == "pos" ? "_8.txt" : "_2.txt")));
+        for (int w = 0; w < 30; ++w) file << words[rng() % words.size()] << ' ';
+        file << ". <br /><br />";
+      }
+    }
+  }
+  return dir / "aclImdb";
+}
+
+TEST(TrainCommand, ComparesPrecisionsWritesCheckpointsAndResumes) {
+  std::string pattern = (std::filesystem::temp_directory_path() / "fp8kit-train-cli-XXXXXX").string();
+  const std::filesystem::path dir = ::mkdtemp(pattern.data());
+  const std::string common = " --data " + make_tiny_imdb(dir).string() + " --vocab " + (dir / "vocab.txt").string() +
+                             " --out " + (dir / "out").string() + " --batch-size 8 --seed 3";
+
+  CommandResult r = run_train("--compare bf16,fp8 --epochs 1 --inspect-fp8" + common);
+  ASSERT_EQ(r.exit_code, 0) << tail(r.output);
+  EXPECT_THAT(r.output, HasSubstr("Total params: 653,953"));
+  EXPECT_THAT(r.output, HasSubstr("3/3 ━━━━━━━━━━━━━━━━━━━━"));
+  EXPECT_THAT(r.output, HasSubstr("transformer_decoder/self_attention/query/inputs_amax_history: [0, 0, 0, 0, 0, 0, "
+                                  "0, 0, ...] (1024 values, 0 nonzero)"));
+  EXPECT_THAT(r.output, HasSubstr("(1024 values, 3 nonzero)"));  // after 3 steps (20 reviews, batches of 8)
+  EXPECT_THAT(r.output, HasSubstr("precision   test accuracy  test loss  time per epoch"));
+  const auto fp8 = dir / "out" / "checkpoint-fp8.safetensors";
+  ASSERT_TRUE(std::filesystem::exists(dir / "out" / "checkpoint-bf16.safetensors"));
+  EXPECT_EQ(fp8kit::io::read_safetensors(fp8).metadata.at("epoch"), "1");
+
+  r = run_train("--compare bf16,fp8 --epochs 2 --resume" + common);
+  ASSERT_EQ(r.exit_code, 0) << tail(r.output);
+  EXPECT_THAT(r.output, HasSubstr("Resumed bf16 from"));
+  EXPECT_THAT(r.output, HasSubstr("Epoch 2/2"));
+  EXPECT_THAT(r.output, ::testing::Not(HasSubstr("Epoch 1/2")));
+  EXPECT_EQ(fp8kit::io::read_safetensors(fp8).metadata.at("step"), "6");
+
+  std::ifstream metrics(dir / "out" / "metrics.jsonl");
+  int lines = 0;
+  for (std::string line; std::getline(metrics, line);) ++lines;
+  EXPECT_EQ(lines, 2 * (1 + 2 * 2));  // per invocation: the run, then per precision an epoch and a test
+
+  r = run_train("--precision fp8 --epochs 3 --resume --lag keras" + common);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.output, HasSubstr("was trained with recipe delayed scaling, te lag"));
+  std::filesystem::remove_all(dir);
 }
 
 TEST(TrainCommand, RejectsUnknownPrecisionsRecipesAndLags) {
