@@ -140,7 +140,7 @@ void forward_impl(const AttentionShape& shape, const float* q, const float* k, c
   const int64_t Tp = (T + 7) / 8 * 8;  // padded rows for the 8-wide kernels
   const float scale = query_scale<kBf16>(D);
   const float keep_prob = dropout_keep_prob(rate, kBf16);
-#pragma omp parallel
+#pragma omp parallel if (shape.batch * H * T * T >= 32768)
   {
     std::vector<float> kt_buffer(static_cast<size_t>(D * Tp)), row_buffer(static_cast<size_t>(Tp)),
         pd_buffer(static_cast<size_t>(Tp));
@@ -195,7 +195,7 @@ void backward_impl(const AttentionShape& shape, const float* q, const float* k, 
   const int64_t Tp = (T + 7) / 8 * 8;
   const float scale = query_scale<kBf16>(D);
   const float keep_prob = dropout_keep_prob(rate, kBf16);
-#pragma omp parallel
+#pragma omp parallel if (shape.batch * H * T * T >= 32768)
   {
     std::vector<float> vt_buffer(static_cast<size_t>(D * Tp)), dk_buffer(static_cast<size_t>(T * D)),
         dv_buffer(static_cast<size_t>(T * D)), dp_buffer(static_cast<size_t>(Tp)), pd_buffer(static_cast<size_t>(Tp)),
