@@ -1,0 +1,72 @@
+// `fp8kit vocab`: learning from a small generated aclImdb tarball or a generic class-folder dataset.
+#include "data/archive_writer.h"
+#include "run_cli.h"
+#include "text/vocab_file.h"
+
+#include <fmt/format.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace fp8kit {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+class VocabCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = testing::fresh_temp_dir("vocab_cli");
+    std::vector<testing::TreeEntry> entries;
+    for (const char* split : {"train", "test"}) {
+      for (const char* label : {"neg", "pos"}) {
+        for (int i = 0; i < 20; ++i) {
+          entries.push_back({fmt::format("aclImdb/{}/{}/{}_1.txt", split, label, i),
+                             fmt::format("The movie was {} , Really {}!", label, i % 3 ? "GOOD" : "bad")});
+        }
+      }
+    }
+    testing::write_tar_gz(dir_ / "aclImdb_v1.tar.gz", entries);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  fs::path dir_;
+};
+
+TEST_F(VocabCli, LearnsFromAnImdbTarball) {
+  const auto r = testing::run_cli(fmt::format("vocab --data '{}' --size 40 --out '{}'", (dir_ / "aclImdb_v1.tar.gz").string(),
+                                              (dir_ / "vocab.txt").string()));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("from 32 texts"));  // 80% of the 40 training reviews
+  const auto vocab = text::read_vocab(dir_ / "vocab.txt");
+  EXPECT_LE(vocab.size(), 40u);
+  EXPECT_THAT(std::vector<std::string>(vocab.begin(), vocab.begin() + 3), ElementsAre("[PAD]", "[UNK]", "!"));
+  EXPECT_EQ(std::count(vocab.begin(), vocab.end(), "G"), 0);  // lowercased
+}
+
+TEST_F(VocabCli, ReservedTokensAndGenericDatasets) {
+  const auto r = testing::run_cli(fmt::format("vocab --data '{}' --subdir aclImdb/test --no-lowercase --size 50 "
+                                              "--reserved '[PAD],[UNK],[CLS]' --out '{}'",
+                                              (dir_ / "aclImdb_v1.tar.gz").string(), (dir_ / "v.txt").string()));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto vocab = text::read_vocab(dir_ / "v.txt");
+  EXPECT_THAT(std::vector<std::string>(vocab.begin(), vocab.begin() + 3), ElementsAre("[PAD]", "[UNK]", "[CLS]"));
+  EXPECT_EQ(std::count(vocab.begin(), vocab.end(), "G"), 1);  // capitals kept
+}
+
+TEST_F(VocabCli, BadArgumentsFailWithAMessage) {
+  auto r = testing::run_cli(fmt::format("vocab --data '{}'", (dir_ / "aclImdb_v1.tar.gz").string()));
+  EXPECT_EQ(r.exit_code, 2) << r.output;  // --out is required
+  r = testing::run_cli(fmt::format("vocab --data '{}' --out '{}'", (dir_ / "missing.tar.gz").string(),
+                                   (dir_ / "v.txt").string()));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.output, HasSubstr("error: IMDB data path"));
+  r = testing::run_cli(fmt::format("vocab --data '{}' --reserved '[PAD],,[UNK]' --out '{}'",
+                                   (dir_ / "aclImdb_v1.tar.gz").string(), (dir_ / "v.txt").string()));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.output, HasSubstr("empty token"));
+  EXPECT_FALSE(fs::exists(dir_ / "v.txt"));
+}
+
+}  // namespace
+}  // namespace fp8kit
