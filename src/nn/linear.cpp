@@ -22,6 +22,7 @@ Linear::Linear(std::string path, int64_t in, int64_t out, std::vector<int64_t> k
   wq_ = Tensor({in, out}, DType::E4M3);
   gq_ = Tensor({0}, DType::E5M2);
   w_bf16_ = Tensor({in, out}, DType::F32);
+  w_values_ = Tensor({in, out}, DType::F32);
 }
 
 std::string Linear::name() const {
@@ -73,8 +74,11 @@ std::span<const float> Linear::forward(std::span<const float> x, int64_t rows, b
       const Fp8Format format = recipe_.forward_format;
       used_.inputs = quantize(scaling_.inputs, format, x, training, xq_);
       used_.kernel = quantize(scaling_.kernel, format, kernel.value, training, wq_);
-      ops::gemm_fp8(shape, {xq_.data<uint8_t>(), format, used_.inputs}, {wq_.data<uint8_t>(), format, used_.kernel},
-                    0.0f, y);
+      // ops::gemm_fp8's computation, with each operand decoded once for fprop, dgrad and wgrad.
+      x_values_.resize({rows, in_});
+      ops::decode_fp8(xq_.span<uint8_t>(), format, x_values_.span<float>());
+      ops::decode_fp8(wq_.span<uint8_t>(), format, w_values_.span<float>());
+      ops::gemm_f32(shape, used_.inputs * used_.kernel, x_values_.data<float>(), w_values_.data<float>(), 0.0f, y);
       break;
     }
   }
@@ -127,11 +131,13 @@ std::span<const float> Linear::backward(std::span<const float> dy) {
       ops::gemm_f32(wgrad, 1.0f, x_bf16_.data<float>(), g, 0.0f, dw);
       break;
     case Precision::Fp8: {
-      const Fp8Format fwd = recipe_.forward_format, bwd = recipe_.backward_format;
+      const Fp8Format bwd = recipe_.backward_format;
       used_.outputs_grad = quantize(scaling_.outputs_grad, bwd, dy_.span<float>(), true, gq_);
-      const ops::Fp8Operand gq{gq_.data<uint8_t>(), bwd, used_.outputs_grad};
-      ops::gemm_fp8(dgrad, gq, {wq_.data<uint8_t>(), fwd, used_.kernel}, 0.0f, dx);
-      ops::gemm_fp8(wgrad, {xq_.data<uint8_t>(), fwd, used_.inputs}, gq, 0.0f, dw);
+      g_values_.resize({rows, out_});
+      ops::decode_fp8(gq_.span<uint8_t>(), bwd, g_values_.span<float>());
+      const float* gv = g_values_.data<float>();
+      ops::gemm_f32(dgrad, used_.outputs_grad * used_.kernel, gv, w_values_.data<float>(), 0.0f, dx);
+      ops::gemm_f32(wgrad, used_.inputs * used_.outputs_grad, x_values_.data<float>(), gv, 0.0f, dw);
       break;
     }
   }

@@ -2,7 +2,8 @@
 //   Fp32: float32 GEMMs.
 //   Bf16: x, W (and dy in the backward) rounded to bf16, float32 accumulation, output rounded to bf16.
 //   Fp8:  y = q(x) q(W) with E4M3 inputs and weights, dx = q(dy) q(W)^T and dW = q(x)^T q(dy) with
-//         E5M2 gradients, float32 accumulation, per-tensor scales from fp8kit::ScalingState (delayed
+//         E5M2 gradients, float32 accumulation (exactly ops::gemm_fp8: codes decoded, products
+//         summed in float32, times the two scale_invs), per-tensor scales from fp8kit::ScalingState (delayed
 //         with te/keras lag, or current); gradients pass straight through the quantizers; the bias
 //         gradient and the ReLU mask use the unquantized dy; output rounded to bf16 (Keras's
 //         float8_from_mixed_bfloat16). Each state is updated once per training forward/backward.
@@ -86,6 +87,7 @@ class Linear {
   Tensor y_, dx_, dy_;        // [rows, out], [rows, in], [rows, out] (dy after the ReLU mask)
   Tensor x_bf16_, w_bf16_;    // bf16 policy: rounded operands
   Tensor xq_, wq_, gq_;       // fp8 policy: codes
+  Tensor x_values_, w_values_, g_values_;  // and their exact (unscaled) values, decoded once
 };
 
 }  // namespace fp8kit::nn

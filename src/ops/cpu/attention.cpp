@@ -133,6 +133,52 @@ inline void add_outer(const float* __restrict w, const float* __restrict g, int6
   }
 }
 
+// In-place softmax of s[0..n): s[j] = exp(s[j] - max) / sum. The AVX2 path uses a Cephes-style
+// exp (range reduction by ln 2 and a degree-6 polynomial, within 2 ulp of expf; arguments below
+// -87.3, whose exp is under FLT_MIN, give 0) and sums in 8 lanes. n counts the causal keys only.
+inline void softmax_row(float* __restrict s, int64_t n) {
+  int64_t j = 0;
+  float max = -INFINITY, sum = 0.0f;
+#if defined(__AVX2__) && defined(__FMA__)
+  __m256 vmax = _mm256_set1_ps(-INFINITY);
+  for (; j + 8 <= n; j += 8) vmax = _mm256_max_ps(vmax, _mm256_loadu_ps(s + j));
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, vmax);
+  for (float l : lanes) max = std::max(max, l);
+  for (; j < n; ++j) max = std::max(max, s[j]);
+  const __m256 m = _mm256_set1_ps(max);
+  __m256 vsum = _mm256_setzero_ps();
+  j = 0;
+  for (; j + 8 <= n; j += 8) {
+    const __m256 x = _mm256_sub_ps(_mm256_loadu_ps(s + j), m);
+    const __m256 fx = _mm256_floor_ps(_mm256_fmadd_ps(x, _mm256_set1_ps(1.44269504088896341f), _mm256_set1_ps(0.5f)));
+    __m256 r = _mm256_fnmadd_ps(fx, _mm256_set1_ps(0.693359375f), x);
+    r = _mm256_fnmadd_ps(fx, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 y = _mm256_set1_ps(1.9875691500e-4f);
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.3981999507e-3f));
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(8.3334519073e-3f));
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(4.1665795894e-2f));
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.6666665459e-1f));
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(5.0000001201e-1f));
+    y = _mm256_fmadd_ps(y, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(fx), _mm256_set1_epi32(127)), 23);
+    y = _mm256_mul_ps(y, _mm256_castsi256_ps(e));
+    y = _mm256_and_ps(y, _mm256_cmp_ps(x, _mm256_set1_ps(-87.3f), _CMP_GE_OQ));  // exp < FLT_MIN: 0
+    _mm256_storeu_ps(s + j, y);
+    vsum = _mm256_add_ps(vsum, y);
+  }
+  _mm256_store_ps(lanes, vsum);
+  for (float l : lanes) sum += l;
+#else
+  for (int64_t i = 0; i < n; ++i) max = std::max(max, s[i]);
+#endif
+  for (; j < n; ++j) {
+    s[j] = std::exp(s[j] - max);
+    sum += s[j];
+  }
+  for (int64_t i = 0; i < n; ++i) s[i] /= sum;
+}
+
 template <int64_t kD, bool kBf16>
 void forward_impl(const AttentionShape& shape, const float* q, const float* k, const float* v, const DropoutMask* mask,
                   float rate, float* probs, float* out) {
@@ -161,18 +207,10 @@ void forward_impl(const AttentionShape& shape, const float* q, const float* k, c
         for (int64_t d = 0; d < D; ++d) qs[d] = maybe_bf16<kBf16>(qi[d] * scale);
         const int64_t n = i + 1;  // keys 0..i
         dot_columns<kD>(qs, kt, Tp, D, n, s);
-        float max = -INFINITY;
-        for (int64_t j = 0; j < n; ++j) {
-          s[j] = maybe_bf16<kBf16>(s[j]);
-          max = std::max(max, s[j]);
-        }
-        float sum = 0.0f;
-        for (int64_t j = 0; j < n; ++j) {
-          s[j] = std::exp(s[j] - max);
-          sum += s[j];
-        }
+        for (int64_t j = 0; j < n; ++j) s[j] = maybe_bf16<kBf16>(s[j]);
+        softmax_row(s, n);
         float* __restrict Pi = P + i * T;
-        for (int64_t j = 0; j < n; ++j) Pi[j] = maybe_bf16<kBf16>(s[j] / sum);
+        for (int64_t j = 0; j < n; ++j) Pi[j] = maybe_bf16<kBf16>(s[j]);
         if (mask != nullptr) {
           const uint32_t first = static_cast<uint32_t>((bh * T + i) * T);
           for (int64_t j = 0; j < n; ++j)
