@@ -9,6 +9,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <sys/wait.h>
 
 namespace fp8kit::data {
 
@@ -64,7 +65,8 @@ fs::path download_imdb(const fs::path& dir) {
   fmt::print(stderr, "IMDB data not found; downloading {} to {}\n", kImdbUrl, target.string());
   const std::string command =
       fmt::format("curl -fL --retry 3 --connect-timeout 30 -o {} {}", shell_quote(partial.string()), kImdbUrl);
-  const int status = std::system(command.c_str());
+  const int raw_status = std::system(command.c_str());
+  const int status = raw_status != -1 && WIFEXITED(raw_status) ? WEXITSTATUS(raw_status) : -1;
   if (status != 0) {
     fs::remove(partial, error);
     fail("could not find the IMDB data and the download failed (curl exit status {}). Download {} yourself "
