@@ -123,7 +123,7 @@ GemmContext::~GemmContext() {
 
 GemmContext::Plan& GemmContext::plan_for(const GemmArgs& g) {
   const PlanKey key{g.m, g.n, g.k, g.a_type, g.b_type, g.y_type, g.epilogue, g.fast_accumulation, g.accumulate,
-                    alignment(g.a), alignment(g.b), alignment(g.y), alignment(g.bias)};
+                    g.a_scale_inv != nullptr, g.b_scale_inv != nullptr, alignment(g.a), alignment(g.b), alignment(g.y), alignment(g.bias)};
   if (auto it = plans_.find(key); it != plans_.end()) return *it->second;
 
   auto plan = std::make_unique<Plan>();
@@ -132,7 +132,11 @@ GemmContext::Plan& GemmContext::plan_for(const GemmArgs& g) {
   set_attribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, int32_t{CUBLAS_OP_T}, ctx);
   set_attribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, int32_t{CUBLAS_OP_N}, ctx);
   set_attribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, uint32_t{cublas_epilogue(g.epilogue)}, ctx);
-  if (is_fp8(g.a_type)) set_attribute(plan->desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, int8_t{g.fast_accumulation}, ctx);
+  if (is_fp8(g.a_type)) {
+    set_attribute(plan->desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, int8_t{g.fast_accumulation}, ctx);
+    set_attribute(plan->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, static_cast<const void*>(g.b_scale_inv), ctx);
+    set_attribute(plan->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, static_cast<const void*>(g.a_scale_inv), ctx);
+  }
   if (has_bias(g.epilogue)) {
     set_attribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, int32_t{cuda_type(bias_type(g.a_type, g.y_type))}, ctx);
     set_attribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, g.bias, ctx);  // its alignment guides the heuristic

@@ -66,12 +66,13 @@ class GemmContext {
   static constexpr size_t kWorkspaceBytes = size_t{32} << 20;
 
  private:
-  // What the heuristic's choice depends on: shapes, types, epilogue, accumulation, alignments.
+  // What the heuristic's choice depends on: shapes, types, epilogue, accumulation, whether scale
+  // pointers are set (cuBLASLt refuses an algorithm chosen without them), alignments.
   struct PlanKey {
     int64_t m, n, k;
     DType a_type, b_type, y_type;
     Epilogue epilogue;
-    bool fast_accumulation, accumulate;
+    bool fast_accumulation, accumulate, a_scaled, b_scaled;
     int a_align, b_align, y_align, bias_align;
     auto operator<=>(const PlanKey&) const = default;
   };

@@ -1,17 +1,20 @@
 // FP8 quantization kernel: cast + transpose + amax in one pass over x [rows, cols].
 //
-// A block of 256 threads casts a 128 x 64 tile (rows x cols). Each warp covers 16 rows x 32 columns
-// as 4 x 8 lanes, each lane a 4 x 4 micro-tile, loaded as 4 row vectors (16 bytes of fp32, 8 of
-// bf16) so that 8 lanes read 128 contiguous bytes of a row; each thread does two such passes (64 rows
-// apart), all loads issued before the first use. The straight output is stored 4 bytes per row. For
-// the transposed output the 4x4 codes are transposed in registers (byte permutes) into 4 words, each
-// 4 rows of one column, kept in shared memory [64 cols][32 words + 1]; the odd row stride makes both
-// the writes (lanes differ in column by 4 and in row-word by 1) and the 16-byte-per-lane reads
-// conflict-free. amax: per-thread max of |x| bits, warp max, one atomicMax per block.
+// A block of 256 threads casts a (64 * passes) x 64 tile (rows x cols). Each warp covers 16 rows x 32
+// columns as 4 x 8 lanes, each lane a 4 x 4 micro-tile, loaded as 4 row vectors (16 bytes of fp32, 8
+// of bf16) so that 8 lanes read one contiguous stretch of a row; each thread does `passes` such
+// micro-tiles, 64 rows apart, all loads issued (as raw registers) before the first use: 2 passes for
+// fp32 and 4 for bf16, so a block has 32 KB of loads in flight either way. The straight output is
+// stored 4 bytes per row. For the transposed output the 4x4 codes are transposed in registers (byte
+// permutes) into 4 words, each 4 rows of one column, kept in shared memory [64 cols][16 * passes + 1
+// words]; the odd row stride makes the writes (lanes differ in column by 4 and in row-word by 1)
+// conflict-free, and the reads (16 bytes per lane) nearly so. amax: per-thread max of |x| bits, warp
+// max, one atomicMax per block.
 #include "ops/cuda/quantize.h"
 
 #include <algorithm>
 #include <string>
+#include <type_traits>
 
 #include "base/error.h"
 #include "ops/cuda/check.h"
@@ -20,11 +23,13 @@
 namespace fp8kit::cuda {
 namespace {
 
-constexpr int kTileRows = 128;
 constexpr int kTileCols = 64;
 constexpr int kThreads = 256;
-constexpr int kPasses = 2;
-constexpr int kTransposeStride = kTileRows / 4 + 1;  // words per transposed row (+1 against bank conflicts)
+// Micro-tile rows per thread and tile rows per block, by input element.
+template <typename T>
+constexpr int kPasses = sizeof(T) == 4 ? 2 : 4;
+template <typename T>
+constexpr int kTileRows = 64 * kPasses<T>;
 
 struct Params {
   const void* x;
@@ -39,32 +44,34 @@ struct Params {
   bool vector_store_t;  // every row of q_t starts 16-byte aligned
 };
 
-__device__ __forceinline__ float to_float(float v) { return v; }
-__device__ __forceinline__ float to_float(uint16_t v) { return bf16_to_float(v); }
-
-// v[i] = x[row, col + i]; 0 outside the matrix (zeros neither raise amax nor get stored).
+// Four consecutive elements of a row as loaded: a float4 of fp32, or a uint2 holding four bf16.
 template <typename T>
-__device__ __forceinline__ void load_row(const Params& p, int64_t row, int64_t col, float v[4]) {
+using Raw = std::conditional_t<sizeof(T) == 4, float4, uint2>;
+
+// raw = x[row, col .. col + 3]; zeros (+0.0) outside the matrix: they neither raise amax nor get stored.
+template <typename T>
+__device__ __forceinline__ Raw<T> load_row(const Params& p, int64_t row, int64_t col) {
   const T* x = static_cast<const T*>(p.x);
-  if (row >= p.rows) {
-#pragma unroll
-    for (int i = 0; i < 4; ++i) v[i] = 0.0f;
-    return;
-  }
+  Raw<T> raw{};
+  if (row >= p.rows) return raw;
   const T* src = x + row * p.cols + col;
-  if (p.vector_load && col + 3 < p.cols) {
-    if constexpr (sizeof(T) == 4) {
-      const float4 f = __ldcs(reinterpret_cast<const float4*>(src));  // streamed: read once
-      v[0] = f.x, v[1] = f.y, v[2] = f.z, v[3] = f.w;
-    } else {
-      const uint2 u = __ldcs(reinterpret_cast<const uint2*>(src));
-      v[0] = bf16_to_float(u.x & 0xFFFFu), v[1] = bf16_to_float(u.x >> 16);
-      v[2] = bf16_to_float(u.y & 0xFFFFu), v[3] = bf16_to_float(u.y >> 16);
-    }
-  } else {
+  if (p.vector_load && col + 3 < p.cols) return __ldcs(reinterpret_cast<const Raw<T>*>(src));  // streamed: read once
+  T e[4] = {};
 #pragma unroll
-    for (int i = 0; i < 4; ++i) v[i] = col + i < p.cols ? to_float(src[i]) : 0.0f;
+  for (int i = 0; i < 4; ++i)
+    if (col + i < p.cols) e[i] = src[i];
+  if constexpr (sizeof(T) == 4) {
+    raw = make_float4(e[0], e[1], e[2], e[3]);
+  } else {
+    raw = make_uint2(e[0] | (static_cast<uint32_t>(e[1]) << 16), e[2] | (static_cast<uint32_t>(e[3]) << 16));
   }
+  return raw;
+}
+
+__device__ __forceinline__ void to_floats(const float4& raw, float v[4]) { v[0] = raw.x, v[1] = raw.y, v[2] = raw.z, v[3] = raw.w; }
+__device__ __forceinline__ void to_floats(const uint2& raw, float v[4]) {
+  v[0] = bf16_to_float(raw.x & 0xFFFFu), v[1] = bf16_to_float(raw.x >> 16);
+  v[2] = bf16_to_float(raw.y & 0xFFFFu), v[3] = bf16_to_float(raw.y >> 16);
 }
 
 // Four values of a row -> four FP8 codes (byte i = column i).
@@ -84,32 +91,36 @@ __device__ __forceinline__ uint32_t encode_row(const float v[4], float scale) {
 
 template <typename T, Fp8Format F, bool Divide>
 __global__ void __launch_bounds__(kThreads) quantize_kernel(Params p) {
-  __shared__ uint32_t tile_t[kTileCols * kTransposeStride];
+  constexpr int passes = kPasses<T>;
+  constexpr int stride = 16 * passes + 1;  // words per transposed row (+1 against bank conflicts)
+  __shared__ uint32_t tile_t[kTileCols * stride];
   __shared__ uint32_t warp_amax[kThreads / 32];
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int col_local = (warp & 1) * 32 + (lane & 7) * 4;
   const int row_local = (warp >> 1) * 16 + (lane >> 3) * 4;  // + 64 * pass
-  const int64_t row0 = static_cast<int64_t>(blockIdx.y) * kTileRows;
+  const int64_t row0 = static_cast<int64_t>(blockIdx.y) * kTileRows<T>;
   const int64_t col0 = static_cast<int64_t>(blockIdx.x) * kTileCols;
   const int64_t col = col0 + col_local;
   const float scale = *p.scale;
 
-  float v[kPasses][4][4];
+  Raw<T> raw[passes][4];
 #pragma unroll
-  for (int pass = 0; pass < kPasses; ++pass)
+  for (int pass = 0; pass < passes; ++pass)
 #pragma unroll
-    for (int r = 0; r < 4; ++r) load_row<T>(p, row0 + row_local + 64 * pass + r, col, v[pass][r]);
+    for (int r = 0; r < 4; ++r) raw[pass][r] = load_row<T>(p, row0 + row_local + 64 * pass + r, col);
 
   uint32_t amax = 0;
 #pragma unroll
-  for (int pass = 0; pass < kPasses; ++pass) {
+  for (int pass = 0; pass < passes; ++pass) {
     uint32_t w[4];
 #pragma unroll
     for (int r = 0; r < 4; ++r) {
+      float v[4];
+      to_floats(raw[pass][r], v);
 #pragma unroll
-      for (int i = 0; i < 4; ++i) amax = max(amax, amax_bits(__float_as_uint(v[pass][r][i])));
-      w[r] = encode_row<F, Divide>(v[pass][r], scale);
+      for (int i = 0; i < 4; ++i) amax = max(amax, amax_bits(__float_as_uint(v[i])));
+      w[r] = encode_row<F, Divide>(v, scale);
       const int64_t row = row0 + row_local + 64 * pass + r;
       if (p.q != nullptr && row < p.rows) {
         uint8_t* dst = p.q + row * p.cols + col;
@@ -126,11 +137,11 @@ __global__ void __launch_bounds__(kThreads) quantize_kernel(Params p) {
       // Word i = column i of the micro-tile, rows 0..3 in bytes 0..3.
       const uint32_t a = __byte_perm(w[0], w[1], 0x5140), b = __byte_perm(w[2], w[3], 0x5140);
       const uint32_t c = __byte_perm(w[0], w[1], 0x7362), d = __byte_perm(w[2], w[3], 0x7362);
-      uint32_t* t = tile_t + col_local * kTransposeStride + (row_local + 64 * pass) / 4;
-      t[0 * kTransposeStride] = __byte_perm(a, b, 0x5410);
-      t[1 * kTransposeStride] = __byte_perm(a, b, 0x7632);
-      t[2 * kTransposeStride] = __byte_perm(c, d, 0x5410);
-      t[3 * kTransposeStride] = __byte_perm(c, d, 0x7632);
+      uint32_t* t = tile_t + col_local * stride + (row_local + 64 * pass) / 4;
+      t[0 * stride] = __byte_perm(a, b, 0x5410);
+      t[1 * stride] = __byte_perm(a, b, 0x7632);
+      t[2 * stride] = __byte_perm(c, d, 0x5410);
+      t[3 * stride] = __byte_perm(c, d, 0x7632);
     }
   }
 
@@ -146,15 +157,16 @@ __global__ void __launch_bounds__(kThreads) quantize_kernel(Params p) {
   }
 
   if (p.q_t != nullptr) {
-    // 64 transposed rows of 128 bytes: 8 lanes per row, 16 bytes each, two rounds.
+    // 64 transposed rows of 64 * passes bytes: 4 * passes lanes per row, 16 bytes each.
+    constexpr int chunks = 4 * passes;
 #pragma unroll
-    for (int round = 0; round < kTileCols * 8 / kThreads; ++round) {
+    for (int round = 0; round < kTileCols * chunks / kThreads; ++round) {
       const int id = threadIdx.x + kThreads * round;
-      const int c = id / 8, chunk = id % 8;
+      const int c = id / chunks, chunk = id % chunks;
       const int64_t out_row = col0 + c;  // a column of x
       const int64_t out_col = row0 + 16 * chunk;
       if (out_row >= p.cols || out_col >= p.rows) continue;
-      const uint32_t* t = tile_t + c * kTransposeStride + 4 * chunk;
+      const uint32_t* t = tile_t + c * stride + 4 * chunk;
       const uint4 words = make_uint4(t[0], t[1], t[2], t[3]);
       uint8_t* dst = p.q_t + out_row * p.rows + out_col;
       if (p.vector_store_t && out_col + 15 < p.rows) {
@@ -170,7 +182,13 @@ __global__ void __launch_bounds__(kThreads) quantize_kernel(Params p) {
 }
 
 template <typename T, Fp8Format F>
-void launch(const Params& p, bool divide, dim3 grid, cudaStream_t stream) {
+void launch(const Params& p, bool divide, cudaStream_t stream) {
+  const std::string shape = std::to_string(p.rows) + "x" + std::to_string(p.cols);
+  if (p.rows > int64_t{65535} * kTileRows<T>)
+    throw Error("quantize_fp8: " + shape + " has more rows than one launch covers (" +
+                std::to_string(int64_t{65535} * kTileRows<T>) + "); split it");
+  const dim3 grid(static_cast<unsigned>(std::max<int64_t>(1, (p.cols + kTileCols - 1) / kTileCols)),
+                  static_cast<unsigned>(std::max<int64_t>(1, (p.rows + kTileRows<T> - 1) / kTileRows<T>)));
   if (divide) {
     quantize_kernel<T, F, true><<<grid, kThreads, 0, stream>>>(p);
   } else {
@@ -191,22 +209,18 @@ void quantize_fp8(const QuantizeArgs& args, cudaStream_t stream) {
   if (args.x == nullptr && args.rows * args.cols > 0) throw Error("quantize_fp8: x is null for a " + shape + " input");
   if (args.scale_inv != nullptr && args.scale_inv == args.scale)
     throw Error("quantize_fp8: scale_inv must not alias scale (blocks still read scale while it is written)");
-  if (args.rows > int64_t{65535} * kTileRows)
-    throw Error("quantize_fp8: " + shape + " has more rows than one launch covers (8388480); split it");
 
   const size_t element = args.x_type == DType::F32 ? 4 : 2;
   Params p{args.x, args.rows, args.cols, args.scale, args.q, args.q_t, args.amax, args.scale_inv,
            args.cols % 4 == 0 && aligned(args.x, 4 * element), args.cols % 4 == 0 && aligned(args.q, 4),
            args.rows % 16 == 0 && aligned(args.q_t, 16)};
-  const dim3 grid(static_cast<unsigned>(std::max<int64_t>(1, (args.cols + kTileCols - 1) / kTileCols)),
-                  static_cast<unsigned>(std::max<int64_t>(1, (args.rows + kTileRows - 1) / kTileRows)));
   const bool e4m3 = args.format == Fp8Format::E4M3;
   if (args.x_type == DType::F32) {
-    e4m3 ? launch<float, Fp8Format::E4M3>(p, args.divide, grid, stream)
-         : launch<float, Fp8Format::E5M2>(p, args.divide, grid, stream);
+    e4m3 ? launch<float, Fp8Format::E4M3>(p, args.divide, stream)
+         : launch<float, Fp8Format::E5M2>(p, args.divide, stream);
   } else {
-    e4m3 ? launch<uint16_t, Fp8Format::E4M3>(p, args.divide, grid, stream)
-         : launch<uint16_t, Fp8Format::E5M2>(p, args.divide, grid, stream);
+    e4m3 ? launch<uint16_t, Fp8Format::E4M3>(p, args.divide, stream)
+         : launch<uint16_t, Fp8Format::E5M2>(p, args.divide, stream);
   }
   check_launch("quantize_fp8");
 }

@@ -110,7 +110,8 @@ void check_f32(int64_t rows, int64_t cols, float scale, bool divide, Fp8Format f
   EXPECT_EQ(got.scale_inv, divide ? scale : 1.0f / scale) << what;
 }
 
-const int64_t kShapes[][2] = {{1, 16}, {5, 160}, {217, 256}, {1, 1}, {5, 17}, {33, 1}, {130, 70}, {128, 64}, {256, 4096}};
+const int64_t kShapes[][2] = {{1, 16}, {5, 160}, {217, 256}, {1, 1}, {5, 17}, {33, 1}, {130, 70}, {128, 64},
+                              {256, 4096}, {600, 200}};
 
 TEST(CudaQuantize, F32MatchesCpuOnAwkwardShapes) {
   FP8KIT_REQUIRE_GPU();
@@ -132,28 +133,31 @@ TEST(CudaQuantize, MisalignedRowsTakeTheScalarPath) {
   check_f32(37, 96, 2.0f, false, Fp8Format::E5M2, 8, 3);
 }
 
-TEST(CudaQuantize, LargeTensor) {
-  FP8KIT_REQUIRE_GPU();
-  check_f32(16384, 4096, 0.25f, false, Fp8Format::E4M3, 11);
+
+void check_bf16(int64_t rows, int64_t cols, uint32_t seed) {
+  const std::vector<float> f = awkward_floats(rows * cols, seed);
+  std::vector<uint16_t> x(f.size());
+  std::vector<float> as_float(f.size());
+  for (size_t i = 0; i < f.size(); ++i) x[i] = float_to_bf16(f[i]), as_float[i] = bf16_to_float(x[i]);
+  for (Fp8Format format : {Fp8Format::E4M3, Fp8Format::E5M2}) {
+    const Expected want = expect(as_float, rows, cols, 0.75f, false, format);
+    const GpuResult got = run_gpu(x, rows, cols, 0.75f, false, format);
+    const std::string what = std::to_string(rows) + "x" + std::to_string(cols) + " bf16 -> " + std::string(name(format));
+    expect_codes(got.q, want.q, x, what, false, rows, cols);
+    expect_codes(got.q_t, want.q_t, x, what + " (transposed)", true, rows, cols);
+    EXPECT_EQ(std::bit_cast<uint32_t>(got.amax), std::bit_cast<uint32_t>(want.amax)) << what;
+  }
 }
 
 TEST(CudaQuantize, Bf16MatchesCpu) {
   FP8KIT_REQUIRE_GPU();
-  for (const auto& shape : kShapes) {
-    const int64_t rows = shape[0], cols = shape[1];
-    const std::vector<float> f = awkward_floats(rows * cols, 5);
-    std::vector<uint16_t> x(f.size());
-    std::vector<float> as_float(f.size());
-    for (size_t i = 0; i < f.size(); ++i) x[i] = float_to_bf16(f[i]), as_float[i] = bf16_to_float(x[i]);
-    for (Fp8Format format : {Fp8Format::E4M3, Fp8Format::E5M2}) {
-      const Expected want = expect(as_float, rows, cols, 0.75f, false, format);
-      const GpuResult got = run_gpu(x, rows, cols, 0.75f, false, format);
-      const std::string what = std::to_string(rows) + "x" + std::to_string(cols) + " bf16 -> " + std::string(name(format));
-      expect_codes(got.q, want.q, x, what, false, rows, cols);
-      expect_codes(got.q_t, want.q_t, x, what + " (transposed)", true, rows, cols);
-      EXPECT_EQ(std::bit_cast<uint32_t>(got.amax), std::bit_cast<uint32_t>(want.amax)) << what;
-    }
-  }
+  for (const auto& shape : kShapes) check_bf16(shape[0], shape[1], 5);
+}
+
+TEST(CudaQuantize, LargeTensor) {
+  FP8KIT_REQUIRE_GPU();
+  check_f32(16384, 4096, 0.25f, false, Fp8Format::E4M3, 11);
+  check_bf16(16384, 4096, 12);
 }
 
 TEST(CudaQuantize, EveryBf16PatternEveryScale) {
