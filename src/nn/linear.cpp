@@ -107,14 +107,19 @@ std::span<const float> Linear::backward(std::span<const float> dy) {
   const float* y = y_.data<float>();
   const bool relu = activation_ == Activation::Relu;
   const int64_t n = out_;
-  // The ReLU mask (from the unquantized forward output; relu'(0) = 0 as in JAX).
-#pragma omp parallel for schedule(static) if (rows * n >= 65536)
-  for (int64_t i = 0; i < rows * n; ++i) g[i] = relu && !(y[i] > 0.0f) ? 0.0f : dy[i];
-  // Bias gradient from the unquantized dy, float32.
-  float* db = bias.grad.data();
+  // The ReLU mask (from the unquantized forward output; relu'(0) = 0 as in JAX), and the bias
+  // gradient from the unquantized dy, float32.
+  float* __restrict db = bias.grad.data();
   std::fill(db, db + n, 0.0f);
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t o = 0; o < n; ++o) db[o] += g[r * n + o];
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* __restrict yr = y + r * n;
+    const float* __restrict dyr = dy.data() + r * n;
+    float* __restrict gr = g + r * n;
+    for (int64_t o = 0; o < n; ++o) {
+      gr[o] = relu && !(yr[o] > 0.0f) ? 0.0f : dyr[o];
+      db[o] += gr[o];
+    }
+  }
 
   float* dx = dx_.data<float>();
   float* dw = kernel.grad.data();
