@@ -194,7 +194,7 @@ int64_t StoredTensor::element_count() const {
 std::vector<float> StoredTensor::to_f32() const {
   FP8KIT_CHECK(dtype == Dtype::F32, "tensor \"{}\" is {}, expected F32", name, dtype_name(dtype));
   std::vector<float> values(data.size() / sizeof(float));
-  std::memcpy(values.data(), data.data(), values.size() * sizeof(float));
+  if (!values.empty()) std::memcpy(values.data(), data.data(), values.size() * sizeof(float));
   return values;
 }
 
@@ -204,7 +204,7 @@ StoredTensor f32_tensor(std::string name, std::vector<int64_t> shape, std::span<
                "tensor \"{}\": shape [{}] holds {} values but {} were given", tensor.name,
                fmt::join(tensor.shape, ", "), tensor.element_count(), values.size());
   tensor.data.resize(values.size_bytes());
-  std::memcpy(tensor.data.data(), values.data(), values.size_bytes());
+  if (!values.empty()) std::memcpy(tensor.data.data(), values.data(), values.size_bytes());
   return tensor;
 }
 
