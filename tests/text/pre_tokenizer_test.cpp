@@ -4,6 +4,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <random>
+
 namespace fp8kit::text {
 namespace {
 
@@ -73,6 +75,59 @@ TEST(PreTokenizer, ClassifyCodePoint) {
   EXPECT_EQ(classify_code_point(U'\uFEFF'), CharClass::kSeparator);  // BOM is Cf
   EXPECT_EQ(classify_code_point(U'\u2026'), CharClass::kIsolated);   // ellipsis is Po
   EXPECT_EQ(classify_code_point(U'\uFFFD'), CharClass::kWord);       // replacement character is So
+}
+
+}  // namespace
+}  // namespace fp8kit::text
+
+namespace fp8kit::text {
+namespace {
+
+// The spec's ASCII rules, written out independently of the library's table.
+CharClass spec_ascii_class(unsigned c) {
+  if (c == ' ' || c == '\t' || c == '\n' || c == '\f' || c == '\r') return CharClass::kSeparator;  // RE2 \s
+  if (c < 0x20 || c == 0x7F) return CharClass::kSeparator;                                          // Cc
+  const std::string punctuation = "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~";
+  if (punctuation.find(static_cast<char>(c)) != std::string::npos) return CharClass::kIsolated;
+  return CharClass::kWord;
+}
+
+TEST(PreTokenizer, EveryAsciiCharacterFollowsTheSpec) {
+  for (unsigned c = 0; c < 128; ++c) {
+    EXPECT_EQ(classify_code_point(c), spec_ascii_class(c)) << "U+" << std::hex << c;
+  }
+}
+
+// Slow reference: decode every character, classify it, and build words one character at a time.
+std::vector<std::string> reference_pre_tokenize(const std::string& text) {
+  std::vector<std::string> words;
+  std::string word;
+  for (size_t pos = 0; pos < text.size();) {
+    CharClass cls;
+    const int len = classify_at(text, pos, &cls);
+    const std::string ch = text.substr(pos, len);
+    pos += len;
+    if (cls == CharClass::kWord) {
+      word += ch;
+      continue;
+    }
+    if (!word.empty()) words.push_back(word), word.clear();
+    if (cls == CharClass::kIsolated) words.push_back(ch);
+  }
+  if (!word.empty()) words.push_back(word);
+  return words;
+}
+
+TEST(PreTokenizer, MatchesASlowReferenceOnRandomText) {
+  const std::vector<std::string> pieces = {"a", "Z", "0", " ", "\t", "\n", ".", "<", "#", "\x01", "é", "\u00A0",
+                                           "日", "\u2014", "\u200B", "😀", "\u0301", "\xFF", "\xC3", "br", "'"};
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 500; ++trial) {
+    std::string text;
+    for (int n = static_cast<int>(rng() % 30); n > 0; --n) text += pieces[rng() % pieces.size()];
+    const auto fast = pre_tokenize(text);
+    EXPECT_EQ(std::vector<std::string>(fast.begin(), fast.end()), reference_pre_tokenize(text)) << text;
+  }
 }
 
 }  // namespace

@@ -6,6 +6,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <random>
+
 namespace fp8kit::text {
 namespace {
 
@@ -86,6 +88,55 @@ TEST(WordPieceTokenizer, RejectsVocabulariesWithoutTheUnknownToken) {
   EXPECT_THROW(WordPieceTokenizer({"[PAD]", "a"}), Error);
   EXPECT_THROW(WordPieceTokenizer({}), Error);
   EXPECT_THROW(small_tokenizer().encode("a", 0), Error);
+}
+
+}  // namespace
+}  // namespace fp8kit::text
+
+namespace fp8kit::text {
+namespace {
+
+// Slow reference for one word: at each start, try every vocabulary entry and keep the longest
+// that matches there (with "##" after the first piece); no piece -> [UNK] for the whole word.
+std::vector<int32_t> reference_encode_word(const std::vector<std::string>& vocab, const std::string& word) {
+  if (word.size() > 100) return {1};
+  std::vector<int32_t> ids;
+  for (size_t start = 0; start < word.size();) {
+    int32_t best = -1;
+    size_t best_length = 0;
+    for (size_t id = 0; id < vocab.size(); ++id) {
+      std::string piece = vocab[id];
+      if (start > 0) {
+        if (!piece.starts_with("##") || piece.size() == 2) continue;
+        piece = piece.substr(2);
+      } else if (piece.starts_with("##") && piece.size() > 2) {
+        continue;
+      }
+      if (piece.size() > best_length && word.compare(start, piece.size(), piece) == 0) {
+        // Never end inside a multi-byte character.
+        const size_t end = start + piece.size();
+        if (end < word.size() && (static_cast<unsigned char>(word[end]) & 0xC0) == 0x80) continue;
+        best = static_cast<int32_t>(id), best_length = piece.size();
+      }
+    }
+    if (best < 0) return {1};
+    ids.push_back(best);
+    start += best_length;
+  }
+  return ids;
+}
+
+TEST(WordPieceTokenizer, MatchesASlowReferenceOnRandomWords) {
+  const std::vector<std::string> vocab = {"[PAD]", "[UNK]", "a",   "b",    "é",   "##a", "##b", "##é", "ab",
+                                          "aba",   "##ab",  "##ba", "##bé", "bab", "##aaa", "éa", "##é"};
+  const WordPieceTokenizer tokenizer(vocab);
+  const std::vector<std::string> letters = {"a", "b", "é", "c"};
+  std::mt19937 rng(11);
+  for (int trial = 0; trial < 2000; ++trial) {
+    std::string word;
+    for (int n = 1 + static_cast<int>(rng() % (trial % 10 == 0 ? 60 : 8)); n > 0; --n) word += letters[rng() % (trial % 3 ? 3 : 4)];
+    EXPECT_EQ(tokenizer.encode(word), reference_encode_word(vocab, word)) << word;
+  }
 }
 
 }  // namespace
