@@ -17,7 +17,8 @@ namespace {
 struct Dims {
   int64_t m, n, k;
 };
-const Dims kShapes[] = {{1, 16, 1}, {5, 160, 3}, {17, 33, 64}, {64, 32, 200}, {217, 31, 32}};
+// The last two are large enough to be split across threads: by rows of C, and along k.
+const Dims kShapes[] = {{1, 16, 1}, {5, 160, 3}, {17, 33, 64}, {64, 32, 200}, {217, 31, 32}, {600, 40, 64}, {32, 40, 1000}};
 
 // op(A)[i, l] for A stored as described by GemmShape.
 double at_a(const std::vector<double>& a, const GemmShape& s, int64_t i, int64_t l) {

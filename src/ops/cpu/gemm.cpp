@@ -5,6 +5,7 @@
 #include "numerics/cast.h"
 
 #include <cblas.h>
+#include <omp.h>
 
 #include <array>
 #include <vector>
@@ -29,8 +30,27 @@ void check_shape(const GemmShape& s) {
 
 }  // namespace
 
+namespace {
+
+// One single-threaded OpenBLAS call with explicit leading dimensions.
+void sgemm(const GemmShape& s, float alpha, const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
+           float* c, int64_t ldc) {
+  cblas_sgemm(CblasRowMajor, s.trans_a ? CblasTrans : CblasNoTrans, s.trans_b ? CblasTrans : CblasNoTrans,
+              static_cast<blasint>(s.m), static_cast<blasint>(s.n), static_cast<blasint>(s.k), alpha, a,
+              static_cast<blasint>(lda), b, static_cast<blasint>(ldb), beta, c, static_cast<blasint>(ldc));
+}
+
+// OpenBLAS's own threads would compete with the OpenMP team (both spin while waiting, which is
+// ruinous on a loaded 2-core machine), so OpenBLAS runs single-threaded and large GEMMs are split
+// across the OpenMP threads here instead.
+const bool kOpenBlasSingleThreaded = (openblas_set_num_threads(1), true);
+constexpr int64_t kSplitMinWork = int64_t{1} << 20;  // m * n * k below this: one call
+
+}  // namespace
+
 void gemm_f32(const GemmShape& s, float alpha, const float* a, const float* b, float beta, float* c) {
   check_shape(s);
+  (void)kOpenBlasSingleThreaded;
   if (s.m == 0 || s.n == 0) return;
   if (s.k == 0) {
     for (int64_t i = 0; i < s.m * s.n; ++i) c[i] = beta == 0.0f ? 0.0f : beta * c[i];
@@ -38,9 +58,48 @@ void gemm_f32(const GemmShape& s, float alpha, const float* a, const float* b, f
   }
   const int64_t lda = s.trans_a ? s.m : s.k;
   const int64_t ldb = s.trans_b ? s.k : s.n;
-  cblas_sgemm(CblasRowMajor, s.trans_a ? CblasTrans : CblasNoTrans, s.trans_b ? CblasTrans : CblasNoTrans,
-              static_cast<blasint>(s.m), static_cast<blasint>(s.n), static_cast<blasint>(s.k), alpha, a,
-              static_cast<blasint>(lda), b, static_cast<blasint>(ldb), beta, c, static_cast<blasint>(s.n));
+  const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+  if (threads == 1 || s.m * s.n * s.k < kSplitMinWork || (s.m < 2 * threads && s.k < 2 * threads)) {
+    sgemm(s, alpha, a, lda, b, ldb, beta, c, s.n);
+    return;
+  }
+  if (s.m >= s.k || s.m >= 64 * threads) {
+    // Rows of C: rows of op(A) are rows of A, or columns of A when transposed.
+#pragma omp parallel num_threads(threads)
+    {
+      const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+      const int64_t m0 = s.m * t / nt, m1 = s.m * (t + 1) / nt;
+      if (m1 > m0) {
+        GemmShape part = s;
+        part.m = m1 - m0;
+        const float* a_part = s.trans_a ? a + m0 : a + m0 * lda;
+        sgemm(part, alpha, a_part, lda, b, ldb, beta, c + m0 * s.n, s.n);
+      }
+    }
+    return;
+  }
+  // Long k, small C (weight gradients): per-thread partial products over slices of k, summed in
+  // thread order.
+  thread_local std::vector<float> partials;
+  partials.assign(static_cast<size_t>(threads) * s.m * s.n, 0.0f);
+  float* partial = partials.data();
+#pragma omp parallel num_threads(threads)
+  {
+    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+    const int64_t k0 = s.k * t / nt, k1 = s.k * (t + 1) / nt;
+    if (k1 > k0) {
+      GemmShape part = s;
+      part.k = k1 - k0;
+      const float* a_part = s.trans_a ? a + k0 * lda : a + k0;
+      const float* b_part = s.trans_b ? b + k0 : b + k0 * ldb;
+      sgemm(part, 1.0f, a_part, lda, b_part, ldb, 0.0f, partial + static_cast<size_t>(t) * s.m * s.n, s.n);
+    }
+  }
+  for (int64_t i = 0; i < s.m * s.n; ++i) {
+    float sum = 0.0f;
+    for (int t = 0; t < threads; ++t) sum += partial[static_cast<size_t>(t) * s.m * s.n + i];
+    c[i] = beta == 0.0f ? alpha * sum : alpha * sum + beta * c[i];
+  }
 }
 
 std::span<const float, 256> fp8_values(Fp8Format format) {
