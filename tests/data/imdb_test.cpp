@@ -100,41 +100,22 @@ std::optional<fs::path> real_imdb() {
   return std::nullopt;
 }
 
-// Loaded and learned once for all the real-data tests.
-struct RealImdb {
-  ImdbSplits splits;
-  std::vector<std::string> vocab;
-};
-const RealImdb* real() {
-  static const std::optional<RealImdb> data = []() -> std::optional<RealImdb> {
-    const auto path = real_imdb();
-    if (!path) return std::nullopt;
-    RealImdb r{load_imdb(*path), {}};
-    r.vocab = imdb_vocabulary(r.splits);
-    return r;
-  }();
-  return data ? &*data : nullptr;
-}
-
-#define REQUIRE_REAL_IMDB()                                                                              \
-  if (real() == nullptr)                                                                                 \
-  GTEST_SKIP() << "IMDB data not found: set FP8KIT_DATA to aclImdb_v1.tar.gz or put it at "              \
-                  "../shared/datasets/aclImdb_v1.tar.gz next to the checkout"
-
-TEST(ImdbReal, SplitSizesAndLabels) {
-  REQUIRE_REAL_IMDB();
-  const auto& s = real()->splits;
+// One test case, so that ctest (one process per case) loads the data and learns the vocabulary once.
+TEST(ImdbReal, SplitsVocabularyAndTheSeedsExampleSentence) {
+  const auto path = real_imdb();
+  if (!path) {
+    GTEST_SKIP() << "IMDB data not found: set FP8KIT_DATA to aclImdb_v1.tar.gz or put it at "
+                    "../shared/datasets/aclImdb_v1.tar.gz next to the checkout";
+  }
+  const ImdbSplits s = load_imdb(*path);
   EXPECT_EQ(s.train.texts.size(), 20000u);
   EXPECT_EQ(s.validation.texts.size(), 5000u);
   EXPECT_EQ(s.test.texts.size(), 25000u);
   EXPECT_EQ(std::count(s.test.labels.begin(), s.test.labels.end(), 1), 12500);
-  // The first training example is file number 6868 of the sorted list (spec's shuffle vector): neg.
+  // The first training example is file 6868 of the sorted list (the spec's shuffle): a neg review.
   EXPECT_EQ(s.train.labels[0], 0);
-}
 
-TEST(ImdbReal, VocabularyMatchesTheSeed) {
-  REQUIRE_REAL_IMDB();
-  const auto& vocab = real()->vocab;
+  const std::vector<std::string> vocab = imdb_vocabulary(s);
   // 19,506 tokens: the threshold search stops within its 5% slack below 20,000 (the model still
   // sizes its embedding for 20,000).
   EXPECT_EQ(vocab.size(), 19506u);
@@ -147,11 +128,8 @@ TEST(ImdbReal, VocabularyMatchesTheSeed) {
   EXPECT_EQ(vocab[15], ".");
   EXPECT_THAT(std::vector<std::string>(vocab.begin() + 100, vocab.begin() + 110),
               ElementsAre("à", "á", "â", "ã", "ä", "å", "æ", "ç", "è", "é"));
-}
 
-TEST(ImdbReal, TokenizesTheSeedsExampleSentence) {
-  REQUIRE_REAL_IMDB();
-  const text::WordPieceTokenizer tokenizer(real()->vocab);
+  const text::WordPieceTokenizer tokenizer(vocab);
   const std::string sentence =
       "great movie - especially the music - etta james - \"at last\". this speaks volumes when you have finally "
       "found that special someone.";
@@ -164,8 +142,7 @@ TEST(ImdbReal, TokenizesTheSeedsExampleSentence) {
             "great movie - especially the music - etta james - \" at last \" . this speaks volumes when you have "
             "finally found that special someone .");
   // The sentence is one of the training reviews.
-  const auto& texts = real()->splits.train.texts;
-  EXPECT_NE(std::find(texts.begin(), texts.end(), sentence), texts.end());
+  EXPECT_NE(std::find(s.train.texts.begin(), s.train.texts.end(), sentence), s.train.texts.end());
 }
 
 }  // namespace
