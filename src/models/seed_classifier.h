@@ -66,4 +66,9 @@ class SeedClassifier {
   std::unique_ptr<Impl> impl_;
 };
 
+// DESIGN.md's quantize(model, recipe): model.set_precision(Fp8, recipe).
+inline void quantize(SeedClassifier& model, const Fp8Recipe& recipe = {}) {
+  model.set_precision(nn::Precision::Fp8, recipe);
+}
+
 }  // namespace fp8kit::models
