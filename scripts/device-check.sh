@@ -24,6 +24,7 @@ export PKG_CONFIG_SYSROOT_DIR=$deps
 pkg_config=$(command -v pkg-config || echo "$deps/usr/bin/pkgconf")
 runtime_path=$lib:$lib/openblas-pthread
 export PATH=$PATH:/usr/local/cuda/bin
+export CUBLASLT_LOG_LEVEL=1  # cuBLASLt explains its refusals (errors only)
 
 note "device: $(nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader 2>&1 | head -1)"
 note "nvcc: $(nvcc --version | tail -1); cmake: $(cmake --version | head -1); gcc: $(gcc -dumpfullversion)"

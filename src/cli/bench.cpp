@@ -113,13 +113,14 @@ DeviceBuffer<float> random_floats(size_t count, uint32_t seed) {
 struct GemmBuffers {
   DeviceBuffer<uint16_t> a16, b16, y;
   DeviceBuffer<uint8_t> a8, b8;
-  DeviceBuffer<float> scalars;  // scale, amax, a_scale_inv, b_scale_inv
+  DeviceBuffer<float> scalars;  // [12]: scale, amax, a_scale_inv at 4, b_scale_inv at 8 (16-byte aligned)
 };
 
 GemmBuffers make_gemm_buffers(const Shape& s, uint32_t seed) {
   GemmBuffers g{DeviceBuffer<uint16_t>(s.m * s.k), DeviceBuffer<uint16_t>(s.n * s.k), DeviceBuffer<uint16_t>(s.m * s.n),
-                DeviceBuffer<uint8_t>(s.m * s.k), DeviceBuffer<uint8_t>(s.n * s.k), DeviceBuffer<float>(4)};
-  const std::vector<float> scalars = {64.0f, 0.0f, 1.0f, 1.0f};
+                DeviceBuffer<uint8_t>(s.m * s.k), DeviceBuffer<uint8_t>(s.n * s.k), DeviceBuffer<float>(12)};
+  std::vector<float> scalars(12, 1.0f);
+  scalars[0] = 64.0f, scalars[1] = 0.0f;
   g.scalars.upload(scalars);
   for (int which = 0; which < 2; ++which) {
     const int64_t rows = which == 0 ? s.m : s.n;
@@ -132,7 +133,7 @@ GemmBuffers make_gemm_buffers(const Shape& s, uint32_t seed) {
     q.scale = g.scalars.data();
     q.q = (which == 0 ? g.a8 : g.b8).data();
     q.amax = g.scalars.data() + 1;
-    q.scale_inv = g.scalars.data() + 2 + which;
+    q.scale_inv = g.scalars.data() + 4 + 4 * which;
     quantize_fp8(q);
   }
   FP8KIT_CUDA_CHECK(cudaDeviceSynchronize());
@@ -169,7 +170,7 @@ void bench_gemm(const Options& options) {
           args.a = g.a16.data(), args.b = g.b16.data();
         } else {
           args.a = g.a8.data(), args.b = g.b8.data();
-          args.a_scale_inv = g.scalars.data() + 2, args.b_scale_inv = g.scalars.data() + 3;
+          args.a_scale_inv = g.scalars.data() + 4, args.b_scale_inv = g.scalars.data() + 8;
           args.fast_accumulation = fast;
         }
         context.gemm(args);

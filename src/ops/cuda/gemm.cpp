@@ -112,7 +112,7 @@ struct GemmContext::Plan {
   }
 };
 
-GemmContext::GemmContext() : workspace_(kWorkspaceBytes) {
+GemmContext::GemmContext() : workspace_(kWorkspaceBytes), scale_slots_(8) {
   FP8KIT_CUBLAS_CHECK(cublasLtCreate(&handle_), "creating the cuBLASLt handle");
 }
 
@@ -220,8 +220,17 @@ void GemmContext::matmul_padded(const GemmArgs& g, cudaStream_t stream) {
   FP8KIT_CUDA_CHECK(cudaFreeAsync(buffer, stream));
 }
 
-void GemmContext::gemm(const GemmArgs& g, cudaStream_t stream) {
-  validate(g);
+void GemmContext::gemm(const GemmArgs& args, cudaStream_t stream) {
+  validate(args);
+  GemmArgs g = args;
+  const auto align_scale = [&](const float*& scale, int slot) {
+    if (scale == nullptr || alignment(scale) >= 16) return;
+    float* aligned = scale_slots_.data() + 4 * slot;
+    FP8KIT_CUDA_CHECK(cudaMemcpyAsync(aligned, scale, sizeof(float), cudaMemcpyDeviceToDevice, stream));
+    scale = aligned;
+  };
+  align_scale(g.a_scale_inv, 0);
+  align_scale(g.b_scale_inv, 1);
   const bool unaligned = alignment(g.a) < 16 || alignment(g.b) < 16 || alignment(g.y) < 16 || alignment(g.bias) < 16;
   if (is_fp8(g.a_type) && (g.k % 16 != 0 || g.n % 16 != 0 || unaligned)) {
     matmul_padded(g, stream);
