@@ -1,0 +1,66 @@
+// `fp8kit quant-error`: the three reports on stdout, and with --out the CSV files and SVG plots.
+#include "cli/run_cli.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace fp8kit {
+namespace {
+
+using testing::run_cli;
+namespace fs = std::filesystem;
+
+std::string read(const fs::path& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+TEST(QuantErrorCli, TablesCsvAndPlots) {
+  const fs::path dir = fs::temp_directory_path() / "fp8kit_quant_error_test";
+  fs::remove_all(dir);
+  const auto r = run_cli("quant-error --steps 20 --out '" + (dir / "nested").string() + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (const char* section : {"sample tensors", "against magnitude", "Lab Part 4", "Delayed scaling over 20 steps",
+                              "delayed, max of 4", "delayed, max of 32"}) {
+    EXPECT_NE(r.output.find(section), std::string::npos) << section;
+  }
+  const fs::path out = dir / "nested";
+  EXPECT_EQ(read(out / "sample_tensors.csv").substr(0, 23), "tensor,format,scaling,e");
+  EXPECT_EQ(read(out / "relative_error.csv").substr(0, 20), "magnitude,e4m3,e5m2,");
+  const std::string steps = read(out / "delayed_scaling.csv");
+  EXPECT_NE(steps.find("decay,\"delayed, max of 16\",19,"), std::string::npos);
+  EXPECT_FALSE(read(out / "delayed_scaling_summary.csv").empty());
+  for (const char* plot : {"relative_error.svg", "delayed_linear_growth.svg", "delayed_fast_growth.svg",
+                           "delayed_spike.svg", "delayed_decay.svg"}) {
+    const std::string svg = read(out / plot);
+    EXPECT_EQ(svg.rfind("<svg", 0), 0u) << plot;
+    EXPECT_NE(svg.find("<polyline"), std::string::npos) << plot;
+    EXPECT_NE(svg.find("</svg>"), std::string::npos) << plot;
+  }
+  fs::remove_all(dir);
+}
+
+TEST(QuantErrorCli, SameSeedSameNumbers) {
+  EXPECT_EQ(run_cli("quant-error --steps 5 --seed 3").output, run_cli("quant-error --steps 5 --seed 3").output);
+}
+
+TEST(QuantErrorCli, BadArguments) {
+  auto r = run_cli("quant-error --steps 0");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.output.rfind("error: ", 0), 0u) << r.output;
+  const fs::path file = fs::temp_directory_path() / "fp8kit_quant_error_not_a_dir";
+  std::ofstream(file) << "x";
+  r = run_cli("quant-error --out '" + file.string() + "'");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.output.rfind("error: ", 0), 0u) << r.output;
+  fs::remove(file);
+  EXPECT_EQ(run_cli("quant-error --help").exit_code, 0);
+}
+
+}  // namespace
+}  // namespace fp8kit

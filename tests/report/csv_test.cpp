@@ -1,0 +1,39 @@
+// CSV files (report/csv.h): quoting, row widths, and files that are never left half-written.
+#include "report/csv.h"
+
+#include "base/error.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace fp8kit::report {
+namespace {
+
+namespace fs = std::filesystem;
+
+TEST(Csv, Quoting) {
+  EXPECT_EQ(csv_line({"a", "b c", "1.5"}), "a,b c,1.5\n");
+  EXPECT_EQ(csv_line({"x, y", "say \"hi\"", ""}), "\"x, y\",\"say \"\"hi\"\"\",\n");
+}
+
+TEST(Csv, WritesAtomicallyAndChecksWidths) {
+  const fs::path dir = fs::temp_directory_path() / "fp8kit_report_test";
+  fs::create_directories(dir);
+  const std::string path = (dir / "t.csv").string();
+  write_csv(path, {"a", "b"}, {{"1", "2"}, {"3", "4"}});
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  EXPECT_EQ(text.str(), "a,b\n1,2\n3,4\n");
+  EXPECT_THROW(write_csv(path, {"a", "b"}, {{"1"}}), Error);
+  EXPECT_THROW(write_csv((dir / "missing" / "t.csv").string(), {"a"}, {}), Error);
+  EXPECT_FALSE(fs::exists(dir / "missing"));
+  EXPECT_FALSE(fs::exists(path + ".tmp"));
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace fp8kit::report
