@@ -5,7 +5,7 @@
 #include "numerics/cast.h"
 
 #include <algorithm>
-#include <cstring>
+#include <omp.h>
 
 namespace fp8kit::nn {
 
@@ -46,17 +46,25 @@ void TokenAndPositionEmbedding::backward(std::span<const float> dout) {
   const int64_t T = sequence_length_, D = dim_;
   FP8KIT_CHECK(static_cast<int64_t>(dout.size()) == batch_ * T * D, "embedding gradient has {} values, expected {}",
                dout.size(), batch_ * T * D);
-  std::memset(token.grad.data(), 0, token.grad.size() * sizeof(float));
-  std::fill(position.grad.begin(), position.grad.end(), 0.0f);
   float* tg = token.grad.data();
   float* pg = position.grad.data();
-  for (int64_t bt = 0; bt < batch_ * T; ++bt) {
-    float* tr = tg + static_cast<int64_t>(tokens_[bt]) * D;
-    float* pr = pg + (bt % T) * D;
-    const float* g = dout.data() + bt * D;
-    for (int64_t d = 0; d < D; ++d) {
-      tr[d] += g[d];
-      pr[d] += g[d];
+  const int64_t rows = batch_ * T;
+  // Threads own disjoint slices of the embedding dimension, so the scatter-add has no conflicts
+  // and every element is summed in batch order whatever the thread count.
+#pragma omp parallel if (rows * D >= 65536)
+  {
+    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+    const int64_t d0 = D * t / nt, d1 = D * (t + 1) / nt;
+    for (int64_t v = 0; v < vocabulary_size_; ++v) std::fill(tg + v * D + d0, tg + v * D + d1, 0.0f);
+    for (int64_t p = 0; p < T; ++p) std::fill(pg + p * D + d0, pg + p * D + d1, 0.0f);
+    for (int64_t bt = 0; bt < rows; ++bt) {
+      float* tr = tg + static_cast<int64_t>(tokens_[bt]) * D;
+      float* pr = pg + (bt % T) * D;
+      const float* g = dout.data() + bt * D;
+      for (int64_t d = d0; d < d1; ++d) {
+        tr[d] += g[d];
+        pr[d] += g[d];
+      }
     }
   }
 }

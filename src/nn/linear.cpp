@@ -8,6 +8,8 @@
 
 #include <algorithm>
 
+#include <omp.h>
+
 namespace fp8kit::nn {
 
 Linear::Linear(std::string path, int64_t in, int64_t out, std::vector<int64_t> kernel_shape,
@@ -108,17 +110,29 @@ std::span<const float> Linear::backward(std::span<const float> dy) {
   const bool relu = activation_ == Activation::Relu;
   const int64_t n = out_;
   // The ReLU mask (from the unquantized forward output; relu'(0) = 0 as in JAX), and the bias
-  // gradient from the unquantized dy, float32.
-  float* __restrict db = bias.grad.data();
-  std::fill(db, db + n, 0.0f);
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* __restrict yr = y + r * n;
-    const float* __restrict dyr = dy.data() + r * n;
-    float* __restrict gr = g + r * n;
-    for (int64_t o = 0; o < n; ++o) {
-      gr[o] = relu && !(yr[o] > 0.0f) ? 0.0f : dyr[o];
-      db[o] += gr[o];
+  // gradient from the unquantized dy, float32: per-thread partial sums, added in thread order.
+  const int threads = rows * n >= 65536 ? omp_get_max_threads() : 1;
+  bias_partials_.resize({threads, n});
+  float* partials = bias_partials_.data<float>();
+#pragma omp parallel num_threads(threads)
+  {
+    float* __restrict db = partials + static_cast<int64_t>(omp_get_thread_num()) * n;
+    std::fill(db, db + n, 0.0f);
+#pragma omp for schedule(static)
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* __restrict yr = y + r * n;
+      const float* __restrict dyr = dy.data() + r * n;
+      float* __restrict gr = g + r * n;
+      for (int64_t o = 0; o < n; ++o) {
+        gr[o] = relu && !(yr[o] > 0.0f) ? 0.0f : dyr[o];
+        db[o] += gr[o];
+      }
     }
+  }
+  for (int64_t o = 0; o < n; ++o) {
+    float sum = 0.0f;
+    for (int t = 0; t < threads; ++t) sum += partials[t * n + o];
+    bias.grad[o] = sum;
   }
 
   float* dx = dx_.data<float>();
