@@ -321,6 +321,12 @@ std::string SeedClassifier::summary() const {
     const int64_t fp8 = static_cast<int64_t>(m.linears().size() * 3 * (1 + m.recipe.amax_history_length));
     out += fmt::format(" FP8 scaling state: {} values ({}) in {} quantized layers: {}\n", with_commas(fp8),
                        human_bytes(fp8 * 4), quantized_layers().size(), fmt::join(quantized_layers(), ", "));
+    const Fp8Recipe& r = m.recipe;
+    out += fmt::format(" FP8 recipe: {} scaling{}, amax history {} ({}), margin {}, {} forward, {} backward\n",
+                       r.mode == ScalingMode::Delayed ? "delayed" : "current",
+                       r.mode == ScalingMode::Delayed ? (r.lag == ScalingLag::Te ? " (te lag)" : " (keras lag)") : "",
+                       r.amax_history_length, r.amax_algorithm == AmaxAlgorithm::Max ? "max" : "most_recent",
+                       r.scale_options.margin, name(r.forward_format), name(r.backward_format));
   }
   return out;
 }

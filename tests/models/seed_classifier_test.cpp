@@ -99,6 +99,8 @@ TEST(SeedClassifier, SummaryLooksLikeKeras) {
   EXPECT_THAT(s, ::testing::Not(HasSubstr("FP8")));
   model.set_precision(Precision::Fp8);
   EXPECT_THAT(model.summary(), HasSubstr("FP8 scaling state: 24,600 values (96.09 KB) in 8 quantized layers"));
+  EXPECT_THAT(model.summary(),
+              HasSubstr("FP8 recipe: delayed scaling (te lag), amax history 1024 (max), margin 0, e4m3 forward, e5m2 backward"));
 }
 
 TEST(SeedClassifier, Fp8StateIsKerasLikeAnd24600Values) {
