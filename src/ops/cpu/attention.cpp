@@ -35,6 +35,12 @@ void check(const AttentionShape& s) {
                "attention probabilities are limited to 2^32 elements (dropout indices)");
 }
 
+// Per-thread scratch that grows to the largest shape seen, so steps do not allocate.
+float* scratch(std::vector<float>& buffer, int64_t size) {
+  if (buffer.size() < static_cast<size_t>(size)) buffer.resize(static_cast<size_t>(size));
+  return buffer.data();
+}
+
 // Keras multiplies q by 1 / sqrt(key_dim) in the compute dtype (0.25 for 16: exact).
 template <bool kBf16>
 float query_scale(int64_t head_dim) {
@@ -203,11 +209,10 @@ void forward_impl(const AttentionShape& shape, const float* q, const float* k, c
   const float keep_prob = dropout_keep_prob(rate, kBf16);
 #pragma omp parallel if (shape.batch * H * T * T >= 32768)
   {
-    std::vector<float> kt_buffer(static_cast<size_t>(D * Tp)), row_buffer(static_cast<size_t>(Tp)),
-        pd_buffer(static_cast<size_t>(Tp));
-    float* __restrict kt = kt_buffer.data();
-    float* __restrict s = row_buffer.data();
-    float* __restrict pd = pd_buffer.data();
+    thread_local std::vector<float> kt_buffer, row_buffer, pd_buffer;
+    float* __restrict kt = scratch(kt_buffer, D * Tp);
+    float* __restrict s = scratch(row_buffer, Tp);
+    float* __restrict pd = scratch(pd_buffer, Tp);
     alignas(32) float qs[kMaxHeadDim], acc[kMaxHeadDim];
 #pragma omp for schedule(dynamic, 1)
     for (int64_t bh = 0; bh < shape.batch * H; ++bh) {
@@ -249,15 +254,13 @@ void backward_impl(const AttentionShape& shape, const float* q, const float* k, 
   const float keep_prob = dropout_keep_prob(rate, kBf16);
 #pragma omp parallel if (shape.batch * H * T * T >= 32768)
   {
-    std::vector<float> vt_buffer(static_cast<size_t>(D * Tp)), dk_buffer(static_cast<size_t>(T * D)),
-        dv_buffer(static_cast<size_t>(T * D)), dp_buffer(static_cast<size_t>(Tp)), pd_buffer(static_cast<size_t>(Tp)),
-        ds_buffer(static_cast<size_t>(Tp));
-    float* __restrict ds = ds_buffer.data();
-    float* __restrict vt = vt_buffer.data();
-    float* __restrict dk_local = dk_buffer.data();
-    float* __restrict dv_local = dv_buffer.data();
-    float* __restrict dp = dp_buffer.data();
-    float* __restrict pd = pd_buffer.data();
+    thread_local std::vector<float> vt_buffer, dk_buffer, dv_buffer, dp_buffer, pd_buffer, ds_buffer;
+    float* __restrict vt = scratch(vt_buffer, D * Tp);
+    float* __restrict dk_local = scratch(dk_buffer, T * D);
+    float* __restrict dv_local = scratch(dv_buffer, T * D);
+    float* __restrict dp = scratch(dp_buffer, Tp);
+    float* __restrict pd = scratch(pd_buffer, Tp);
+    float* __restrict ds = scratch(ds_buffer, Tp);
     alignas(32) float qs[kMaxHeadDim], dqs[kMaxHeadDim], g[kMaxHeadDim];
 #pragma omp for schedule(dynamic, 1)
     for (int64_t bh = 0; bh < shape.batch * H; ++bh) {
