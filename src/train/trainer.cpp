@@ -171,6 +171,8 @@ TrainResult train(const TrainOptions& options, const TokenDataset& train_data, c
   } else if (options.resume) {
     const io::Metadata metadata = io::load_checkpoint(checkpoint, checkpoint_entries(model, adam), identity);
     start_epoch = std::stoi(metadata.at("epoch"));
+    FP8KIT_CHECK(start_epoch <= options.epochs, "checkpoint {} was saved after epoch {}, beyond --epochs {}",
+                 checkpoint.string(), start_epoch, options.epochs);
     FP8KIT_CHECK(adam.iterations() == start_epoch * steps_per_epoch,
                  "checkpoint {} records epoch {} but its optimizer made {} steps, not {}", checkpoint.string(),
                  start_epoch, adam.iterations(), start_epoch * steps_per_epoch);

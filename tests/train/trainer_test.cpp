@@ -152,6 +152,10 @@ TEST_F(TrainerTest, RefusesACheckpointOfAnotherPrecisionOrModel) {
   wider.model.hidden_dim = 16;
   EXPECT_THAT(train_error(wider), HasSubstr("was trained with model_config"));
 
+  TrainOptions fewer_epochs = options(nn::Precision::Fp8, 0, "run");
+  fewer_epochs.resume = true;
+  EXPECT_THAT(train_error(fewer_epochs), HasSubstr("was saved after epoch 1, beyond --epochs 0"));
+
   TrainOptions other_seed = options(nn::Precision::Fp8, 2, "run");
   other_seed.resume = true;
   other_seed.seed = 7;
