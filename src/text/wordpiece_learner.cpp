@@ -16,7 +16,6 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <map>
 #include <unordered_map>
 #include <unordered_set>
 
