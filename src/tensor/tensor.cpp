@@ -37,7 +37,7 @@ namespace {
 
 constexpr std::align_val_t kAlignment{64};
 
-int64_t checked_numel(const std::vector<int64_t>& shape) {
+int64_t checked_numel(std::span<const int64_t> shape) {
   int64_t n = 1;
   for (int64_t d : shape) {
     FP8KIT_CHECK(d >= 0, "tensor dimensions must be >= 0, got {}", d);
@@ -51,7 +51,7 @@ int64_t checked_numel(const std::vector<int64_t>& shape) {
 void Tensor::Free::operator()(std::byte* p) const { ::operator delete[](p, kAlignment); }
 
 Tensor::Tensor(std::vector<int64_t> shape, DType dtype, Device device) : dtype_(dtype), device_(device) {
-  resize(std::move(shape));
+  resize(shape);
 }
 
 Tensor Tensor::clone() const {
@@ -60,7 +60,7 @@ Tensor Tensor::clone() const {
   return copy;
 }
 
-void Tensor::resize(std::vector<int64_t> shape) {
+void Tensor::resize(std::span<const int64_t> shape) {
   const int64_t n = checked_numel(shape);
   const size_t bytes = static_cast<size_t>(n) * dtype_size(dtype_);
   if (bytes > capacity_bytes_) {
@@ -68,7 +68,7 @@ void Tensor::resize(std::vector<int64_t> shape) {
     std::memset(storage_.get(), 0, bytes);
     capacity_bytes_ = bytes;
   }
-  shape_ = std::move(shape);
+  shape_.assign(shape.begin(), shape.end());  // reuses shape_'s capacity
   numel_ = n;
 }
 

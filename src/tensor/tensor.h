@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <span>
 #include <string_view>
@@ -62,7 +63,8 @@ class Tensor {
   // Gives the tensor a new shape, keeping the storage when it is large enough (so a buffer sized
   // for the largest batch is reused for smaller ones without allocating). Grown storage is zeroed;
   // kept storage keeps its contents.
-  void resize(std::vector<int64_t> shape);
+  void resize(std::span<const int64_t> shape);
+  void resize(std::initializer_list<int64_t> shape) { resize(std::span<const int64_t>(shape.begin(), shape.size())); }
 
  private:
   struct Free {
