@@ -212,7 +212,8 @@ void setup(CLI::App& app) {
   app.callback([args] { run(*args); });
 }
 
-const bool registered = register_command({"train", "train the seed IMDB classifier (fp32, bf16, fp8; --compare)", setup});
+const bool registered =
+    register_command({"train", "train the seed IMDB classifier (fp32, bf16, fp8; --compare)", setup});
 
 }  // namespace
 }  // namespace fp8kit::cli

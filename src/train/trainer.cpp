@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 
@@ -170,7 +171,10 @@ TrainResult train(const TrainOptions& options, const TokenDataset& train_data, c
     if (out) fmt::print(out, "No checkpoint {} yet: {} starts from the beginning\n", checkpoint.string(), precision);
   } else if (options.resume) {
     const io::Metadata metadata = io::load_checkpoint(checkpoint, checkpoint_entries(model, adam), identity);
-    start_epoch = std::stoi(metadata.at("epoch"));
+    const auto epoch_text = metadata.find("epoch");
+    const char* end = epoch_text == metadata.end() ? nullptr : epoch_text->second.data() + epoch_text->second.size();
+    FP8KIT_CHECK(end && std::from_chars(epoch_text->second.data(), end, start_epoch).ptr == end && start_epoch >= 0,
+                 "checkpoint {} does not record the number of epochs it was trained for", checkpoint.string());
     FP8KIT_CHECK(start_epoch <= options.epochs, "checkpoint {} was saved after epoch {}, beyond --epochs {}",
                  checkpoint.string(), start_epoch, options.epochs);
     FP8KIT_CHECK(adam.iterations() == start_epoch * steps_per_epoch,
@@ -203,7 +207,8 @@ TrainResult train(const TrainOptions& options, const TokenDataset& train_data, c
       const std::span<const float> probabilities = model.forward(batch_tokens, batch, /*training=*/true, step);
       for (int i = 0; i < batch; ++i) correct += (probabilities[i] > 0.5f) == (batch_labels[i] > 0.5f);
       // The loss clips the probabilities with fmax/fmin, which turn NaN into a finite value: check them too.
-      const bool nan_output = std::any_of(probabilities.begin(), probabilities.end(), [](float p) { return std::isnan(p); });
+      const bool nan_output =
+          std::any_of(probabilities.begin(), probabilities.end(), [](float p) { return std::isnan(p); });
       const float loss = nan_output ? NAN : model.backward(batch_labels);
       if (!std::isfinite(loss)) {
         if (out) fmt::print(out, "\n");
