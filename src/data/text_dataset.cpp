@@ -136,7 +136,9 @@ void scan_archive(const fs::path& archive_path, const std::vector<std::string>& 
       continue;
     }
     std::string bytes;
-    if (archive_entry_size_is_set(entry)) bytes.reserve(static_cast<size_t>(std::max<la_int64_t>(archive_entry_size(entry), 0)));
+    if (archive_entry_size_is_set(entry)) {  // a header's size is not trusted beyond 64 MiB
+      bytes.reserve(static_cast<size_t>(std::clamp<la_int64_t>(archive_entry_size(entry), 0, la_int64_t{1} << 26)));
+    }
     char buffer[1 << 16];
     while (true) {
       const la_ssize_t n = archive_read_data(reader.get(), buffer, sizeof buffer);
