@@ -3,14 +3,14 @@
 // and keras lags and current scaling; frozen scales in evaluation; FP8 gradients near fp32 ones.
 #include "nn/linear.h"
 
-#include "common/gradient_check.h"
-#include "numerics/cast.h"
-
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <vector>
+
+#include "common/gradient_check.h"
+#include "numerics/cast.h"
 
 namespace fp8kit::nn {
 namespace {
@@ -59,85 +59,115 @@ TEST(Linear, Bf16RoundsOperandsAndOutputs) {
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t o = 0; o < out; ++o) {
       double acc = 0;
-      for (int64_t i = 0; i < in; ++i) acc += double(round_bf16(x[r * in + i])) * round_bf16(l.kernel.value[i * out + o]);
+      for (int64_t i = 0; i < in; ++i)
+        acc += double(round_bf16(x[r * in + i])) * round_bf16(l.kernel.value[i * out + o]);
       const float expected = round_bf16(round_bf16(static_cast<float>(acc)) + round_bf16(l.bias.value[o]));
       EXPECT_NEAR(y[r * out + o], expected, std::abs(expected) * 0x1p-8 + 1e-6) << r << "," << o;
       EXPECT_EQ(y[r * out + o], round_bf16(y[r * out + o]));
     }
 }
 
-// The slow FP8 reference: quantize with the scalar cast, decode, multiply in double.
-std::vector<uint8_t> quantize_ref(std::span<const float> x, float scale, Fp8Format f) {
+// The slow FP8 reference: quantize with the scalar cast, decode, multiply in double. TE scales
+// multiply before the cast; Keras divides by its dequantization multiplier.
+struct RefScale {
+  bool keras;
+  float value;  // scale (te) or multiplier (keras)
+  float scale_inv() const { return keras ? value : 1.0f / value; }
+};
+std::vector<uint8_t> quantize_ref(std::span<const float> x, RefScale s, Fp8Format f) {
   std::vector<uint8_t> q(x.size());
-  for (size_t i = 0; i < x.size(); ++i) q[i] = encode_fp8(x[i] * scale, f, Overflow::Saturate);
+  for (size_t i = 0; i < x.size(); ++i)
+    q[i] = encode_fp8(s.keras ? x[i] / s.value : x[i] * s.value, f, Overflow::Saturate);
   return q;
 }
 
 TEST(Linear, Fp8MatchesSlowReference) {
-  const int64_t rows = 11, in = 32, out = 9;
-  Linear l = make(in, out, Activation::Relu, 11);
-  Fp8Recipe recipe;
-  recipe.amax_history_length = 16;
-  l.set_precision(Precision::Fp8, recipe);
-  // Two steps, so the second quantizes with real delayed scales (te lag: amaxes of step 0).
-  std::vector<float> x, dy;
-  float amax_x = 0, amax_w = 0, amax_g = 0;
-  for (int step = 0; step < 2; ++step) {
-    x = random_vector(rows * in, 20 + step, -3, 3);
-    dy = random_vector(rows * out, 30 + step, -1e-3f, 1e-3f);
-    const float sx = step == 0 ? 1.0f : 448.0f / amax_x, sw = step == 0 ? 1.0f : 448.0f / amax_w,
-                sg = step == 0 ? 1.0f : 57344.0f / amax_g;
-    const auto y = l.forward(x, rows, true);
-    const std::vector<float> y_copy(y.begin(), y.end());
-    const auto dx = l.backward(dy);
+  for (ScalingLag lag : {ScalingLag::Te, ScalingLag::Keras}) {
+    const bool keras = lag == ScalingLag::Keras;
+    const int64_t rows = 11, in = 32, out = 9;
+    Linear l = make(in, out, Activation::Relu, 11);
+    Fp8Recipe recipe;
+    recipe.amax_history_length = 16;
+    recipe.lag = lag;
+    l.set_precision(Precision::Fp8, recipe);
+    // Three steps, so the last ones quantize with real delayed scales: te lag from the amaxes up to
+    // the previous step, keras lag from those up to the step before (multiplier 1 / (max / amax)).
+    std::vector<float> x, dy;
+    std::vector<float> amax_x, amax_w, amax_g;
+    auto scale = [&](const std::vector<float>& amaxes, float fp8_max) {
+      const size_t known = keras ? (amaxes.size() >= 1 ? amaxes.size() - 1 : 0) : amaxes.size();
+      if (known == 0) return RefScale{keras, 1.0f};
+      const float a = *std::max_element(amaxes.begin(), amaxes.begin() + known);
+      return RefScale{keras, keras ? 1.0f / (fp8_max / a) : fp8_max / a};
+    };
+    for (int step = 0; step < 3; ++step) {
+      x = random_vector(rows * in, 20 + step, -3, 3);
+      dy = random_vector(rows * out, 30 + step, -1e-3f, 1e-3f);
+      const RefScale sx = scale(amax_x, 448.0f), sw = scale(amax_w, 448.0f), sg = scale(amax_g, 57344.0f);
+      const auto y = l.forward(x, rows, true);
+      const std::vector<float> y_copy(y.begin(), y.end());
+      const auto dx = l.backward(dy);
 
-    const auto xq = quantize_ref(x, sx, Fp8Format::E4M3);
-    const auto wq = quantize_ref(l.kernel.value, sw, Fp8Format::E4M3);
-    ASSERT_EQ(std::vector<uint8_t>(l.quantized_inputs().span<uint8_t>().begin(), l.quantized_inputs().span<uint8_t>().end()), xq);
-    ASSERT_EQ(std::vector<uint8_t>(l.quantized_kernel().span<uint8_t>().begin(), l.quantized_kernel().span<uint8_t>().end()), wq);
-    EXPECT_EQ(l.used_scale_invs().inputs, 1.0f / sx);
-    EXPECT_EQ(l.used_scale_invs().kernel, 1.0f / sw);
-    EXPECT_EQ(l.used_scale_invs().outputs_grad, 1.0f / sg);
+      const auto xq = quantize_ref(x, sx, Fp8Format::E4M3);
+      const auto wq = quantize_ref(l.kernel.value, sw, Fp8Format::E4M3);
+      ASSERT_EQ(std::vector<uint8_t>(l.quantized_inputs().span<uint8_t>().begin(),
+                                     l.quantized_inputs().span<uint8_t>().end()),
+                xq);
+      ASSERT_EQ(std::vector<uint8_t>(l.quantized_kernel().span<uint8_t>().begin(),
+                                     l.quantized_kernel().span<uint8_t>().end()),
+                wq);
+      EXPECT_EQ(l.used_scale_invs().inputs, sx.scale_inv()) << "step " << step;
+      EXPECT_EQ(l.used_scale_invs().kernel, sw.scale_inv()) << "step " << step;
+      EXPECT_EQ(l.used_scale_invs().outputs_grad, sg.scale_inv()) << "step " << step;
 
-    // Masked dy (ReLU of the output), then its E5M2 codes.
-    std::vector<float> g(rows * out);
-    for (int64_t i = 0; i < rows * out; ++i) g[i] = y_copy[i] > 0 ? dy[i] : 0.0f;
-    const auto gq = quantize_ref(g, sg, Fp8Format::E5M2);
-    ASSERT_EQ(std::vector<uint8_t>(l.quantized_outputs_grad().span<uint8_t>().begin(), l.quantized_outputs_grad().span<uint8_t>().end()), gq);
+      // Masked dy (ReLU of the output), then its E5M2 codes.
+      std::vector<float> g(rows * out);
+      for (int64_t i = 0; i < rows * out; ++i) g[i] = y_copy[i] > 0 ? dy[i] : 0.0f;
+      const auto gq = quantize_ref(g, sg, Fp8Format::E5M2);
+      ASSERT_EQ(std::vector<uint8_t>(l.quantized_outputs_grad().span<uint8_t>().begin(),
+                                     l.quantized_outputs_grad().span<uint8_t>().end()),
+                gq);
 
-    auto X = [&](int64_t r, int64_t i) { return double(decode_fp8(xq[r * in + i], Fp8Format::E4M3)); };
-    auto W = [&](int64_t i, int64_t o) { return double(decode_fp8(wq[i * out + o], Fp8Format::E4M3)); };
-    auto G = [&](int64_t r, int64_t o) { return double(decode_fp8(gq[r * out + o], Fp8Format::E5M2)); };
-    const double sxi = 1.0f / sx, swi = 1.0f / sw, sgi = 1.0f / sg;
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t o = 0; o < out; ++o) {
+      auto X = [&](int64_t r, int64_t i) { return double(decode_fp8(xq[r * in + i], Fp8Format::E4M3)); };
+      auto W = [&](int64_t i, int64_t o) { return double(decode_fp8(wq[i * out + o], Fp8Format::E4M3)); };
+      auto G = [&](int64_t r, int64_t o) { return double(decode_fp8(gq[r * out + o], Fp8Format::E5M2)); };
+      const double sxi = sx.scale_inv(), swi = sw.scale_inv(), sgi = sg.scale_inv();
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t o = 0; o < out; ++o) {
+          double acc = 0;
+          for (int64_t i = 0; i < in; ++i) acc += X(r, i) * W(i, o);
+          const float pre = round_bf16(round_bf16(static_cast<float>(acc * sxi * swi)) + round_bf16(l.bias.value[o]));
+          const float expected = std::max(pre, 0.0f);
+          EXPECT_NEAR(y_copy[r * out + o], expected, std::abs(expected) * 0x1p-7 + 1e-6) << "y " << r << "," << o;
+        }
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t i = 0; i < in; ++i) {
+          double acc = 0, mag = 0;
+          for (int64_t o = 0; o < out; ++o) acc += G(r, o) * W(i, o), mag += std::abs(G(r, o) * W(i, o));
+          EXPECT_NEAR(dx[r * in + i], acc * sgi * swi, mag * sgi * swi * 1e-6 + 1e-30) << "dx " << r << "," << i;
+        }
+      for (int64_t i = 0; i < in; ++i)
+        for (int64_t o = 0; o < out; ++o) {
+          double acc = 0, mag = 0;
+          for (int64_t r = 0; r < rows; ++r) acc += X(r, i) * G(r, o), mag += std::abs(X(r, i) * G(r, o));
+          EXPECT_NEAR(l.kernel.grad[i * out + o], acc * sxi * sgi, mag * sxi * sgi * 1e-6 + 1e-30)
+              << "dW " << i << "," << o;
+        }
+      for (int64_t o = 0; o < out; ++o) {  // bias gradient from the unquantized, masked dy
         double acc = 0;
-        for (int64_t i = 0; i < in; ++i) acc += X(r, i) * W(i, o);
-        const float pre = round_bf16(round_bf16(static_cast<float>(acc * sxi * swi)) + round_bf16(l.bias.value[o]));
-        const float expected = std::max(pre, 0.0f);
-        EXPECT_NEAR(y_copy[r * out + o], expected, std::abs(expected) * 0x1p-7 + 1e-6) << "y " << r << "," << o;
+        for (int64_t r = 0; r < rows; ++r) acc += g[r * out + o];
+        EXPECT_NEAR(l.bias.grad[o], acc, 1e-9);
       }
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t i = 0; i < in; ++i) {
-        double acc = 0, mag = 0;
-        for (int64_t o = 0; o < out; ++o) acc += G(r, o) * W(i, o), mag += std::abs(G(r, o) * W(i, o));
-        EXPECT_NEAR(dx[r * in + i], acc * sgi * swi, mag * sgi * swi * 1e-6 + 1e-30) << "dx " << r << "," << i;
-      }
-    for (int64_t i = 0; i < in; ++i)
-      for (int64_t o = 0; o < out; ++o) {
-        double acc = 0, mag = 0;
-        for (int64_t r = 0; r < rows; ++r) acc += X(r, i) * G(r, o), mag += std::abs(X(r, i) * G(r, o));
-        EXPECT_NEAR(l.kernel.grad[i * out + o], acc * sxi * sgi, mag * sxi * sgi * 1e-6 + 1e-30) << "dW " << i << "," << o;
-      }
-    for (int64_t o = 0; o < out; ++o) {  // bias gradient from the unquantized, masked dy
-      double acc = 0;
-      for (int64_t r = 0; r < rows; ++r) acc += g[r * out + o];
-      EXPECT_NEAR(l.bias.grad[o], acc, 1e-9);
+      auto amax = [](std::span<const float> v) {
+        float a = 0;
+        for (float e : v) a = std::max(a, std::abs(e));
+        return a;
+      };
+      amax_x.push_back(amax(x));
+      amax_w.push_back(amax(l.kernel.value));
+      amax_g.push_back(amax(g));
+      l.kernel.value[step] += 0.25f;  // the weights move between steps
     }
-    amax_x = 0, amax_w = 0, amax_g = 0;
-    for (float v : x) amax_x = std::max(amax_x, std::abs(v));
-    for (float v : l.kernel.value) amax_w = std::max(amax_w, std::abs(v));
-    for (float v : g) amax_g = std::max(amax_g, std::abs(v));
   }
 }
 
@@ -175,8 +205,8 @@ TEST(Linear, Fp8LagDecidesWhichAmaxEachStepUses) {
       const auto x = with_amax(rows * in, amaxes[step], 50 + step);
       l.forward(x, rows, true);
       l.backward(random_vector(rows * out, 60 + step));
-      EXPECT_EQ(l.used_scale_invs().inputs, c.scale_invs[step]) << "lag " << int(c.lag) << " mode " << int(c.mode)
-                                                                << " step " << step;
+      EXPECT_EQ(l.used_scale_invs().inputs, c.scale_invs[step])
+          << "lag " << int(c.lag) << " mode " << int(c.mode) << " step " << step;
       // Evaluation in between uses the next step's scale and changes no state.
       std::vector<std::vector<float>> before;
       for (const StateEntry& e : l.fp8_state()) before.emplace_back(e.data.begin(), e.data.end());
@@ -203,8 +233,8 @@ TEST(Linear, Fp8StateNamesAndSizes) {
   l.set_precision(Precision::Fp8);
   const auto s = l.fp8_state();
   ASSERT_EQ(s.size(), 6u);
-  const char* names[] = {"inputs_scale", "inputs_amax_history", "kernel_scale", "kernel_amax_history",
-                         "outputs_grad_scale", "outputs_grad_amax_history"};
+  const char* names[] = {"inputs_scale",        "inputs_amax_history", "kernel_scale",
+                         "kernel_amax_history", "outputs_grad_scale",  "outputs_grad_amax_history"};
   for (size_t i = 0; i < 6; ++i) {
     EXPECT_EQ(s[i].name, std::string("block/dense/") + names[i]);
     EXPECT_EQ(s[i].data.size(), i % 2 ? 1024u : 1u);
