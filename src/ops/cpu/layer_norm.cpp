@@ -35,10 +35,9 @@ void layer_norm_forward(int64_t rows, int64_t dim, float eps, const float* x, co
 
 void layer_norm_backward(int64_t rows, int64_t dim, const float* x, const float* gamma, const float* mean,
                          const float* rstd, const float* dout, float* dx, float* dgamma, float* dbeta) {
-  // Per-thread partial sums of dgamma and dbeta, combined in thread order.
-  thread_local std::vector<float> partial;
+  // Per-thread partial sums of dgamma and dbeta (kept between calls), combined in thread order.
+  thread_local std::vector<float> acc;
   const int threads = rows * dim >= 16384 ? omp_get_max_threads() : 1;
-  std::vector<float>& acc = partial;
   acc.assign(static_cast<size_t>(threads) * 2 * dim, 0.0f);
 #pragma omp parallel num_threads(threads)
   {
