@@ -3,14 +3,14 @@
 // and keras lags and current scaling; frozen scales in evaluation; FP8 gradients near fp32 ones.
 #include "nn/linear.h"
 
+#include "common/gradient_check.h"
+#include "numerics/cast.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <vector>
-
-#include "common/gradient_check.h"
-#include "numerics/cast.h"
 
 namespace fp8kit::nn {
 namespace {
