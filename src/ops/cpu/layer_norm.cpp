@@ -35,13 +35,15 @@ void layer_norm_forward(int64_t rows, int64_t dim, float eps, const float* x, co
 
 void layer_norm_backward(int64_t rows, int64_t dim, const float* x, const float* gamma, const float* mean,
                          const float* rstd, const float* dout, float* dx, float* dgamma, float* dbeta) {
-  // Per-thread partial sums of dgamma and dbeta (kept between calls), combined in thread order.
-  thread_local std::vector<float> acc;
+  // Per-thread partial sums of dgamma and dbeta, combined in thread order. The scratch belongs to
+  // the calling thread (kept between calls): the team uses it through `partials`, not by name.
+  thread_local std::vector<float> scratch;
   const int threads = rows * dim >= 16384 ? omp_get_max_threads() : 1;
-  acc.assign(static_cast<size_t>(threads) * 2 * dim, 0.0f);
+  scratch.assign(static_cast<size_t>(threads) * 2 * dim, 0.0f);
+  float* const partials = scratch.data();
 #pragma omp parallel num_threads(threads)
   {
-    float* dg = acc.data() + static_cast<size_t>(omp_get_thread_num()) * 2 * dim;
+    float* dg = partials + static_cast<size_t>(omp_get_thread_num()) * 2 * dim;
     float* db = dg + dim;
 #pragma omp for schedule(static)
     for (int64_t r = 0; r < rows; ++r) {
@@ -69,8 +71,8 @@ void layer_norm_backward(int64_t rows, int64_t dim, const float* x, const float*
   for (int64_t i = 0; i < dim; ++i) {
     float g = 0.0f, b = 0.0f;
     for (int t = 0; t < threads; ++t) {
-      g += acc[static_cast<size_t>(t) * 2 * dim + i];
-      b += acc[static_cast<size_t>(t) * 2 * dim + dim + i];
+      g += partials[static_cast<size_t>(t) * 2 * dim + i];
+      b += partials[static_cast<size_t>(t) * 2 * dim + dim + i];
     }
     dgamma[i] = g;
     dbeta[i] = b;
