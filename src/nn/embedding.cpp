@@ -11,7 +11,7 @@ namespace fp8kit::nn {
 
 TokenAndPositionEmbedding::TokenAndPositionEmbedding(std::string path, int64_t vocabulary_size,
                                                      int64_t sequence_length, int64_t dim)
-    : vocabulary_size_(vocabulary_size), sequence_length_(sequence_length), dim_(dim) {
+    : vocabulary_size_(vocabulary_size), sequence_length_(sequence_length), dim_(dim), tokens_({0}, DType::I32) {
   const int64_t nt = vocabulary_size * dim, np = sequence_length * dim;
   token = {path + "/token_embedding/embeddings", {vocabulary_size, dim}, std::vector<float>(nt), std::vector<float>(nt)};
   position = {path + "/position_embedding/embeddings", {sequence_length, dim}, std::vector<float>(np),
@@ -26,7 +26,8 @@ std::span<const float> TokenAndPositionEmbedding::forward(std::span<const int32_
     FP8KIT_CHECK(tokens[i] >= 0 && tokens[i] < vocabulary_size_,
                  "token id {} at position {} is outside the vocabulary [0, {})", tokens[i], i, vocabulary_size_);
   }
-  tokens_ = tokens;
+  tokens_.resize({batch, T});
+  std::copy(tokens.begin(), tokens.end(), tokens_.data<int32_t>());
   batch_ = batch;
   out_.resize({batch, T, D});
   float* out = out_.data<float>();
@@ -49,6 +50,7 @@ void TokenAndPositionEmbedding::backward(std::span<const float> dout) {
   float* tg = token.grad.data();
   float* pg = position.grad.data();
   const int64_t rows = batch_ * T;
+  const int32_t* ids = tokens_.data<int32_t>();
   // Threads own disjoint slices of the embedding dimension, so the scatter-add has no conflicts
   // and every element is summed in batch order whatever the thread count.
 #pragma omp parallel if (rows * D >= 65536)
@@ -58,7 +60,7 @@ void TokenAndPositionEmbedding::backward(std::span<const float> dout) {
     for (int64_t v = 0; v < vocabulary_size_; ++v) std::fill(tg + v * D + d0, tg + v * D + d1, 0.0f);
     for (int64_t p = 0; p < T; ++p) std::fill(pg + p * D + d0, pg + p * D + d1, 0.0f);
     for (int64_t bt = 0; bt < rows; ++bt) {
-      float* tr = tg + static_cast<int64_t>(tokens_[bt]) * D;
+      float* tr = tg + static_cast<int64_t>(ids[bt]) * D;
       float* pr = pg + (bt % T) * D;
       const float* g = dout.data() + bt * D;
       for (int64_t d = d0; d < d1; ++d) {

@@ -26,7 +26,7 @@ class TokenAndPositionEmbedding {
 
  private:
   int64_t vocabulary_size_, sequence_length_, dim_;
-  std::span<const int32_t> tokens_;
+  Tensor tokens_;  // [batch, sequence_length] copy of the ids, for the backward
   int64_t batch_ = 0;
   Tensor out_;
 };
