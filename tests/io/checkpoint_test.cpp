@@ -17,7 +17,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-struct Fixture : ::testing::Test {
+struct CheckpointTest : ::testing::Test {
   std::filesystem::path dir;
   std::vector<float> weight{1.0f, -0.0f, std::numeric_limits<float>::denorm_min(), 3.5f, -1e30f, 7.0f};
   std::vector<float> scale{0.125f};
@@ -43,7 +43,7 @@ struct Fixture : ::testing::Test {
   }
 };
 
-TEST_F(Fixture, RoundTripRestoresEveryValueExactly) {
+TEST_F(CheckpointTest, RoundTripRestoresEveryValueExactly) {
   save_checkpoint(dir / "ckpt.safetensors", entries(), {{"precision", "fp8"}, {"step", "12"}});
   std::vector<float> weight2(6), scale2(1), history2(4);
   const std::vector<nn::StateEntry> into{{"dense/kernel", {2, 3}, weight2},
@@ -59,7 +59,7 @@ TEST_F(Fixture, RoundTripRestoresEveryValueExactly) {
   EXPECT_EQ(history2, history);
 }
 
-TEST_F(Fixture, RefusesAnotherPrecisionWithTheReason) {
+TEST_F(CheckpointTest, RefusesAnotherPrecisionWithTheReason) {
   save_checkpoint(dir / "ckpt.safetensors", entries(), {{"precision", "fp8"}});
   const std::vector<MetadataRequirement> requirements{{"precision", "bf16", "--precision"}};
   EXPECT_THAT(load_error(entries(), requirements),
@@ -68,7 +68,7 @@ TEST_F(Fixture, RefusesAnotherPrecisionWithTheReason) {
   EXPECT_THAT(load_error(entries(), unrecorded), HasSubstr("does not record its seed"));
 }
 
-TEST_F(Fixture, RefusesMissingExtraAndMisshapedTensorsAndRestoresNothing) {
+TEST_F(CheckpointTest, RefusesMissingExtraAndMisshapedTensorsAndRestoresNothing) {
   save_checkpoint(dir / "ckpt.safetensors", entries(), {});
   std::vector<float> a(6, 9.0f), b(1, 9.0f), c(4, 9.0f), d(2, 9.0f);
   const std::vector<nn::StateEntry> missing{{"dense/kernel", {2, 3}, a}, {"dense/inputs_scale", {}, b},
@@ -82,7 +82,7 @@ TEST_F(Fixture, RefusesMissingExtraAndMisshapedTensorsAndRestoresNothing) {
   EXPECT_EQ(a, std::vector<float>(6, 9.0f));
 }
 
-TEST_F(Fixture, RefusesAPlainSafetensorsFile) {
+TEST_F(CheckpointTest, RefusesAPlainSafetensorsFile) {
   write_safetensors(dir / "ckpt.safetensors", SafetensorsFile{});
   EXPECT_THAT(load_error({}, {}), HasSubstr("not an fp8kit training checkpoint"));
 }
