@@ -248,7 +248,8 @@ TEST(SeedClassifier, Bf16AndFp8GradientsStayNearFp32) {
     return g;
   };
   const auto g32 = grads(Precision::Fp32), g16 = grads(Precision::Bf16), g8 = grads(Precision::Fp8);
-  const auto names = SeedClassifier(c, 13).parameters();
+  SeedClassifier named(c, 13);
+  const auto names = named.parameters();
   for (size_t i = 0; i < g32.size(); ++i) {
     if (names[i]->name.ends_with("key/bias")) continue;
     double dot = 0, n32 = 0, n8 = 0;
