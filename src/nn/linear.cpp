@@ -8,8 +8,6 @@
 
 #include <algorithm>
 
-#include <omp.h>
-
 namespace fp8kit::nn {
 
 Linear::Linear(std::string path, int64_t in, int64_t out, std::vector<int64_t> kernel_shape,
@@ -110,16 +108,17 @@ std::span<const float> Linear::backward(std::span<const float> dy) {
   const bool relu = activation_ == Activation::Relu;
   const int64_t n = out_;
   // The ReLU mask (from the unquantized forward output; relu'(0) = 0 as in JAX), and the bias
-  // gradient from the unquantized dy, float32: per-thread partial sums, added in thread order.
-  const int threads = rows * n >= 65536 ? omp_get_max_threads() : 1;
-  bias_partials_.resize({threads, n});
+  // gradient from the unquantized dy, float32: partial sums over fixed pieces of rows, added in
+  // piece order, so the result does not depend on the thread count.
+  constexpr int64_t kRowsPerPiece = 512;
+  const int64_t pieces = (rows + kRowsPerPiece - 1) / kRowsPerPiece;
+  bias_partials_.resize({pieces, n});
   float* partials = bias_partials_.data<float>();
-#pragma omp parallel num_threads(threads)
-  {
-    float* __restrict db = partials + static_cast<int64_t>(omp_get_thread_num()) * n;
+#pragma omp parallel for schedule(static) if (rows * n >= 65536)
+  for (int64_t p = 0; p < pieces; ++p) {
+    float* __restrict db = partials + p * n;
     std::fill(db, db + n, 0.0f);
-#pragma omp for schedule(static)
-    for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t r = p * kRowsPerPiece; r < std::min(rows, (p + 1) * kRowsPerPiece); ++r) {
       const float* __restrict yr = y + r * n;
       const float* __restrict dyr = dy.data() + r * n;
       float* __restrict gr = g + r * n;
@@ -131,7 +130,7 @@ std::span<const float> Linear::backward(std::span<const float> dy) {
   }
   for (int64_t o = 0; o < n; ++o) {
     float sum = 0.0f;
-    for (int t = 0; t < threads; ++t) sum += partials[t * n + o];
+    for (int64_t p = 0; p < pieces; ++p) sum += partials[p * n + o];
     bias.grad[o] = sum;
   }
 

@@ -88,7 +88,7 @@ class Linear {
   Tensor x_bf16_, w_bf16_;    // bf16 policy: rounded operands
   Tensor xq_, wq_, gq_;       // fp8 policy: codes
   Tensor x_values_, w_values_, g_values_;  // and their exact (unscaled) values, decoded once
-  Tensor bias_partials_;                   // [threads, out] partial bias gradients
+  Tensor bias_partials_;                   // [pieces of rows, out] partial bias gradients
 };
 
 }  // namespace fp8kit::nn

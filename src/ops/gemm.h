@@ -18,8 +18,9 @@ struct GemmShape {
 };
 
 // C = alpha op(A) op(B) + beta C (beta 0 ignores C's old contents, NaN included). OpenBLAS runs
-// single-threaded; large GEMMs are split over the OpenMP threads (by rows of C, or along k with
-// partial sums added in thread order), so results depend on the thread count, not on timing.
+// single-threaded; large GEMMs are cut into fixed pieces (rows of C, or slices of k whose partial
+// products are added in order) spread over the OpenMP threads: results do not depend on the
+// thread count.
 void gemm_f32(const GemmShape& shape, float alpha, const float* a, const float* b, float beta, float* c);
 
 // An FP8 operand: codes laid out as the float operand would be, and the factor that dequantizes them.

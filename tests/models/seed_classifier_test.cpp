@@ -12,6 +12,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <cmath>
 #include <random>
@@ -329,6 +330,34 @@ TEST(SeedClassifier, ResumeFromStateViewsIsExact) {
       EXPECT_EQ(resumed.parameters()[i]->value, straight.parameters()[i]->value)
           << "variant " << variant << " " << straight.parameters()[i]->name;
   }
+}
+
+// A training step gives the same bits whatever the OpenMP thread count (reductions run over fixed
+// pieces, added in order), so runs and resumes reproduce across machines.
+TEST(SeedClassifier, StepsDoNotDependOnTheThreadCount) {
+  const int threads_before = omp_get_max_threads();
+  const SeedClassifierConfig c{};  // full size: every threaded path is taken
+  const auto tokens = random_tokens(8, c, 21);
+  const std::vector<float> labels = {1, 0, 0, 1, 1, 1, 0, 0};
+  for (Precision precision : {Precision::Fp32, Precision::Fp8}) {
+    std::vector<std::vector<float>> results[2];
+    for (int threads : {1, 2}) {
+      omp_set_num_threads(threads);
+      SeedClassifier model(c, 22);
+      model.set_precision(precision);
+      optim::Adam adam(model.parameters());
+      for (uint64_t step = 0; step < 2; ++step) {
+        model.forward(tokens, 8, true, step);
+        model.backward(labels);
+        adam.step();
+      }
+      for (const nn::Parameter* p : model.parameters()) results[threads - 1].push_back(p->value);
+      for (const nn::StateEntry& e : model.fp8_state()) results[threads - 1].emplace_back(e.data.begin(), e.data.end());
+    }
+    ASSERT_EQ(results[0].size(), results[1].size());
+    for (size_t i = 0; i < results[0].size(); ++i) EXPECT_EQ(results[0][i], results[1][i]) << nn::name(precision) << " " << i;
+  }
+  omp_set_num_threads(threads_before);
 }
 
 // Label 1: tokens from the upper half of the vocabulary; label 0: the lower half.

@@ -6,6 +6,7 @@
 #include "numerics/cast.h"
 
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <cmath>
 #include <random>
@@ -47,6 +48,25 @@ TEST(GemmF32, MatchesNaiveForEveryTransposeAndShape) {
         }
     }
   }
+}
+
+TEST(GemmF32, ResultsDoNotDependOnTheThreadCount) {
+  const int threads_before = omp_get_max_threads();
+  for (const Dims& d : {Dims{6400, 32, 32}, Dims{32, 32, 6400}, Dims{1300, 17, 900}}) {
+    for (int t = 0; t < 4; ++t) {
+      const GemmShape s{d.m, d.n, d.k, (t & 1) != 0, (t & 2) != 0};
+      const auto a = testing::random_vector(d.m * d.k, 40 + t), b = testing::random_vector(d.k * d.n, 50 + t);
+      std::vector<float> c[3];
+      for (int threads = 1; threads <= 3; ++threads) {
+        omp_set_num_threads(threads);
+        c[threads - 1].resize(d.m * d.n);
+        gemm_f32(s, 0.75f, a.data(), b.data(), 0.0f, c[threads - 1].data());
+      }
+      EXPECT_EQ(c[0], c[1]) << d.m << "x" << d.n << "x" << d.k << " trans " << t;
+      EXPECT_EQ(c[0], c[2]) << d.m << "x" << d.n << "x" << d.k << " trans " << t;
+    }
+  }
+  omp_set_num_threads(threads_before);
 }
 
 TEST(GemmF32, BetaZeroIgnoresNaN) {

@@ -7,6 +7,7 @@
 #include <cblas.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <array>
 #include <vector>
 
@@ -41,10 +42,13 @@ void sgemm(const GemmShape& s, float alpha, const float* a, int64_t lda, const f
 }
 
 // OpenBLAS's own threads would compete with the OpenMP team (both spin while waiting, which is
-// ruinous on a loaded 2-core machine), so OpenBLAS runs single-threaded and large GEMMs are split
-// across the OpenMP threads here instead.
+// ruinous on a loaded 2-core machine), so OpenBLAS runs single-threaded and large GEMMs are cut
+// into fixed pieces spread over the OpenMP threads instead. The pieces do not depend on the
+// thread count, so neither do the results.
 const bool kOpenBlasSingleThreaded = (openblas_set_num_threads(1), true);
 constexpr int64_t kSplitMinWork = int64_t{1} << 20;  // m * n * k below this: one call
+constexpr int64_t kRowsPerPiece = 512;               // row pieces of C
+constexpr int64_t kDepthPerPiece = 1024;             // k pieces (partial products summed in order)
 
 }  // namespace
 
@@ -58,46 +62,42 @@ void gemm_f32(const GemmShape& s, float alpha, const float* a, const float* b, f
   }
   const int64_t lda = s.trans_a ? s.m : s.k;
   const int64_t ldb = s.trans_b ? s.k : s.n;
-  const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
-  if (threads == 1 || s.m * s.n * s.k < kSplitMinWork || (s.m < 2 * threads && s.k < 2 * threads)) {
+  const bool parallel = !omp_in_parallel() && omp_get_max_threads() > 1;
+  if (s.m * s.n * s.k < kSplitMinWork || (s.m <= kRowsPerPiece && s.k <= kDepthPerPiece)) {
     sgemm(s, alpha, a, lda, b, ldb, beta, c, s.n);
     return;
   }
-  if (s.m >= s.k || s.m >= 64 * threads) {
-    // Rows of C: rows of op(A) are rows of A, or columns of A when transposed.
-#pragma omp parallel num_threads(threads)
-    {
-      const int t = omp_get_thread_num(), nt = omp_get_num_threads();
-      const int64_t m0 = s.m * t / nt, m1 = s.m * (t + 1) / nt;
-      if (m1 > m0) {
-        GemmShape part = s;
-        part.m = m1 - m0;
-        const float* a_part = s.trans_a ? a + m0 : a + m0 * lda;
-        sgemm(part, alpha, a_part, lda, b, ldb, beta, c + m0 * s.n, s.n);
-      }
+  if (s.m > kRowsPerPiece && s.m >= s.k) {
+    // Pieces of rows of C: rows of op(A) are rows of A, or columns of A when transposed.
+    const int64_t pieces = (s.m + kRowsPerPiece - 1) / kRowsPerPiece;
+#pragma omp parallel for schedule(static) if (parallel)
+    for (int64_t p = 0; p < pieces; ++p) {
+      const int64_t m0 = p * kRowsPerPiece, m1 = std::min(s.m, m0 + kRowsPerPiece);
+      GemmShape part = s;
+      part.m = m1 - m0;
+      const float* a_part = s.trans_a ? a + m0 : a + m0 * lda;
+      sgemm(part, alpha, a_part, lda, b, ldb, beta, c + m0 * s.n, s.n);
     }
     return;
   }
-  // Long k, small C (weight gradients): per-thread partial products over slices of k, summed in
-  // thread order.
-  thread_local std::vector<float> partials;
-  partials.assign(static_cast<size_t>(threads) * s.m * s.n, 0.0f);
-  float* partial = partials.data();
-#pragma omp parallel num_threads(threads)
-  {
-    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
-    const int64_t k0 = s.k * t / nt, k1 = s.k * (t + 1) / nt;
-    if (k1 > k0) {
-      GemmShape part = s;
-      part.k = k1 - k0;
-      const float* a_part = s.trans_a ? a + k0 * lda : a + k0;
-      const float* b_part = s.trans_b ? b + k0 : b + k0 * ldb;
-      sgemm(part, 1.0f, a_part, lda, b_part, ldb, 0.0f, partial + static_cast<size_t>(t) * s.m * s.n, s.n);
-    }
+  // Long k, small C (weight gradients): partial products over pieces of k, summed in order.
+  const int64_t pieces = (s.k + kDepthPerPiece - 1) / kDepthPerPiece;
+  const size_t size = static_cast<size_t>(s.m * s.n);
+  thread_local std::vector<float> scratch;  // the calling thread's; the team uses `partials`
+  scratch.resize(static_cast<size_t>(pieces) * size);
+  float* const partials = scratch.data();
+#pragma omp parallel for schedule(static) if (parallel)
+  for (int64_t p = 0; p < pieces; ++p) {
+    const int64_t k0 = p * kDepthPerPiece, k1 = std::min(s.k, k0 + kDepthPerPiece);
+    GemmShape part = s;
+    part.k = k1 - k0;
+    const float* a_part = s.trans_a ? a + k0 * lda : a + k0;
+    const float* b_part = s.trans_b ? b + k0 : b + k0 * ldb;
+    sgemm(part, 1.0f, a_part, lda, b_part, ldb, 0.0f, partials + static_cast<size_t>(p) * size, s.n);
   }
-  for (int64_t i = 0; i < s.m * s.n; ++i) {
+  for (size_t i = 0; i < size; ++i) {
     float sum = 0.0f;
-    for (int t = 0; t < threads; ++t) sum += partial[static_cast<size_t>(t) * s.m * s.n + i];
+    for (int64_t p = 0; p < pieces; ++p) sum += partials[static_cast<size_t>(p) * size + i];
     c[i] = beta == 0.0f ? alpha * sum : alpha * sum + beta * c[i];
   }
 }

@@ -3,8 +3,7 @@
 
 #include "numerics/cast.h"
 
-#include <omp.h>
-
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -35,18 +34,19 @@ void layer_norm_forward(int64_t rows, int64_t dim, float eps, const float* x, co
 
 void layer_norm_backward(int64_t rows, int64_t dim, const float* x, const float* gamma, const float* mean,
                          const float* rstd, const float* dout, float* dx, float* dgamma, float* dbeta) {
-  // Per-thread partial sums of dgamma and dbeta, combined in thread order. The scratch belongs to
-  // the calling thread (kept between calls): the team uses it through `partials`, not by name.
+  // Partial sums of dgamma and dbeta over fixed pieces of rows, added in piece order: the result
+  // does not depend on the thread count. The scratch is the calling thread's (kept between calls);
+  // the team reaches it through `partials`, never by name.
+  constexpr int64_t kRowsPerPiece = 256;
+  const int64_t pieces = (rows + kRowsPerPiece - 1) / kRowsPerPiece;
   thread_local std::vector<float> scratch;
-  const int threads = rows * dim >= 16384 ? omp_get_max_threads() : 1;
-  scratch.assign(static_cast<size_t>(threads) * 2 * dim, 0.0f);
+  scratch.assign(static_cast<size_t>(pieces * 2 * dim), 0.0f);
   float* const partials = scratch.data();
-#pragma omp parallel num_threads(threads)
-  {
-    float* dg = partials + static_cast<size_t>(omp_get_thread_num()) * 2 * dim;
+#pragma omp parallel for schedule(static) if (rows * dim >= 16384)
+  for (int64_t p = 0; p < pieces; ++p) {
+    float* dg = partials + p * 2 * dim;
     float* db = dg + dim;
-#pragma omp for schedule(static)
-    for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t r = p * kRowsPerPiece; r < std::min(rows, (p + 1) * kRowsPerPiece); ++r) {
       const float* xr = x + r * dim;
       const float* g = dout + r * dim;
       const float mu = mean[r], rs = rstd[r];
@@ -70,9 +70,9 @@ void layer_norm_backward(int64_t rows, int64_t dim, const float* x, const float*
   }
   for (int64_t i = 0; i < dim; ++i) {
     float g = 0.0f, b = 0.0f;
-    for (int t = 0; t < threads; ++t) {
-      g += partials[static_cast<size_t>(t) * 2 * dim + i];
-      b += partials[static_cast<size_t>(t) * 2 * dim + dim + i];
+    for (int64_t p = 0; p < pieces; ++p) {
+      g += partials[p * 2 * dim + i];
+      b += partials[p * 2 * dim + dim + i];
     }
     dgamma[i] = g;
     dbeta[i] = b;
