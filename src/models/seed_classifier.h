@@ -1,7 +1,8 @@
 // The seed experiment's IMDB classifier (spec/seed-experiment.md, 653,953 parameters): token +
 // position embedding, one post-LN causal Transformer decoder block, mean pooling, a 2-layer head.
-// A training step is a pure function of (weights, optimizer and FP8 state, batch, seed, step): its
-// bits do not depend on the OpenMP thread count, so runs and resumes reproduce exactly.
+// A training step is a pure function of (weights, optimizer and FP8 state, batch, seed, step): on a
+// given CPU (OpenBLAS and the AVX2 kernels pick code by CPU) its bits do not depend on the OpenMP
+// thread count, so runs and resumes reproduce exactly.
 #pragma once
 
 #include "nn/parameter.h"

@@ -333,7 +333,7 @@ TEST(SeedClassifier, ResumeFromStateViewsIsExact) {
 }
 
 // A training step gives the same bits whatever the OpenMP thread count (reductions run over fixed
-// pieces, added in order), so runs and resumes reproduce across machines.
+// pieces, added in order), so runs and resumes reproduce whatever the thread count.
 TEST(SeedClassifier, StepsDoNotDependOnTheThreadCount) {
   const int threads_before = omp_get_max_threads();
   const SeedClassifierConfig c{};  // full size: every threaded path is taken
