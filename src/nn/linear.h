@@ -2,11 +2,12 @@
 //   Fp32: float32 GEMMs.
 //   Bf16: x, W (and dy in the backward) rounded to bf16, float32 accumulation, output rounded to bf16.
 //   Fp8:  y = q(x) q(W) with E4M3 inputs and weights, dx = q(dy) q(W)^T and dW = q(x)^T q(dy) with
-//         E5M2 gradients, float32 accumulation (exactly ops::gemm_fp8: codes decoded, products
-//         summed in float32, times the two scale_invs), per-tensor scales from fp8kit::ScalingState (delayed
-//         with te/keras lag, or current); gradients pass straight through the quantizers; the bias
-//         gradient and the ReLU mask use the unquantized dy; output rounded to bf16 (Keras's
-//         float8_from_mixed_bfloat16). Each state is updated once per training forward/backward.
+//         E5M2 gradients; float32 accumulation exactly as ops::gemm_fp8 (codes decoded, products
+//         summed in float32, the sum times the two scale_invs); per-tensor scales from
+//         fp8kit::ScalingState (delayed with the te or keras lag, or current); gradients pass
+//         straight through the quantizers; the bias gradient and the ReLU mask use the unquantized
+//         dy; output rounded to bf16 (Keras's float8_from_mixed_bfloat16). Each scaling state is
+//         updated once per training forward (inputs, kernel) and backward (outputs_grad).
 #pragma once
 
 #include "nn/parameter.h"
