@@ -10,16 +10,23 @@
 #include <cstdint>
 #include <span>
 
+// The two hashes are also compiled for the GPU (ops/cuda/dropout.cu draws the same keep bits).
+#if defined(__CUDACC__)
+#define FP8KIT_HOST_DEVICE __host__ __device__
+#else
+#define FP8KIT_HOST_DEVICE
+#endif
+
 namespace fp8kit::ops {
 
-inline uint64_t splitmix64(uint64_t x) {
+FP8KIT_HOST_DEVICE inline uint64_t splitmix64(uint64_t x) {
   x += 0x9E3779B97F4A7C15ull;
   x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
   x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
   return x ^ (x >> 31);
 }
 
-inline uint32_t lowbias32(uint32_t x) {
+FP8KIT_HOST_DEVICE inline uint32_t lowbias32(uint32_t x) {
   x ^= x >> 16;
   x *= 0x7FEB352Du;
   x ^= x >> 15;

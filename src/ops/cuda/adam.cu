@@ -1,0 +1,45 @@
+// Adam kernel: one thread per element, every operation rounded as on the CPU (explicit _rn
+// intrinsics: no fused multiply-add contraction), so w, m and v match optim::Adam's bits for the same
+// alpha. alpha's powers are taken in double and rounded, which is glibc powf's correctly rounded result.
+#include "ops/cuda/adam.h"
+
+#include "ops/cuda/check.h"
+#include "ops/cuda/round.cuh"
+
+namespace fp8kit::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+__global__ void update_kernel(optim::AdamOptions o, const float* iterations, float* w, const float* g, float* m,
+                              float* v, int64_t n) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  const float t = __fadd_rn(*iterations, 1.0f);
+  const float p1 = static_cast<float>(pow(static_cast<double>(o.beta1), static_cast<double>(t)));
+  const float p2 = static_cast<float>(pow(static_cast<double>(o.beta2), static_cast<double>(t)));
+  const float alpha = __fdiv_rn(__fmul_rn(o.learning_rate, __fsqrt_rn(__fsub_rn(1.0f, p2))), __fsub_rn(1.0f, p1));
+  const float one_minus_b1 = __fsub_rn(1.0f, o.beta1), one_minus_b2 = __fsub_rn(1.0f, o.beta2);
+  const float gi = g[i];
+  const float mi = __fadd_rn(m[i], __fmul_rn(__fsub_rn(gi, m[i]), one_minus_b1));
+  const float vi = __fadd_rn(v[i], __fmul_rn(__fsub_rn(__fmul_rn(gi, gi), v[i]), one_minus_b2));
+  m[i] = mi;
+  v[i] = vi;
+  w[i] = __fsub_rn(w[i], __fdiv_rn(__fmul_rn(mi, alpha), __fadd_rn(__fsqrt_rn(vi), o.epsilon)));
+}
+
+__global__ void count_kernel(float* iterations) { *iterations += 1.0f; }
+
+}  // namespace
+
+void adam_step(const optim::AdamOptions& options, float* iterations, float* w, const float* g, float* m, float* v,
+               int64_t n, cudaStream_t stream) {
+  if (n > 0) {
+    update_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(options, iterations, w, g, m, v, n);
+    check_launch("adam_step");
+  }
+  count_kernel<<<1, 1, 0, stream>>>(iterations);
+  check_launch("adam_step (count)");
+}
+
+}  // namespace fp8kit::cuda

@@ -1,0 +1,19 @@
+// Adam on the GPU, exactly optim::Adam's float32 arithmetic (Keras 3's update and bias correction),
+// in one launch over parameters stored contiguously. Device pointers.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "optim/adam.h"
+
+namespace fp8kit::cuda {
+
+// t = *iterations + 1; alpha = lr sqrt(1 - b2^t) / (1 - b1^t); per element
+// m += (g - m)(1 - b1); v += (g^2 - v)(1 - b2); w -= alpha m / (sqrt(v) + eps); then *iterations = t.
+// iterations lives in device memory (a captured graph replays with the current count).
+void adam_step(const optim::AdamOptions& options, float* iterations, float* w, const float* g, float* m, float* v,
+               int64_t n, cudaStream_t stream);
+
+}  // namespace fp8kit::cuda

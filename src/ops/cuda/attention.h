@@ -1,0 +1,27 @@
+// Causal multi-head self-attention core on the GPU, ops/attention.h's semantics: scores = (q /
+// sqrt(head_dim)) k^T over keys j <= i only (the -1e9 mask's exp is exactly 0, so masked keys are
+// skipped), softmax, dropout on the probabilities, out = dropped_probs v; bf16 rounding points as the
+// CPU. Instead of saving probs [batch, heads, seq, seq], the forward saves each row's softmax max and
+// sum and the backward recomputes the probabilities bit for bit. Device pointers.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "ops/attention.h"
+#include "ops/cuda/dropout.h"
+
+namespace fp8kit::cuda {
+
+// q, k, v, out: [batch, seq, heads * head_dim]; stats: [batch, heads, seq, 2] (row max, row sum).
+// The dropout element index of probability (b, h, i, j) is ((b * heads + h) * seq + i) * seq + j, as
+// on the CPU. head_dim must be 16, 32 or 64; seq <= 1024 and the block's K/V must fit in 48 KB.
+void causal_attention_forward(const ops::AttentionShape& shape, const float* q, const float* k, const float* v,
+                              const DropoutSite& dropout, bool bf16, float* stats, float* out, cudaStream_t stream);
+// dq, dk, dv overwritten (float32 math), from the forward's inputs and stats.
+void causal_attention_backward(const ops::AttentionShape& shape, const float* q, const float* k, const float* v,
+                               const float* stats, const DropoutSite& dropout, bool bf16, const float* dout,
+                               float* dq, float* dk, float* dv, cudaStream_t stream);
+
+}  // namespace fp8kit::cuda

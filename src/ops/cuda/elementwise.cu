@@ -1,0 +1,131 @@
+// Element-wise kernels of the training step (one thread per element unless said otherwise).
+#include "ops/cuda/elementwise.h"
+
+#include <string>
+
+#include "base/error.h"
+#include "ops/cuda/check.h"
+#include "ops/cuda/round.cuh"
+
+namespace fp8kit::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+__global__ void add_kernel(const float* a, const float* b, bool bf16, float* out, int64_t n) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = maybe_bf16(a[i] + b[i], bf16);
+}
+
+__global__ void add3_kernel(const float* a, const float* b, const float* c, float* out, int64_t n) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = a[i] + b[i] + c[i];
+}
+
+__global__ void bias_activation_kernel(float* y, const float* bias, int64_t rows, int64_t cols, bool relu, bool bf16) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= rows * cols) return;
+  const float b = bias[i % cols];
+  const float v = bf16 ? round_bf16(round_bf16(y[i]) + round_bf16(b)) : y[i] + b;
+  y[i] = relu ? fmaxf(v, 0.0f) : v;
+}
+
+// One block per column tile of 32 columns: lane = column, warps stride the rows; warp partials are
+// added in warp order through shared memory.
+constexpr int kBiasWarps = 16;
+__global__ void bias_backward_kernel(const float* dy, const float* y, int64_t rows, int64_t cols, bool relu, float* g,
+                                     float* bias_grad) {
+  __shared__ float partial[kBiasWarps][32];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int64_t col = static_cast<int64_t>(blockIdx.x) * 32 + lane;
+  float sum = 0.0f;
+  if (col < cols) {
+    for (int64_t r = warp; r < rows; r += kBiasWarps) {
+      const int64_t i = r * cols + col;
+      const float v = relu && !(y[i] > 0.0f) ? 0.0f : dy[i];
+      g[i] = v;
+      sum += v;
+    }
+  }
+  partial[warp][lane] = sum;
+  __syncthreads();
+  if (warp == 0 && col < cols) {
+    float total = 0.0f;
+    for (int w = 0; w < kBiasWarps; ++w) total += partial[w][lane];
+    bias_grad[col] = total;
+  }
+}
+
+template <typename Out>
+__global__ void transpose_kernel(const float* x, int64_t rows, int64_t cols, Out* out) {
+  __shared__ float tile[32][33];
+  const int64_t c0 = static_cast<int64_t>(blockIdx.x) * 32, r0 = static_cast<int64_t>(blockIdx.y) * 32;
+  for (int k = threadIdx.y; k < 32; k += blockDim.y) {
+    const int64_t r = r0 + k, c = c0 + threadIdx.x;
+    if (r < rows && c < cols) tile[k][threadIdx.x] = x[r * cols + c];
+  }
+  __syncthreads();
+  for (int k = threadIdx.y; k < 32; k += blockDim.y) {
+    const int64_t c = c0 + k, r = r0 + threadIdx.x;
+    if (r < rows && c < cols) {
+      const float v = tile[threadIdx.x][k];
+      if constexpr (sizeof(Out) == 2) {
+        out[c * rows + r] = float_to_bf16(v);
+      } else {
+        out[c * rows + r] = v;
+      }
+    }
+  }
+}
+
+__global__ void advance_kernel(uint64_t* counter) { *counter += 1; }
+
+}  // namespace
+
+void add(const float* a, const float* b, bool bf16, float* out, int64_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  add_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(a, b, bf16, out, n);
+  check_launch("add");
+}
+
+void add3(const float* a, const float* b, const float* c, float* out, int64_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  add3_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(a, b, c, out, n);
+  check_launch("add3");
+}
+
+void bias_activation(float* y, const float* bias, int64_t rows, int64_t cols, bool relu, bool bf16,
+                     cudaStream_t stream) {
+  if (rows * cols == 0) return;
+  bias_activation_kernel<<<blocks_for(rows * cols, kThreads), kThreads, 0, stream>>>(y, bias, rows, cols, relu, bf16);
+  check_launch("bias_activation");
+}
+
+void bias_backward(const float* dy, const float* y, int64_t rows, int64_t cols, bool relu, float* g,
+                   float* bias_grad, cudaStream_t stream) {
+  if (cols == 0) return;
+  bias_backward_kernel<<<blocks_for(cols, 32), kBiasWarps * 32, 0, stream>>>(dy, y, rows, cols, relu, g, bias_grad);
+  check_launch("bias_backward");
+}
+
+void transpose(const float* x, int64_t rows, int64_t cols, DType out_type, void* out, cudaStream_t stream) {
+  if (rows * cols == 0) return;
+  if (rows > int64_t{65535} * 32 || cols >= (int64_t{1} << 31))  // grid.y limit
+    throw Error("transpose: " + std::to_string(rows) + " x " + std::to_string(cols) + " is too large");
+  const dim3 grid(blocks_for(cols, 32), blocks_for(rows, 32)), block(32, 8);
+  if (out_type == DType::Bf16) {
+    transpose_kernel<<<grid, block, 0, stream>>>(x, rows, cols, static_cast<uint16_t*>(out));
+  } else if (out_type == DType::F32) {
+    transpose_kernel<<<grid, block, 0, stream>>>(x, rows, cols, static_cast<float*>(out));
+  } else {
+    throw Error("transpose: the output type must be F32 or Bf16");
+  }
+  check_launch("transpose");
+}
+
+void advance_counter(uint64_t* counter, cudaStream_t stream) {
+  advance_kernel<<<1, 1, 0, stream>>>(counter);
+  check_launch("advance_counter");
+}
+
+}  // namespace fp8kit::cuda

@@ -1,0 +1,33 @@
+// Small element-wise GPU kernels of a training step: residual sums, a Linear's bias + ReLU
+// epilogue and its backward (ReLU mask, bias gradient), casts/transposes that lay GEMM operands out
+// K-major for cuBLASLt, and the device step counter. Device pointers; work queued on `stream`.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "tensor/tensor.h"
+
+namespace fp8kit::cuda {
+
+// out = a + b (bf16: rounded). out may alias a or b.
+void add(const float* a, const float* b, bool bf16, float* out, int64_t n, cudaStream_t stream);
+// out = a + b + c, summed as (a + b) + c.
+void add3(const float* a, const float* b, const float* c, float* out, int64_t n, cudaStream_t stream);
+
+// y [rows, cols] in place: y = act(y + bias) (bf16: act(bf16(bf16(y) + bf16(bias))), nn::Linear's).
+void bias_activation(float* y, const float* bias, int64_t rows, int64_t cols, bool relu, bool bf16,
+                     cudaStream_t stream);
+// g = relu && !(y > 0) ? 0 : dy; bias_grad [cols] = sum of g over rows (float32; a column's rows in
+// one thread's order, then a warp sum). g may alias dy.
+void bias_backward(const float* dy, const float* y, int64_t rows, int64_t cols, bool relu, float* g,
+                   float* bias_grad, cudaStream_t stream);
+
+// out [cols, rows] = x [rows, cols] transposed, as float32 (out_type F32) or rounded to bf16 (Bf16).
+void transpose(const float* x, int64_t rows, int64_t cols, DType out_type, void* out, cudaStream_t stream);
+
+// *counter += 1 (a training step's last launch: dropout keys of the next replay).
+void advance_counter(uint64_t* counter, cudaStream_t stream);
+
+}  // namespace fp8kit::cuda

@@ -1,0 +1,19 @@
+// LayerNorm over the last axis on the GPU, float32 statistics (ops/layer_norm.h's semantics: population
+// variance, out = x inv + (beta - mean inv), inv = gamma / sqrt(var + eps)). Device pointers.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace fp8kit::cuda {
+
+// x, out: [rows, dim]; gamma, beta: [dim]; mean, rstd: [rows] saved for the backward.
+void layer_norm_forward(int64_t rows, int64_t dim, float eps, const float* x, const float* gamma, const float* beta,
+                        bool bf16_out, float* out, float* mean, float* rstd, cudaStream_t stream);
+// dx [rows, dim], dgamma and dbeta [dim] overwritten (dgamma/dbeta summed with float atomics).
+void layer_norm_backward(int64_t rows, int64_t dim, const float* x, const float* gamma, const float* mean,
+                         const float* rstd, const float* dout, float* dx, float* dgamma, float* dbeta,
+                         cudaStream_t stream);
+
+}  // namespace fp8kit::cuda
