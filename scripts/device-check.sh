@@ -3,6 +3,8 @@
 # scripts/device-deps.sh into /tmp/deps (never into /), builds with the CUDA backend for sm_90a,
 # runs the GPU tests (and the CPU suite), then the GEMM and quantize benchmarks.
 # Writes summary.txt and logs to $OUT (default /tmp/out). Usage: scripts/device-check.sh [ctest -R regex]
+#   scripts/device-check.sh model: all GPU tests, then the seed model's epoch benchmark per precision
+#   (bench_cuda_seed_epoch) instead of the GEMM/quantize benchmarks and the CPU suite.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/out}
@@ -38,7 +40,10 @@ if ! cmake -S . -B $build -G Ninja -DCMAKE_BUILD_TYPE=Release -DFP8KIT_CUDA=ON \
   note "FAIL: configure (configure.log)"; tail -30 "$OUT/configure.log"; exit 1
 fi
 # The GPU targets first, so that a broken CPU test elsewhere cannot block them.
-if ! cmake --build $build -j16 --target test_cuda fp8kit_cli >"$OUT/build.log" 2>&1; then
+mode=${1:-}
+targets="test_cuda fp8kit_cli"
+[ "$mode" = model ] && targets="$targets bench_cuda_seed_epoch"
+if ! cmake --build $build -j16 --target $targets >"$OUT/build.log" 2>&1; then
   note "FAIL: build (build.log)"; grep -m20 -B2 -A8 "error" "$OUT/build.log" | head -80; exit 1
 fi
 note "build: $(( $(date +%s) - start )) s"
@@ -46,12 +51,20 @@ note "build: $(( $(date +%s) - start )) s"
 export LD_LIBRARY_PATH=$runtime_path${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 cd $build
 filter=${1:+-R $1}
+[ "$mode" = model ] && filter=""
 start=$(date +%s)
 ctest -L gpu -V -j4 --timeout 300 $filter >"$OUT/gpu-tests.log" 2>&1
 note "gpu tests ($(( $(date +%s) - start )) s): $(grep -E 'tests passed|tests failed' "$OUT/gpu-tests.log")"
 grep -E "^\s*[0-9]+ - .*(Failed|Timeout|Exception|Not Run)|^[0-9]+: .*(Failure|error:|mismatch|gpu 0x)" "$OUT/gpu-tests.log" | head -40 | tee -a "$summary"
 grep -o "measured error.*" "$OUT/gpu-tests.log" | sort -u >"$OUT/gemm-errors.txt"
 ./fp8kit device >>"$summary" 2>&1
+if [ "$mode" = model ]; then
+  grep -o "measured error.*\|[a-z0-9_]* step [0-9]:.*\|attention .*measured.*" "$OUT/gpu-tests.log" | sort -u >"$OUT/model-errors.txt"
+  ./bench/bench_cuda_seed_epoch >"$OUT/bench-seed-epoch.txt" 2>&1 || note "FAIL: bench_cuda_seed_epoch"
+  cat "$OUT/bench-seed-epoch.txt" >>"$summary"
+  cat "$summary"
+  exit 0
+fi
 ./fp8kit bench gemm >"$OUT/bench-gemm.txt" 2>&1 || note "FAIL: bench gemm"
 cat "$OUT/bench-gemm.txt" >>"$summary"
 ./fp8kit bench quantize >"$OUT/bench-quantize.txt" 2>&1 || note "FAIL: bench quantize"

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -58,6 +59,39 @@ inline double relative_error(const std::vector<float>& y, const std::vector<doub
     norm += ref[i] * ref[i];
   }
   return std::sqrt(diff / norm);
+}
+
+// n normal(0, stddev) floats (never zeros: they hide unwritten outputs).
+inline std::vector<float> random_normal(size_t n, uint32_t seed, float stddev = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, stddev);
+  std::vector<float> x(n);
+  for (float& v : x) v = normal(rng);
+  return x;
+}
+
+// ||got - want|| / ||want|| in double (0 when both are zero).
+inline double relative_l2(const std::vector<float>& got, const std::vector<float>& want) {
+  double diff = 0.0, norm = 0.0;
+  for (size_t i = 0; i < got.size() && i < want.size(); ++i) {
+    diff += (static_cast<double>(got[i]) - want[i]) * (static_cast<double>(got[i]) - want[i]);
+    norm += static_cast<double>(want[i]) * want[i];
+  }
+  return norm == 0.0 ? std::sqrt(diff) : std::sqrt(diff / norm);
+}
+
+// Largest distance in units in the last place between same-sign finite floats (NaN anywhere: huge).
+inline int64_t max_ulp_difference(const std::vector<float>& got, const std::vector<float>& want) {
+  int64_t worst = 0;
+  for (size_t i = 0; i < got.size() && i < want.size(); ++i) {
+    if (std::isnan(got[i]) || std::isnan(want[i])) return std::numeric_limits<int64_t>::max();
+    const auto ordered = [](float f) {
+      const int32_t b = std::bit_cast<int32_t>(f);
+      return b < 0 ? int64_t{INT32_MIN} - b : int64_t{b};
+    };
+    worst = std::max(worst, std::abs(ordered(got[i]) - ordered(want[i])));
+  }
+  return worst;
 }
 
 }  // namespace fp8kit::cuda::testing

@@ -1,0 +1,87 @@
+// Times one epoch of the seed experiment's training on the GPU (625 steps of batch 32, random tokens
+// and labels, SeedClassifierCuda with its CUDA graph) per precision: CUDA events around the 625
+// replays, 1 warm-up epoch, median of 3 timed epochs. Prints seconds per epoch and the last loss.
+// Usage: bench_cuda_seed_epoch [steps per epoch, default 625]
+#include "models/seed_classifier_cuda.h"
+#include "ops/cuda/check.h"
+#include "ops/cuda/device.h"
+#include "ops/cuda/device_buffer.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <random>
+#include <vector>
+
+using namespace fp8kit;
+
+namespace {
+
+struct Run {
+  const char* name;
+  nn::Precision precision;
+  Fp8Recipe recipe;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    if (cuda::list_devices().empty()) {
+      std::fprintf(stderr, "error: no CUDA GPU\n");
+      return 1;
+    }
+    const int steps = argc > 1 ? std::atoi(argv[1]) : 625;
+    constexpr int kBatch = 32;
+    const models::SeedClassifierConfig config;
+    std::mt19937 rng(1);
+    std::vector<int32_t> tokens(static_cast<size_t>(steps) * kBatch * config.sequence_length);
+    std::vector<float> labels(static_cast<size_t>(steps) * kBatch);
+    for (int32_t& t : tokens) t = static_cast<int32_t>(rng() % config.vocabulary_size);
+    for (float& l : labels) l = static_cast<float>(rng() % 2);
+    cuda::DeviceBuffer<int32_t> d_tokens(tokens.size());
+    cuda::DeviceBuffer<float> d_labels(labels.size());
+    d_tokens.upload(tokens);
+    d_labels.upload(labels);
+
+    Fp8Recipe keras;
+    keras.lag = ScalingLag::Keras;
+    const Run runs[] = {{"fp32", nn::Precision::Fp32, {}},
+                        {"bf16", nn::Precision::Bf16, {}},
+                        {"fp8 (te lag)", nn::Precision::Fp8, {}},
+                        {"fp8 (keras lag)", nn::Precision::Fp8, keras}};
+    std::printf("%-16s %12s %12s %12s\n", "precision", "s/epoch", "us/step", "last loss");
+    for (const Run& run : runs) {
+      models::SeedClassifier cpu(config, 42);
+      cpu.set_precision(run.precision, run.recipe);
+      models::SeedClassifierCuda gpu(cpu, 42, kBatch);
+      cudaEvent_t start, stop;
+      FP8KIT_CUDA_CHECK(cudaEventCreate(&start));
+      FP8KIT_CUDA_CHECK(cudaEventCreate(&stop));
+      std::vector<float> seconds;
+      for (int epoch = 0; epoch < 4; ++epoch) {
+        FP8KIT_CUDA_CHECK(cudaDeviceSynchronize());
+        FP8KIT_CUDA_CHECK(cudaEventRecord(start, nullptr));
+        for (int s = 0; s < steps; ++s)
+          gpu.enqueue_train_step(d_tokens.data() + static_cast<size_t>(s) * kBatch * config.sequence_length,
+                                 d_labels.data() + static_cast<size_t>(s) * kBatch);
+        gpu.loss();  // waits for the stream
+        FP8KIT_CUDA_CHECK(cudaEventRecord(stop, nullptr));
+        FP8KIT_CUDA_CHECK(cudaEventSynchronize(stop));
+        float ms = 0.0f;
+        FP8KIT_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+        if (epoch > 0) seconds.push_back(ms / 1000.0f);
+      }
+      std::sort(seconds.begin(), seconds.end());
+      const float median = seconds[seconds.size() / 2];
+      std::printf("%-16s %12.4f %12.1f %12.5f\n", run.name, median, 1e6 * median / steps, gpu.loss());
+      cudaEventDestroy(start);
+      cudaEventDestroy(stop);
+    }
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+}

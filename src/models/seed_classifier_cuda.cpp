@@ -1,0 +1,502 @@
+// SeedClassifierCuda: the CPU model's forward/backward (models/seed_classifier.cpp) kernel by kernel.
+// Parameters, gradients and Adam moments each live in one device buffer (every parameter at a
+// 256-byte aligned offset), so Adam is one launch. Mixed bf16 rounds where the CPU rounds; GEMM
+// operands are laid out K-major for cuBLASLt (transposes/casts of tiny [32, 32] weights and of the
+// [tokens, 32] activations), FP8 operands come from quantize_fp8 with their transposed copies.
+#include "models/seed_classifier_cuda.h"
+
+#include "base/error.h"
+#include "ops/cuda/adam.h"
+#include "ops/cuda/attention.h"
+#include "ops/cuda/binary_crossentropy.h"
+#include "ops/cuda/convert.h"
+#include "ops/cuda/device_buffer.h"
+#include "ops/cuda/dropout.h"
+#include "ops/cuda/elementwise.h"
+#include "ops/cuda/embedding.h"
+#include "ops/cuda/gemm.h"
+#include "ops/cuda/layer_norm.h"
+#include "ops/cuda/mean_pool.h"
+#include "ops/cuda/quantize.h"
+#include "ops/cuda/scaling_update.h"
+
+#include <algorithm>
+#include <string>
+
+namespace fp8kit::models {
+
+using cuda::DeviceBuffer;
+using nn::Precision;
+
+namespace {
+
+// The CPU model's dropout site ids (seed_classifier.cpp), in its order.
+enum Site : uint32_t { kEmbeddingDropout, kAttentionProbs, kAttentionDropout, kFeedforwardDropout, kPoolDropout,
+                       kHeadDropout };
+
+// The parameters() order of SeedClassifier, by index.
+enum Param : int { kToken, kPosition, kQueryW, kQueryB, kKeyW, kKeyB, kValueW, kValueB, kAttnOutW, kAttnOutB,
+                   kNorm1G, kNorm1B, kInterW, kInterB, kOutW, kOutB, kNorm2G, kNorm2B, kDenseW, kDenseB, kDense1W,
+                   kDense1B, kParamCount };
+
+constexpr int64_t kAlign = 64;  // floats: 256 bytes
+
+int64_t align_up(int64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+// One Linear (y [rows, out] = act(x [rows, in] W [in, out] + b)) with its precision's GEMM operands.
+struct LinearCuda {
+  int64_t rows = 0, in = 0, out = 0;
+  bool relu = false;
+  Precision precision = Precision::Fp32;
+  float *w = nullptr, *b = nullptr, *dw = nullptr, *db = nullptr;  // in the model's parameter buffers
+  int scaling = 0;  // FP8: index of the inputs state; kernel = +1, outputs_grad = +2
+  const float* x = nullptr;  // the forward's input
+  DeviceBuffer<float> y, g, dx;                   // [rows, out], [rows, out], [rows, in]
+  DeviceBuffer<float> w_t, x_t, g_t;              // fp32: [out, in], [in, rows], [out, rows]
+  DeviceBuffer<uint16_t> xb, wb, w_tb, x_tb, gb, g_tb;  // bf16: as above, plus [rows, in], [in, out], [rows, out]
+  DeviceBuffer<uint8_t> xq, xq_t, wq, wq_t, gq, gq_t;  // fp8 codes: [rows, in], [in, rows], [in, out], [out, in], ...
+
+  void allocate() {
+    y = DeviceBuffer<float>(rows * out);
+    g = DeviceBuffer<float>(rows * out);
+    dx = DeviceBuffer<float>(rows * in);
+    switch (precision) {
+      case Precision::Fp32:
+        w_t = DeviceBuffer<float>(out * in);
+        x_t = DeviceBuffer<float>(in * rows);
+        g_t = DeviceBuffer<float>(out * rows);
+        break;
+      case Precision::Bf16:
+        xb = DeviceBuffer<uint16_t>(rows * in);
+        wb = DeviceBuffer<uint16_t>(in * out);
+        w_tb = DeviceBuffer<uint16_t>(out * in);
+        x_tb = DeviceBuffer<uint16_t>(in * rows);
+        gb = DeviceBuffer<uint16_t>(rows * out);
+        g_tb = DeviceBuffer<uint16_t>(out * rows);
+        break;
+      case Precision::Fp8:
+        xq = DeviceBuffer<uint8_t>(rows * in);
+        xq_t = DeviceBuffer<uint8_t>(in * rows);
+        wq = DeviceBuffer<uint8_t>(in * out);
+        wq_t = DeviceBuffer<uint8_t>(out * in);
+        gq = DeviceBuffer<uint8_t>(rows * out);
+        gq_t = DeviceBuffer<uint8_t>(out * rows);
+        break;
+    }
+  }
+};
+
+}  // namespace
+
+struct SeedClassifierCuda::Impl {
+  SeedClassifierConfig config;
+  uint64_t seed;
+  int64_t B, T, D, H;
+  Precision precision;
+  Fp8Recipe recipe;
+  optim::AdamOptions adam;
+  bool bf16;
+
+  cuda::Stream stream;
+  cuda::GemmContext gemms;
+  std::vector<int64_t> offsets;  // per parameter, into the buffers below
+  std::vector<int64_t> sizes;
+  int64_t total = 0;
+  DeviceBuffer<float> params, grads, adam_m, adam_v, adam_iterations;
+  DeviceBuffer<uint64_t> step_counter;
+  uint64_t host_step = 0;
+
+  // FP8 scaling state: 8 Linears x (inputs, kernel, outputs_grad).
+  cuda::ScalingBatch scaling{};
+  DeviceBuffer<float> amax_history, amax, scale, scale_inv, fp8_max;
+
+  LinearCuda query, key, value, attn_out, inter, ffn_out, dense, dense_1;
+
+  // Activations ([B, T, D] unless said otherwise) and gradients.
+  DeviceBuffer<int32_t> tokens;  // [B, T]
+  DeviceBuffer<float> labels;    // [B]
+  DeviceBuffer<float> x0, x0d, stats, context, attn_d, r1, x1, mean1, rstd1, f_d, r2, x2, mean2, rstd2;
+  DeviceBuffer<float> pooled, pooled_d, h2_d, probs, loss, dz;  // [B, D], [B, D], [B, 32], [B], [1], [B]
+  DeviceBuffer<float> d_h2, d_pooled, d_pooled_x, d_r2, d_f, d_x1, d_r1, d_attn, dq, dk, dv, d_x0a, d_x0, d_x0e;
+
+  cudaGraphExec_t graph = nullptr;
+
+  float* param(int i) { return params.data() + offsets[i]; }
+  float* grad(int i) { return grads.data() + offsets[i]; }
+
+  cuda::DropoutSite site(uint32_t id, bool training) const {
+    return {seed, step_counter.data(), id, config.dropout, training && config.dropout > 0.0f};
+  }
+
+  void setup_linear(LinearCuda& l, int w, int64_t rows, int64_t in, int64_t out, bool relu, int index) {
+    l.rows = rows;
+    l.in = in;
+    l.out = out;
+    l.relu = relu;
+    l.precision = precision;
+    l.w = param(w);
+    l.b = param(w + 1);
+    l.dw = grad(w);
+    l.db = grad(w + 1);
+    l.scaling = 3 * index;
+    l.allocate();
+  }
+
+  cudaStream_t s() const { return stream.get(); }
+
+  // FP8 quantization of x [rows, cols] with state `i`'s scale; amax recorded when training.
+  void quantize(int i, Fp8Format format, const float* x, int64_t rows, int64_t cols, uint8_t* q, uint8_t* q_t,
+                bool training) {
+    const bool keras = recipe.lag == ScalingLag::Keras;
+    cuda::QuantizeArgs a;
+    a.x = x;
+    a.x_type = DType::F32;
+    a.rows = rows;
+    a.cols = cols;
+    a.format = format;
+    a.scale = keras ? scale_inv.data() + i : scale.data() + i;
+    a.divide = keras;
+    a.q = q;
+    a.q_t = q_t;
+    a.amax = training ? amax.data() + i : nullptr;
+    cuda::quantize_fp8(a, s());
+  }
+
+  void gemm(int64_t m, int64_t n, int64_t k, const void* a, DType at, const void* b, DType bt, float* y,
+            const float* a_scale_inv = nullptr, const float* b_scale_inv = nullptr, bool fast = false) {
+    cuda::GemmArgs g;
+    g.m = m;
+    g.n = n;
+    g.k = k;
+    g.a = a;
+    g.a_type = at;
+    g.b = b;
+    g.b_type = bt;
+    g.y = y;
+    g.y_type = DType::F32;
+    g.a_scale_inv = a_scale_inv;
+    g.b_scale_inv = b_scale_inv;
+    g.fast_accumulation = fast;
+    gemms.gemm(g, s());
+  }
+
+  const float* linear_forward(LinearCuda& l, const float* x, bool training) {
+    l.x = x;
+    const int64_t M = l.rows, N = l.out, K = l.in;
+    switch (precision) {
+      case Precision::Fp32:
+        cuda::transpose(l.w, K, N, DType::F32, l.w_t.data(), s());
+        gemm(M, N, K, x, DType::F32, l.w_t.data(), DType::F32, l.y.data());
+        break;
+      case Precision::Bf16:
+        cuda::float_to_bf16(x, M * K, l.xb.data(), s());
+        cuda::transpose(l.w, K, N, DType::Bf16, l.w_tb.data(), s());
+        gemm(M, N, K, l.xb.data(), DType::Bf16, l.w_tb.data(), DType::Bf16, l.y.data());
+        break;
+      case Precision::Fp8: {
+        const Fp8Format f = recipe.forward_format;
+        quantize(l.scaling, f, x, M, K, l.xq.data(), l.xq_t.data(), training);
+        quantize(l.scaling + 1, f, l.w, K, N, l.wq.data(), l.wq_t.data(), training);
+        const DType t = f == Fp8Format::E4M3 ? DType::E4M3 : DType::E5M2;
+        gemm(M, N, K, l.xq.data(), t, l.wq_t.data(), t, l.y.data(), scale_inv.data() + l.scaling,
+             scale_inv.data() + l.scaling + 1, true);
+        break;
+      }
+    }
+    cuda::bias_activation(l.y.data(), l.b, M, N, l.relu, bf16, s());
+    return l.y.data();
+  }
+
+  const float* linear_backward(LinearCuda& l, const float* dy) {
+    const int64_t M = l.rows, N = l.out, K = l.in;
+    cuda::bias_backward(dy, l.y.data(), M, N, l.relu, l.g.data(), l.db, s());
+    switch (precision) {
+      case Precision::Fp32:
+        gemm(M, K, N, l.g.data(), DType::F32, l.w, DType::F32, l.dx.data());  // dx = g W^T
+        cuda::transpose(l.x, M, K, DType::F32, l.x_t.data(), s());
+        cuda::transpose(l.g.data(), M, N, DType::F32, l.g_t.data(), s());
+        gemm(K, N, M, l.x_t.data(), DType::F32, l.g_t.data(), DType::F32, l.dw);  // dW = x^T g
+        break;
+      case Precision::Bf16:
+        cuda::float_to_bf16(l.w, K * N, l.wb.data(), s());
+        cuda::float_to_bf16(l.g.data(), M * N, l.gb.data(), s());
+        gemm(M, K, N, l.gb.data(), DType::Bf16, l.wb.data(), DType::Bf16, l.dx.data());
+        cuda::transpose(l.x, M, K, DType::Bf16, l.x_tb.data(), s());
+        cuda::transpose(l.g.data(), M, N, DType::Bf16, l.g_tb.data(), s());
+        gemm(K, N, M, l.x_tb.data(), DType::Bf16, l.g_tb.data(), DType::Bf16, l.dw);
+        break;
+      case Precision::Fp8: {
+        const Fp8Format fb = recipe.backward_format, ff = recipe.forward_format;
+        quantize(l.scaling + 2, fb, l.g.data(), M, N, l.gq.data(), l.gq_t.data(), true);
+        const DType tb = fb == Fp8Format::E4M3 ? DType::E4M3 : DType::E5M2;
+        const DType tf = ff == Fp8Format::E4M3 ? DType::E4M3 : DType::E5M2;
+        const float* si = scale_inv.data() + l.scaling;
+        gemm(M, K, N, l.gq.data(), tb, l.wq.data(), tf, l.dx.data(), si + 2, si + 1);
+        gemm(K, N, M, l.xq_t.data(), tf, l.gq_t.data(), tb, l.dw, si, si + 2);
+        break;
+      }
+    }
+    return l.dx.data();
+  }
+
+  // The forward of SeedClassifier::forward; returns the logits [B].
+  const float* forward(bool training) {
+    const int64_t BTD = B * T * D;
+    cuda::embedding_forward({B, T, D, config.vocabulary_size}, tokens.data(), param(kToken), param(kPosition), bf16,
+                            x0.data(), s());
+    cuda::dropout_forward(site(kEmbeddingDropout, training), bf16, x0.data(), x0d.data(), BTD, s());
+    const float* q = linear_forward(query, x0d.data(), training);
+    const float* k = linear_forward(key, x0d.data(), training);
+    const float* v = linear_forward(value, x0d.data(), training);
+    cuda::causal_attention_forward({B, T, H, D / H}, q, k, v, site(kAttentionProbs, training), bf16, stats.data(),
+                                   context.data(), s());
+    const float* attn = linear_forward(attn_out, context.data(), training);
+    cuda::dropout_forward(site(kAttentionDropout, training), bf16, attn, attn_d.data(), BTD, s());
+    cuda::add(x0d.data(), attn_d.data(), bf16, r1.data(), BTD, s());
+    cuda::layer_norm_forward(B * T, D, 1e-5f, r1.data(), param(kNorm1G), param(kNorm1B), bf16, x1.data(),
+                             mean1.data(), rstd1.data(), s());
+    const float* h = linear_forward(inter, x1.data(), training);
+    const float* f = linear_forward(ffn_out, h, training);
+    cuda::dropout_forward(site(kFeedforwardDropout, training), bf16, f, f_d.data(), BTD, s());
+    cuda::add(x1.data(), f_d.data(), bf16, r2.data(), BTD, s());
+    cuda::layer_norm_forward(B * T, D, 1e-5f, r2.data(), param(kNorm2G), param(kNorm2B), bf16, x2.data(),
+                             mean2.data(), rstd2.data(), s());
+    cuda::mean_pool_forward(x2.data(), B, T, D, bf16, pooled.data(), s());
+    cuda::dropout_forward(site(kPoolDropout, training), bf16, pooled.data(), pooled_d.data(), B * D, s());
+    const float* h2 = linear_forward(dense, pooled_d.data(), training);
+    cuda::dropout_forward(site(kHeadDropout, training), bf16, h2, h2_d.data(), B * dense.out, s());
+    return linear_forward(dense_1, h2_d.data(), training);
+  }
+
+  void forward_backward() {
+    const int64_t BTD = B * T * D;
+    if (precision == Precision::Fp8) amax.fill_bytes(0, s());
+    const float* z = forward(true);
+    cuda::sigmoid_binary_crossentropy(z, labels.data(), B, bf16, probs.data(), loss.data(), dz.data(), s());
+    const float* d_h2d = linear_backward(dense_1, dz.data());
+    cuda::dropout_backward(site(kHeadDropout, true), bf16, d_h2d, d_h2.data(), B * dense.out, s());
+    const float* d_pooled_d = linear_backward(dense, d_h2.data());
+    cuda::dropout_backward(site(kPoolDropout, true), bf16, d_pooled_d, d_pooled.data(), B * D, s());
+    cuda::mean_pool_backward(d_pooled.data(), B, T, D, d_pooled_x.data(), s());
+    cuda::layer_norm_backward(B * T, D, r2.data(), param(kNorm2G), mean2.data(), rstd2.data(), d_pooled_x.data(),
+                              d_r2.data(), grad(kNorm2G), grad(kNorm2B), s());
+    cuda::dropout_backward(site(kFeedforwardDropout, true), bf16, d_r2.data(), d_f.data(), BTD, s());
+    const float* d_h = linear_backward(ffn_out, d_f.data());
+    const float* d_x1_ffn = linear_backward(inter, d_h);
+    cuda::add(d_r2.data(), d_x1_ffn, false, d_x1.data(), BTD, s());
+    cuda::layer_norm_backward(B * T, D, r1.data(), param(kNorm1G), mean1.data(), rstd1.data(), d_x1.data(),
+                              d_r1.data(), grad(kNorm1G), grad(kNorm1B), s());
+    cuda::dropout_backward(site(kAttentionDropout, true), bf16, d_r1.data(), d_attn.data(), BTD, s());
+    const float* d_context = linear_backward(attn_out, d_attn.data());
+    cuda::causal_attention_backward({B, T, H, D / H}, query.y.data(), key.y.data(), value.y.data(), stats.data(),
+                                    site(kAttentionProbs, true), bf16, d_context, dq.data(), dk.data(), dv.data(),
+                                    s());
+    const float* dxq = linear_backward(query, dq.data());
+    const float* dxk = linear_backward(key, dk.data());
+    const float* dxv = linear_backward(value, dv.data());
+    cuda::add3(dxq, dxk, dxv, d_x0a.data(), BTD, s());
+    cuda::add(d_r1.data(), d_x0a.data(), false, d_x0.data(), BTD, s());
+    cuda::dropout_backward(site(kEmbeddingDropout, true), bf16, d_x0.data(), d_x0e.data(), BTD, s());
+    cuda::embedding_backward({B, T, D, config.vocabulary_size}, tokens.data(), d_x0e.data(), grad(kToken),
+                             grad(kPosition), s());
+    if (precision == Precision::Fp8) cuda::update_scaling(scaling, recipe, s());
+  }
+
+  void update() {
+    cuda::adam_step(adam, adam_iterations.data(), params.data(), grads.data(), adam_m.data(), adam_v.data(), total,
+                    s());
+    cuda::advance_counter(step_counter.data(), s());
+  }
+
+  void upload_batch(std::span<const int32_t> host_tokens, std::span<const float> host_labels) {
+    FP8KIT_CHECK(static_cast<int64_t>(host_tokens.size()) == B * T, "token batch has {} ids, expected {} x {}",
+                 host_tokens.size(), B, T);
+    FP8KIT_CHECK(static_cast<int64_t>(host_labels.size()) == B, "{} labels for a batch of {}", host_labels.size(), B);
+    for (size_t i = 0; i < host_tokens.size(); ++i)
+      FP8KIT_CHECK(host_tokens[i] >= 0 && host_tokens[i] < config.vocabulary_size,
+                   "token id {} at position {} is outside the vocabulary [0, {})", host_tokens[i], i,
+                   config.vocabulary_size);
+    tokens.upload(host_tokens, s());
+    labels.upload(host_labels, s());
+  }
+
+  float read_loss() const {
+    float value = 0.0f;
+    FP8KIT_CUDA_CHECK(cudaMemcpyAsync(&value, loss.data(), sizeof(float), cudaMemcpyDeviceToHost, s()));
+    FP8KIT_CUDA_CHECK(cudaStreamSynchronize(s()));
+    return value;
+  }
+
+  void launch_graph() {
+    if (graph == nullptr) {
+      cudaGraph_t captured = nullptr;
+      FP8KIT_CUDA_CHECK(cudaStreamBeginCapture(s(), cudaStreamCaptureModeThreadLocal));
+      try {
+        forward_backward();
+        update();
+      } catch (...) {
+        cudaStreamEndCapture(s(), &captured);
+        if (captured != nullptr) cudaGraphDestroy(captured);
+        throw;
+      }
+      FP8KIT_CUDA_CHECK(cudaStreamEndCapture(s(), &captured));
+      const cudaError_t status = cudaGraphInstantiate(&graph, captured, 0);
+      cudaGraphDestroy(captured);
+      FP8KIT_CUDA_CHECK(status);
+    }
+    FP8KIT_CUDA_CHECK(cudaGraphLaunch(graph, s()));
+    ++host_step;
+  }
+};
+
+SeedClassifierCuda::SeedClassifierCuda(SeedClassifier& cpu, uint64_t seed, int batch, optim::AdamOptions adam)
+    : impl_(std::make_unique<Impl>()) {
+  Impl& m = *impl_;
+  FP8KIT_CHECK(batch > 0 && batch <= 1024, "batch {} must be in [1, 1024]", batch);
+  m.config = cpu.config();
+  m.seed = seed;
+  m.B = batch;
+  m.T = m.config.sequence_length;
+  m.D = m.config.hidden_dim;
+  m.H = m.config.num_heads;
+  m.precision = cpu.precision();
+  m.recipe = cpu.recipe();
+  m.adam = adam;
+  m.bf16 = m.precision != Precision::Fp32;
+  FP8KIT_CHECK(m.config.intermediate_dim == m.D, "the GPU seed model needs intermediate_dim == hidden_dim");
+  FP8KIT_CHECK(m.precision != Precision::Fp8 || m.recipe.mode == ScalingMode::Delayed,
+               "the GPU seed model supports delayed FP8 scaling only (te or keras lag), not current scaling");
+
+  const std::vector<nn::Parameter*> ps = cpu.parameters();
+  FP8KIT_CHECK(ps.size() == kParamCount, "the seed model has {} parameters, the GPU twin expects {}", ps.size(),
+               static_cast<int>(kParamCount));
+  std::vector<float> host;
+  for (const nn::Parameter* p : ps) {
+    m.offsets.push_back(m.total);
+    m.sizes.push_back(p->numel());
+    host.resize(static_cast<size_t>(m.total), 0.0f);
+    host.insert(host.end(), p->value.begin(), p->value.end());
+    m.total = align_up(m.total + p->numel());
+  }
+  host.resize(static_cast<size_t>(m.total), 0.0f);
+  m.params = DeviceBuffer<float>(m.total);
+  m.params.upload(host, m.s());
+  for (auto* b : {&m.grads, &m.adam_m, &m.adam_v}) {
+    *b = DeviceBuffer<float>(m.total);
+    b->fill_bytes(0, m.s());
+  }
+  m.adam_iterations = DeviceBuffer<float>(1);
+  m.adam_iterations.fill_bytes(0, m.s());
+  m.step_counter = DeviceBuffer<uint64_t>(1);
+  m.step_counter.fill_bytes(0, m.s());
+
+  const int64_t B = m.B, T = m.T, D = m.D, BT = B * T;
+  m.setup_linear(m.query, kQueryW, BT, D, D, false, 0);
+  m.setup_linear(m.key, kKeyW, BT, D, D, false, 1);
+  m.setup_linear(m.value, kValueW, BT, D, D, false, 2);
+  m.setup_linear(m.attn_out, kAttnOutW, BT, D, D, false, 3);
+  m.setup_linear(m.inter, kInterW, BT, D, m.config.intermediate_dim, true, 4);
+  m.setup_linear(m.ffn_out, kOutW, BT, m.config.intermediate_dim, D, false, 5);
+  m.setup_linear(m.dense, kDenseW, B, D, m.config.intermediate_dim, true, 6);
+  m.setup_linear(m.dense_1, kDense1W, B, m.config.intermediate_dim, 1, false, 7);
+
+  if (m.precision == Precision::Fp8) {
+    constexpr int64_t kStates = 24;
+    const int64_t L = static_cast<int64_t>(m.recipe.amax_history_length);
+    m.amax_history = DeviceBuffer<float>(kStates * L);
+    m.amax_history.fill_bytes(0, m.s());
+    m.amax = DeviceBuffer<float>(kStates);
+    m.amax.fill_bytes(0, m.s());
+    std::vector<float> ones(kStates, 1.0f), maxes(kStates);
+    for (int64_t i = 0; i < kStates; ++i)
+      maxes[i] = fp8kit::fp8_max(i % 3 == 2 ? m.recipe.backward_format : m.recipe.forward_format);
+    m.scale = DeviceBuffer<float>(kStates);
+    m.scale.upload(ones, m.s());
+    m.scale_inv = DeviceBuffer<float>(kStates);
+    m.scale_inv.upload(ones, m.s());
+    m.fp8_max = DeviceBuffer<float>(kStates);
+    m.fp8_max.upload(maxes, m.s());
+    m.scaling = {kStates, L, m.amax_history.data(), m.amax.data(), m.scale.data(), m.scale_inv.data(),
+                 m.fp8_max.data()};
+  }
+
+  m.tokens = DeviceBuffer<int32_t>(BT);
+  m.labels = DeviceBuffer<float>(B);
+  for (auto* b : {&m.x0, &m.x0d, &m.context, &m.attn_d, &m.r1, &m.x1, &m.f_d, &m.r2, &m.x2, &m.d_pooled_x, &m.d_r2,
+                  &m.d_f, &m.d_x1, &m.d_r1, &m.d_attn, &m.dq, &m.dk, &m.dv, &m.d_x0a, &m.d_x0, &m.d_x0e})
+    *b = DeviceBuffer<float>(BT * D);
+  m.stats = DeviceBuffer<float>(B * m.H * T * 2);
+  for (auto* b : {&m.mean1, &m.rstd1, &m.mean2, &m.rstd2}) *b = DeviceBuffer<float>(BT);
+  for (auto* b : {&m.pooled, &m.pooled_d, &m.d_pooled}) *b = DeviceBuffer<float>(B * D);
+  for (auto* b : {&m.h2_d, &m.d_h2}) *b = DeviceBuffer<float>(B * m.config.intermediate_dim);
+  for (auto* b : {&m.probs, &m.dz}) *b = DeviceBuffer<float>(B);
+  m.loss = DeviceBuffer<float>(1);
+  m.stream.synchronize();
+}
+
+SeedClassifierCuda::~SeedClassifierCuda() {
+  if (impl_ && impl_->graph != nullptr) cudaGraphExecDestroy(impl_->graph);
+}
+
+int SeedClassifierCuda::batch() const { return static_cast<int>(impl_->B); }
+
+void SeedClassifierCuda::set_step(uint64_t step) {
+  impl_->step_counter.upload(std::span<const uint64_t>(&step, 1), impl_->s());
+  impl_->host_step = step;
+}
+
+uint64_t SeedClassifierCuda::step() const { return impl_->host_step; }
+
+float SeedClassifierCuda::forward_backward(std::span<const int32_t> tokens, std::span<const float> labels) {
+  Impl& m = *impl_;
+  m.upload_batch(tokens, labels);
+  m.forward_backward();
+  return m.read_loss();
+}
+
+void SeedClassifierCuda::update() {
+  impl_->update();
+  ++impl_->host_step;
+  impl_->stream.synchronize();
+}
+
+float SeedClassifierCuda::train_step(std::span<const int32_t> tokens, std::span<const float> labels) {
+  Impl& m = *impl_;
+  m.upload_batch(tokens, labels);
+  m.launch_graph();
+  return m.read_loss();
+}
+
+void SeedClassifierCuda::enqueue_train_step(const int32_t* device_tokens, const float* device_labels) {
+  Impl& m = *impl_;
+  FP8KIT_CUDA_CHECK(cudaMemcpyAsync(m.tokens.data(), device_tokens, m.tokens.bytes(), cudaMemcpyDeviceToDevice, m.s()));
+  FP8KIT_CUDA_CHECK(cudaMemcpyAsync(m.labels.data(), device_labels, m.labels.bytes(), cudaMemcpyDeviceToDevice, m.s()));
+  m.launch_graph();
+}
+
+float SeedClassifierCuda::loss() const { return impl_->read_loss(); }
+
+std::vector<float> SeedClassifierCuda::predict(std::span<const int32_t> tokens) {
+  Impl& m = *impl_;
+  const std::vector<float> no_labels(static_cast<size_t>(m.B), 0.0f);
+  m.upload_batch(tokens, no_labels);
+  const float* z = m.forward(false);
+  cuda::sigmoid_binary_crossentropy(z, nullptr, m.B, m.bf16, m.probs.data(), nullptr, nullptr, m.s());
+  return m.probs.to_host(m.s());
+}
+
+void SeedClassifierCuda::copy_to(SeedClassifier& cpu) const {
+  const Impl& m = *impl_;
+  const std::vector<float> values = m.params.to_host(m.s()), grads = m.grads.to_host(m.s());
+  const std::vector<nn::Parameter*> ps = cpu.parameters();
+  FP8KIT_CHECK(ps.size() == m.offsets.size(), "copy_to: the CPU model has {} parameters, expected {}", ps.size(),
+               m.offsets.size());
+  for (size_t i = 0; i < ps.size(); ++i) {
+    FP8KIT_CHECK(ps[i]->numel() == m.sizes[i], "copy_to: parameter {} has {} values, expected {}", ps[i]->name,
+                 ps[i]->numel(), m.sizes[i]);
+    std::copy_n(values.begin() + m.offsets[i], m.sizes[i], ps[i]->value.begin());
+    std::copy_n(grads.begin() + m.offsets[i], m.sizes[i], ps[i]->grad.begin());
+  }
+}
+
+}  // namespace fp8kit::models

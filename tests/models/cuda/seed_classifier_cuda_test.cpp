@@ -1,0 +1,146 @@
+// The GPU training step against the CPU model (llm.c's habit): the same weights, batch and dropout
+// step, one eager step (loss, every gradient, the Adam update) and then two graph-replayed steps,
+// for fp32, bf16 and FP8 (te and keras lags). Errors are relative L2 over all parameters together.
+// Tolerances: fp32 differs only by summation order (cuBLASLt vs OpenBLAS, atomics): gradients 1e-4.
+// bf16 and FP8 amplify those differences where a value crosses a bf16 / FP8 rounding boundary (a
+// bf16 ulp is 2^-8, an E4M3 step 2^-3, an E5M2 step 2^-2 relative), so their gradients agree to a few
+// 1e-3 (bf16) and 1e-2 (FP8). Adam's first updates are ~lr * sign(g), so a gradient near 0 that flips
+// sign moves a weight by 2 lr: updates are compared with the same bounds times 10.
+#include "models/seed_classifier_cuda.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "base/error.h"
+#include "models/seed_classifier.h"
+#include "ops/cuda/gpu_test.h"
+#include "optim/adam.h"
+
+namespace fp8kit::models {
+namespace {
+
+std::vector<float> flat(const std::vector<nn::Parameter*>& ps, bool grads) {
+  std::vector<float> out;
+  for (const nn::Parameter* p : ps) out.insert(out.end(), (grads ? p->grad : p->value).begin(), (grads ? p->grad : p->value).end());
+  return out;
+}
+
+std::vector<float> minus(const std::vector<float>& a, const std::vector<float>& b) {
+  std::vector<float> d(a.size());
+  for (size_t i = 0; i < a.size(); ++i) d[i] = a[i] - b[i];
+  return d;
+}
+
+struct Case {
+  std::string name;
+  nn::Precision precision;
+  Fp8Recipe recipe;
+  double loss, grads;
+};
+
+class SeedClassifierCudaTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(SeedClassifierCudaTest, StepsMatchTheCpuModel) {
+  FP8KIT_REQUIRE_GPU();
+  const Case& c = GetParam();
+  constexpr int kBatch = 32;
+  constexpr uint64_t kSeed = 11;
+  const SeedClassifierConfig config;
+  SeedClassifier cpu(config, kSeed), mirror(config, kSeed);
+  cpu.set_precision(c.precision, c.recipe);
+  mirror.set_precision(c.precision, c.recipe);
+  SeedClassifierCuda gpu(cpu, kSeed, kBatch);
+
+  std::mt19937 rng(5);
+  auto batch = [&](std::vector<int32_t>& tokens, std::vector<float>& labels) {
+    tokens.resize(kBatch * config.sequence_length);
+    labels.resize(kBatch);
+    for (int32_t& t : tokens) t = rng() % 4 == 0 ? 0 : static_cast<int32_t>(rng() % config.vocabulary_size);
+    for (float& l : labels) l = static_cast<float>(rng() % 2);
+  };
+  std::vector<int32_t> tokens;
+  std::vector<float> labels;
+  batch(tokens, labels);
+
+  // Evaluation forward.
+  const auto cpu_probs = cpu.forward(tokens, kBatch, false, 0);
+  EXPECT_LT(cuda::testing::relative_l2(gpu.predict(tokens), std::vector<float>(cpu_probs.begin(), cpu_probs.end())),
+            c.grads)
+      << "predict";
+
+  // Step 0, eager: loss and gradients, then the update.
+  const std::vector<float> w0 = flat(cpu.parameters(), false);
+  optim::Adam adam(cpu.parameters());
+  cpu.forward(tokens, kBatch, true, 0);
+  const float cpu_loss = cpu.backward(labels);
+  const float gpu_loss = gpu.forward_backward(tokens, labels);
+  gpu.copy_to(mirror);
+  const double e_loss = std::abs(gpu_loss - cpu_loss) / std::abs(cpu_loss);
+  const double e_grads = cuda::testing::relative_l2(flat(mirror.parameters(), true), flat(cpu.parameters(), true));
+  std::printf("%s step 0: loss cpu %.7f gpu %.7f, measured error loss %.2e gradients %.2e\n", c.name.c_str(), cpu_loss,
+              gpu_loss, e_loss, e_grads);
+  for (size_t i = 0; i < cpu.parameters().size(); ++i) {
+    const double e = cuda::testing::relative_l2(mirror.parameters()[i]->grad, cpu.parameters()[i]->grad);
+    if (e > c.grads) std::printf("  %s gradient error %.2e\n", cpu.parameters()[i]->name.c_str(), e);
+  }
+  EXPECT_LT(e_loss, c.loss);
+  EXPECT_LT(e_grads, c.grads);
+  adam.step();
+  gpu.update();
+  gpu.copy_to(mirror);
+  const double e_update = cuda::testing::relative_l2(minus(flat(mirror.parameters(), false), w0),
+                                                     minus(flat(cpu.parameters(), false), w0));
+  std::printf("%s step 0: measured error update %.2e\n", c.name.c_str(), e_update);
+  EXPECT_LT(e_update, 10 * c.grads);
+
+  // Steps 1 and 2 from the graph (captured at the first call), new batches and dropout masks.
+  for (uint64_t step = 1; step <= 2; ++step) {
+    batch(tokens, labels);
+    cpu.forward(tokens, kBatch, true, step);
+    const float want = cpu.backward(labels);
+    adam.step();
+    const float got = gpu.train_step(tokens, labels);
+    std::printf("%s step %lu: loss cpu %.7f gpu %.7f\n", c.name.c_str(), static_cast<unsigned long>(step), want, got);
+    EXPECT_LT(std::abs(got - want) / std::abs(want), 10 * c.loss) << "step " << step;
+  }
+  EXPECT_EQ(gpu.step(), 3u);
+  gpu.copy_to(mirror);
+  const double e_weights = cuda::testing::relative_l2(minus(flat(mirror.parameters(), false), w0),
+                                                      minus(flat(cpu.parameters(), false), w0));
+  std::printf("%s step 2: measured error of the weights' change %.2e\n", c.name.c_str(), e_weights);
+  EXPECT_LT(e_weights, 10 * c.grads);
+}
+
+Fp8Recipe keras_lag() {
+  Fp8Recipe r;
+  r.lag = ScalingLag::Keras;
+  return r;
+}
+
+INSTANTIATE_TEST_SUITE_P(Precisions, SeedClassifierCudaTest,
+                         ::testing::Values(Case{"fp32", nn::Precision::Fp32, {}, 1e-5, 1e-4},
+                                           Case{"bf16", nn::Precision::Bf16, {}, 1e-3, 3e-2},
+                                           Case{"fp8_te", nn::Precision::Fp8, {}, 1e-2, 1e-1},
+                                           Case{"fp8_keras", nn::Precision::Fp8, keras_lag(), 1e-2, 1e-1}),
+                         [](const auto& info) { return info.param.name; });
+
+TEST(SeedClassifierCuda, RejectsBadInput) {
+  FP8KIT_REQUIRE_GPU();
+  SeedClassifier cpu(SeedClassifierConfig{}, 1);
+  SeedClassifierCuda gpu(cpu, 1, 2);
+  std::vector<int32_t> tokens(2 * 200, 0);
+  EXPECT_THROW(gpu.forward_backward(tokens, std::vector<float>(3)), Error);
+  tokens[5] = 20000;
+  EXPECT_THROW(gpu.forward_backward(tokens, std::vector<float>(2)), Error);
+  Fp8Recipe current;
+  current.mode = ScalingMode::Current;
+  cpu.set_precision(nn::Precision::Fp8, current);
+  EXPECT_THROW(SeedClassifierCuda(cpu, 1, 2).batch(), Error);
+}
+
+}  // namespace
+}  // namespace fp8kit::models

@@ -1,0 +1,66 @@
+// GPU mean pooling and sigmoid + BCE against nn::mean_pool_* and nn/binary_crossentropy.h. Mean
+// pooling sums in the CPU's order: bit for bit. The sigmoid and log use CUDA's expf/logf (within 2
+// ulp of glibc's): probabilities and gradients within 1e-6 relative.
+#include "ops/cuda/mean_pool.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "nn/binary_crossentropy.h"
+#include "nn/mean_pool.h"
+#include "ops/cuda/binary_crossentropy.h"
+#include "ops/cuda/device_buffer.h"
+#include "ops/cuda/gpu_test.h"
+
+namespace fp8kit::cuda {
+namespace {
+
+TEST(CudaMeanPool, MatchesTheCpuBitForBit) {
+  FP8KIT_REQUIRE_GPU();
+  struct Case {
+    int64_t batch, seq, dim;
+  };
+  for (const Case c : {Case{32, 200, 32}, Case{3, 7, 5}, Case{1, 1, 1}}) {
+    const std::vector<float> x = testing::random_normal(c.batch * c.seq * c.dim, 1),
+                             dout = testing::random_normal(c.batch * c.dim, 2);
+    DeviceBuffer<float> d_x(x.size()), d_out(dout.size()), d_dout(dout.size()), d_dx(x.size());
+    d_x.upload(x);
+    d_dout.upload(dout);
+    std::vector<float> out(dout.size()), dx(x.size());
+    for (bool bf16 : {false, true}) {
+      nn::mean_pool_forward(x, c.batch, c.seq, c.dim, bf16, out);
+      mean_pool_forward(d_x.data(), c.batch, c.seq, c.dim, bf16, d_out.data(), nullptr);
+      EXPECT_EQ(testing::max_ulp_difference(d_out.to_host(), out), 0);
+    }
+    nn::mean_pool_backward(dout, c.batch, c.seq, c.dim, dx);
+    mean_pool_backward(d_dout.data(), c.batch, c.seq, c.dim, d_dx.data(), nullptr);
+    EXPECT_EQ(testing::max_ulp_difference(d_dx.to_host(), dx), 0);
+  }
+}
+
+TEST(CudaBinaryCrossentropy, MatchesTheCpu) {
+  FP8KIT_REQUIRE_GPU();
+  for (int64_t batch : {1, 32, 1000}) {
+    std::vector<float> z = testing::random_normal(batch, 5, 4.0f), labels(batch);
+    for (int64_t i = 0; i < batch; ++i) labels[i] = static_cast<float>(i % 2);
+    if (batch > 2) z[0] = 40.0f, z[1] = -40.0f;  // clipped on both sides
+    DeviceBuffer<float> d_z(batch), d_labels(batch), d_probs(batch), d_loss(1), d_dz(batch);
+    d_z.upload(z);
+    d_labels.upload(labels);
+    for (bool bf16 : {false, true}) {
+      std::vector<float> p(batch), dz(batch);
+      nn::sigmoid(z, bf16, p);
+      const float loss = nn::binary_crossentropy(p, labels);
+      nn::binary_crossentropy_sigmoid_backward(p, labels, dz);
+      sigmoid_binary_crossentropy(d_z.data(), d_labels.data(), batch, bf16, d_probs.data(), d_loss.data(),
+                                  d_dz.data(), nullptr);
+      EXPECT_LT(testing::relative_l2(d_probs.to_host(), p), bf16 ? 4e-3 : 1e-6);
+      EXPECT_NEAR(d_loss.to_host()[0], loss, 1e-5 * std::abs(loss) + 1e-6) << "batch " << batch;
+      EXPECT_LT(testing::relative_l2(d_dz.to_host(), dz), bf16 ? 4e-3 : 1e-5);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace fp8kit::cuda
