@@ -213,7 +213,7 @@ void setup(CLI::App& app) {
 }
 
 const bool registered =
-    register_command({"train", "train the seed IMDB classifier (fp32, bf16, fp8; --compare)", setup});
+    register_command({"train", "Train the seed IMDB classifier (fp32, bf16, fp8; --compare)", setup});
 
 }  // namespace
 }  // namespace fp8kit::cli

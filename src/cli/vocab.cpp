@@ -91,7 +91,7 @@ void setup(CLI::App& app) {
   app.callback([o] { run(*o); });
 }
 
-const bool registered = register_command({"vocab", "learn a WordPiece vocabulary (vocab.txt) from IMDB or a class-folder dataset", setup});
+const bool registered = register_command({"vocab", "Learn a WordPiece vocabulary (vocab.txt) from IMDB or a class-folder dataset", setup});
 
 }  // namespace
 }  // namespace fp8kit::cli

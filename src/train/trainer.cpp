@@ -3,6 +3,7 @@
 #include "train/trainer.h"
 
 #include "base/error.h"
+#include "base/version.h"
 #include "data/batcher.h"
 #include "io/checkpoint.h"
 #include "numerics/format.h"
@@ -20,8 +21,6 @@
 namespace fp8kit::train {
 
 namespace {
-
-constexpr std::string_view kFp8kitVersion = "0.1.0";  // as `fp8kit --version`
 
 std::string recipe_text(const TrainOptions& options) {
   if (options.precision != nn::Precision::Fp8) return "none";
@@ -237,7 +236,7 @@ TrainResult train(const TrainOptions& options, const TokenDataset& train_data, c
       metadata["epoch"] = std::to_string(epoch + 1);
       metadata["step"] = std::to_string(adam.iterations());
       metadata["data_order"] = "data::epoch_order(train_examples, seed, epoch), batches of batch_size in order";
-      metadata["fp8kit_version"] = kFp8kitVersion;
+      metadata["fp8kit_version"] = kVersion;
       std::filesystem::create_directories(options.out);
       io::save_checkpoint(checkpoint, checkpoint_entries(model, adam), metadata);
       result.checkpoint = checkpoint;
