@@ -62,6 +62,12 @@ if [ "$mode" = model ]; then
   grep -o "measured error.*\|[a-z0-9_]* step [0-9]:.*\|attention .*measured.*" "$OUT/gpu-tests.log" | sort -u >"$OUT/model-errors.txt"
   ./bench/bench_cuda_seed_epoch >"$OUT/bench-seed-epoch.txt" 2>&1 || note "FAIL: bench_cuda_seed_epoch"
   cat "$OUT/bench-seed-epoch.txt" >>"$summary"
+  # Per-kernel GPU times of one step (4 replays of a 1-step epoch), for finding the slow kernels.
+  ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+  for p in bf16 fp8; do
+    timeout 120 "${ncu:-ncu}" --clock-control none --metrics gpu__time_duration.sum --print-summary per-kernel \
+      ./bench/bench_cuda_seed_epoch 1 $p >"$OUT/ncu-$p.txt" 2>&1 || note "ncu $p: failed or timed out (ncu-$p.txt)"
+  done
   cat "$summary"
   exit 0
 fi

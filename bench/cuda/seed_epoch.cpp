@@ -1,7 +1,7 @@
 // Times one epoch of the seed experiment's training on the GPU (625 steps of batch 32, random tokens
 // and labels, SeedClassifierCuda with its CUDA graph) per precision: CUDA events around the 625
 // replays, 1 warm-up epoch, median of 3 timed epochs. Prints seconds per epoch and the last loss.
-// Usage: bench_cuda_seed_epoch [steps per epoch, default 625]
+// Usage: bench_cuda_seed_epoch [steps per epoch, default 625] [precision prefix, e.g. "fp8", default all]
 #include "models/seed_classifier_cuda.h"
 #include "ops/cuda/check.h"
 #include "ops/cuda/device.h"
@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <exception>
 #include <random>
+#include <string>
 #include <vector>
 
 using namespace fp8kit;
@@ -33,6 +34,11 @@ int main(int argc, char** argv) {
       return 1;
     }
     const int steps = argc > 1 ? std::atoi(argv[1]) : 625;
+    const std::string only = argc > 2 ? argv[2] : "";
+    if (steps <= 0) {
+      std::fprintf(stderr, "error: steps per epoch must be positive\n");
+      return 2;
+    }
     constexpr int kBatch = 32;
     const models::SeedClassifierConfig config;
     std::mt19937 rng(1);
@@ -53,6 +59,7 @@ int main(int argc, char** argv) {
                         {"fp8 (keras lag)", nn::Precision::Fp8, keras}};
     std::printf("%-16s %12s %12s %12s\n", "precision", "s/epoch", "us/step", "last loss");
     for (const Run& run : runs) {
+      if (std::string(run.name).rfind(only, 0) != 0) continue;
       models::SeedClassifier cpu(config, 42);
       cpu.set_precision(run.precision, run.recipe);
       models::SeedClassifierCuda gpu(cpu, 42, kBatch);

@@ -109,6 +109,10 @@ struct SeedClassifierCuda::Impl {
   // FP8 scaling state: 8 Linears x (inputs, kernel, outputs_grad).
   cuda::ScalingBatch scaling{};
   DeviceBuffer<float> amax_history, amax, scale, scale_inv, fp8_max;
+  // scale_inv[i] at gemm_scale_inv[4 i]: cuBLASLt wants 16-byte aligned scale pointers (else the
+  // GEMM wrapper adds a copy per operand).
+  DeviceBuffer<float> gemm_scale_inv;
+  const float* gemm_scale(int i) const { return gemm_scale_inv.data() + 4 * i; }
 
   LinearCuda query, key, value, attn_out, inter, ffn_out, dense, dense_1;
 
@@ -198,8 +202,8 @@ struct SeedClassifierCuda::Impl {
         quantize(l.scaling, f, x, M, K, l.xq.data(), l.xq_t.data(), training);
         quantize(l.scaling + 1, f, l.w, K, N, l.wq.data(), l.wq_t.data(), training);
         const DType t = f == Fp8Format::E4M3 ? DType::E4M3 : DType::E5M2;
-        gemm(M, N, K, l.xq.data(), t, l.wq_t.data(), t, l.y.data(), scale_inv.data() + l.scaling,
-             scale_inv.data() + l.scaling + 1, true);
+        gemm(M, N, K, l.xq.data(), t, l.wq_t.data(), t, l.y.data(), gemm_scale(l.scaling), gemm_scale(l.scaling + 1),
+             true);
         break;
       }
     }
@@ -230,9 +234,9 @@ struct SeedClassifierCuda::Impl {
         quantize(l.scaling + 2, fb, l.g.data(), M, N, l.gq.data(), l.gq_t.data(), true);
         const DType tb = fb == Fp8Format::E4M3 ? DType::E4M3 : DType::E5M2;
         const DType tf = ff == Fp8Format::E4M3 ? DType::E4M3 : DType::E5M2;
-        const float* si = scale_inv.data() + l.scaling;
-        gemm(M, K, N, l.gq.data(), tb, l.wq.data(), tf, l.dx.data(), si + 2, si + 1);
-        gemm(K, N, M, l.xq_t.data(), tf, l.gq_t.data(), tb, l.dw, si, si + 2);
+        const int i = l.scaling;
+        gemm(M, K, N, l.gq.data(), tb, l.wq.data(), tf, l.dx.data(), gemm_scale(i + 2), gemm_scale(i + 1));
+        gemm(K, N, M, l.xq_t.data(), tf, l.gq_t.data(), tb, l.dw, gemm_scale(i), gemm_scale(i + 2));
         break;
       }
     }
@@ -299,7 +303,10 @@ struct SeedClassifierCuda::Impl {
     cuda::dropout_backward(site(kEmbeddingDropout, true), bf16, d_x0.data(), d_x0e.data(), BTD, s());
     cuda::embedding_backward({B, T, D, config.vocabulary_size}, tokens.data(), d_x0e.data(), grad(kToken),
                              grad(kPosition), s());
-    if (precision == Precision::Fp8) cuda::update_scaling(scaling, recipe, s());
+    if (precision == Precision::Fp8) {
+      cuda::update_scaling(scaling, recipe, s());
+      cuda::spread(scale_inv.data(), scaling.count, 4, gemm_scale_inv.data(), s());
+    }
   }
 
   void update() {
@@ -418,6 +425,9 @@ SeedClassifierCuda::SeedClassifierCuda(SeedClassifier& cpu, uint64_t seed, int b
     m.fp8_max.upload(maxes, m.s());
     m.scaling = {kStates, L, m.amax_history.data(), m.amax.data(), m.scale.data(), m.scale_inv.data(),
                  m.fp8_max.data()};
+    m.gemm_scale_inv = DeviceBuffer<float>(4 * kStates);
+    m.gemm_scale_inv.fill_bytes(0, m.s());
+    cuda::spread(m.scale_inv.data(), kStates, 4, m.gemm_scale_inv.data(), m.s());
   }
 
   m.tokens = DeviceBuffer<int32_t>(BT);

@@ -70,12 +70,15 @@ __global__ void __launch_bounds__(kMaxThreads) forward_kernel(Params p, const fl
     float qs[kD], acc[kD];
     load_scaled_query<kD, kBf16>(q + row, p.scale, qs);
     float max = -INFINITY;
+    #pragma unroll 4
     for (int j = 0; j <= i; ++j) max = fmaxf(max, maybe_bf16(dot<kD>(qs, ks + j * kD), kBf16));
     float sum = 0.0f;
+    #pragma unroll 4
     for (int j = 0; j <= i; ++j) sum += expf(maybe_bf16(dot<kD>(qs, ks + j * kD), kBf16) - max);
 #pragma unroll
     for (int d = 0; d < kD; ++d) acc[d] = 0.0f;
     const uint32_t first = static_cast<uint32_t>((static_cast<int64_t>(bh) * T + i) * T);
+    #pragma unroll 4
     for (int j = 0; j <= i; ++j) {
       float pd = probability<kD, kBf16>(qs, ks + j * kD, max, sum);
       if (p.dropout) pd = mask.apply(maybe_bf16(pd / p.keep, kBf16), first + j);
@@ -115,6 +118,7 @@ __global__ void __launch_bounds__(kMaxThreads) backward_kernel(Params p, const f
     const float max = stats[(static_cast<int64_t>(bh) * T + i) * 2], sum = stats[(static_cast<int64_t>(bh) * T + i) * 2 + 1];
     const uint32_t first = static_cast<uint32_t>((static_cast<int64_t>(bh) * T + i) * T);
     float row_dot = 0.0f;
+    #pragma unroll 4
     for (int j = 0; j <= i; ++j) {
       const float P = probability<kD, kBf16>(qs, ks + j * kD, max, sum);
       float dp = dot<kD>(g, vs + j * kD);
@@ -123,6 +127,7 @@ __global__ void __launch_bounds__(kMaxThreads) backward_kernel(Params p, const f
     }
 #pragma unroll
     for (int d = 0; d < kD; ++d) acc[d] = 0.0f;
+    #pragma unroll 4
     for (int j = 0; j <= i; ++j) {
       const float P = probability<kD, kBf16>(qs, ks + j * kD, max, sum);
       float dp = dot<kD>(g, vs + j * kD);
@@ -155,6 +160,7 @@ __global__ void __launch_bounds__(kMaxThreads) backward_kernel(Params p, const f
       vj[d] = v[row + d];
       dkj[d] = dvj[d] = 0.0f;
     }
+#pragma unroll 4
     for (int i = j; i < T; ++i) {
       const float* qs = ks + i * kD;
       const float* g = vs + i * kD;

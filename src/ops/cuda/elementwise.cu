@@ -30,17 +30,20 @@ __global__ void bias_activation_kernel(float* y, const float* bias, int64_t rows
   y[i] = relu ? fmaxf(v, 0.0f) : v;
 }
 
-// One block per column tile of 32 columns: lane = column, warps stride the rows; warp partials are
-// added in warp order through shared memory.
-constexpr int kBiasWarps = 16;
+// A block takes 32 columns (lane = column) of kBiasRows rows, its warps striding the rows; warp
+// partials are added in shared memory, then one atomic per column per block.
+constexpr int kBiasWarps = 8;
+constexpr int kBiasRows = 128;
 __global__ void bias_backward_kernel(const float* dy, const float* y, int64_t rows, int64_t cols, bool relu, float* g,
                                      float* bias_grad) {
   __shared__ float partial[kBiasWarps][32];
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const int64_t col = static_cast<int64_t>(blockIdx.x) * 32 + lane;
+  const int64_t col = static_cast<int64_t>(blockIdx.y) * 32 + lane;
+  const int64_t r0 = static_cast<int64_t>(blockIdx.x) * kBiasRows, r1 = rows < r0 + kBiasRows ? rows : r0 + kBiasRows;
   float sum = 0.0f;
   if (col < cols) {
-    for (int64_t r = warp; r < rows; r += kBiasWarps) {
+#pragma unroll 4
+    for (int64_t r = r0 + warp; r < r1; r += kBiasWarps) {
       const int64_t i = r * cols + col;
       const float v = relu && !(y[i] > 0.0f) ? 0.0f : dy[i];
       g[i] = v;
@@ -52,8 +55,13 @@ __global__ void bias_backward_kernel(const float* dy, const float* y, int64_t ro
   if (warp == 0 && col < cols) {
     float total = 0.0f;
     for (int w = 0; w < kBiasWarps; ++w) total += partial[w][lane];
-    bias_grad[col] = total;
+    atomicAdd(bias_grad + col, total);
   }
+}
+
+__global__ void spread_kernel(const float* x, int64_t count, int64_t stride, float* out) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < count) out[i * stride] = x[i];
 }
 
 template <typename Out>
@@ -104,7 +112,10 @@ void bias_activation(float* y, const float* bias, int64_t rows, int64_t cols, bo
 void bias_backward(const float* dy, const float* y, int64_t rows, int64_t cols, bool relu, float* g,
                    float* bias_grad, cudaStream_t stream) {
   if (cols == 0) return;
-  bias_backward_kernel<<<blocks_for(cols, 32), kBiasWarps * 32, 0, stream>>>(dy, y, rows, cols, relu, g, bias_grad);
+  FP8KIT_CUDA_CHECK(cudaMemsetAsync(bias_grad, 0, cols * sizeof(float), stream));
+  if (rows == 0) return;
+  const dim3 grid(blocks_for(rows, kBiasRows), blocks_for(cols, 32));
+  bias_backward_kernel<<<grid, kBiasWarps * 32, 0, stream>>>(dy, y, rows, cols, relu, g, bias_grad);
   check_launch("bias_backward");
 }
 
@@ -121,6 +132,12 @@ void transpose(const float* x, int64_t rows, int64_t cols, DType out_type, void*
     throw Error("transpose: the output type must be F32 or Bf16");
   }
   check_launch("transpose");
+}
+
+void spread(const float* x, int64_t count, int64_t stride, float* out, cudaStream_t stream) {
+  if (count == 0) return;
+  spread_kernel<<<blocks_for(count, kThreads), kThreads, 0, stream>>>(x, count, stride, out);
+  check_launch("spread");
 }
 
 void advance_counter(uint64_t* counter, cudaStream_t stream) {

@@ -19,13 +19,16 @@ void add3(const float* a, const float* b, const float* c, float* out, int64_t n,
 // y [rows, cols] in place: y = act(y + bias) (bf16: act(bf16(bf16(y) + bf16(bias))), nn::Linear's).
 void bias_activation(float* y, const float* bias, int64_t rows, int64_t cols, bool relu, bool bf16,
                      cudaStream_t stream);
-// g = relu && !(y > 0) ? 0 : dy; bias_grad [cols] = sum of g over rows (float32; a column's rows in
-// one thread's order, then a warp sum). g may alias dy.
+// g = relu && !(y > 0) ? 0 : dy; bias_grad [cols] = sum of g over rows (float32 partial sums of 128
+// rows added with atomics: the last bits may vary between runs). g may alias dy.
 void bias_backward(const float* dy, const float* y, int64_t rows, int64_t cols, bool relu, float* g,
                    float* bias_grad, cudaStream_t stream);
 
 // out [cols, rows] = x [rows, cols] transposed, as float32 (out_type F32) or rounded to bf16 (Bf16).
 void transpose(const float* x, int64_t rows, int64_t cols, DType out_type, void* out, cudaStream_t stream);
+
+// out[i * stride] = x[i] for i < count (e.g. scales to 16-byte aligned slots for cuBLASLt).
+void spread(const float* x, int64_t count, int64_t stride, float* out, cudaStream_t stream);
 
 // *counter += 1 (a training step's last launch: dropout keys of the next replay).
 void advance_counter(uint64_t* counter, cudaStream_t stream);

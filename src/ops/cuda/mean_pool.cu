@@ -15,6 +15,7 @@ __global__ void forward_kernel(const float* x, int64_t batch, int64_t seq, int64
   if (i >= batch * dim) return;
   const int64_t b = i / dim, d = i % dim;
   float sum = 0.0f;
+#pragma unroll 8
   for (int64_t t = 0; t < seq; ++t) sum += x[(b * seq + t) * dim + d];
   out[i] = maybe_bf16(sum / static_cast<float>(seq), bf16);
 }

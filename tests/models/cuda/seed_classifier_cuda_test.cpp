@@ -1,11 +1,12 @@
 // The GPU training step against the CPU model (llm.c's habit): the same weights, batch and dropout
 // step, one eager step (loss, every gradient, the Adam update) and then two graph-replayed steps,
 // for fp32, bf16 and FP8 (te and keras lags). Errors are relative L2 over all parameters together.
-// Tolerances: fp32 differs only by summation order (cuBLASLt vs OpenBLAS, atomics): gradients 1e-4.
-// bf16 and FP8 amplify those differences where a value crosses a bf16 / FP8 rounding boundary (a
-// bf16 ulp is 2^-8, an E4M3 step 2^-3, an E5M2 step 2^-2 relative), so their gradients agree to a few
-// 1e-3 (bf16) and 1e-2 (FP8). Adam's first updates are ~lr * sign(g), so a gradient near 0 that flips
-// sign moves a weight by 2 lr: updates are compared with the same bounds times 10.
+// Tolerances, from the errors measured on an H200 (2026-11-21) with ~10x headroom: fp32 differs only
+// by summation order (cuBLASLt vs OpenBLAS, atomics): gradients 4e-7 (bound 1e-5), the change of the
+// weights over 3 steps 1e-6 (bound 1e-4). bf16 and FP8 amplify such differences where a value lands
+// on the other side of a bf16 / FP8 rounding boundary: gradients 2e-5 (bf16, bound 1e-3) and 8e-4
+// (FP8, bound 1e-2). Adam's first updates are ~lr * sign(g), so each gradient near 0 whose sign
+// differs moves a weight by up to 2 lr: weight changes 1.5e-2 (bf16, bound 0.1), 6e-2 (FP8, bound 0.25).
 #include "models/seed_classifier_cuda.h"
 
 #include <gtest/gtest.h>
@@ -25,7 +26,10 @@ namespace {
 
 std::vector<float> flat(const std::vector<nn::Parameter*>& ps, bool grads) {
   std::vector<float> out;
-  for (const nn::Parameter* p : ps) out.insert(out.end(), (grads ? p->grad : p->value).begin(), (grads ? p->grad : p->value).end());
+  for (const nn::Parameter* p : ps) {
+    const std::vector<float>& v = grads ? p->grad : p->value;
+    out.insert(out.end(), v.begin(), v.end());
+  }
   return out;
 }
 
@@ -39,7 +43,7 @@ struct Case {
   std::string name;
   nn::Precision precision;
   Fp8Recipe recipe;
-  double loss, grads;
+  double loss, grads, weights;
 };
 
 class SeedClassifierCudaTest : public ::testing::TestWithParam<Case> {};
@@ -68,9 +72,10 @@ TEST_P(SeedClassifierCudaTest, StepsMatchTheCpuModel) {
 
   // Evaluation forward.
   const auto cpu_probs = cpu.forward(tokens, kBatch, false, 0);
-  EXPECT_LT(cuda::testing::relative_l2(gpu.predict(tokens), std::vector<float>(cpu_probs.begin(), cpu_probs.end())),
-            c.grads)
-      << "predict";
+  const double e_predict =
+      cuda::testing::relative_l2(gpu.predict(tokens), std::vector<float>(cpu_probs.begin(), cpu_probs.end()));
+  std::printf("%s predict: measured error %.2e\n", c.name.c_str(), e_predict);
+  EXPECT_LT(e_predict, c.grads);
 
   // Step 0, eager: loss and gradients, then the update.
   const std::vector<float> w0 = flat(cpu.parameters(), false);
@@ -95,7 +100,7 @@ TEST_P(SeedClassifierCudaTest, StepsMatchTheCpuModel) {
   const double e_update = cuda::testing::relative_l2(minus(flat(mirror.parameters(), false), w0),
                                                      minus(flat(cpu.parameters(), false), w0));
   std::printf("%s step 0: measured error update %.2e\n", c.name.c_str(), e_update);
-  EXPECT_LT(e_update, 10 * c.grads);
+  EXPECT_LT(e_update, c.weights);
 
   // Steps 1 and 2 from the graph (captured at the first call), new batches and dropout masks.
   for (uint64_t step = 1; step <= 2; ++step) {
@@ -112,7 +117,7 @@ TEST_P(SeedClassifierCudaTest, StepsMatchTheCpuModel) {
   const double e_weights = cuda::testing::relative_l2(minus(flat(mirror.parameters(), false), w0),
                                                       minus(flat(cpu.parameters(), false), w0));
   std::printf("%s step 2: measured error of the weights' change %.2e\n", c.name.c_str(), e_weights);
-  EXPECT_LT(e_weights, 10 * c.grads);
+  EXPECT_LT(e_weights, c.weights);
 }
 
 Fp8Recipe keras_lag() {
@@ -122,10 +127,10 @@ Fp8Recipe keras_lag() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Precisions, SeedClassifierCudaTest,
-                         ::testing::Values(Case{"fp32", nn::Precision::Fp32, {}, 1e-5, 1e-4},
-                                           Case{"bf16", nn::Precision::Bf16, {}, 1e-3, 3e-2},
-                                           Case{"fp8_te", nn::Precision::Fp8, {}, 1e-2, 1e-1},
-                                           Case{"fp8_keras", nn::Precision::Fp8, keras_lag(), 1e-2, 1e-1}),
+                         ::testing::Values(Case{"fp32", nn::Precision::Fp32, {}, 1e-5, 1e-5, 1e-4},
+                                           Case{"bf16", nn::Precision::Bf16, {}, 1e-3, 1e-3, 0.1},
+                                           Case{"fp8_te", nn::Precision::Fp8, {}, 1e-2, 1e-2, 0.25},
+                                           Case{"fp8_keras", nn::Precision::Fp8, keras_lag(), 1e-2, 1e-2, 0.25}),
                          [](const auto& info) { return info.param.name; });
 
 TEST(SeedClassifierCuda, RejectsBadInput) {
