@@ -52,7 +52,8 @@ __device__ __forceinline__ void load_scaled_query(const float* q, float scale, f
 constexpr int kMaxThreads = 256;  // rows beyond it loop; keeps the register budget per block
 
 template <int kD, bool kBf16>
-__global__ void __launch_bounds__(kMaxThreads) forward_kernel(Params p, const float* q, const float* k, const float* v, float* stats, float* out) {
+__global__ void __launch_bounds__(kMaxThreads)
+    forward_kernel(Params p, const float* q, const float* k, const float* v, float* stats, float* out) {
   extern __shared__ float smem[];
   const int T = p.seq, C = p.heads * kD;
   const int bh = blockIdx.x, b = bh / p.heads, h = bh % p.heads;
@@ -93,7 +94,8 @@ __global__ void __launch_bounds__(kMaxThreads) forward_kernel(Params p, const fl
 }
 
 template <int kD, bool kBf16>
-__global__ void __launch_bounds__(kMaxThreads) backward_kernel(Params p, const float* q, const float* k, const float* v, const float* stats,
+__global__ void __launch_bounds__(kMaxThreads)
+    backward_kernel(Params p, const float* q, const float* k, const float* v, const float* stats,
                                 const float* dout, float* dq, float* dk, float* dv) {
   extern __shared__ float smem[];
   const int T = p.seq, C = p.heads * kD;
@@ -115,7 +117,8 @@ __global__ void __launch_bounds__(kMaxThreads) backward_kernel(Params p, const f
     load_scaled_query<kD, kBf16>(q + row, p.scale, qs);
 #pragma unroll
     for (int d = 0; d < kD; ++d) g[d] = dout[row + d];
-    const float max = stats[(static_cast<int64_t>(bh) * T + i) * 2], sum = stats[(static_cast<int64_t>(bh) * T + i) * 2 + 1];
+    const float* row_stats = stats + (static_cast<int64_t>(bh) * T + i) * 2;
+    const float max = row_stats[0], sum = row_stats[1];
     const uint32_t first = static_cast<uint32_t>((static_cast<int64_t>(bh) * T + i) * T);
     float row_dot = 0.0f;
     #pragma unroll 4

@@ -47,7 +47,8 @@ TEST(CudaAttention, MatchesTheCpuOp) {
                                  nullptr);
         causal_attention_backward(s, d_q.data(), d_k.data(), d_v.data(), d_stats.data(), site, bf16, d_dout.data(),
                                   d_dq.data(), d_dk.data(), d_dv.data(), nullptr);
-        const double e_out = testing::relative_l2(d_out.to_host(), out), e_dq = testing::relative_l2(d_dq.to_host(), dq),
+        const double e_out = testing::relative_l2(d_out.to_host(), out),
+                     e_dq = testing::relative_l2(d_dq.to_host(), dq),
                      e_dk = testing::relative_l2(d_dk.to_host(), dk), e_dv = testing::relative_l2(d_dv.to_host(), dv);
         std::printf("attention %ldx%ldx%ldx%ld dropout %d bf16 %d: measured error out %.2e dq %.2e dk %.2e dv %.2e\n",
                     long(s.batch), long(s.seq), long(s.heads), long(s.head_dim), dropout, bf16, e_out, e_dq, e_dk,

@@ -28,7 +28,8 @@ TEST(CudaElementwise, BiasActivationAndBackward) {
         bias_activation(d_y.data(), d_bias.data(), rows, cols, relu, bf16, nullptr);
         std::vector<float> want(y0.size());
         for (int64_t i = 0; i < rows * cols; ++i) {
-          const float v = bf16 ? fp8kit::round_bf16(fp8kit::round_bf16(y0[i]) + fp8kit::round_bf16(bias[i % cols])) : y0[i] + bias[i % cols];
+          const float b = bias[i % cols];
+          const float v = bf16 ? fp8kit::round_bf16(fp8kit::round_bf16(y0[i]) + fp8kit::round_bf16(b)) : y0[i] + b;
           want[i] = relu ? std::max(v, 0.0f) : v;
         }
         const std::vector<float> y = d_y.to_host();
