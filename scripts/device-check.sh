@@ -5,8 +5,13 @@
 # Writes summary.txt and logs to $OUT (default /tmp/out). Usage: scripts/device-check.sh [ctest -R regex]
 #   scripts/device-check.sh model: all GPU tests, then the seed model's epoch benchmark per precision
 #   (bench_cuda_seed_epoch) instead of the GEMM/quantize benchmarks and the CPU suite.
+#   scripts/device-check.sh train: builds everything; `fp8kit train --device cuda --compare bf16,fp8
+#   --epochs 3 --seed 1` on IMDB; every test (GPU and CPU); `fp8kit bench gemm`; seeds 2 and 3 as time
+#   allows (the device call has about 9 minutes). Needs data/aclImdb_v1.tar.gz (carry "data");
+#   data/imdb-vocab.txt, when there, saves learning the vocabulary.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+begin=$(date +%s)
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 summary="$OUT/summary.txt"
@@ -43,6 +48,7 @@ fi
 mode=${1:-}
 targets="test_cuda fp8kit_cli"
 [ "$mode" = model ] && targets="$targets bench_cuda_seed_epoch"
+[ "$mode" = train ] && targets="all"
 if ! cmake --build $build -j16 --target $targets >"$OUT/build.log" 2>&1; then
   note "FAIL: build (build.log)"; grep -m20 -B2 -A8 "error" "$OUT/build.log" | head -80; exit 1
 fi
@@ -51,6 +57,37 @@ note "build: $(( $(date +%s) - start )) s"
 export LD_LIBRARY_PATH=$runtime_path${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 cd $build
 filter=${1:+-R $1}
+if [ "$mode" = train ]; then
+  vocab=""
+  [ -f ../data/imdb-vocab.txt ] && vocab="--vocab ../data/imdb-vocab.txt"
+  train_seed() {  # the IMDB run of seed $1 on the GPU, its table and epoch events into the summary
+    local start=$(date +%s)
+    OMP_WAIT_POLICY=passive timeout 200 ./fp8kit train --device cuda --compare bf16,fp8 --epochs 3 --seed $1 \
+      --data ../data/aclImdb_v1.tar.gz $vocab --out "$OUT/gpu-seed$1" >"$OUT/train-seed$1.log" 2>&1 ||
+      note "FAIL: train seed $1 (train-seed$1.log)"
+    note "seed $1 ($(( $(date +%s) - start )) s):"
+    grep -A3 "^precision " "$OUT/train-seed$1.log" | tee -a "$summary"
+    grep '"event":"epoch"' "$OUT/gpu-seed$1/metrics.jsonl" >>"$summary"
+  }
+  train_seed 1
+  start=$(date +%s)
+  timeout 200 ctest -L gpu -V -j4 --timeout 180 >"$OUT/gpu-tests.log" 2>&1
+  note "gpu tests ($(( $(date +%s) - start )) s): $(grep -E 'tests passed|tests failed' "$OUT/gpu-tests.log")"
+  grep -E "^\s*[0-9]+ - .*(Failed|Timeout|Exception|Not Run)|^[0-9]+: .*(Failure|error:)" "$OUT/gpu-tests.log" | head -40 | tee -a "$summary"
+  grep -E "epoch loss|GPU resumed|GPU's weights" "$OUT/gpu-tests.log" | sed 's/^[0-9]*: //' | tee -a "$summary"
+  start=$(date +%s)
+  timeout 120 ctest -LE gpu -j16 --timeout 100 >"$OUT/cpu-tests.log" 2>&1
+  note "cpu tests ($(( $(date +%s) - start )) s): $(grep -E 'tests passed|tests failed' "$OUT/cpu-tests.log")"
+  grep -E "^\s*[0-9]+ - .*(Failed|Timeout|Exception|Not Run)" "$OUT/cpu-tests.log" | head -20 | tee -a "$summary"
+  ./fp8kit device >>"$summary" 2>&1
+  timeout 60 ./fp8kit bench gemm >"$OUT/bench-gemm.txt" 2>&1 || note "FAIL: bench gemm"
+  cat "$OUT/bench-gemm.txt" >>"$summary"
+  for seed in 2 3; do
+    if [ $(( $(date +%s) - begin )) -lt 440 ]; then train_seed $seed; else note "seed $seed: skipped (time)"; fi
+  done
+  cat "$summary"
+  exit 0
+fi
 [ "$mode" = model ] && filter=""
 start=$(date +%s)
 ctest -L gpu -V -j4 --timeout 300 $filter >"$OUT/gpu-tests.log" 2>&1

@@ -7,6 +7,10 @@
 #include "train/metrics_log.h"
 #include "train/trainer.h"
 
+#if FP8KIT_HAVE_CUDA
+#include "train/step_device_cuda.h"
+#endif
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -23,6 +27,7 @@ namespace {
 namespace fs = std::filesystem;
 
 struct Args {
+  std::string device = "cpu";
   std::string precision = "bf16";
   std::vector<std::string> compare;
   std::string recipe = "delayed";
@@ -82,7 +87,22 @@ train::TokenDataset tokenize(const text::WordPieceTokenizer& tokenizer, const da
   return tokens;
 }
 
+// The trainer's device for --device: empty for the CPU.
+std::function<std::unique_ptr<train::StepDevice>(models::SeedClassifier&, optim::Adam&)> step_device(const Args& args) {
+  if (args.device == "cpu") return {};
+  FP8KIT_CHECK(args.device == "cuda", "--device must be cpu or cuda, not {}", args.device);
+#if FP8KIT_HAVE_CUDA
+  return [seed = args.seed, batch_size = args.batch_size](models::SeedClassifier& model, optim::Adam& adam) {
+    return train::cuda_step_device(model, adam, seed, batch_size);
+  };
+#else
+  fail("--device cuda: this fp8kit was built without the CUDA backend: rebuild with nvcc on PATH "
+       "(cmake -DFP8KIT_CUDA=ON)");
+#endif
+}
+
 void run(const Args& args) {
+  const auto device = step_device(args);
   std::vector<nn::Precision> precisions;
   for (const std::string& text : args.compare.empty() ? std::vector{args.precision} : args.compare) {
     const nn::Precision precision = nn::parse_precision(text);
@@ -171,6 +191,7 @@ void run(const Args& args) {
     options.metrics = &log;
     options.resume = args.resume;
     options.inspect_fp8 = args.inspect_fp8;
+    options.device = device;
     const train::TrainResult result = train::train(options, train_data, &validation, &test);
     double seconds = 0;
     for (const auto& epoch : result.epochs) seconds += epoch.seconds;
@@ -190,6 +211,8 @@ void run(const Args& args) {
 
 void setup(CLI::App& app) {
   auto args = std::make_shared<Args>();
+  app.add_option("--device", args->device, "where the steps run: cpu or cuda (needs the CUDA backend and a GPU)")
+      ->capture_default_str();
   auto* precision = app.add_option("--precision", args->precision, "fp32, bf16 (mixed) or fp8")->capture_default_str();
   app.add_option("--compare", args->compare, "train several precisions on the same data order, e.g. bf16,fp8")
       ->delimiter(',')

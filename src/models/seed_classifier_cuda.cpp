@@ -21,6 +21,7 @@
 #include "ops/cuda/scaling_update.h"
 
 #include <algorithm>
+#include <map>
 #include <string>
 
 namespace fp8kit::models {
@@ -506,6 +507,134 @@ void SeedClassifierCuda::copy_to(SeedClassifier& cpu) const {
                  ps[i]->numel(), m.sizes[i]);
     std::copy_n(values.begin() + m.offsets[i], m.sizes[i], ps[i]->value.begin());
     std::copy_n(grads.begin() + m.offsets[i], m.sizes[i], ps[i]->grad.begin());
+  }
+}
+
+std::vector<float> SeedClassifierCuda::probabilities() const { return impl_->probs.to_host(impl_->s()); }
+
+namespace {
+
+// The GPU's FP8 state index of a CPU fp8_state() entry "<path>/<tensor>_{scale,amax_history}":
+// 3 x layer (GPU order) + tensor (inputs 0, kernel 1, outputs_grad 2); second: whether it is a history.
+std::pair<int, bool> fp8_state_index(const std::string& name) {
+  static const std::vector<std::string> layers = {"query", "key", "value", "attention_output",
+                                                  "feedforward_intermediate_dense", "feedforward_output_dense",
+                                                  "dense", "dense_1"};
+  static const std::vector<std::string> tensors = {"inputs", "kernel", "outputs_grad"};
+  const size_t slash = name.rfind('/');
+  FP8KIT_CHECK(slash != std::string::npos && slash > 0, "FP8 state entry {} has no layer path", name);
+  const size_t layer_begin = name.rfind('/', slash - 1);
+  const std::string layer = name.substr(layer_begin == std::string::npos ? 0 : layer_begin + 1,
+                                        slash - (layer_begin == std::string::npos ? 0 : layer_begin + 1));
+  const std::string leaf = name.substr(slash + 1);
+  const auto l = std::find(layers.begin(), layers.end(), layer);
+  FP8KIT_CHECK(l != layers.end(), "FP8 state entry {}: unknown layer {}", name, layer);
+  for (size_t t = 0; t < tensors.size(); ++t) {
+    for (const bool history : {false, true}) {
+      if (leaf == tensors[t] + (history ? "_amax_history" : "_scale"))
+        return {static_cast<int>(3 * (l - layers.begin()) + t), history};
+    }
+  }
+  fail("FP8 state entry {}: unknown tensor {}", name, leaf);
+}
+
+// Adam's state entries by name.
+std::map<std::string, std::span<float>> adam_entries(optim::Adam& adam) {
+  std::map<std::string, std::span<float>> entries;
+  for (const nn::StateEntry& e : adam.state()) entries[e.name] = e.data;
+  return entries;
+}
+
+std::span<float> adam_entry(std::map<std::string, std::span<float>>& entries, const std::string& name, int64_t size) {
+  const auto it = entries.find(name);
+  FP8KIT_CHECK(it != entries.end() && static_cast<int64_t>(it->second.size()) == size,
+               "the optimizer has no state {} of {} values", name, size);
+  return it->second;
+}
+
+}  // namespace
+
+void SeedClassifierCuda::load_state(SeedClassifier& cpu, optim::Adam& adam) {
+  Impl& m = *impl_;
+  FP8KIT_CHECK(cpu.precision() == m.precision, "load_state: the CPU model runs {}, the GPU model {}",
+               nn::name(cpu.precision()), nn::name(m.precision));
+  const std::vector<nn::Parameter*> ps = cpu.parameters();
+  FP8KIT_CHECK(ps.size() == m.offsets.size(), "load_state: the CPU model has {} parameters, expected {}", ps.size(),
+               m.offsets.size());
+  auto entries = adam_entries(adam);
+  std::vector<float> values(m.total, 0.0f), first(m.total, 0.0f), second(m.total, 0.0f);
+  for (size_t i = 0; i < ps.size(); ++i) {
+    FP8KIT_CHECK(ps[i]->numel() == m.sizes[i], "load_state: parameter {} has {} values, expected {}", ps[i]->name,
+                 ps[i]->numel(), m.sizes[i]);
+    std::copy(ps[i]->value.begin(), ps[i]->value.end(), values.begin() + m.offsets[i]);
+    const auto mi = adam_entry(entries, ps[i]->name + "/m", m.sizes[i]);
+    const auto vi = adam_entry(entries, ps[i]->name + "/v", m.sizes[i]);
+    std::copy(mi.begin(), mi.end(), first.begin() + m.offsets[i]);
+    std::copy(vi.begin(), vi.end(), second.begin() + m.offsets[i]);
+  }
+  m.params.upload(values, m.s());
+  m.adam_m.upload(first, m.s());
+  m.adam_v.upload(second, m.s());
+  const float iterations = static_cast<float>(adam.iterations());
+  m.adam_iterations.upload(std::span<const float>(&iterations, 1), m.s());
+  if (m.precision == Precision::Fp8) {
+    const int64_t count = m.scaling.count, L = m.scaling.history_length;
+    std::vector<float> scale(count, 0.0f), scale_inv(count, 0.0f), history(count * L, 0.0f);
+    std::vector<int> seen(count, 0);
+    const bool keras = m.recipe.lag == ScalingLag::Keras;
+    for (const nn::StateEntry& e : cpu.fp8_state()) {
+      const auto [i, is_history] = fp8_state_index(e.name);
+      FP8KIT_CHECK(static_cast<int64_t>(e.data.size()) == (is_history ? L : 1), "FP8 state {} has {} values",
+                   e.name, e.data.size());
+      ++seen[i];
+      if (is_history) {
+        std::copy(e.data.begin(), e.data.end(), history.begin() + i * L);
+      } else {
+        // The entry is the scale in te lag, Keras's multiplier (the GPU's scale_inv) in keras lag.
+        (keras ? scale_inv : scale)[i] = e.data[0];
+        (keras ? scale : scale_inv)[i] = 1.0f / e.data[0];
+      }
+    }
+    FP8KIT_CHECK(std::all_of(seen.begin(), seen.end(), [](int n) { return n == 2; }),
+                 "load_state: the CPU model's FP8 state does not cover the 8 Linears");
+    m.scale.upload(scale, m.s());
+    m.scale_inv.upload(scale_inv, m.s());
+    m.amax_history.upload(history, m.s());
+    cuda::spread(m.scale_inv.data(), count, 4, m.gemm_scale_inv.data(), m.s());
+  }
+  set_step(static_cast<uint64_t>(adam.iterations()));
+  m.stream.synchronize();
+}
+
+void SeedClassifierCuda::store_state(SeedClassifier& cpu, optim::Adam& adam) const {
+  const Impl& m = *impl_;
+  FP8KIT_CHECK(cpu.precision() == m.precision, "store_state: the CPU model runs {}, the GPU model {}",
+               nn::name(cpu.precision()), nn::name(m.precision));
+  copy_to(cpu);
+  const std::vector<float> first = m.adam_m.to_host(m.s()), second = m.adam_v.to_host(m.s());
+  const std::vector<float> iterations = m.adam_iterations.to_host(m.s());
+  auto entries = adam_entries(adam);
+  const std::vector<nn::Parameter*> ps = cpu.parameters();
+  for (size_t i = 0; i < ps.size(); ++i) {
+    const auto mi = adam_entry(entries, ps[i]->name + "/m", m.sizes[i]);
+    const auto vi = adam_entry(entries, ps[i]->name + "/v", m.sizes[i]);
+    std::copy_n(first.begin() + m.offsets[i], m.sizes[i], mi.begin());
+    std::copy_n(second.begin() + m.offsets[i], m.sizes[i], vi.begin());
+  }
+  adam_entry(entries, "iterations", 1)[0] = iterations[0];
+  if (m.precision == Precision::Fp8) {
+    const int64_t L = m.scaling.history_length;
+    const std::vector<float> scale = m.scale.to_host(m.s()), scale_inv = m.scale_inv.to_host(m.s());
+    const std::vector<float> history = m.amax_history.to_host(m.s());
+    const bool keras = m.recipe.lag == ScalingLag::Keras;
+    for (const nn::StateEntry& e : cpu.fp8_state()) {
+      const auto [i, is_history] = fp8_state_index(e.name);
+      if (is_history) {
+        std::copy_n(history.begin() + i * L, L, e.data.begin());
+      } else {
+        e.data[0] = (keras ? scale_inv : scale)[i];
+      }
+    }
   }
 }
 

@@ -45,8 +45,18 @@ class SeedClassifierCuda {
   // Probabilities [batch] without dropout, FP8 scales frozen (evaluation).
   std::vector<float> predict(std::span<const int32_t> tokens);
 
+  // The probabilities [batch] of the last train_step or forward_backward (waits for the step).
+  std::vector<float> probabilities() const;
+
   // Writes the GPU's weights and last gradients into the CPU model's parameters (same order and names).
   void copy_to(SeedClassifier& cpu) const;
+
+  // The whole training state, both ways, in the CPU objects' names and layouts (so checkpoints do not
+  // depend on the device): weights, FP8 scales and amax histories (cpu.fp8_state()), Adam's m, v and
+  // iterations (adam.state(), adam built over cpu.parameters()); load_state also sets step() to
+  // adam.iterations(). `cpu` must have this model's config and precision.
+  void load_state(SeedClassifier& cpu, optim::Adam& adam);
+  void store_state(SeedClassifier& cpu, optim::Adam& adam) const;
 
  private:
   struct Impl;

@@ -1,5 +1,5 @@
 // The training loop: batches from data::Batcher (order a function of (seed, epoch)), forward /
-// backward / Adam per step, validation and an atomic checkpoint per epoch, exact resume.
+// backward / Adam per step on a StepDevice, validation and an atomic checkpoint per epoch, exact resume.
 #include "train/trainer.h"
 
 #include "base/error.h"
@@ -125,16 +125,20 @@ std::filesystem::path checkpoint_path(const std::filesystem::path& out, nn::Prec
   return out / fmt::format("checkpoint-{}.safetensors", nn::name(precision));
 }
 
-Evaluation evaluate(models::SeedClassifier& model, const TokenDataset& data, int batch_size) {
+namespace {
+
+// Evaluates with device.predict in batches of batch_size.
+Evaluation evaluate_with(StepDevice& device, const TokenDataset& data, int batch_size,
+                         const models::SeedClassifierConfig& config) {
   FP8KIT_CHECK(batch_size > 0, "the batch size must be positive, not {}", batch_size);
-  check_dataset(data, model.config(), "evaluation");
+  check_dataset(data, config, "evaluation");
   double loss_sum = 0;
   int64_t correct = 0;
   const int64_t n = data.size(), length = data.sequence_length;
   for (int64_t begin = 0; begin < n; begin += batch_size) {
     const int batch = static_cast<int>(std::min<int64_t>(batch_size, n - begin));
     const auto tokens = std::span(data.tokens).subspan(begin * length, batch * length);
-    const std::span<const float> probabilities = model.forward(tokens, batch, /*training=*/false, /*step=*/0);
+    const std::span<const float> probabilities = device.predict(tokens, batch);
     for (int i = 0; i < batch; ++i) {
       const double label = data.labels[begin + i];
       const double p = std::clamp(static_cast<double>(probabilities[i]), 1e-7, 1.0 - 1e-7);
@@ -143,6 +147,13 @@ Evaluation evaluate(models::SeedClassifier& model, const TokenDataset& data, int
     }
   }
   return {loss_sum / static_cast<double>(n), static_cast<double>(correct) / static_cast<double>(n)};
+}
+
+}  // namespace
+
+Evaluation evaluate(models::SeedClassifier& model, const TokenDataset& data, int batch_size) {
+  optim::Adam no_training({});  // predict never steps it
+  return evaluate_with(*cpu_step_device(model, no_training), data, batch_size, model.config());
 }
 
 TrainResult train(const TrainOptions& options, const TokenDataset& train_data, const TokenDataset* validation,
@@ -159,6 +170,7 @@ TrainResult train(const TrainOptions& options, const TokenDataset& train_data, c
   models::SeedClassifier& model = result.model;
   model.set_precision(options.precision, options.recipe);
   optim::Adam adam(model.parameters(), options.adam);
+  const std::unique_ptr<StepDevice> device = options.device ? options.device(model, adam) : cpu_step_device(model, adam);
 
   const std::vector<io::MetadataRequirement> identity = run_identity(options, train_data.size());
   data::Batcher batcher(train_data.size(), options.batch_size, options.seed);
@@ -180,6 +192,7 @@ TrainResult train(const TrainOptions& options, const TokenDataset& train_data, c
                  "checkpoint {} records epoch {} but its optimizer made {} steps, not {}", checkpoint.string(),
                  start_epoch, adam.iterations(), start_epoch * steps_per_epoch);
     result.checkpoint = checkpoint;
+    device->push();
     if (out) fmt::print(out, "Resumed {} from {} after epoch {}\n", precision, checkpoint.string(), start_epoch);
   }
   if (options.inspect_fp8) print_fp8_state(out, model, "before training");
@@ -203,12 +216,8 @@ TrainResult train(const TrainOptions& options, const TokenDataset& train_data, c
       data::gather_rows<float>(train_data.labels, 1, rows, batch_labels);
       if (options.before_step) options.before_step(model, step);
 
-      const std::span<const float> probabilities = model.forward(batch_tokens, batch, /*training=*/true, step);
+      const auto [loss, probabilities] = device->train_step(batch_tokens, batch_labels, batch, step);
       for (int i = 0; i < batch; ++i) correct += (probabilities[i] > 0.5f) == (batch_labels[i] > 0.5f);
-      // The loss clips the probabilities with fmax/fmin, which turn NaN into a finite value: check them too.
-      const bool nan_output =
-          std::any_of(probabilities.begin(), probabilities.end(), [](float p) { return std::isnan(p); });
-      const float loss = nan_output ? NAN : model.backward(batch_labels);
       if (!std::isfinite(loss)) {
         if (out) fmt::print(out, "\n");
         if (options.metrics) {
@@ -218,7 +227,6 @@ TrainResult train(const TrainOptions& options, const TokenDataset& train_data, c
         fail("loss became {} at epoch {} step {} ({} precision); {}", std::isnan(loss) ? "NaN" : "infinite",
              epoch + 1, b + 1, precision, last_good(result.checkpoint));
       }
-      adam.step();
       loss_sum += static_cast<double>(loss) * batch;
       seen += batch;
       const std::vector<Metric> running{{"accuracy", static_cast<double>(correct) / seen}, {"loss", loss_sum / seen}};
@@ -226,9 +234,10 @@ TrainResult train(const TrainOptions& options, const TokenDataset& train_data, c
     }
     EpochSummary summary{epoch + 1, loss_sum / seen, static_cast<double>(correct) / seen, std::nullopt,
                          std::chrono::duration<double>(std::chrono::steady_clock::now() - epoch_start).count()};
+    device->pull();
     FP8KIT_CHECK(all_finite(model), "weights became non-finite during epoch {} ({} precision); {}", epoch + 1,
                  precision, last_good(result.checkpoint));
-    if (validation) summary.validation = evaluate(model, *validation, options.batch_size);
+    if (validation) summary.validation = evaluate_with(*device, *validation, options.batch_size, options.model);
 
     if (!checkpoint.empty()) {
       io::Metadata metadata;
@@ -257,7 +266,7 @@ TrainResult train(const TrainOptions& options, const TokenDataset& train_data, c
   }
 
   if (test) {
-    result.test = evaluate(model, *test, options.batch_size);
+    result.test = evaluate_with(*device, *test, options.batch_size, options.model);
     if (out) {
       fmt::print(out, "Test: accuracy {:.4f} - loss {:.4f} ({} examples)\nAccuracy ({}): {:.2f}%\n",
                  result.test->accuracy, result.test->loss, test->size(), precision, 100.0 * result.test->accuracy);

@@ -8,6 +8,7 @@
 #include "numerics/recipe.h"
 #include "optim/adam.h"
 #include "train/metrics_log.h"
+#include "train/step_device.h"
 
 #include <cstdint>
 #include <cstdio>
@@ -53,7 +54,11 @@ struct TrainOptions {
   bool resume = false;       // continue from out's checkpoint for this precision, if there is one
   bool inspect_fp8 = false;  // print the query layer's FP8 state before and after training
   std::FILE* console = stdout;  // progress and reports; nullptr: silent
-  // Test hook, called before each training step with the 0-based global step.
+  // Where the steps and evaluations run, made once per train() from the host model and optimizer
+  // (which checkpoints save and resume restores, whatever the device). Empty: the CPU.
+  std::function<std::unique_ptr<StepDevice>(models::SeedClassifier&, optim::Adam&)> device;
+  // Test hook, called before each training step with the 0-based global step (CPU device: the model
+  // being trained; other devices: the host copy, synchronised only at epoch ends).
   std::function<void(models::SeedClassifier&, int64_t step)> before_step;
 };
 

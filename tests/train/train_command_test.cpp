@@ -114,6 +114,39 @@ TEST(TrainCommand, RejectsConflictingAndMalformedOptions) {
   EXPECT_EQ(run_train("--data").exit_code, 2);
 }
 
+TEST(TrainCommand, RejectsAnUnknownDevice) {
+  const CommandResult r = run_train("--device tpu");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.output, HasSubstr("--device must be cpu or cuda, not tpu"));
+}
+
+// Without the CUDA backend or without a GPU, --device cuda fails with one clear line; with both it
+// trains (the tiny set's last batch of 4 takes a second CUDA graph).
+TEST(TrainCommand, DeviceCudaTrainsOrSaysWhyNot) {
+  std::FILE* pipe = ::popen((std::string(FP8KIT_CLI) + " device 2>&1").c_str(), "r");
+  std::string devices;
+  char buffer[4096];
+  while (size_t n = std::fread(buffer, 1, sizeof(buffer), pipe)) devices.append(buffer, n);
+  ::pclose(pipe);
+  std::string pattern = (std::filesystem::temp_directory_path() / "fp8kit-train-cuda-XXXXXX").string();
+  const std::filesystem::path dir = ::mkdtemp(pattern.data());
+  const CommandResult r = run_train("--device cuda --compare bf16,fp8 --epochs 1 --batch-size 8 --data " +
+                                    make_tiny_imdb(dir).string() + " --vocab " + (dir / "vocab.txt").string() +
+                                    " --out " + (dir / "out").string());
+  if (devices.find("without the CUDA backend") != std::string::npos) {
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_THAT(r.output, HasSubstr("error: --device cuda: this fp8kit was built without the CUDA backend"));
+  } else if (devices.find("no CUDA GPU found") != std::string::npos) {
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_THAT(r.output, HasSubstr("error: --device cuda: no CUDA GPU found"));
+  } else {
+    ASSERT_EQ(r.exit_code, 0) << tail(r.output);
+    EXPECT_THAT(r.output, HasSubstr("3/3 ━━━━━━━━━━━━━━━━━━━━"));
+    EXPECT_TRUE(std::filesystem::exists(dir / "out" / "checkpoint-fp8.safetensors"));
+  }
+  std::filesystem::remove_all(dir);
+}
+
 TEST(TrainCommand, ResumeNeedsACheckpoint) {
   const CommandResult r = run_train("--compare bf16,fp8 --resume --out /nonexistent/run");
   EXPECT_EQ(r.exit_code, 1);
