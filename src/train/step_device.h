@@ -13,7 +13,7 @@
 namespace fp8kit::train {
 
 struct StepResult {
-  float loss = 0;                     // NaN when the probabilities hold a NaN (the step is then not applied)
+  float loss = 0;  // NaN when the probabilities hold a NaN (the CPU then skips backward and Adam)
   std::span<const float> probabilities;  // [batch], valid until the next call
 };
 
