@@ -4,6 +4,8 @@
 #include <archive.h>
 #include <archive_entry.h>
 
+#include <stdlib.h>
+
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
@@ -51,12 +53,12 @@ inline void write_tree(const std::filesystem::path& root, const std::vector<Tree
   }
 }
 
-// A fresh empty directory under the system temp directory.
+// A new, uniquely named empty directory: ctest runs each test in its own process, in parallel, so
+// tests sharing a fixture must never share a directory.
 inline std::filesystem::path fresh_temp_dir(const std::string& name) {
-  const auto dir = std::filesystem::temp_directory_path() / ("fp8kit_test_" + name);
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return dir;
+  std::string pattern = (std::filesystem::temp_directory_path() / ("fp8kit_test_" + name + "_XXXXXX")).string();
+  if (::mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed for " + pattern);
+  return pattern;
 }
 
 }  // namespace fp8kit::testing
