@@ -149,9 +149,9 @@ struct SeedClassifierCuda::Impl {
 
   cudaStream_t s() const { return stream.get(); }
 
-  // FP8 quantization of x [rows, cols] with state `i`'s scale; amax recorded when training.
-  void quantize(int i, Fp8Format format, const float* x, int64_t rows, int64_t cols, uint8_t* q, uint8_t* q_t,
-                bool training) {
+  // FP8 quantization arguments for x [rows, cols] with state `i`'s scale; amax recorded when training.
+  cuda::QuantizeArgs quantize_args(int i, Fp8Format format, const float* x, int64_t rows, int64_t cols, uint8_t* q,
+                                   uint8_t* q_t, bool training) {
     const bool keras = recipe.lag == ScalingLag::Keras;
     cuda::QuantizeArgs a;
     a.x = x;
@@ -164,7 +164,26 @@ struct SeedClassifierCuda::Impl {
     a.q = q;
     a.q_t = q_t;
     a.amax = training ? amax.data() + i : nullptr;
-    cuda::quantize_fp8(a, s());
+    return a;
+  }
+
+  void quantize(int i, Fp8Format format, const float* x, int64_t rows, int64_t cols, uint8_t* q, uint8_t* q_t,
+                bool training) {
+    cuda::quantize_fp8(quantize_args(i, format, x, rows, cols, q, q_t, training), s());
+  }
+
+  // FP8: all 8 weights, and the input x0d that query, key and value share (each with its own scale),
+  // quantized up front in 2 launches instead of 11 (weights do not change within a forward).
+  void quantize_weights_and_qkv_input(const float* x, bool training) {
+    const Fp8Format f = recipe.forward_format;
+    std::vector<cuda::QuantizeArgs> args;
+    for (LinearCuda* l : {&query, &key, &value, &attn_out, &inter, &ffn_out, &dense, &dense_1})
+      args.push_back(quantize_args(l->scaling + 1, f, l->w, l->in, l->out, l->wq.data(), l->wq_t.data(), training));
+    cuda::quantize_fp8_batch(args, s());
+    args.clear();
+    for (LinearCuda* l : {&query, &key, &value})
+      args.push_back(quantize_args(l->scaling, f, x, l->rows, l->in, l->xq.data(), l->xq_t.data(), training));
+    cuda::quantize_fp8_batch(args, s());
   }
 
   void gemm(int64_t m, int64_t n, int64_t k, const void* a, DType at, const void* b, DType bt, float* y,
@@ -185,7 +204,8 @@ struct SeedClassifierCuda::Impl {
     gemms.gemm(g, s());
   }
 
-  const float* linear_forward(LinearCuda& l, const float* x, bool training) {
+  // In FP8 the weight (and, when x_quantized, the input) were quantized by quantize_weights_and_qkv_input.
+  const float* linear_forward(LinearCuda& l, const float* x, bool training, bool x_quantized = false) {
     l.x = x;
     const int64_t M = l.rows, N = l.out, K = l.in;
     switch (precision) {
@@ -200,8 +220,7 @@ struct SeedClassifierCuda::Impl {
         break;
       case Precision::Fp8: {
         const Fp8Format f = recipe.forward_format;
-        quantize(l.scaling, f, x, M, K, l.xq.data(), l.xq_t.data(), training);
-        quantize(l.scaling + 1, f, l.w, K, N, l.wq.data(), l.wq_t.data(), training);
+        if (!x_quantized) quantize(l.scaling, f, x, M, K, l.xq.data(), l.xq_t.data(), training);
         const DType t = f == Fp8Format::E4M3 ? DType::E4M3 : DType::E5M2;
         gemm(M, N, K, l.xq.data(), t, l.wq_t.data(), t, l.y.data(), gemm_scale(l.scaling), gemm_scale(l.scaling + 1),
              true);
@@ -250,9 +269,11 @@ struct SeedClassifierCuda::Impl {
     cuda::embedding_forward({B, T, D, config.vocabulary_size}, tokens.data(), param(kToken), param(kPosition), bf16,
                             x0.data(), s());
     cuda::dropout_forward(site(kEmbeddingDropout, training), bf16, x0.data(), x0d.data(), BTD, s());
-    const float* q = linear_forward(query, x0d.data(), training);
-    const float* k = linear_forward(key, x0d.data(), training);
-    const float* v = linear_forward(value, x0d.data(), training);
+    const bool fp8 = precision == Precision::Fp8;
+    if (fp8) quantize_weights_and_qkv_input(x0d.data(), training);
+    const float* q = linear_forward(query, x0d.data(), training, fp8);
+    const float* k = linear_forward(key, x0d.data(), training, fp8);
+    const float* v = linear_forward(value, x0d.data(), training, fp8);
     cuda::causal_attention_forward({B, T, H, D / H}, q, k, v, site(kAttentionProbs, training), bf16, stats.data(),
                                    context.data(), s());
     const float* attn = linear_forward(attn_out, context.data(), training);

@@ -9,7 +9,8 @@
 // permutes) into 4 words, each 4 rows of one column, kept in shared memory [64 cols][16 * passes + 1
 // words]; the odd row stride makes the writes (lanes differ in column by 4 and in row-word by 1)
 // conflict-free, and the reads (16 bytes per lane) nearly so. amax: per-thread max of |x| bits, warp
-// max, one atomicMax per block.
+// max, one atomicMax per block. quantize_fp8_batch runs the same tile code for several tensors in one
+// launch (a 1-D grid split among them), so its outputs are those of one launch per tensor.
 #include "ops/cuda/quantize.h"
 
 #include <algorithm>
@@ -89,8 +90,9 @@ __device__ __forceinline__ uint32_t encode_row(const float v[4], float scale) {
   return lo | (hi << 16);
 }
 
+// Casts tile (bx, by) of p: the whole of one block's work, shared by the single and batched kernels.
 template <typename T, Fp8Format F, bool Divide>
-__global__ void __launch_bounds__(kThreads) quantize_kernel(Params p) {
+__device__ __forceinline__ void quantize_tile(const Params& p, int64_t bx, int64_t by) {
   constexpr int passes = kPasses<T>;
   constexpr int stride = 16 * passes + 1;  // words per transposed row (+1 against bank conflicts)
   __shared__ uint32_t tile_t[kTileCols * stride];
@@ -99,8 +101,8 @@ __global__ void __launch_bounds__(kThreads) quantize_kernel(Params p) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int col_local = (warp & 1) * 32 + (lane & 7) * 4;
   const int row_local = (warp >> 1) * 16 + (lane >> 3) * 4;  // + 64 * pass
-  const int64_t row0 = static_cast<int64_t>(blockIdx.y) * kTileRows<T>;
-  const int64_t col0 = static_cast<int64_t>(blockIdx.x) * kTileCols;
+  const int64_t row0 = by * kTileRows<T>;
+  const int64_t col0 = bx * kTileCols;
   const int64_t col = col0 + col_local;
   const float scale = *p.scale;
 
@@ -153,7 +155,7 @@ __global__ void __launch_bounds__(kThreads) quantize_kernel(Params p) {
       for (int i = 1; i < kThreads / 32; ++i) amax = max(amax, warp_amax[i]);
       if (amax > 0) atomicMax(reinterpret_cast<unsigned int*>(p.amax), amax);
     }
-    if (p.scale_inv != nullptr && blockIdx.x == 0 && blockIdx.y == 0) *p.scale_inv = Divide ? scale : 1.0f / scale;
+    if (p.scale_inv != nullptr && bx == 0 && by == 0) *p.scale_inv = Divide ? scale : 1.0f / scale;
   }
 
   if (p.q_t != nullptr) {
@@ -181,14 +183,43 @@ __global__ void __launch_bounds__(kThreads) quantize_kernel(Params p) {
   }
 }
 
-template <typename T, Fp8Format F>
-void launch(const Params& p, bool divide, cudaStream_t stream) {
+template <typename T, Fp8Format F, bool Divide>
+__global__ void __launch_bounds__(kThreads) quantize_kernel(Params p) {
+  quantize_tile<T, F, Divide>(p, blockIdx.x, blockIdx.y);
+}
+
+// Up to kMaxBatch tensors in one launch: a 1-D grid, tensor t owning blocks [first[t], first[t + 1]),
+// laid out as its own grid_x[t]-wide grid would be.
+constexpr int kMaxBatch = 8;
+struct Batch {
+  Params p[kMaxBatch];
+  int64_t grid_x[kMaxBatch];
+  int64_t first[kMaxBatch + 1];
+  int count;
+};
+
+template <typename T, Fp8Format F, bool Divide>
+__global__ void __launch_bounds__(kThreads) quantize_batch_kernel(const __grid_constant__ Batch b) {
+  const int64_t block = blockIdx.x;
+  int t = 0;
+  while (t + 1 < b.count && block >= b.first[t + 1]) ++t;
+  const int64_t local = block - b.first[t];
+  quantize_tile<T, F, Divide>(b.p[t], local % b.grid_x[t], local / b.grid_x[t]);
+}
+
+template <typename T>
+dim3 grid_of(const Params& p) {
   const std::string shape = std::to_string(p.rows) + "x" + std::to_string(p.cols);
   if (p.rows > int64_t{65535} * kTileRows<T>)
     throw Error("quantize_fp8: " + shape + " has more rows than one launch covers (" +
                 std::to_string(int64_t{65535} * kTileRows<T>) + "); split it");
-  const dim3 grid(static_cast<unsigned>(std::max<int64_t>(1, (p.cols + kTileCols - 1) / kTileCols)),
-                  static_cast<unsigned>(std::max<int64_t>(1, (p.rows + kTileRows<T> - 1) / kTileRows<T>)));
+  return dim3(static_cast<unsigned>(std::max<int64_t>(1, (p.cols + kTileCols - 1) / kTileCols)),
+              static_cast<unsigned>(std::max<int64_t>(1, (p.rows + kTileRows<T> - 1) / kTileRows<T>)));
+}
+
+template <typename T, Fp8Format F>
+void launch(const Params& p, bool divide, cudaStream_t stream) {
+  const dim3 grid = grid_of<T>(p);
   if (divide) {
     quantize_kernel<T, F, true><<<grid, kThreads, 0, stream>>>(p);
   } else {
@@ -196,11 +227,27 @@ void launch(const Params& p, bool divide, cudaStream_t stream) {
   }
 }
 
+template <typename T, Fp8Format F>
+void launch_batch(const Params* p, int count, bool divide, cudaStream_t stream) {
+  Batch b{};
+  b.count = count;
+  for (int t = 0; t < count; ++t) {
+    const dim3 grid = grid_of<T>(p[t]);
+    b.p[t] = p[t];
+    b.grid_x[t] = grid.x;
+    b.first[t + 1] = b.first[t] + int64_t{grid.x} * grid.y;
+  }
+  if (divide) {
+    quantize_batch_kernel<T, F, true><<<static_cast<unsigned>(b.first[count]), kThreads, 0, stream>>>(b);
+  } else {
+    quantize_batch_kernel<T, F, false><<<static_cast<unsigned>(b.first[count]), kThreads, 0, stream>>>(b);
+  }
+}
+
 bool aligned(const void* p, size_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
 
-}  // namespace
-
-void quantize_fp8(const QuantizeArgs& args, cudaStream_t stream) {
+// Checks args (naming what is wrong) and derives the kernel's parameters.
+Params params_of(const QuantizeArgs& args) {
   const std::string shape = std::to_string(args.rows) + "x" + std::to_string(args.cols);
   if (args.rows < 0 || args.cols < 0) throw Error("quantize_fp8: negative shape " + shape);
   if (args.x_type != DType::F32 && args.x_type != DType::Bf16)
@@ -211,9 +258,15 @@ void quantize_fp8(const QuantizeArgs& args, cudaStream_t stream) {
     throw Error("quantize_fp8: scale_inv must not alias scale (blocks still read scale while it is written)");
 
   const size_t element = args.x_type == DType::F32 ? 4 : 2;
-  Params p{args.x, args.rows, args.cols, args.scale, args.q, args.q_t, args.amax, args.scale_inv,
-           args.cols % 4 == 0 && aligned(args.x, 4 * element), args.cols % 4 == 0 && aligned(args.q, 4),
-           args.rows % 16 == 0 && aligned(args.q_t, 16)};
+  return Params{args.x, args.rows, args.cols, args.scale, args.q, args.q_t, args.amax, args.scale_inv,
+                args.cols % 4 == 0 && aligned(args.x, 4 * element), args.cols % 4 == 0 && aligned(args.q, 4),
+                args.rows % 16 == 0 && aligned(args.q_t, 16)};
+}
+
+}  // namespace
+
+void quantize_fp8(const QuantizeArgs& args, cudaStream_t stream) {
+  const Params p = params_of(args);
   const bool e4m3 = args.format == Fp8Format::E4M3;
   if (args.x_type == DType::F32) {
     e4m3 ? launch<float, Fp8Format::E4M3>(p, args.divide, stream)
@@ -223,6 +276,30 @@ void quantize_fp8(const QuantizeArgs& args, cudaStream_t stream) {
          : launch<uint16_t, Fp8Format::E5M2>(p, args.divide, stream);
   }
   check_launch("quantize_fp8");
+}
+
+void quantize_fp8_batch(std::span<const QuantizeArgs> args, cudaStream_t stream) {
+  for (size_t start = 0; start < args.size(); start += kMaxBatch) {
+    const int count = static_cast<int>(std::min<size_t>(kMaxBatch, args.size() - start));
+    const QuantizeArgs& first = args[start];
+    Params p[kMaxBatch];
+    for (int t = 0; t < count; ++t) {
+      const QuantizeArgs& a = args[start + t];
+      if (a.x_type != first.x_type || a.format != first.format || a.divide != first.divide)
+        throw Error("quantize_fp8_batch: tensor " + std::to_string(start + t) +
+                    " differs from the first of its launch in input type, format or scaling mode; batch them apart");
+      p[t] = params_of(a);
+    }
+    const bool e4m3 = first.format == Fp8Format::E4M3;
+    if (first.x_type == DType::F32) {
+      e4m3 ? launch_batch<float, Fp8Format::E4M3>(p, count, first.divide, stream)
+           : launch_batch<float, Fp8Format::E5M2>(p, count, first.divide, stream);
+    } else {
+      e4m3 ? launch_batch<uint16_t, Fp8Format::E4M3>(p, count, first.divide, stream)
+           : launch_batch<uint16_t, Fp8Format::E5M2>(p, count, first.divide, stream);
+    }
+    check_launch("quantize_fp8_batch");
+  }
 }
 
 }  // namespace fp8kit::cuda

@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <span>
 
 #include "numerics/format.h"
 #include "tensor/tensor.h"
@@ -31,5 +32,9 @@ struct QuantizeArgs {
 
 // Queues the cast on `stream`. Throws fp8kit::Error for bad arguments (naming them).
 void quantize_fp8(const QuantizeArgs& args, cudaStream_t stream = nullptr);
+
+// Queues quantize_fp8 of each of `args` (same input type, format and divide; each its own pointers,
+// scale and amax slot) as one launch per 8 tensors: the same bytes, transposes and amaxes, fewer launches.
+void quantize_fp8_batch(std::span<const QuantizeArgs> args, cudaStream_t stream = nullptr);
 
 }  // namespace fp8kit::cuda
