@@ -49,6 +49,19 @@ __device__ __forceinline__ void load_scaled_query(const float* q, float scale, f
   for (int d = 0; d < kD; ++d) qs[d] = maybe_bf16(q[d] * scale, kBf16);
 }
 
+// Copies head h of sequence b of k and v ([batch, T, C] row-major) into ks, vs ([T, kD] each, shared
+// memory), the whole block cooperating, then waits for the block.
+template <int kD>
+__device__ __forceinline__ void load_head_keys_values(const float* k, const float* v, int b, int h, int T, int C,
+                                                      float* ks, float* vs) {
+  for (int idx = threadIdx.x; idx < T * kD; idx += blockDim.x) {
+    const int64_t g = (static_cast<int64_t>(b) * T + idx / kD) * C + h * kD + idx % kD;
+    ks[idx] = k[g];
+    vs[idx] = v[g];
+  }
+  __syncthreads();
+}
+
 constexpr int kMaxThreads = 256;  // rows beyond it loop; keeps the register budget per block
 
 template <int kD, bool kBf16>
@@ -59,12 +72,7 @@ __global__ void __launch_bounds__(kMaxThreads)
   const int bh = blockIdx.x, b = bh / p.heads, h = bh % p.heads;
   float* ks = smem;          // [T, kD]
   float* vs = smem + T * kD;  // [T, kD]
-  for (int idx = threadIdx.x; idx < T * kD; idx += blockDim.x) {
-    const int64_t g = (static_cast<int64_t>(b) * T + idx / kD) * C + h * kD + idx % kD;
-    ks[idx] = k[g];
-    vs[idx] = v[g];
-  }
-  __syncthreads();
+  load_head_keys_values<kD>(k, v, b, h, T, C, ks, vs);
   const DeviceDropoutMask mask(p.seed, p.dropout ? *p.step : 0, p.site, p.threshold);
   for (int i = threadIdx.x; i < T; i += blockDim.x) {
     const int64_t row = (static_cast<int64_t>(b) * T + i) * C + h * kD;
@@ -103,12 +111,7 @@ __global__ void __launch_bounds__(kMaxThreads)
   float* ks = smem;               // phase 1: [T, kD] keys; phase 2: scaled queries
   float* vs = smem + T * kD;      // phase 1: [T, kD] values; phase 2: output gradients
   float* rows = smem + 2 * T * kD;  // [T, 3]: softmax max, sum, and sum_j dp_ij P_ij
-  for (int idx = threadIdx.x; idx < T * kD; idx += blockDim.x) {
-    const int64_t g = (static_cast<int64_t>(b) * T + idx / kD) * C + h * kD + idx % kD;
-    ks[idx] = k[g];
-    vs[idx] = v[g];
-  }
-  __syncthreads();
+  load_head_keys_values<kD>(k, v, b, h, T, C, ks, vs);
   const DeviceDropoutMask mask(p.seed, p.dropout ? *p.step : 0, p.site, p.threshold);
   // Phase 1, thread per query row i: the softmax backward's row dot and dq.
   for (int i = threadIdx.x; i < T; i += blockDim.x) {
