@@ -1,10 +1,10 @@
-// Tensor storage (64-byte aligned, zeroed on growth) and the dtype table.
+// Tensor storage (from allocate_bytes, zeroed on growth), copies between devices, and the dtype table.
 #include "tensor/tensor.h"
 
 #include "base/error.h"
 
-#include <cstring>
-#include <new>
+#include <fmt/ranges.h>
+
 #include <type_traits>
 
 namespace fp8kit {
@@ -31,11 +31,15 @@ std::string_view name(DType dtype) {
   return "?";
 }
 
-std::string_view name(Device device) { return device == Device::Cpu ? "cpu" : "?"; }
+DType dtype_of(Fp8Format format) { return format == Fp8Format::E4M3 ? DType::E4M3 : DType::E5M2; }
+
+Fp8Format fp8_format(DType dtype) {
+  FP8KIT_CHECK(dtype == DType::E4M3 || dtype == DType::E5M2, "expected an FP8 tensor (e4m3 or e5m2), got {}",
+               name(dtype));
+  return dtype == DType::E4M3 ? Fp8Format::E4M3 : Fp8Format::E5M2;
+}
 
 namespace {
-
-constexpr std::align_val_t kAlignment{64};
 
 int64_t checked_numel(std::span<const int64_t> shape) {
   int64_t n = 1;
@@ -48,24 +52,32 @@ int64_t checked_numel(std::span<const int64_t> shape) {
 
 }  // namespace
 
-void Tensor::Free::operator()(std::byte* p) const { ::operator delete[](p, kAlignment); }
-
-Tensor::Tensor(std::vector<int64_t> shape, DType dtype, Device device) : dtype_(dtype), device_(device) {
+Tensor::Tensor(std::vector<int64_t> shape, DType dtype, Device device)
+    : dtype_(dtype), device_(device), storage_(nullptr, Free{device}) {
   resize(shape);
 }
 
-Tensor Tensor::clone() const {
-  Tensor copy(shape_, dtype_, device_);
-  if (nbytes() > 0) std::memcpy(copy.storage_.get(), storage_.get(), nbytes());
+Tensor Tensor::clone() const { return to(device_); }
+
+Tensor Tensor::to(Device device) const {
+  Tensor copy(shape_, dtype_, device);
+  copy.copy_from(*this);
   return copy;
+}
+
+void Tensor::copy_from(const Tensor& src) {
+  FP8KIT_CHECK(src.dtype_ == dtype_ && src.shape_ == shape_,
+               "copy_from: source is {} {}, destination {} {}: shapes and dtypes must match", name(src.dtype_),
+               fmt::join(src.shape_, "x"), name(dtype_), fmt::join(shape_, "x"));
+  copy_bytes(storage_.get(), device_, src.storage_.get(), src.device_, nbytes());
 }
 
 void Tensor::resize(std::span<const int64_t> shape) {
   const int64_t n = checked_numel(shape);
   const size_t bytes = static_cast<size_t>(n) * dtype_size(dtype_);
   if (bytes > capacity_bytes_) {
-    storage_.reset(static_cast<std::byte*>(::operator new[](bytes, kAlignment)));
-    std::memset(storage_.get(), 0, bytes);
+    storage_.reset(static_cast<std::byte*>(allocate_bytes(device_, bytes)));
+    zero_bytes(device_, storage_.get(), bytes);
     capacity_bytes_ = bytes;
   }
   shape_.assign(shape.begin(), shape.end());  // reuses shape_'s capacity
@@ -73,8 +85,11 @@ void Tensor::resize(std::span<const int64_t> shape) {
 }
 
 template <typename T>
-void Tensor::check() const {
-  bool ok = false;
+void Tensor::check(Device expected) const {
+  FP8KIT_CHECK(device_ == expected,
+               "host access to a tensor on {}: copy it to the CPU first (to(Device::Cpu)), or use device_data()",
+               name(device_));
+  bool ok = std::is_same_v<T, std::byte>;  // untyped bytes: any dtype
   if constexpr (std::is_same_v<T, float>) ok = dtype_ == DType::F32;
   if constexpr (std::is_same_v<T, uint16_t>) ok = dtype_ == DType::Bf16;
   if constexpr (std::is_same_v<T, uint8_t>) ok = dtype_ == DType::E4M3 || dtype_ == DType::E5M2;
@@ -82,9 +97,10 @@ void Tensor::check() const {
   FP8KIT_CHECK(ok, "tensor access with the wrong element type: the tensor holds {}", name(dtype_));
 }
 
-template void Tensor::check<float>() const;
-template void Tensor::check<uint16_t>() const;
-template void Tensor::check<uint8_t>() const;
-template void Tensor::check<int32_t>() const;
+template void Tensor::check<float>(Device) const;
+template void Tensor::check<uint16_t>(Device) const;
+template void Tensor::check<uint8_t>(Device) const;
+template void Tensor::check<int32_t>(Device) const;
+template void Tensor::check<std::byte>(Device) const;
 
 }  // namespace fp8kit

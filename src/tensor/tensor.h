@@ -1,5 +1,5 @@
-// Tensor: shape, dtype, device and owned storage, row-major and contiguous. CPU only for now; the
-// Device tag and the owning storage leave room for a CUDA backend.
+// Tensor: shape, dtype, device and owned storage, row-major and contiguous, on the CPU or a CUDA GPU.
+// Moving a tensor between devices is always an explicit copy: to() or copy_from().
 #pragma once
 
 #include <cstddef>
@@ -10,15 +10,18 @@
 #include <string_view>
 #include <vector>
 
+#include "numerics/format.h"
+#include "tensor/device_memory.h"
+
 namespace fp8kit {
 
-enum class Device : uint8_t { Cpu };
 // E4M3 / E5M2 hold raw FP8 codes (uint8_t), Bf16 raw bf16 bits (uint16_t).
 enum class DType : uint8_t { F32, Bf16, E4M3, E5M2, I32 };
 
 size_t dtype_size(DType dtype);
 std::string_view name(DType dtype);  // "f32", "bf16", "e4m3", "e5m2", "i32"
-std::string_view name(Device device);
+DType dtype_of(Fp8Format format);
+Fp8Format fp8_format(DType dtype);  // E4M3 or E5M2, else throws
 
 class Tensor {
  public:
@@ -30,6 +33,10 @@ class Tensor {
   Tensor(const Tensor&) = delete;  // copies are explicit: clone()
   Tensor& operator=(const Tensor&) = delete;
   Tensor clone() const;
+  // A copy of this tensor on `device` (the same device: a clone).
+  Tensor to(Device device) const;
+  // Copies src's elements into this tensor, from any device to any device; shapes and dtypes must match.
+  void copy_from(const Tensor& src);
 
   const std::vector<int64_t>& shape() const { return shape_; }
   int64_t dim(size_t i) const { return shape_.at(i); }
@@ -39,16 +46,27 @@ class Tensor {
   int64_t numel() const { return numel_; }
   size_t nbytes() const { return static_cast<size_t>(numel_) * dtype_size(dtype_); }
 
-  // Typed access; T must match the dtype (float: F32, uint16_t: Bf16, uint8_t: E4M3/E5M2,
-  // int32_t: I32), else throws.
+  // Typed host access; T must match the dtype (float: F32, uint16_t: Bf16, uint8_t: E4M3/E5M2,
+  // int32_t: I32; std::byte: any), and the tensor must be on the CPU, else throws.
   template <typename T>
   T* data() {
-    check<T>();
+    check<T>(Device::Cpu);
     return reinterpret_cast<T*>(storage_.get());
   }
   template <typename T>
   const T* data() const {
-    check<T>();
+    check<T>(Device::Cpu);
+    return reinterpret_cast<const T*>(storage_.get());
+  }
+  // The elements' address on the tensor's own device (a GPU pointer for CUDA tensors), for kernels.
+  template <typename T>
+  T* device_data() {
+    check<T>(device_);
+    return reinterpret_cast<T*>(storage_.get());
+  }
+  template <typename T>
+  const T* device_data() const {
+    check<T>(device_);
     return reinterpret_cast<const T*>(storage_.get());
   }
   template <typename T>
@@ -68,17 +86,18 @@ class Tensor {
 
  private:
   struct Free {
-    void operator()(std::byte* p) const;
+    Device device;
+    void operator()(std::byte* p) const { free_bytes(device, p); }
   };
   template <typename T>
-  void check() const;
+  void check(Device expected) const;
 
   std::vector<int64_t> shape_;
   DType dtype_ = DType::F32;
   Device device_ = Device::Cpu;
   int64_t numel_ = 0;
   size_t capacity_bytes_ = 0;
-  std::unique_ptr<std::byte[], Free> storage_;  // 64-byte aligned
+  std::unique_ptr<std::byte[], Free> storage_{nullptr, Free{Device::Cpu}};  // from allocate_bytes
 };
 
 }  // namespace fp8kit

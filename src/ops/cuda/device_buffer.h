@@ -1,5 +1,6 @@
-// Device memory that frees itself (DeviceBuffer<T>), owned streams (Stream), and explicit
-// host <-> device copies. Nothing is copied implicitly: every transfer is a named call.
+// Typed GPU arrays that free themselves (DeviceBuffer<T>, from the same allocator as CUDA tensors:
+// tensor/device_memory.h), owned streams (Stream), and explicit host <-> device copies on a stream.
+// Nothing is copied implicitly: every transfer is a named call.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -12,17 +13,17 @@
 
 #include "base/error.h"
 #include "ops/cuda/check.h"
+#include "tensor/device_memory.h"
 
 namespace fp8kit::cuda {
 
-// `count` elements of T in device memory (cudaMalloc: 256-byte aligned), uninitialised. Move-only.
+// `count` elements of T in device memory (256-byte aligned), uninitialised. Move-only.
 template <typename T>
 class DeviceBuffer {
  public:
   DeviceBuffer() = default;
-  explicit DeviceBuffer(size_t count) : count_(count) {
-    if (count > 0) FP8KIT_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&data_), count * sizeof(T)));
-  }
+  explicit DeviceBuffer(size_t count)
+      : data_(static_cast<T*>(allocate_bytes(Device::Cuda, count * sizeof(T)))), count_(count) {}
   ~DeviceBuffer() { release(); }
   DeviceBuffer(DeviceBuffer&& other) noexcept
       : data_(std::exchange(other.data_, nullptr)), count_(std::exchange(other.count_, 0)) {}
@@ -66,7 +67,7 @@ class DeviceBuffer {
 
  private:
   void release() noexcept {
-    if (data_ != nullptr) cudaFree(data_);  // a destructor cannot throw; errors resurface at the next call
+    free_bytes(Device::Cuda, data_);
     data_ = nullptr;
     count_ = 0;
   }
