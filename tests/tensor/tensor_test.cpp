@@ -1,4 +1,5 @@
-// Tensor: shapes, typed access checked against the dtype, zeroed storage, reuse on resize, clone.
+// Tensor: shapes, typed access checked against the dtype, zeroed storage, reuse on resize, clone,
+// explicit copies; without a GPU, CUDA tensors fail with a clear error (tests/tensor/cuda/ covers the GPU).
 #include "tensor/tensor.h"
 
 #include "base/error.h"
@@ -6,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <string>
 
 namespace fp8kit {
 namespace {
@@ -47,6 +49,42 @@ TEST(Tensor, ResizeReusesStorageAndCloneCopies) {
   EXPECT_EQ(c.shape(), t.shape());
   EXPECT_EQ(c.data<float>()[99], 1.5f);
   EXPECT_NE(c.data<float>(), t.data<float>());
+}
+
+TEST(Tensor, CopiesAreExplicitAndChecked) {
+  Tensor a({2, 3}, DType::I32);
+  for (int i = 0; i < 6; ++i) a.data<int32_t>()[i] = i * i;
+  const Tensor b = a.to(Device::Cpu);
+  EXPECT_EQ(b.span<int32_t>()[5], 25);
+  Tensor c({2, 3}, DType::I32);
+  c.copy_from(a);
+  EXPECT_EQ(c.span<int32_t>()[4], 16);
+  Tensor wrong_shape({3, 2}, DType::I32), wrong_dtype({2, 3}, DType::F32);
+  EXPECT_THROW(wrong_shape.copy_from(a), Error);
+  EXPECT_THROW(wrong_dtype.copy_from(a), Error);
+  EXPECT_EQ(a.device_data<int32_t>(), a.data<int32_t>());  // on the CPU, both name host memory
+}
+
+TEST(Device, NamesAndParsing) {
+  EXPECT_EQ(name(Device::Cpu), "cpu");
+  EXPECT_EQ(name(Device::Cuda), "cuda");
+  EXPECT_EQ(parse_device("cuda"), Device::Cuda);
+  EXPECT_THROW(parse_device("gpu"), Error);
+  EXPECT_EQ(dtype_of(Fp8Format::E5M2), DType::E5M2);
+  EXPECT_EQ(fp8_format(DType::E4M3), Fp8Format::E4M3);
+  EXPECT_THROW(fp8_format(DType::Bf16), Error);
+}
+
+TEST(Device, CudaWithoutGpuFailsClearly) {
+  if (cuda_available()) GTEST_SKIP() << "a GPU is present: tests/tensor/cuda/ covers CUDA tensors";
+  try {
+    Tensor t({4}, DType::F32, Device::Cuda);
+    FAIL() << "a CUDA tensor was created without a GPU";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_TRUE(what.find("CUDA") != std::string::npos || what.find("GPU") != std::string::npos) << what;
+  }
+  EXPECT_THROW(require_cuda(), Error);
 }
 
 }  // namespace

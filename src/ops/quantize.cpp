@@ -1,0 +1,108 @@
+// Tensor-level quantization: argument checks, then numerics' bulk casts on the CPU or the fused
+// quantize kernel on the GPU (bit-identical to them).
+#include "ops/quantize.h"
+
+#include "base/error.h"
+#include "numerics/convert.h"
+
+#include <fmt/ranges.h>
+
+#include <cmath>
+
+#if FP8KIT_HAVE_CUDA
+#include "ops/cuda/convert.h"
+#include "ops/cuda/quantize.h"
+#endif
+
+namespace fp8kit::ops {
+
+namespace {
+
+struct Matrix {
+  int64_t rows, cols;
+};
+
+Matrix matrix_shape(const Tensor& x) {
+  FP8KIT_CHECK(x.rank() == 1 || x.rank() == 2, "quantize_fp8: x must be [rows, cols] or [n], got shape [{}]",
+               fmt::join(x.shape(), ", "));
+  return x.rank() == 1 ? Matrix{1, x.dim(0)} : Matrix{x.dim(0), x.dim(1)};
+}
+
+float host_scalar(const Tensor& t) { return t.to(Device::Cpu).data<float>()[0]; }
+
+Tensor scalar(float value, Device device) {
+  Tensor cpu({1}, DType::F32);
+  cpu.data<float>()[0] = value;
+  return cpu.to(device);
+}
+
+void quantize_cpu(const Tensor& x, Matrix m, Fp8Format format, float scale, Fp8Tensor& out) {
+  auto codes = out.data.span<uint8_t>();
+  const float amax = x.dtype() == DType::F32 ? fp8kit::quantize_fp8(x.span<float>(), scale, format, codes)
+                                             : fp8kit::quantize_fp8(x.span<uint16_t>(), scale, format, codes);
+  out.amax.data<float>()[0] = amax;
+  out.scale_inv.data<float>()[0] = 1.0f / scale;
+  if (out.data_t.numel() == 0) return;
+  uint8_t* t = out.data_t.data<uint8_t>();
+  for (int64_t r = 0; r < m.rows; ++r)
+    for (int64_t c = 0; c < m.cols; ++c) t[c * m.rows + r] = codes[r * m.cols + c];
+}
+
+}  // namespace
+
+Fp8Tensor quantize_fp8(const Tensor& x, Fp8Format format, const Tensor& scale, bool transpose) {
+  const Matrix m = matrix_shape(x);
+  FP8KIT_CHECK(x.dtype() == DType::F32 || x.dtype() == DType::Bf16, "quantize_fp8: x must be f32 or bf16, got {}",
+               name(x.dtype()));
+  FP8KIT_CHECK(scale.dtype() == DType::F32 && scale.numel() == 1 && scale.device() == x.device(),
+               "quantize_fp8: scale must be one f32 on {} (x's device), got {} [{}] on {}", name(x.device()),
+               name(scale.dtype()), fmt::join(scale.shape(), ", "), name(scale.device()));
+  const float s = host_scalar(scale);
+  FP8KIT_CHECK(std::isfinite(s) && s > 0, "quantize_fp8: scale must be finite and > 0, got {}", s);
+  const Device device = x.device();
+  Fp8Tensor out{Tensor(x.rank() == 1 ? std::vector<int64_t>{m.cols} : std::vector<int64_t>{m.rows, m.cols},
+                       dtype_of(format), device),
+                transpose ? Tensor({m.cols, m.rows}, dtype_of(format), device) : Tensor({0}, dtype_of(format), device),
+                Tensor({1}, DType::F32, device), Tensor({1}, DType::F32, device)};
+  if (device == Device::Cpu) {
+    quantize_cpu(x, m, format, s, out);
+    return out;
+  }
+#if FP8KIT_HAVE_CUDA
+  cuda::QuantizeArgs args;
+  args.x = x.device_data<std::byte>();
+  args.x_type = x.dtype();
+  args.rows = m.rows;
+  args.cols = m.cols;
+  args.format = format;
+  args.scale = scale.device_data<float>();
+  args.q = out.data.device_data<uint8_t>();
+  args.q_t = transpose ? out.data_t.device_data<uint8_t>() : nullptr;
+  args.amax = out.amax.device_data<float>();  // zeroed by Tensor's constructor
+  args.scale_inv = out.scale_inv.device_data<float>();
+  cuda::quantize_fp8(args);
+#endif
+  return out;
+}
+
+Fp8Tensor quantize_fp8_current(const Tensor& x, Fp8Format format, ScaleOptions options, bool transpose) {
+  // A first pass at scale 1 measures the amax (its codes are dropped).
+  const float amax_x = host_scalar(quantize_fp8(x, format, scalar(1.0f, x.device())).amax);
+  return quantize_fp8(x, format, scalar(current_scale(amax_x, format, options), x.device()), transpose);
+}
+
+Tensor dequantize(const Fp8Tensor& q) {
+  const Fp8Format format = fp8_format(q.data.dtype());
+  Tensor out(q.data.shape(), DType::F32, q.data.device());
+  if (q.data.device() == Device::Cpu) {
+    fp8kit::dequantize_fp8(q.data.span<uint8_t>(), format, q.scale_inv.data<float>()[0], out.span<float>());
+    return out;
+  }
+#if FP8KIT_HAVE_CUDA
+  cuda::dequantize_fp8(q.data.device_data<uint8_t>(), q.data.numel(), format, q.scale_inv.device_data<float>(),
+                       out.device_data<float>());
+#endif
+  return out;
+}
+
+}  // namespace fp8kit::ops

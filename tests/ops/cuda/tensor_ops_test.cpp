@@ -1,0 +1,118 @@
+// Every Tensor-level op on both backends (ggml's test-backend-ops habit): the same call on CPU
+// tensors and on their CUDA copies. Quantization agrees bit for bit, dequantization too (up to NaN
+// signs); matmul within the cuBLASLt tolerances of gemm_test.cpp (relative Frobenius error).
+#include "ops/matmul.h"
+#include "ops/quantize.h"
+
+#include "base/error.h"
+#include "numerics/cast.h"
+#include "ops/cuda/gpu_test.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+namespace fp8kit::ops {
+namespace {
+
+using cuda::testing::awkward_floats;
+using cuda::testing::random_normal;
+using cuda::testing::relative_l2;
+
+Tensor host_tensor(const std::vector<float>& values, std::vector<int64_t> shape, DType dtype = DType::F32) {
+  Tensor t(std::move(shape), dtype);
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (dtype == DType::F32) t.data<float>()[i] = values[i];
+    else t.data<uint16_t>()[i] = float_to_bf16(values[i]);
+  }
+  return t;
+}
+
+Tensor scalar(float value, Device device) { return host_tensor({value}, {1}).to(device); }
+
+void expect_same_bytes(const Tensor& cpu, const Tensor& gpu, const char* what) {
+  const Tensor back = gpu.to(Device::Cpu);
+  ASSERT_EQ(back.shape(), cpu.shape()) << what;
+  EXPECT_EQ(std::memcmp(back.device_data<std::byte>(), cpu.device_data<std::byte>(), cpu.nbytes()), 0) << what;
+}
+
+std::vector<float> floats(const Tensor& t) {
+  const Tensor host = t.to(Device::Cpu);
+  std::vector<float> out(host.numel());
+  for (int64_t i = 0; i < host.numel(); ++i)
+    out[i] = host.dtype() == DType::F32 ? host.data<float>()[i] : bf16_to_float(host.data<uint16_t>()[i]);
+  return out;
+}
+
+struct Shape {
+  int64_t rows, cols;
+};
+const Shape kShapes[] = {{1, 16}, {5, 160}, {217, 256}, {64, 33}};
+
+TEST(TensorOpsOnBothBackends, QuantizeAndDequantizeAreBitIdentical) {
+  FP8KIT_REQUIRE_GPU();
+  uint32_t seed = 1;
+  for (const Shape& s : kShapes) {
+    for (DType x_type : {DType::F32, DType::Bf16}) {
+      for (Fp8Format format : {Fp8Format::E4M3, Fp8Format::E5M2}) {
+        const Tensor x = host_tensor(awkward_floats(s.rows * s.cols, seed++), {s.rows, s.cols}, x_type);
+        const Tensor xg = x.to(Device::Cuda);
+        const Fp8Tensor c = quantize_fp8(x, format, scalar(0.75f, Device::Cpu), true);
+        const Fp8Tensor g = quantize_fp8(xg, format, scalar(0.75f, Device::Cuda), true);
+        expect_same_bytes(c.data, g.data, "codes");
+        expect_same_bytes(c.data_t, g.data_t, "transposed codes");
+        expect_same_bytes(c.amax, g.amax, "amax");
+        expect_same_bytes(c.scale_inv, g.scale_inv, "scale_inv");
+        // NaN codes dequantize to NaN on both, without the CPU's sign on the GPU (ops/cuda/convert.h).
+        const std::vector<float> dc = floats(dequantize(c)), dg = floats(dequantize(g));
+        for (size_t i = 0; i < dc.size(); ++i) {
+          if (std::isnan(dc[i])) EXPECT_TRUE(std::isnan(dg[i])) << i;
+          else EXPECT_EQ(dg[i], dc[i]) << i;
+        }
+        const Fp8Tensor cc = quantize_fp8_current(x, format, {.margin = 1});
+        const Fp8Tensor gc = quantize_fp8_current(xg, format, {.margin = 1});
+        expect_same_bytes(cc.data, gc.data, "current-scaled codes");
+        expect_same_bytes(cc.scale_inv, gc.scale_inv, "current scale_inv");
+      }
+    }
+  }
+}
+
+TEST(TensorOpsOnBothBackends, MatmulAgreesWithinGemmTolerances) {
+  FP8KIT_REQUIRE_GPU();
+  const int64_t m = 96, n = 80, k = 256;
+  const std::vector<float> av = random_normal(m * k, 1), bv = random_normal(n * k, 2);
+  for (DType dtype : {DType::F32, DType::Bf16}) {
+    const DType y_type = dtype;
+    const Tensor a = host_tensor(av, {m, k}, dtype), b = host_tensor(bv, {n, k}, dtype);
+    const Tensor bias = host_tensor(random_normal(n, 3), {n}, y_type);
+    Tensor yc({m, n}, y_type), yg({m, n}, y_type, Device::Cuda);
+    const Tensor bias_g = bias.to(Device::Cuda);
+    matmul(a, b, yc, {.bias = &bias});
+    matmul(a.to(Device::Cuda), b.to(Device::Cuda), yg, {.bias = &bias_g});
+    EXPECT_LT(relative_l2(floats(yg), floats(yc)), dtype == DType::F32 ? 2e-6 : 3e-3) << name(dtype);
+  }
+  const Tensor a = host_tensor(av, {m, k}), b = host_tensor(bv, {n, k});
+  const Fp8Tensor ac = quantize_fp8_current(a, Fp8Format::E4M3), bc = quantize_fp8_current(b, Fp8Format::E4M3);
+  const Fp8Tensor ag = quantize_fp8_current(a.to(Device::Cuda), Fp8Format::E4M3);
+  const Fp8Tensor bg = quantize_fp8_current(b.to(Device::Cuda), Fp8Format::E4M3);
+  for (bool fast : {false, true}) {
+    Tensor yc({m, n}, DType::F32), yg({m, n}, DType::F32, Device::Cuda);
+    matmul(ac, bc, yc, {.fast_accumulation = fast});
+    matmul(ag, bg, yg, {.fast_accumulation = fast});
+    EXPECT_LT(relative_l2(floats(yg), floats(yc)), fast ? 3e-3 : 3e-4) << "fp8, fast accumulation " << fast;
+  }
+}
+
+TEST(TensorOpsOnBothBackends, MixedDevicesAreRefused) {
+  FP8KIT_REQUIRE_GPU();
+  const Tensor a({4, 16}, DType::F32), b({8, 16}, DType::F32, Device::Cuda);
+  Tensor y({4, 8}, DType::F32, Device::Cuda);
+  EXPECT_THROW(matmul(a, b, y), Error);
+  EXPECT_THROW(quantize_fp8(b, Fp8Format::E4M3, scalar(1.0f, Device::Cpu)), Error);
+}
+
+}  // namespace
+}  // namespace fp8kit::ops
