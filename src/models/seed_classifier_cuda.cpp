@@ -10,6 +10,7 @@
 #include "ops/cuda/attention.h"
 #include "ops/cuda/binary_crossentropy.h"
 #include "ops/cuda/convert.h"
+#include "ops/cuda/current_scaling.h"
 #include "ops/cuda/device_buffer.h"
 #include "ops/cuda/dropout.h"
 #include "ops/cuda/elementwise.h"
@@ -110,6 +111,9 @@ struct SeedClassifierCuda::Impl {
   // FP8 scaling state: 8 Linears x (inputs, kernel, outputs_grad).
   cuda::ScalingBatch scaling{};
   DeviceBuffer<float> amax_history, amax, scale, scale_inv, fp8_max;
+  // Current scaling in evaluation: the amaxes and scales of the tensors evaluated, apart from the
+  // training state (which evaluation leaves as it is, as the CPU's does).
+  DeviceBuffer<float> eval_amax, eval_scale;
   // scale_inv[i] at gemm_scale_inv[4 i]: cuBLASLt wants 16-byte aligned scale pointers (else the
   // GEMM wrapper adds a copy per operand).
   DeviceBuffer<float> gemm_scale_inv;
@@ -123,6 +127,11 @@ struct SeedClassifierCuda::Impl {
   DeviceBuffer<float> x0, x0d, stats, context, attn_d, r1, x1, mean1, rstd1, f_d, r2, x2, mean2, rstd2;
   DeviceBuffer<float> pooled, pooled_d, h2_d, probs, loss, dz;  // [B, D], [B, D], [B, 32], [B], [1], [B]
   DeviceBuffer<float> d_h2, d_pooled, d_pooled_x, d_r2, d_f, d_x1, d_r1, d_attn, dq, dk, dv, d_x0a, d_x0, d_x0e;
+
+  // Scratch of the deterministic gradient sums: bias and LayerNorm partial sums (floats), the embedding
+  // backward's token sort (bytes).
+  DeviceBuffer<float> sum_scratch;
+  DeviceBuffer<uint8_t> embedding_scratch;
 
   cudaGraphExec_t graph = nullptr;
 
@@ -149,41 +158,73 @@ struct SeedClassifierCuda::Impl {
 
   cudaStream_t s() const { return stream.get(); }
 
-  // FP8 quantization arguments for x [rows, cols] with state `i`'s scale; amax recorded when training.
+  bool current_scaling() const { return precision == Precision::Fp8 && recipe.mode == ScalingMode::Current; }
+  // Keras lag: the state keeps Keras's multiplier (scale_inv) and quantization divides by it.
+  bool keras_lag() const { return recipe.mode == ScalingMode::Delayed && recipe.lag == ScalingLag::Keras; }
+
+  // FP8 quantization arguments for x [rows, cols] with state `i`'s scale; amax recorded when training
+  // (current scaling: by current_scales, before).
   cuda::QuantizeArgs quantize_args(int i, Fp8Format format, const float* x, int64_t rows, int64_t cols, uint8_t* q,
                                    uint8_t* q_t, bool training) {
-    const bool keras = recipe.lag == ScalingLag::Keras;
+    const bool keras = keras_lag(), current = current_scaling();
     cuda::QuantizeArgs a;
     a.x = x;
     a.x_type = DType::F32;
     a.rows = rows;
     a.cols = cols;
     a.format = format;
-    a.scale = keras ? scale_inv.data() + i : scale.data() + i;
+    a.scale = keras ? scale_inv.data() + i : current && !training ? eval_scale.data() + i : scale.data() + i;
     a.divide = keras;
     a.q = q;
     a.q_t = q_t;
-    a.amax = training ? amax.data() + i : nullptr;
+    a.amax = training && !current ? amax.data() + i : nullptr;
     return a;
+  }
+
+  // Current scaling, before `args` (of states `states`) are quantized: their own amaxes (a quantize
+  // pass without outputs), then their scales and the GEMMs' scale_invs, on the device. Training
+  // writes the state (amax, recorded by update_scaling, and scale); evaluation its own copies.
+  void current_scales(std::vector<cuda::QuantizeArgs> args, const std::vector<int>& states, bool training) {
+    float* amaxes = training ? amax.data() : eval_amax.data();
+    for (size_t k = 0; k < args.size(); ++k) {
+      args[k].q = nullptr;
+      args[k].q_t = nullptr;
+      args[k].amax = amaxes + states[k];
+    }
+    cuda::quantize_fp8_batch(args, s());
+    cuda::current_scales(states, amaxes, fp8_max.data(), recipe.scale_options,
+                         training ? scale.data() : eval_scale.data(), gemm_scale_inv.data(), 4, s());
   }
 
   void quantize(int i, Fp8Format format, const float* x, int64_t rows, int64_t cols, uint8_t* q, uint8_t* q_t,
                 bool training) {
-    cuda::quantize_fp8(quantize_args(i, format, x, rows, cols, q, q_t, training), s());
+    const cuda::QuantizeArgs args = quantize_args(i, format, x, rows, cols, q, q_t, training);
+    if (current_scaling()) current_scales({args}, {i}, training);
+    cuda::quantize_fp8(args, s());
   }
 
   // FP8: all 8 weights, and the input x0d that query, key and value share (each with its own scale),
-  // quantized up front in 2 launches instead of 11 (weights do not change within a forward).
+  // quantized up front in 2 launches instead of 11 (weights do not change within a forward); current
+  // scaling adds 3 launches before them for the amaxes and scales.
   void quantize_weights_and_qkv_input(const float* x, bool training) {
     const Fp8Format f = recipe.forward_format;
-    std::vector<cuda::QuantizeArgs> args;
-    for (LinearCuda* l : {&query, &key, &value, &attn_out, &inter, &ffn_out, &dense, &dense_1})
-      args.push_back(quantize_args(l->scaling + 1, f, l->w, l->in, l->out, l->wq.data(), l->wq_t.data(), training));
-    cuda::quantize_fp8_batch(args, s());
-    args.clear();
-    for (LinearCuda* l : {&query, &key, &value})
-      args.push_back(quantize_args(l->scaling, f, x, l->rows, l->in, l->xq.data(), l->xq_t.data(), training));
-    cuda::quantize_fp8_batch(args, s());
+    std::vector<cuda::QuantizeArgs> weights, inputs;
+    std::vector<int> states;
+    for (LinearCuda* l : {&query, &key, &value, &attn_out, &inter, &ffn_out, &dense, &dense_1}) {
+      weights.push_back(quantize_args(l->scaling + 1, f, l->w, l->in, l->out, l->wq.data(), l->wq_t.data(), training));
+      states.push_back(l->scaling + 1);
+    }
+    for (LinearCuda* l : {&query, &key, &value}) {
+      inputs.push_back(quantize_args(l->scaling, f, x, l->rows, l->in, l->xq.data(), l->xq_t.data(), training));
+      states.push_back(l->scaling);
+    }
+    if (current_scaling()) {
+      std::vector<cuda::QuantizeArgs> all = weights;
+      all.insert(all.end(), inputs.begin(), inputs.end());
+      current_scales(all, states, training);
+    }
+    cuda::quantize_fp8_batch(weights, s());
+    cuda::quantize_fp8_batch(inputs, s());
   }
 
   void gemm(int64_t m, int64_t n, int64_t k, const void* a, DType at, const void* b, DType bt, float* y,
@@ -233,7 +274,7 @@ struct SeedClassifierCuda::Impl {
 
   const float* linear_backward(LinearCuda& l, const float* dy) {
     const int64_t M = l.rows, N = l.out, K = l.in;
-    cuda::bias_backward(dy, l.y.data(), M, N, l.relu, l.g.data(), l.db, s());
+    cuda::bias_backward(dy, l.y.data(), M, N, l.relu, l.g.data(), l.db, sum_scratch.data(), s());
     switch (precision) {
       case Precision::Fp32:
         gemm(M, K, N, l.g.data(), DType::F32, l.w, DType::F32, l.dx.data());  // dx = g W^T
@@ -266,6 +307,7 @@ struct SeedClassifierCuda::Impl {
   // The forward of SeedClassifier::forward; returns the logits [B].
   const float* forward(bool training) {
     const int64_t BTD = B * T * D;
+    if (current_scaling() && !training) eval_amax.fill_bytes(0, s());
     cuda::embedding_forward({B, T, D, config.vocabulary_size}, tokens.data(), param(kToken), param(kPosition), bf16,
                             x0.data(), s());
     cuda::dropout_forward(site(kEmbeddingDropout, training), bf16, x0.data(), x0d.data(), BTD, s());
@@ -305,13 +347,13 @@ struct SeedClassifierCuda::Impl {
     cuda::dropout_backward(site(kPoolDropout, true), bf16, d_pooled_d, d_pooled.data(), B * D, s());
     cuda::mean_pool_backward(d_pooled.data(), B, T, D, d_pooled_x.data(), s());
     cuda::layer_norm_backward(B * T, D, r2.data(), param(kNorm2G), mean2.data(), rstd2.data(), d_pooled_x.data(),
-                              d_r2.data(), grad(kNorm2G), grad(kNorm2B), s());
+                              d_r2.data(), grad(kNorm2G), grad(kNorm2B), sum_scratch.data(), s());
     cuda::dropout_backward(site(kFeedforwardDropout, true), bf16, d_r2.data(), d_f.data(), BTD, s());
     const float* d_h = linear_backward(ffn_out, d_f.data());
     const float* d_x1_ffn = linear_backward(inter, d_h);
     cuda::add(d_r2.data(), d_x1_ffn, false, d_x1.data(), BTD, s());
     cuda::layer_norm_backward(B * T, D, r1.data(), param(kNorm1G), mean1.data(), rstd1.data(), d_x1.data(),
-                              d_r1.data(), grad(kNorm1G), grad(kNorm1B), s());
+                              d_r1.data(), grad(kNorm1G), grad(kNorm1B), sum_scratch.data(), s());
     cuda::dropout_backward(site(kAttentionDropout, true), bf16, d_r1.data(), d_attn.data(), BTD, s());
     const float* d_context = linear_backward(attn_out, d_attn.data());
     cuda::causal_attention_backward({B, T, H, D / H}, query.y.data(), key.y.data(), value.y.data(), stats.data(),
@@ -324,10 +366,11 @@ struct SeedClassifierCuda::Impl {
     cuda::add(d_r1.data(), d_x0a.data(), false, d_x0.data(), BTD, s());
     cuda::dropout_backward(site(kEmbeddingDropout, true), bf16, d_x0.data(), d_x0e.data(), BTD, s());
     cuda::embedding_backward({B, T, D, config.vocabulary_size}, tokens.data(), d_x0e.data(), grad(kToken),
-                             grad(kPosition), s());
+                             grad(kPosition), embedding_scratch.data(), embedding_scratch.size(), s());
     if (precision == Precision::Fp8) {
       cuda::update_scaling(scaling, recipe, s());
-      cuda::spread(scale_inv.data(), scaling.count, 4, gemm_scale_inv.data(), s());
+      // (Current scaling computes every GEMM scale_inv right before its use.)
+      if (!current_scaling()) cuda::spread(scale_inv.data(), scaling.count, 4, gemm_scale_inv.data(), s());
     }
   }
 
@@ -393,8 +436,6 @@ SeedClassifierCuda::SeedClassifierCuda(SeedClassifier& cpu, uint64_t seed, int b
   m.adam = adam;
   m.bf16 = m.precision != Precision::Fp32;
   FP8KIT_CHECK(m.config.intermediate_dim == m.D, "the GPU seed model needs intermediate_dim == hidden_dim");
-  FP8KIT_CHECK(m.precision != Precision::Fp8 || m.recipe.mode == ScalingMode::Delayed,
-               "the GPU seed model supports delayed FP8 scaling only (te or keras lag), not current scaling");
 
   const std::vector<nn::Parameter*> ps = cpu.parameters();
   FP8KIT_CHECK(ps.size() == kParamCount, "the seed model has {} parameters, the GPU twin expects {}", ps.size(),
@@ -450,8 +491,16 @@ SeedClassifierCuda::SeedClassifierCuda(SeedClassifier& cpu, uint64_t seed, int b
     m.gemm_scale_inv = DeviceBuffer<float>(4 * kStates);
     m.gemm_scale_inv.fill_bytes(0, m.s());
     cuda::spread(m.scale_inv.data(), kStates, 4, m.gemm_scale_inv.data(), m.s());
+    m.eval_amax = DeviceBuffer<float>(kStates);
+    m.eval_scale = DeviceBuffer<float>(kStates);
+    m.eval_scale.upload(ones, m.s());
   }
 
+  int64_t sums = cuda::layer_norm_backward_workspace(BT, D);
+  for (const LinearCuda* l : {&m.query, &m.key, &m.value, &m.attn_out, &m.inter, &m.ffn_out, &m.dense, &m.dense_1})
+    sums = std::max(sums, cuda::bias_backward_workspace(l->rows, l->out));
+  m.sum_scratch = DeviceBuffer<float>(sums);
+  m.embedding_scratch = DeviceBuffer<uint8_t>(cuda::embedding_backward_workspace({B, T, D, m.config.vocabulary_size}));
   m.tokens = DeviceBuffer<int32_t>(BT);
   m.labels = DeviceBuffer<float>(B);
   for (auto* b : {&m.x0, &m.x0d, &m.context, &m.attn_d, &m.r1, &m.x1, &m.f_d, &m.r2, &m.x2, &m.d_pooled_x, &m.d_r2,
@@ -602,7 +651,7 @@ void SeedClassifierCuda::load_state(SeedClassifier& cpu, optim::Adam& adam) {
     const int64_t count = m.scaling.count, L = m.scaling.history_length;
     std::vector<float> scale(count, 0.0f), scale_inv(count, 0.0f), history(count * L, 0.0f);
     std::vector<int> seen(count, 0);
-    const bool keras = m.recipe.lag == ScalingLag::Keras;
+    const bool keras = m.keras_lag();
     for (const nn::StateEntry& e : cpu.fp8_state()) {
       const auto [i, is_history] = fp8_state_index(e.name);
       FP8KIT_CHECK(static_cast<int64_t>(e.data.size()) == (is_history ? L : 1), "FP8 state {} has {} values",
@@ -647,7 +696,7 @@ void SeedClassifierCuda::store_state(SeedClassifier& cpu, optim::Adam& adam) con
     const int64_t L = m.scaling.history_length;
     const std::vector<float> scale = m.scale.to_host(m.s()), scale_inv = m.scale_inv.to_host(m.s());
     const std::vector<float> history = m.amax_history.to_host(m.s());
-    const bool keras = m.recipe.lag == ScalingLag::Keras;
+    const bool keras = m.keras_lag();
     for (const nn::StateEntry& e : cpu.fp8_state()) {
       const auto [i, is_history] = fp8_state_index(e.name);
       if (is_history) {

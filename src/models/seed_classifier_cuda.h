@@ -19,7 +19,8 @@ class SeedClassifierCuda {
  public:
   // Copies config, precision, FP8 recipe and current weights from `cpu`; `seed` must be the seed the
   // CPU model was built with (it keys the dropout masks). Every step has exactly `batch` examples.
-  // Fp8 supports delayed scaling (te and keras lags); current scaling throws.
+  // Fp8: delayed scaling (te and keras lags) and current scaling. Steps are deterministic: the same
+  // inputs and state give the same bits (no atomics), so load_state resumes a run bit for bit.
   SeedClassifierCuda(SeedClassifier& cpu, uint64_t seed, int batch, optim::AdamOptions adam = {});
   ~SeedClassifierCuda();
   SeedClassifierCuda(const SeedClassifierCuda&) = delete;

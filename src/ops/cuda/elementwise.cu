@@ -1,10 +1,12 @@
-// Element-wise kernels of the training step (one thread per element unless said otherwise).
+// Element-wise kernels of the training step (one thread per element unless said otherwise; the bias
+// gradient sums in nn::Linear's order, ops/cuda/ordered_sum.cuh).
 #include "ops/cuda/elementwise.h"
 
 #include <string>
 
 #include "base/error.h"
 #include "ops/cuda/check.h"
+#include "ops/cuda/ordered_sum.cuh"
 #include "ops/cuda/round.cuh"
 
 namespace fp8kit::cuda {
@@ -30,33 +32,25 @@ __global__ void bias_activation_kernel(float* y, const float* bias, int64_t rows
   y[i] = relu ? fmaxf(v, 0.0f) : v;
 }
 
-// A block takes 32 columns (lane = column) of kBiasRows rows, its warps striding the rows; warp
-// partials are added in shared memory, then one atomic per column per block.
-constexpr int kBiasWarps = 8;
-constexpr int kBiasRows = 128;
-__global__ void bias_backward_kernel(const float* dy, const float* y, int64_t rows, int64_t cols, bool relu, float* g,
-                                     float* bias_grad) {
-  __shared__ float partial[kBiasWarps][32];
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const int64_t col = static_cast<int64_t>(blockIdx.y) * 32 + lane;
-  const int64_t r0 = static_cast<int64_t>(blockIdx.x) * kBiasRows, r1 = rows < r0 + kBiasRows ? rows : r0 + kBiasRows;
-  float sum = 0.0f;
-  if (col < cols) {
-#pragma unroll 4
-    for (int64_t r = r0 + warp; r < r1; r += kBiasWarps) {
-      const int64_t i = r * cols + col;
-      const float v = relu && !(y[i] > 0.0f) ? 0.0f : dy[i];
-      g[i] = v;
-      sum += v;
-    }
-  }
-  partial[warp][lane] = sum;
-  __syncthreads();
-  if (warp == 0 && col < cols) {
-    float total = 0.0f;
-    for (int w = 0; w < kBiasWarps; ++w) total += partial[w][lane];
-    atomicAdd(bias_grad + col, total);
-  }
+// nn::Linear's bias gradient order: pieces of 512 rows (its kRowsPerPiece), each summed row by row,
+// then the pieces in order. Block (piece, 32 columns) writes the masked gradient g as it fetches it.
+constexpr int64_t kBiasPieceRows = 512;
+__global__ void __launch_bounds__(kOrderedSumThreads)
+    bias_pieces_kernel(const float* dy, const float* y, int64_t rows, int64_t cols, bool relu, float* g,
+                       float* partials) {
+  const int64_t col = static_cast<int64_t>(blockIdx.y) * 32 + threadIdx.x % 32;
+  const int64_t begin = static_cast<int64_t>(blockIdx.x) * kBiasPieceRows;
+  const int64_t end = rows < begin + kBiasPieceRows ? rows : begin + kBiasPieceRows;
+  float sum[1];
+  ordered_sum<1>(
+      begin, end, col < cols,
+      [&](int64_t r, float(&v)[1]) {
+        const int64_t i = r * cols + col;
+        v[0] = relu && !(y[i] > 0.0f) ? 0.0f : dy[i];
+        g[i] = v[0];
+      },
+      [](float(&acc)[1], const float(&e)[1]) { acc[0] += e[0]; }, sum);
+  if (threadIdx.x < 32 && col < cols) partials[blockIdx.x * cols + col] = sum[0];
 }
 
 __global__ void spread_kernel(const float* x, int64_t count, int64_t stride, float* out) {
@@ -109,14 +103,23 @@ void bias_activation(float* y, const float* bias, int64_t rows, int64_t cols, bo
   check_launch("bias_activation");
 }
 
+int64_t bias_backward_workspace(int64_t rows, int64_t cols) { return piece_count(rows, kBiasPieceRows) * cols; }
+
 void bias_backward(const float* dy, const float* y, int64_t rows, int64_t cols, bool relu, float* g,
-                   float* bias_grad, cudaStream_t stream) {
+                   float* bias_grad, float* workspace, cudaStream_t stream) {
+  if (rows < 0 || cols < 0) throw Error("bias_backward: negative shape");
   if (cols == 0) return;
-  FP8KIT_CUDA_CHECK(cudaMemsetAsync(bias_grad, 0, cols * sizeof(float), stream));
-  if (rows == 0) return;
-  const dim3 grid(blocks_for(rows, kBiasRows), blocks_for(cols, 32));
-  bias_backward_kernel<<<grid, kBiasWarps * 32, 0, stream>>>(dy, y, rows, cols, relu, g, bias_grad);
+  if (rows == 0) {
+    FP8KIT_CUDA_CHECK(cudaMemsetAsync(bias_grad, 0, cols * sizeof(float), stream));
+    return;
+  }
+  const int64_t pieces = piece_count(rows, kBiasPieceRows);
+  if (pieces >= (int64_t{1} << 31) || (cols + 31) / 32 > 65535)
+    throw Error("bias_backward: " + std::to_string(rows) + " x " + std::to_string(cols) + " is too large");
+  const dim3 grid(static_cast<unsigned>(pieces), blocks_for(cols, 32));
+  bias_pieces_kernel<<<grid, kOrderedSumThreads, 0, stream>>>(dy, y, rows, cols, relu, g, workspace);
   check_launch("bias_backward");
+  add_pieces<1>(pieces, cols, workspace, {{bias_grad}}, stream);
 }
 
 void transpose(const float* x, int64_t rows, int64_t cols, DType out_type, void* out, cudaStream_t stream) {

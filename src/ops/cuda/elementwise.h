@@ -19,10 +19,12 @@ void add3(const float* a, const float* b, const float* c, float* out, int64_t n,
 // y [rows, cols] in place: y = act(y + bias) (bf16: act(bf16(bf16(y) + bf16(bias))), nn::Linear's).
 void bias_activation(float* y, const float* bias, int64_t rows, int64_t cols, bool relu, bool bf16,
                      cudaStream_t stream);
-// g = relu && !(y > 0) ? 0 : dy; bias_grad [cols] = sum of g over rows (float32 partial sums of 128
-// rows added with atomics: the last bits may vary between runs). g may alias dy.
+// g = relu && !(y > 0) ? 0 : dy; bias_grad [cols] = sum of g over rows, float32, added in exactly
+// nn::Linear::backward's order (bit-identical to the CPU, the same bits every run). g may alias dy.
+// workspace: bias_backward_workspace(rows, cols) floats of device scratch.
 void bias_backward(const float* dy, const float* y, int64_t rows, int64_t cols, bool relu, float* g,
-                   float* bias_grad, cudaStream_t stream);
+                   float* bias_grad, float* workspace, cudaStream_t stream);
+int64_t bias_backward_workspace(int64_t rows, int64_t cols);
 
 // out [cols, rows] = x [rows, cols] transposed, as float32 (out_type F32) or rounded to bf16 (Bf16).
 void transpose(const float* x, int64_t rows, int64_t cols, DType out_type, void* out, cudaStream_t stream);

@@ -1,13 +1,23 @@
-// Embedding kernels: one thread per output element; the backward adds with atomics.
+// Embedding kernels. Forward: one thread per output element. Backward, deterministic and in the CPU
+// layer's order: the token ids are sorted stably (CUB radix sort, so equal ids keep their positions'
+// order), each distinct id's rows of dout are added one after the other (ops/cuda/ordered_sum.cuh),
+// and each position's rows over the batch likewise.
 #include "ops/cuda/embedding.h"
 
+#include <cub/device/device_radix_sort.cuh>
+
+#include <string>
+
+#include "base/error.h"
 #include "ops/cuda/check.h"
+#include "ops/cuda/ordered_sum.cuh"
 #include "ops/cuda/round.cuh"
 
 namespace fp8kit::cuda {
 namespace {
 
 constexpr int kThreads = 256;
+constexpr unsigned kMaxTokenBlocks = 1024;  // blocks that walk the sorted ids (about one wave)
 
 __global__ void forward_kernel(EmbeddingShape s, const int32_t* tokens, const float* token, const float* position,
                                bool bf16, float* out) {
@@ -18,14 +28,88 @@ __global__ void forward_kernel(EmbeddingShape s, const int32_t* tokens, const fl
   out[i] = bf16 ? round_bf16(round_bf16(t) + round_bf16(p)) : t + p;
 }
 
-__global__ void backward_kernel(EmbeddingShape s, const int32_t* tokens, const float* dout, float* token_grad,
-                                float* position_grad) {
+__global__ void iota_kernel(int32_t n, int32_t* out) {
+  const int32_t i = static_cast<int32_t>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i < n) out[i] = i;
+}
+
+// run_end[id] = one past the last sorted position holding id (written for the ids present only).
+__global__ void run_end_kernel(int32_t n, const uint32_t* sorted, int32_t* run_end) {
+  const int32_t i = static_cast<int32_t>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i < n && (i == n - 1 || sorted[i + 1] != sorted[i])) run_end[sorted[i]] = i + 1;
+}
+
+// Block (k, 32 columns) takes the runs of equal ids starting at sorted positions k, k + gridDim.x, ...:
+// token_grad[id, col] = sum of dout[order[j], col] over the run, j increasing (= batch order).
+__global__ void __launch_bounds__(kOrderedSumThreads)
+    token_grad_kernel(int32_t n, int64_t dim, const uint32_t* sorted, const int32_t* order, const int32_t* run_end,
+                      const float* dout, float* token_grad) {
+  const int64_t col = static_cast<int64_t>(blockIdx.y) * 32 + threadIdx.x % 32;
+  for (int32_t i = blockIdx.x; i < n; i += gridDim.x) {
+    const uint32_t id = sorted[i];
+    if (i > 0 && sorted[i - 1] == id) continue;  // not the start of a run (the same for the whole block)
+    float sum[1];
+    ordered_sum<1>(
+        i, run_end[id], col < dim, [&](int64_t j, float(&v)[1]) { v[0] = dout[order[j] * dim + col]; },
+        [](float(&acc)[1], const float(&e)[1]) { acc[0] += e[0]; }, sum);
+    if (threadIdx.x < 32 && col < dim) token_grad[id * dim + col] = sum[0];
+  }
+}
+
+// position_grad[t, d] = sum over b = 0, 1, ... of dout[b, t, d].
+__global__ void position_grad_kernel(EmbeddingShape s, const float* dout, float* position_grad) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= s.batch * s.seq * s.dim) return;
-  const int64_t bt = i / s.dim, d = i % s.dim;
-  const float g = dout[i];
-  atomicAdd(token_grad + static_cast<int64_t>(tokens[bt]) * s.dim + d, g);
-  atomicAdd(position_grad + (bt % s.seq) * s.dim + d, g);
+  if (i >= s.seq * s.dim) return;
+  float sum = 0.0f;
+#pragma unroll 8
+  for (int64_t b = 0; b < s.batch; ++b) sum += dout[b * s.seq * s.dim + i];
+  position_grad[i] = sum;
+}
+
+int key_bits(int64_t vocabulary) {
+  int bits = 1;
+  while ((int64_t{1} << bits) < vocabulary) ++bits;
+  return bits;
+}
+
+size_t align256(size_t bytes) { return (bytes + 255) / 256 * 256; }
+
+// The backward's scratch, carved from one workspace: sorted ids, positions (iota) and their sorted
+// order [n], run ends [vocabulary], then CUB's temporary storage.
+struct Scratch {
+  uint32_t* sorted = nullptr;
+  int32_t* positions = nullptr;
+  int32_t* order = nullptr;
+  int32_t* run_end = nullptr;
+  void* sort_storage = nullptr;
+  size_t sort_bytes = 0;
+  size_t total = 0;
+};
+
+Scratch scratch_for(const EmbeddingShape& s, void* base) {
+  const int64_t n = s.batch * s.seq;
+  if (s.batch < 0 || s.seq < 0 || s.dim < 0 || s.vocabulary < 1 || n >= (int64_t{1} << 31) ||
+      s.vocabulary >= (int64_t{1} << 31) || (s.dim + 31) / 32 > 65535)
+    throw Error("embedding_backward: unsupported shape: batch " + std::to_string(s.batch) + ", seq " +
+                std::to_string(s.seq) + ", dim " + std::to_string(s.dim) + ", vocabulary " +
+                std::to_string(s.vocabulary));
+  Scratch r;
+  FP8KIT_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, r.sort_bytes, static_cast<const uint32_t*>(nullptr),
+                                                    static_cast<uint32_t*>(nullptr),
+                                                    static_cast<const int32_t*>(nullptr),
+                                                    static_cast<int32_t*>(nullptr), static_cast<int>(n), 0,
+                                                    key_bits(s.vocabulary)));
+  const size_t ids = align256(static_cast<size_t>(n) * 4), runs = align256(static_cast<size_t>(s.vocabulary) * 4);
+  r.total = 3 * ids + runs + r.sort_bytes;
+  char* p = static_cast<char*>(base);
+  if (p != nullptr) {
+    r.sorted = reinterpret_cast<uint32_t*>(p);
+    r.positions = reinterpret_cast<int32_t*>(p + ids);
+    r.order = reinterpret_cast<int32_t*>(p + 2 * ids);
+    r.run_end = reinterpret_cast<int32_t*>(p + 3 * ids);
+    r.sort_storage = p + 3 * ids + runs;
+  }
+  return r;
 }
 
 }  // namespace
@@ -38,13 +122,39 @@ void embedding_forward(const EmbeddingShape& shape, const int32_t* tokens, const
   check_launch("embedding_forward");
 }
 
+size_t embedding_backward_workspace(const EmbeddingShape& shape) { return scratch_for(shape, nullptr).total; }
+
 void embedding_backward(const EmbeddingShape& shape, const int32_t* tokens, const float* dout, float* token_grad,
-                        float* position_grad, cudaStream_t stream) {
+                        float* position_grad, void* workspace, size_t workspace_bytes, cudaStream_t stream) {
+  const Scratch w = scratch_for(shape, workspace);
+  if (workspace == nullptr || workspace_bytes < w.total)
+    throw Error("embedding_backward: the workspace has " + std::to_string(workspace_bytes) + " bytes, " +
+                std::to_string(w.total) + " needed (embedding_backward_workspace)");
+  if (reinterpret_cast<uintptr_t>(workspace) % 256 != 0)
+    throw Error("embedding_backward: the workspace must be 256-byte aligned");
+  const int32_t n = static_cast<int32_t>(shape.batch * shape.seq);
   FP8KIT_CUDA_CHECK(cudaMemsetAsync(token_grad, 0, shape.vocabulary * shape.dim * sizeof(float), stream));
-  FP8KIT_CUDA_CHECK(cudaMemsetAsync(position_grad, 0, shape.seq * shape.dim * sizeof(float), stream));
-  const int64_t n = shape.batch * shape.seq * shape.dim;
-  if (n == 0) return;
-  backward_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(shape, tokens, dout, token_grad, position_grad);
+  if (shape.seq * shape.dim == 0) return;
+  if (n == 0 || shape.dim == 0) {
+    FP8KIT_CUDA_CHECK(cudaMemsetAsync(position_grad, 0, shape.seq * shape.dim * sizeof(float), stream));
+    return;
+  }
+  position_grad_kernel<<<blocks_for(shape.seq * shape.dim, kThreads), kThreads, 0, stream>>>(shape, dout,
+                                                                                            position_grad);
+  check_launch("embedding_backward");
+
+  iota_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(n, w.positions);
+  check_launch("embedding_backward");
+  size_t sort_bytes = w.sort_bytes;
+  FP8KIT_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(w.sort_storage, sort_bytes,
+                                                    reinterpret_cast<const uint32_t*>(tokens), w.sorted, w.positions,
+                                                    w.order, n, 0, key_bits(shape.vocabulary), stream));
+  run_end_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(n, w.sorted, w.run_end);
+  check_launch("embedding_backward");
+  const dim3 grid(n < static_cast<int32_t>(kMaxTokenBlocks) ? static_cast<unsigned>(n) : kMaxTokenBlocks,
+                  blocks_for(shape.dim, 32));
+  token_grad_kernel<<<grid, kOrderedSumThreads, 0, stream>>>(n, shape.dim, w.sorted, w.order, w.run_end, dout,
+                                                             token_grad);
   check_launch("embedding_backward");
 }
 

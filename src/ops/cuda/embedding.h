@@ -1,9 +1,11 @@
 // Token + position embedding on the GPU (nn::TokenAndPositionEmbedding): gather forward, scatter-add
-// backward. All pointers are device pointers; tokens [batch, seq] int32 ids in [0, vocabulary).
+// backward in the CPU layer's order. All pointers are device pointers; tokens [batch, seq] int32 ids in
+// [0, vocabulary).
 #pragma once
 
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <cstdint>
 
 namespace fp8kit::cuda {
@@ -17,8 +19,12 @@ struct EmbeddingShape {
 void embedding_forward(const EmbeddingShape& shape, const int32_t* tokens, const float* token, const float* position,
                        bool bf16, float* out, cudaStream_t stream);
 // token_grad [vocabulary, dim] and position_grad [seq, dim] overwritten with the scatter-sums of dout
-// [batch, seq, dim] (float atomics: the order of the additions, hence the last bits, may vary).
+// [batch, seq, dim], each added in batch-position order as nn::TokenAndPositionEmbedding::backward does:
+// bit-identical to the CPU, the same bits every run (rows of absent ids are zero). workspace: device
+// scratch of embedding_backward_workspace(shape) bytes, 256-byte aligned. Queues work only (no
+// allocation, no synchronisation), so it can be captured in a CUDA graph.
 void embedding_backward(const EmbeddingShape& shape, const int32_t* tokens, const float* dout, float* token_grad,
-                        float* position_grad, cudaStream_t stream);
+                        float* position_grad, void* workspace, size_t workspace_bytes, cudaStream_t stream);
+size_t embedding_backward_workspace(const EmbeddingShape& shape);
 
 }  // namespace fp8kit::cuda

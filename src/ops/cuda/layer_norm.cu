@@ -1,19 +1,19 @@
-// LayerNorm kernels: one warp per row (lanes stride the row); the backward's dgamma/dbeta are
-// summed per warp over many rows in registers, then added with one atomic per column per warp.
+// LayerNorm kernels: one warp per row (lanes stride the row); the backward's dgamma/dbeta are summed
+// in the CPU op's order (ops/cuda/ordered_sum.cuh), without atomics.
 #include "ops/cuda/layer_norm.h"
 
-#include <algorithm>
 #include <string>
 
 #include "base/error.h"
 #include "ops/cuda/check.h"
+#include "ops/cuda/ordered_sum.cuh"
 #include "ops/cuda/round.cuh"
 
 namespace fp8kit::cuda {
 namespace {
 
 constexpr int kWarps = 8;
-constexpr int kMaxDimPerLane = 8;  // dim <= 256
+constexpr int kMaxDim = 256;
 
 __device__ float warp_sum(float v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xFFFFFFFFu, v, o);
@@ -43,48 +43,60 @@ __global__ void forward_kernel(int64_t rows, int dim, float eps, const float* x,
   }
 }
 
-__global__ void backward_kernel(int64_t rows, int dim, const float* x, const float* gamma, const float* mean,
-                                const float* rstd, const float* dout, float* dx, float* dgamma, float* dbeta) {
+// dx, one warp per row (as the forward).
+__global__ void dx_kernel(int64_t rows, int dim, const float* x, const float* gamma, const float* mean,
+                          const float* rstd, const float* dout, float* dx) {
   const int lane = threadIdx.x % 32;
-  const int64_t warp = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32;
-  const int64_t warps = static_cast<int64_t>(gridDim.x) * kWarps;
-  float dg[kMaxDimPerLane] = {}, db[kMaxDimPerLane] = {};
-  for (int64_t r = warp; r < rows; r += warps) {
-    const float* xr = x + r * dim;
-    const float* g = dout + r * dim;
-    const float mu = mean[r], rs = rstd[r];
-    float sum_dxhat = 0.0f, sum_dxhat_xhat = 0.0f;
-#pragma unroll
-    for (int k = 0; k < kMaxDimPerLane; ++k) {
-      const int i = lane + 32 * k;
-      if (i < dim) {
-        const float xhat = (xr[i] - mu) * rs;
-        const float dxhat = g[i] * gamma[i];
-        sum_dxhat += dxhat;
-        sum_dxhat_xhat += dxhat * xhat;
-        dg[k] += g[i] * xhat;
-        db[k] += g[i];
-      }
-    }
-    const float mean_dxhat = warp_sum(sum_dxhat) / static_cast<float>(dim);
-    const float mean_dxhat_xhat = warp_sum(sum_dxhat_xhat) / static_cast<float>(dim);
-    for (int i = lane; i < dim; i += 32) {
-      const float xhat = (xr[i] - mu) * rs;
-      dx[r * dim + i] = rs * (g[i] * gamma[i] - mean_dxhat - xhat * mean_dxhat_xhat);
-    }
+  const int64_t r = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32;
+  if (r >= rows) return;
+  const float* xr = x + r * dim;
+  const float* g = dout + r * dim;
+  const float mu = mean[r], rs = rstd[r];
+  float sum_dxhat = 0.0f, sum_dxhat_xhat = 0.0f;
+  for (int i = lane; i < dim; i += 32) {
+    const float xhat = (xr[i] - mu) * rs;
+    const float dxhat = g[i] * gamma[i];
+    sum_dxhat += dxhat;
+    sum_dxhat_xhat += dxhat * xhat;
   }
-#pragma unroll
-  for (int k = 0; k < kMaxDimPerLane; ++k) {
-    const int i = lane + 32 * k;
-    if (i < dim) {
-      atomicAdd(dgamma + i, dg[k]);
-      atomicAdd(dbeta + i, db[k]);
-    }
+  const float mean_dxhat = warp_sum(sum_dxhat) / static_cast<float>(dim);
+  const float mean_dxhat_xhat = warp_sum(sum_dxhat_xhat) / static_cast<float>(dim);
+  for (int i = lane; i < dim; i += 32) {
+    const float xhat = (xr[i] - mu) * rs;
+    dx[r * dim + i] = rs * (g[i] * gamma[i] - mean_dxhat - xhat * mean_dxhat_xhat);
+  }
+}
+
+// dgamma and dbeta in ops::layer_norm_backward's order: pieces of 256 rows (its kRowsPerPiece), each
+// summed row by row, dgamma as fma(dout, xhat, sum) (the CPU build contracts that multiply-add), then
+// the pieces in order. Block (piece, 32 columns) -> partials [pieces, 2, dim].
+constexpr int64_t kPieceRows = 256;
+__global__ void __launch_bounds__(kOrderedSumThreads)
+    param_pieces_kernel(int64_t rows, int64_t dim, const float* x, const float* mean, const float* rstd,
+                        const float* dout, float* partials) {
+  const int64_t col = static_cast<int64_t>(blockIdx.y) * 32 + threadIdx.x % 32;
+  const int64_t begin = static_cast<int64_t>(blockIdx.x) * kPieceRows;
+  const int64_t end = rows < begin + kPieceRows ? rows : begin + kPieceRows;
+  float sums[2];
+  ordered_sum<2>(
+      begin, end, col < dim,
+      [&](int64_t r, float(&v)[2]) {
+        v[0] = dout[r * dim + col];
+        v[1] = (x[r * dim + col] - mean[r]) * rstd[r];  // xhat
+      },
+      [](float(&acc)[2], const float(&e)[2]) {
+        acc[0] = __fmaf_rn(e[0], e[1], acc[0]);
+        acc[1] = __fadd_rn(acc[1], e[0]);
+      },
+      sums);
+  if (threadIdx.x < 32 && col < dim) {
+    partials[(blockIdx.x * 2) * dim + col] = sums[0];
+    partials[(blockIdx.x * 2 + 1) * dim + col] = sums[1];
   }
 }
 
 void check_dim(int64_t dim, const char* what) {
-  if (dim <= 0 || dim > 32 * kMaxDimPerLane)
+  if (dim <= 0 || dim > kMaxDim)
     throw Error(std::string(what) + ": dim " + std::to_string(dim) + " must be in [1, 256]");
 }
 
@@ -99,19 +111,28 @@ void layer_norm_forward(int64_t rows, int64_t dim, float eps, const float* x, co
   check_launch("layer_norm_forward");
 }
 
+int64_t layer_norm_backward_workspace(int64_t rows, int64_t dim) { return piece_count(rows, kPieceRows) * 2 * dim; }
+
 void layer_norm_backward(int64_t rows, int64_t dim, const float* x, const float* gamma, const float* mean,
                          const float* rstd, const float* dout, float* dx, float* dgamma, float* dbeta,
-                         cudaStream_t stream) {
+                         float* workspace, cudaStream_t stream) {
   check_dim(dim, "layer_norm_backward");
-  FP8KIT_CUDA_CHECK(cudaMemsetAsync(dgamma, 0, dim * sizeof(float), stream));
-  FP8KIT_CUDA_CHECK(cudaMemsetAsync(dbeta, 0, dim * sizeof(float), stream));
-  if (rows == 0) return;
-  // About 16 rows per warp: a short serial chain per warp, few atomics per column (400 at the seed's
-  // 6400 rows).
-  const unsigned blocks = std::min<unsigned>(blocks_for(rows, kWarps * 16), 1024u);
-  backward_kernel<<<blocks, kWarps * 32, 0, stream>>>(rows, static_cast<int>(dim), x, gamma, mean, rstd, dout, dx,
-                                                      dgamma, dbeta);
+  if (rows < 0) throw Error("layer_norm_backward: negative row count " + std::to_string(rows));
+  if (rows == 0) {
+    FP8KIT_CUDA_CHECK(cudaMemsetAsync(dgamma, 0, dim * sizeof(float), stream));
+    FP8KIT_CUDA_CHECK(cudaMemsetAsync(dbeta, 0, dim * sizeof(float), stream));
+    return;
+  }
+  const int64_t pieces = piece_count(rows, kPieceRows);
+  if (pieces >= (int64_t{1} << 31))
+    throw Error("layer_norm_backward: " + std::to_string(rows) + " rows are too many for one launch");
+  dx_kernel<<<blocks_for(rows, kWarps), kWarps * 32, 0, stream>>>(rows, static_cast<int>(dim), x, gamma, mean, rstd,
+                                                                  dout, dx);
   check_launch("layer_norm_backward");
+  param_pieces_kernel<<<dim3(static_cast<unsigned>(pieces), blocks_for(dim, 32)), kOrderedSumThreads, 0, stream>>>(
+      rows, dim, x, mean, rstd, dout, workspace);
+  check_launch("layer_norm_backward");
+  add_pieces<2>(pieces, dim, workspace, {{dgamma, dbeta}}, stream);
 }
 
 }  // namespace fp8kit::cuda

@@ -8,6 +8,7 @@
 
 #include "base/error.h"
 #include "ops/cuda/check.h"
+#include "ops/cuda/scale.cuh"
 
 namespace fp8kit::cuda {
 namespace {
@@ -26,15 +27,6 @@ struct Options {
 
 // Max that returns NaN as soon as either side is NaN (AmaxHistory::amax: a NaN slot makes it NaN).
 __device__ __forceinline__ float max_nan(float a, float b) { return (a != a || b != b) ? __int_as_float(0x7FC00000) : fmaxf(a, b); }
-
-// numerics/scale.cpp's scale_from_amax for a usable amax (> 0 and finite).
-__device__ float scale_from_amax(float amax, float fp8_max, const Options& o) {
-  float scale = (fp8_max / amax) / ldexpf(1.0f, o.margin);
-  if (isinf(scale)) scale = FLT_MAX;
-  if (o.power_of_two) scale = __uint_as_float(__float_as_uint(scale) & 0xFF800000u);
-  return scale;
-}
-__device__ bool usable(float amax) { return amax > 0.0f && isfinite(amax); }
 
 __global__ void __launch_bounds__(kThreads) update_kernel(ScalingBatch b, Options o) {
   extern __shared__ float window[];
@@ -70,12 +62,13 @@ __global__ void __launch_bounds__(kThreads) update_kernel(ScalingBatch b, Option
   const float fp8_max = b.fp8_max[blockIdx.x];
   if (o.mode == ScalingMode::Current) return;
   if (o.lag == ScalingLag::Te) {
-    const float scale = usable(after) ? scale_from_amax(after, fp8_max, o) : b.scale[blockIdx.x];
+    const float scale =
+        usable_amax(after) ? scale_from_amax(after, fp8_max, o.margin, o.power_of_two) : b.scale[blockIdx.x];
     b.scale[blockIdx.x] = scale;
     b.scale_inv[blockIdx.x] = 1.0f / scale;
   } else {
     const float previous = b.scale_inv[blockIdx.x];
-    const float sf = usable(before) ? scale_from_amax(before, fp8_max, o) : 1.0f / previous;
+    const float sf = usable_amax(before) ? scale_from_amax(before, fp8_max, o.margin, o.power_of_two) : 1.0f / previous;
     const float multiplier = 1.0f / sf;
     b.scale_inv[blockIdx.x] = multiplier;
     b.scale[blockIdx.x] = 1.0f / multiplier;

@@ -1,12 +1,15 @@
-// GPU element-wise kernels of the training step against plain loops (nn::Linear's bias/ReLU rules).
+// GPU element-wise kernels of the training step against plain loops (nn::Linear's bias/ReLU rules),
+// and the bias gradient against nn::Linear::backward bit for bit (the GPU adds in its order).
 #include "ops/cuda/elementwise.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <utility>
 #include <vector>
 
+#include "nn/linear.h"
 #include "numerics/cast.h"
 #include "ops/cuda/device_buffer.h"
 #include "ops/cuda/gpu_test.h"
@@ -19,7 +22,8 @@ TEST(CudaElementwise, BiasActivationAndBackward) {
   for (const auto& [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{{6400, 32}, {32, 1}, {5, 33}}) {
     const std::vector<float> y0 = testing::random_normal(rows * cols, 1), bias = testing::random_normal(cols, 2),
                              dy = testing::random_normal(rows * cols, 3);
-    DeviceBuffer<float> d_y(y0.size()), d_bias(cols), d_dy(dy.size()), d_g(dy.size()), d_db(cols);
+    DeviceBuffer<float> d_y(y0.size()), d_bias(cols), d_dy(dy.size()), d_g(dy.size()), d_db(cols),
+        workspace(bias_backward_workspace(rows, cols));
     d_bias.upload(bias);
     d_dy.upload(dy);
     for (bool relu : {false, true})
@@ -34,7 +38,7 @@ TEST(CudaElementwise, BiasActivationAndBackward) {
         }
         const std::vector<float> y = d_y.to_host();
         EXPECT_EQ(testing::max_ulp_difference(y, want), 0);
-        bias_backward(d_dy.data(), d_y.data(), rows, cols, relu, d_g.data(), d_db.data(), nullptr);
+        bias_backward(d_dy.data(), d_y.data(), rows, cols, relu, d_g.data(), d_db.data(), workspace.data(), nullptr);
         std::vector<float> g(dy.size()), db(cols, 0.0f);
         for (int64_t i = 0; i < rows * cols; ++i) {
           g[i] = relu && !(y[i] > 0.0f) ? 0.0f : dy[i];
@@ -43,6 +47,39 @@ TEST(CudaElementwise, BiasActivationAndBackward) {
         EXPECT_EQ(testing::max_ulp_difference(d_g.to_host(), g), 0);
         EXPECT_LT(testing::relative_l2(d_db.to_host(), db), 1e-5);
       }
+  }
+}
+
+// nn::Linear::backward's bias gradient (the CPU's order), from its own forward output y; twice, for
+// the same bits; in place (g aliasing dy) as the seed model calls it.
+TEST(CudaElementwise, BiasGradientIsTheCpuLayersBitForBit) {
+  FP8KIT_REQUIRE_GPU();
+  constexpr int64_t kIn = 3;
+  for (const auto& [rows, cols] :
+       std::vector<std::pair<int64_t, int64_t>>{{6400, 32}, {32, 1}, {5, 33}, {1537, 70}, {512, 32}, {513, 32}}) {
+    for (bool relu : {false, true}) {
+      nn::Linear layer("d", kIn, cols, {kIn, cols}, {cols}, relu ? nn::Activation::Relu : nn::Activation::None);
+      layer.kernel.value = testing::random_normal(kIn * cols, 1);
+      layer.bias.value = testing::random_normal(cols, 2);
+      const std::vector<float> x = testing::random_normal(rows * kIn, 3), dy = testing::random_normal(rows * cols, 4);
+      const auto y = layer.forward(x, rows, true);
+      DeviceBuffer<float> d_y(y.size()), d_dy(dy.size()), d_db(cols), workspace(bias_backward_workspace(rows, cols));
+      d_y.upload(y);
+      layer.backward(dy);
+      std::vector<float> first;
+      for (int run = 0; run < 2; ++run) {
+        d_dy.upload(dy);
+        d_db.fill_bytes(0x7F);
+        bias_backward(d_dy.data(), d_y.data(), rows, cols, relu, d_dy.data(), d_db.data(), workspace.data(), nullptr);
+        const std::vector<float> db = d_db.to_host();
+        EXPECT_EQ(testing::max_ulp_difference(db, layer.bias.grad), 0) << rows << "x" << cols << " relu " << relu;
+        if (run == 0) {
+          first = db;
+        } else {
+          EXPECT_EQ(std::memcmp(db.data(), first.data(), db.size() * sizeof(float)), 0) << "two runs differ";
+        }
+      }
+    }
   }
 }
 

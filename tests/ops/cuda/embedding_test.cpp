@@ -1,12 +1,15 @@
-// GPU token + position embedding against nn::TokenAndPositionEmbedding: forward bit for bit (one
-// addition), backward within float atomics' reordering.
+// GPU token + position embedding against nn::TokenAndPositionEmbedding: the forward bit for bit (one
+// addition), and the backward too (the GPU adds each gradient row in the CPU's order), the same bits
+// on every run.
 #include "ops/cuda/embedding.h"
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <random>
 #include <vector>
 
+#include "base/error.h"
 #include "nn/embedding.h"
 #include "ops/cuda/device_buffer.h"
 #include "ops/cuda/gpu_test.h"
@@ -14,12 +17,19 @@
 namespace fp8kit::cuda {
 namespace {
 
-TEST(CudaEmbedding, MatchesTheCpuLayer) {
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+TEST(CudaEmbedding, MatchesTheCpuLayerBitForBit) {
   FP8KIT_REQUIRE_GPU();
   struct Case {
     int64_t batch, seq, dim, vocabulary;
   };
-  for (const Case c : {Case{32, 200, 32, 20000}, Case{3, 7, 5, 11}, Case{1, 1, 1, 1}}) {
+  // The seed's shape (token 0 on ~1/8 of the positions: a run of ~800 rows); one id only (a run over
+  // all rows, 40 columns: a partial second column block); tiny ones.
+  for (const Case c :
+       {Case{32, 200, 32, 20000}, Case{4, 100, 40, 1}, Case{3, 7, 5, 11}, Case{1, 1, 1, 1}, Case{2, 3, 33, 70000}}) {
     nn::TokenAndPositionEmbedding layer("e", c.vocabulary, c.seq, c.dim);
     layer.token.value = testing::random_normal(layer.token.value.size(), 1, 0.05f);
     layer.position.value = testing::random_normal(layer.position.value.size(), 2, 0.05f);
@@ -27,15 +37,15 @@ TEST(CudaEmbedding, MatchesTheCpuLayer) {
     std::vector<int32_t> tokens(static_cast<size_t>(c.batch * c.seq));
     for (int32_t& t : tokens) t = static_cast<int32_t>(rng() % 8 == 0 ? 0 : rng() % c.vocabulary);  // repeats
     const std::vector<float> dout = testing::random_normal(static_cast<size_t>(c.batch * c.seq * c.dim), 4);
+    const EmbeddingShape shape{c.batch, c.seq, c.dim, c.vocabulary};
     DeviceBuffer<int32_t> d_tokens(tokens.size());
     DeviceBuffer<float> d_token(layer.token.value.size()), d_position(layer.position.value.size()),
         d_out(dout.size()), d_dout(dout.size()), d_tg(layer.token.value.size()), d_pg(layer.position.value.size());
+    DeviceBuffer<uint8_t> workspace(embedding_backward_workspace(shape));
     d_tokens.upload(tokens);
     d_token.upload(layer.token.value);
     d_position.upload(layer.position.value);
     d_dout.upload(dout);
-    d_tg.fill_bytes(0x7F);  // poisoned: the backward must overwrite every element
-    const EmbeddingShape shape{c.batch, c.seq, c.dim, c.vocabulary};
     for (bool bf16 : {false, true}) {
       const auto want = layer.forward(tokens, c.batch, bf16);
       embedding_forward(shape, d_tokens.data(), d_token.data(), d_position.data(), bf16, d_out.data(), nullptr);
@@ -43,10 +53,35 @@ TEST(CudaEmbedding, MatchesTheCpuLayer) {
           << "bf16 " << bf16 << " batch " << c.batch;
     }
     layer.backward(dout);
-    embedding_backward(shape, d_tokens.data(), d_dout.data(), d_tg.data(), d_pg.data(), nullptr);
-    EXPECT_LT(testing::relative_l2(d_tg.to_host(), layer.token.grad), 1e-6);
-    EXPECT_LT(testing::relative_l2(d_pg.to_host(), layer.position.grad), 1e-6);
+    std::vector<float> first_tg, first_pg;
+    for (int run = 0; run < 2; ++run) {
+      d_tg.fill_bytes(0x7F);  // poisoned: the backward must overwrite every element
+      d_pg.fill_bytes(0x7F);
+      embedding_backward(shape, d_tokens.data(), d_dout.data(), d_tg.data(), d_pg.data(), workspace.data(),
+                         workspace.size(), nullptr);
+      const std::vector<float> tg = d_tg.to_host(), pg = d_pg.to_host();
+      EXPECT_EQ(testing::max_ulp_difference(tg, layer.token.grad), 0) << c.batch << "x" << c.seq << " run " << run;
+      EXPECT_EQ(testing::max_ulp_difference(pg, layer.position.grad), 0) << c.batch << "x" << c.seq << " run " << run;
+      if (run == 0) {
+        first_tg = tg;
+        first_pg = pg;
+      } else {
+        EXPECT_TRUE(same_bits(tg, first_tg) && same_bits(pg, first_pg)) << "two runs differ";
+      }
+    }
   }
+}
+
+TEST(CudaEmbedding, RejectsASmallWorkspace) {
+  FP8KIT_REQUIRE_GPU();
+  const EmbeddingShape shape{2, 3, 4, 10};
+  const size_t bytes = embedding_backward_workspace(shape);
+  DeviceBuffer<uint8_t> workspace(bytes);
+  DeviceBuffer<int32_t> tokens(6);
+  DeviceBuffer<float> dout(24), tg(40), pg(12);
+  EXPECT_THROW(embedding_backward(shape, tokens.data(), dout.data(), tg.data(), pg.data(), workspace.data(), bytes - 1,
+                                  nullptr),
+               Error);
 }
 
 }  // namespace

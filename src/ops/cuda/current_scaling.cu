@@ -1,0 +1,51 @@
+// Current-scaling kernel: one thread per tensor, numerics/scale.cpp's current_scale on the device.
+#include "ops/cuda/current_scaling.h"
+
+#include <string>
+
+#include "base/error.h"
+#include "ops/cuda/check.h"
+#include "ops/cuda/scale.cuh"
+
+namespace fp8kit::cuda {
+namespace {
+
+constexpr int kMaxTensors = 32;
+
+struct Tensors {
+  int index[kMaxTensors];
+  int count;
+};
+
+__global__ void current_scales_kernel(Tensors t, const float* amax, const float* fp8_max, int margin,
+                                      bool power_of_two, float* scale, float* scale_inv, int64_t stride) {
+  if (static_cast<int>(threadIdx.x) >= t.count) return;
+  const int i = t.index[threadIdx.x];
+  const float a = amax[i];
+  const float s = usable_amax(a) ? scale_from_amax(a, fp8_max[i], margin, power_of_two) : 1.0f;
+  scale[i] = s;
+  scale_inv[i * stride] = __fdiv_rn(1.0f, s);
+}
+
+}  // namespace
+
+void current_scales(std::span<const int> tensors, const float* amax, const float* fp8_max, ScaleOptions options,
+                    float* scale, float* scale_inv, int64_t scale_inv_stride, cudaStream_t stream) {
+  if (tensors.size() > kMaxTensors)
+    throw Error("current_scales: " + std::to_string(tensors.size()) + " tensors in one call, at most " +
+                std::to_string(kMaxTensors));
+  if (tensors.empty()) return;
+  if (!amax || !fp8_max || !scale || !scale_inv)
+    throw Error("current_scales: amax, fp8_max, scale and scale_inv are required");
+  Tensors t{};
+  t.count = static_cast<int>(tensors.size());
+  for (size_t k = 0; k < tensors.size(); ++k) {
+    if (tensors[k] < 0) throw Error("current_scales: negative tensor index " + std::to_string(tensors[k]));
+    t.index[k] = tensors[k];
+  }
+  current_scales_kernel<<<1, kMaxTensors, 0, stream>>>(t, amax, fp8_max, options.margin, options.power_of_two, scale,
+                                                       scale_inv, scale_inv_stride);
+  check_launch("current_scales");
+}
+
+}  // namespace fp8kit::cuda

@@ -1,0 +1,118 @@
+// Sums of rows in a fixed order, for deterministic gradients that match the CPU reference bit for bit
+// (bias, LayerNorm's gamma and beta, embeddings): no atomics, the additions in the CPU's order.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "ops/cuda/check.h"
+#include "ops/cuda/round.cuh"
+
+namespace fp8kit::cuda {
+
+// A block of kOrderedSumThreads threads takes 32 columns. Warps 1-8 fetch the next rows into shared
+// memory while warp 0 (lane = column) adds the current ones one after the other, so that the
+// sequential chain runs at the adder's latency rather than memory's.
+constexpr int kOrderedSumWarps = 9;
+constexpr int kOrderedSumThreads = 32 * kOrderedSumWarps;
+
+// acc[t] (meaningful in warp 0) = add(... add(add(0, row begin), row begin + 1) ..., row end - 1), for
+// Terms values per row. load(j, v) sets v[0..Terms) of row j (called by warps 1-8 for their lane's
+// column, only when `valid`); add(acc, v) adds one row. Every thread of the block must call this with
+// the same begin and end (it synchronises the block).
+template <int Terms, typename Load, typename Add>
+__device__ __forceinline__ void ordered_sum(int64_t begin, int64_t end, bool valid, Load load, Add add,
+                                            float (&acc)[Terms]) {
+  constexpr int kFetchWarps = kOrderedSumWarps - 1;
+  constexpr int kRows = 128 / Terms;  // rows per round: 2 buffers x 16 KiB
+  constexpr int kRowsPerWarp = kRows / kFetchWarps;
+  __shared__ float tile[2][kRows][Terms][32];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  float v[kRowsPerWarp][Terms];
+  const auto fetch = [&](int64_t first) {
+#pragma unroll
+    for (int k = 0; k < kRowsPerWarp; ++k) {
+      const int64_t j = first + (warp - 1) + kFetchWarps * k;
+      if (valid && j < end) {
+        load(j, v[k]);
+      } else {
+#pragma unroll
+        for (int t = 0; t < Terms; ++t) v[k][t] = 0.0f;
+      }
+    }
+  };
+  const auto stage = [&](int buffer) {
+#pragma unroll
+    for (int k = 0; k < kRowsPerWarp; ++k)
+#pragma unroll
+      for (int t = 0; t < Terms; ++t) tile[buffer][(warp - 1) + kFetchWarps * k][t][lane] = v[k][t];
+  };
+
+#pragma unroll
+  for (int t = 0; t < Terms; ++t) acc[t] = 0.0f;
+  // Round r is fetched into registers during round r - 2 (rounds 0 and 1 before the loop), staged into
+  // buffer r % 2 during round r - 1 and added during round r: its loads have a whole round to arrive.
+  const int64_t rounds = (end - begin + kRows - 1) / kRows;
+  if (warp > 0 && rounds > 0) {
+    fetch(begin);
+    stage(0);
+    if (rounds > 1) fetch(begin + kRows);
+  }
+  __syncthreads();
+  for (int64_t round = 0; round < rounds; ++round) {
+    if (warp > 0) {
+      if (round + 1 < rounds) {
+        stage((round + 1) & 1);
+        if (round + 2 < rounds) fetch(begin + (round + 2) * kRows);
+      }
+    } else {
+      const int n = static_cast<int>(end - begin - round * kRows < kRows ? end - begin - round * kRows : kRows);
+      const float(*rows)[Terms][32] = tile[round & 1];
+#pragma unroll 8
+      for (int i = 0; i < n; ++i) {
+        float e[Terms];
+#pragma unroll
+        for (int t = 0; t < Terms; ++t) e[t] = rows[i][t][lane];
+        add(acc, e);
+      }
+    }
+    __syncthreads();
+  }
+}
+
+// Rows cut into pieces of a fixed number of rows (the CPU's partial sums): pieces for `rows` rows.
+inline int64_t piece_count(int64_t rows, int64_t piece_rows) { return (rows + piece_rows - 1) / piece_rows; }
+
+// Terms output arrays of cols floats each.
+template <int Terms>
+struct PieceOutputs {
+  float* out[Terms];
+};
+
+namespace detail {
+template <int Terms>
+__global__ void add_pieces_kernel(int64_t pieces, int64_t cols, const float* partials, PieceOutputs<Terms> out) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= Terms * cols) return;
+  const int64_t t = i / cols, col = i % cols;
+  float sum = 0.0f;
+#pragma unroll 8
+  for (int64_t p = 0; p < pieces; ++p) sum += partials[(p * Terms + t) * cols + col];
+  out.out[t][col] = sum;
+}
+}  // namespace detail
+
+// out.out[t][col] = the pieces' partial sums partials [pieces, Terms, cols] added in piece order from 0
+// (the CPU's last step).
+template <int Terms>
+void add_pieces(int64_t pieces, int64_t cols, const float* partials, PieceOutputs<Terms> out,
+                cudaStream_t stream) {
+  constexpr int kThreads = 128;
+  if (cols == 0) return;
+  detail::add_pieces_kernel<Terms><<<blocks_for(Terms * cols, kThreads), kThreads, 0, stream>>>(pieces, cols, partials,
+                                                                                                out);
+  check_launch("add_pieces");
+}
+
+}  // namespace fp8kit::cuda
