@@ -12,6 +12,8 @@
 
 #include <gtest/gtest.h>
 
+#include <bit>
+#include <cstdint>
 #include <cstdio>
 #include <random>
 #include <string>
@@ -95,6 +97,25 @@ TEST_P(SeedClassifierCudaTest, StepsMatchTheCpuModel) {
   }
   EXPECT_LT(e_loss, c.loss);
   EXPECT_LT(e_grads, c.grads);
+  if (c.precision == nn::Precision::Fp8) {
+    // The weights are the same on both devices, so their amaxes (and with current scaling their
+    // scales, computed on the GPU) are the CPU's bits.
+    optim::Adam mirror_adam(mirror.parameters());
+    gpu.store_state(mirror, mirror_adam);
+    const std::vector<nn::StateEntry> want = cpu.fp8_state(), got = mirror.fp8_state();
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i) {
+      const std::string& name = want[i].name;
+      if (!name.ends_with("kernel_amax_history") &&
+          !(name.ends_with("kernel_scale") && c.recipe.mode == ScalingMode::Current))
+        continue;
+      ASSERT_EQ(got[i].name, name);
+      std::vector<uint32_t> got_bits, want_bits;
+      for (float v : got[i].data) got_bits.push_back(std::bit_cast<uint32_t>(v));
+      for (float v : want[i].data) want_bits.push_back(std::bit_cast<uint32_t>(v));
+      EXPECT_EQ(got_bits, want_bits) << name;
+    }
+  }
   adam.step();
   gpu.update();
   gpu.copy_to(mirror);
