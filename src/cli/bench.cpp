@@ -1,6 +1,7 @@
-// `fp8kit bench gemm|quantize`: GPU throughput. gemm: cuBLASLt bf16 vs FP8 GEMMs in TFLOP/s and their
-// ratio; quantize: the FP8 cast (+ transpose + amax) kernel's bandwidth against a device-to-device
-// copy. Needs the CUDA backend and a GPU; says so and fails otherwise.
+// `fp8kit bench gemm|quantize`: GPU throughput. gemm: cuBLASLt bf16 vs FP8 GEMMs in TFLOP/s (median
+// and best of timed batches after warm-up batches, autotuned algorithms) and their ratio; quantize:
+// the FP8 cast (+ transpose + amax) kernel's bandwidth against a device-to-device copy. Needs the
+// CUDA backend and a GPU; says so and fails otherwise.
 #include "base/error.h"
 #include "cli/command.h"
 
@@ -30,7 +31,15 @@ struct Options {
   std::vector<std::string> shapes;
   int iters = 0;  // GEMMs (or kernels) per timed batch; 0 = enough for ~20 ms
   int repeats = 10;
+  int warmup = 5;  // untimed batches first: clocks, power state, autotuning, caches
+  bool autotune = true;
 };
+
+constexpr const char* kMethod =
+    "Method: each figure is timed with CUDA events around batches of back-to-back calls (--iters, default about\n"
+    "20 ms of GEMMs per batch); --warmup untimed batches run first (clocks, power, autotuning), then --repeats timed\n"
+    "batches; the median batch is reported, and for GEMMs the best batch in brackets. GEMMs autotune cuBLASLt's\n"
+    "algorithm per shape (fastest of 8 heuristic candidates, GemmOptions::autotune) unless --no-autotune.";
 
 #if FP8KIT_HAVE_CUDA
 using namespace fp8kit::cuda;
@@ -65,13 +74,19 @@ void require_gpu() {
              devices[0].minor);
 }
 
-// Times batches of `iters` calls of run(i) with CUDA events; returns the median ms per call.
+struct Timing {
+  double median_ms, best_ms;  // per call
+};
+
+// Runs `warmup` untimed batches of `iters` calls of run(i), then times `repeats` batches with CUDA
+// events; returns the median and the fastest batch's ms per call.
 template <typename Run>
-double median_ms(int iters, int repeats, Run&& run) {
+Timing time_batches(int iters, int warmup, int repeats, Run&& run) {
   cudaEvent_t start, stop;
   FP8KIT_CUDA_CHECK(cudaEventCreate(&start));
   FP8KIT_CUDA_CHECK(cudaEventCreate(&stop));
-  for (int i = 0; i < 3; ++i) run(i);  // warm-up: module load, heuristics, clocks
+  for (int i = 0; i < std::max(warmup * iters, 1); ++i) run(i);  // module load, heuristics, clocks
+  FP8KIT_CUDA_CHECK(cudaDeviceSynchronize());
   std::vector<double> times;
   for (int r = 0; r < repeats; ++r) {
     FP8KIT_CUDA_CHECK(cudaEventRecord(start));
@@ -85,7 +100,7 @@ double median_ms(int iters, int repeats, Run&& run) {
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
   std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
+  return {times[times.size() / 2], times.front()};
 }
 
 // `count` random N(0,1) floats on the device (never zeros: zeros run faster than real data), made by
@@ -146,9 +161,10 @@ void bench_gemm(const Options& options) {
   if (texts.empty())
     texts = {"8192x8192x8192", "4096x4096x4096", "16384x4096x4096", "16384x16384x4096", "2048x3072x768", "32x3072x768"};
   const std::vector<Shape> shapes = parse_shapes(texts, 3);
-  GemmContext context;
-  fmt::print("y[M,N] = a[M,K] . b[N,K]^T, bf16 output, median of {} batches; TFLOP/s\n", options.repeats);
-  fmt::print("{:>18} {:>5} {:>10} {:>14} {:>15} {:>9}\n", "MxNxK", "sets", "bf16", "fp8 fast acc", "fp8 split acc",
+  GemmContext context(GemmOptions{.autotune = options.autotune});
+  fmt::print("y[M,N] = a[M,K] . b[N,K]^T, bf16 output; TFLOP/s: median (best) of {} batches after {} warm-up; {}\n",
+             options.repeats, options.warmup, options.autotune ? "autotuned" : "heuristic's first algorithm");
+  fmt::print("{:>18} {:>5} {:>16} {:>16} {:>16} {:>9}\n", "MxNxK", "sets", "bf16", "fp8 fast acc", "fp8 split acc",
              "fp8/bf16");
   for (const Shape& s : shapes) {
     const double flops = 2.0 * s.m * s.n * s.k;
@@ -159,8 +175,8 @@ void bench_gemm(const Options& options) {
     for (int i = 0; i < sets; ++i) buffers.push_back(make_gemm_buffers(s, 17 * i + 1));
     const int iters = options.iters > 0 ? options.iters : static_cast<int>(std::clamp(20e-3 * 1e15 / flops, 3.0, 1000.0));
 
-    const auto time = [&](DType type, bool fast) {
-      return median_ms(iters, options.repeats, [&](int i) {
+    const auto tflops = [&](DType type, bool fast) {
+      const Timing t = time_batches(iters, options.warmup, options.repeats, [&](int i) {
         GemmBuffers& g = buffers[i % sets];
         GemmArgs args;
         args.m = s.m, args.n = s.n, args.k = s.k;
@@ -175,12 +191,14 @@ void bench_gemm(const Options& options) {
         }
         context.gemm(args);
       });
+      return std::pair{flops / (t.median_ms * 1e-3) / 1e12, flops / (t.best_ms * 1e-3) / 1e12};
     };
-    const double bf16 = flops / (time(DType::Bf16, false) * 1e-3) / 1e12;
-    const double fast = flops / (time(DType::E4M3, true) * 1e-3) / 1e12;
-    const double split = flops / (time(DType::E4M3, false) * 1e-3) / 1e12;
-    fmt::print("{:>18} {:>5} {:>10.1f} {:>14.1f} {:>15.1f} {:>9.2f}\n", fmt::format("{}x{}x{}", s.m, s.n, s.k), sets,
-               bf16, fast, split, fast / bf16);
+    const auto cell = [](std::pair<double, double> median_best) {
+      return fmt::format("{:.1f} ({:.1f})", median_best.first, median_best.second);
+    };
+    const auto bf16 = tflops(DType::Bf16, false), fast = tflops(DType::E4M3, true), split = tflops(DType::E4M3, false);
+    fmt::print("{:>18} {:>5} {:>16} {:>16} {:>16} {:>9.2f}\n", fmt::format("{}x{}x{}", s.m, s.n, s.k), sets,
+               cell(bf16), cell(fast), cell(split), fast.first / bf16.first);
   }
 }
 
@@ -202,9 +220,9 @@ void bench_quantize(const Options& options) {
     DeviceBuffer<uint8_t> q(n), q_t(n);
     const std::string shape = fmt::format("{}x{}", s.m, s.n);
 
-    const double copy_ms = median_ms(iters, options.repeats, [&](int) {
+    const double copy_ms = time_batches(iters, options.warmup, options.repeats, [&](int) {
       FP8KIT_CUDA_CHECK(cudaMemcpyAsync(copy.data(), x.data(), n * sizeof(float), cudaMemcpyDeviceToDevice));
-    });
+    }).median_ms;
     const double copy_gbs = 8.0 * n / (copy_ms * 1e-3) / 1e9;
     fmt::print("{:>12} {:<36} {:>9.1f} {:>9.0f} {:>7}\n", shape, "cudaMemcpy D2D (fp32)", copy_ms * 1e3, copy_gbs, "100%");
 
@@ -220,7 +238,7 @@ void bench_quantize(const Options& options) {
         args.q_t = transpose ? q_t.data() : nullptr;
         args.amax = scalars.data() + 1;
         args.scale_inv = scalars.data() + 2;
-        const double ms = median_ms(iters, options.repeats, [&](int) { quantize_fp8(args); });
+        const double ms = time_batches(iters, options.warmup, options.repeats, [&](int) { quantize_fp8(args); }).median_ms;
         const double bytes = static_cast<double>(n) * (dtype_size(in) + 1 + (transpose ? 1 : 0));
         const double gbs = bytes / (ms * 1e-3) / 1e9;
         fmt::print("{:>12} {:<36} {:>9.1f} {:>9.0f} {:>6.0f}%\n", shape,
@@ -246,15 +264,22 @@ void add_common(CLI::App* app, Options& options, const char* shapes_help) {
   app->add_option("--repeats", options.repeats, "timed batches; the median is reported")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  app->add_option("--warmup", options.warmup, "untimed batches before the timed ones")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app->footer(kMethod);
 }
 
 void setup(CLI::App& app) {
   auto options = std::make_shared<Options>();
   app.require_subcommand(1);
-  CLI::App* gemm = app.add_subcommand("gemm", "bf16 vs FP8 (E4M3, fast and split accumulation) cuBLASLt GEMMs, TFLOP/s");
+  CLI::App* gemm = app.add_subcommand(
+      "gemm", "bf16 vs FP8 (E4M3, fast and split accumulation) cuBLASLt GEMMs, TFLOP/s (median and best batch)");
   add_common(gemm, *options,
              "comma-separated MxNxK (default: 8192x8192x8192,4096x4096x4096,16384x4096x4096,16384x16384x4096,"
              "2048x3072x768,32x3072x768)");
+  gemm->add_flag("--autotune,!--no-autotune", options->autotune,
+                 "time up to 8 of cuBLASLt's heuristic algorithms per shape and keep the fastest (default: on)");
   gemm->callback([options] { bench_gemm(*options); });
   CLI::App* quantize = app.add_subcommand("quantize", "FP8 quantize (+ transpose + amax) bandwidth vs a device copy");
   add_common(quantize, *options, "comma-separated ROWSxCOLS (default: 16384x4096)");

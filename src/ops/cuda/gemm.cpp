@@ -9,6 +9,8 @@
 
 #include <algorithm>
 #include <bit>
+#include <limits>
+#include <vector>
 
 #include "base/error.h"
 #include "ops/cuda/check.h"
@@ -88,6 +90,30 @@ void validate(const GemmArgs& g) {
                name(bias_type(g.a_type, g.y_type)));
 }
 
+// Whether work queued on `stream` is being captured into a graph (then nothing may wait for it).
+bool is_capturing(cudaStream_t stream) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(stream, &status) != cudaSuccess) {
+    cudaGetLastError();  // the legacy stream while another stream captures: treat as capturing
+    return true;
+  }
+  return status != cudaStreamCaptureStatusNone;
+}
+
+// CUDA events destroyed on scope exit.
+struct Events {
+  std::vector<cudaEvent_t> events;
+  explicit Events(size_t n) : events(n, nullptr) {
+    for (cudaEvent_t& e : events) FP8KIT_CUDA_CHECK(cudaEventCreate(&e));
+  }
+  ~Events() {
+    for (cudaEvent_t e : events)
+      if (e != nullptr) cudaEventDestroy(e);
+  }
+  Events(const Events&) = delete;
+  Events& operator=(const Events&) = delete;
+};
+
 template <typename T>
 void set_attribute(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attribute, const T& value,
                    const std::string& context) {
@@ -102,7 +128,9 @@ DType bias_type(DType a_type, DType y_type) { return is_fp8(a_type) ? DType::Bf1
 struct GemmContext::Plan {
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, y = nullptr;  // cuBLASLt's A (our b), B (our a), C = D
+  std::vector<cublasLtMatmulAlgo_t> candidates;  // the heuristic's, best first (one without autotuning)
   cublasLtMatmulAlgo_t algo{};
+  bool tuned = false;  // algo was timed against the other candidates
   std::string context;
   ~Plan() {
     if (y) cublasLtMatrixLayoutDestroy(y);
@@ -112,7 +140,8 @@ struct GemmContext::Plan {
   }
 };
 
-GemmContext::GemmContext() : workspace_(kWorkspaceBytes), scale_slots_(8) {
+GemmContext::GemmContext(GemmOptions options) : options_(options), workspace_(kWorkspaceBytes), scale_slots_(8) {
+  FP8KIT_CHECK(options.candidates >= 1, "GemmOptions: candidates must be at least 1, not {}", options.candidates);
   FP8KIT_CUBLAS_CHECK(cublasLtCreate(&handle_), "creating the cuBLASLt handle");
 }
 
@@ -160,15 +189,60 @@ GemmContext::Plan& GemmContext::plan_for(const GemmArgs& g) {
   set_preference(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, static_cast<uint32_t>(key.a_align));
   set_preference(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, static_cast<uint32_t>(key.y_align));
   set_preference(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, static_cast<uint32_t>(key.y_align));
-  cublasLtMatmulHeuristicResult_t result{};
+  std::vector<cublasLtMatmulHeuristicResult_t> results(options_.autotune ? options_.candidates : 1);
   int found = 0;
-  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(handle_, plan->desc, plan->a, plan->b, plan->y,
-                                                                plan->y, preference, 1, &result, &found);
+  const cublasStatus_t status =
+      cublasLtMatmulAlgoGetHeuristic(handle_, plan->desc, plan->a, plan->b, plan->y, plan->y, preference,
+                                     static_cast<int>(results.size()), results.data(), &found);
   cublasLtMatmulPreferenceDestroy(preference);
   if (status != CUBLAS_STATUS_SUCCESS) throw_cublas_error(status, "cublasLtMatmulAlgoGetHeuristic", ctx);
-  if (found == 0) fail("{}: cuBLASLt has no algorithm for this GEMM on this GPU", ctx);
-  plan->algo = result.algo;
+  for (int i = 0; i < found; ++i)
+    if (results[i].state == CUBLAS_STATUS_SUCCESS) plan->candidates.push_back(results[i].algo);
+  if (plan->candidates.empty()) fail("{}: cuBLASLt has no algorithm for this GEMM on this GPU", ctx);
+  plan->algo = plan->candidates.front();
   return *plans_.emplace(key, std::move(plan)).first->second;
+}
+
+cublasStatus_t GemmContext::launch(const Plan& plan, const GemmArgs& g, const cublasLtMatmulAlgo_t& algo,
+                                   cudaStream_t stream) {
+  const float alpha = 1.0f, beta = g.accumulate ? 1.0f : 0.0f;
+  return cublasLtMatmul(handle_, plan.desc, &alpha, g.b, plan.a, g.a, plan.b, &beta, g.y, plan.y, g.y, plan.y, &algo,
+                        workspace_.data(), kWorkspaceBytes, stream);
+}
+
+// Times every candidate on g's operands (a warm-up run, then the median of kRuns) and keeps the
+// fastest in plan.algo. Candidates that refuse to run are skipped. Accumulating GEMMs read y, so
+// y is saved first and restored after the trial runs.
+void GemmContext::autotune(Plan& plan, const GemmArgs& g, cudaStream_t stream) {
+  constexpr int kRuns = 5;
+  plan.tuned = true;
+  ++autotuned_;
+  if (plan.candidates.size() < 2) return;
+  const size_t y_bytes = static_cast<size_t>(g.m * g.n) * dtype_size(g.y_type);
+  DeviceBuffer<std::byte> saved_y(g.accumulate ? y_bytes : 0);
+  if (g.accumulate) FP8KIT_CUDA_CHECK(cudaMemcpyAsync(saved_y.data(), g.y, y_bytes, cudaMemcpyDeviceToDevice, stream));
+  Events marks(kRuns + 1);
+  float best = std::numeric_limits<float>::infinity();
+  for (const cublasLtMatmulAlgo_t& algo : plan.candidates) {
+    if (launch(plan, g, algo, stream) != CUBLAS_STATUS_SUCCESS) continue;
+    FP8KIT_CUDA_CHECK(cudaEventRecord(marks.events[0], stream));
+    for (int r = 0; r < kRuns; ++r) {
+      FP8KIT_CUBLAS_CHECK(launch(plan, g, algo, stream), plan.context);
+      FP8KIT_CUDA_CHECK(cudaEventRecord(marks.events[r + 1], stream));
+    }
+    FP8KIT_CUDA_CHECK(cudaEventSynchronize(marks.events[kRuns]));
+    std::vector<float> ms(kRuns);
+    for (int r = 0; r < kRuns; ++r)
+      FP8KIT_CUDA_CHECK(cudaEventElapsedTime(&ms[r], marks.events[r], marks.events[r + 1]));
+    std::nth_element(ms.begin(), ms.begin() + kRuns / 2, ms.end());
+    if (ms[kRuns / 2] < best) {
+      best = ms[kRuns / 2];
+      plan.algo = algo;
+    }
+  }
+  if (g.accumulate) FP8KIT_CUDA_CHECK(cudaMemcpyAsync(g.y, saved_y.data(), y_bytes, cudaMemcpyDeviceToDevice, stream));
+  // saved_y is freed on return, while the copy may still be queued: wait for it first.
+  if (g.accumulate) FP8KIT_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
 void GemmContext::matmul(const GemmArgs& g, cudaStream_t stream) {
@@ -178,10 +252,8 @@ void GemmContext::matmul(const GemmArgs& g, cudaStream_t stream) {
     set_attribute(plan.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, static_cast<const void*>(g.a_scale_inv), plan.context);
   }
   if (has_bias(g.epilogue)) set_attribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, g.bias, plan.context);
-  const float alpha = 1.0f, beta = g.accumulate ? 1.0f : 0.0f;
-  FP8KIT_CUBLAS_CHECK(cublasLtMatmul(handle_, plan.desc, &alpha, g.b, plan.a, g.a, plan.b, &beta, g.y, plan.y, g.y,
-                                     plan.y, &plan.algo, workspace_.data(), kWorkspaceBytes, stream),
-                      plan.context);
+  if (options_.autotune && !plan.tuned && !is_capturing(stream)) autotune(plan, g, stream);
+  FP8KIT_CUBLAS_CHECK(launch(plan, g, plan.algo, stream), plan.context);
 }
 
 // Copies the operands into zero-padded [m, kp] and [np, kp] buffers (zeros add nothing to the dot

@@ -1,6 +1,6 @@
 // GEMMs on the GPU through cuBLASLt: float32, bf16 and FP8 (Hopper: E4M3 x E4M3 for fprop, E5M2 x
 // E4M3 for dgrad and wgrad), with bias / GELU fused in the epilogue. One GemmContext owns the
-// cuBLASLt handle, its one 32 MiB workspace and the cache of heuristic choices.
+// cuBLASLt handle, its one 32 MiB workspace and the cache of algorithm choices (optionally autotuned).
 #pragma once
 
 #include <cublasLt.h>
@@ -53,10 +53,22 @@ struct GemmArgs {
 // The bias type a GEMM with these types takes.
 DType bias_type(DType a_type, DType y_type);
 
+struct GemmOptions {
+  // false: each plan key (shapes, types, epilogue, alignments) runs cuBLASLt's first heuristic choice.
+  // true: the first GEMM of a plan key also times up to `candidates` of the heuristic's algorithms on
+  // its own operands (one warm-up run, then the median of 5 runs each, CUDA events on the stream) and
+  // the fastest is kept. Costs about 6 x candidates GEMMs once per key (y is saved and restored when
+  // accumulating); a call made while its stream is being captured into a graph skips the timing and
+  // runs the first choice, and the next uncaptured call tunes. The chosen algorithm may differ
+  // between runs, and with it the result's last bits.
+  bool autotune = false;
+  int candidates = 8;
+};
+
 // Not thread-safe and not for concurrent streams (one workspace): one context per stream.
 class GemmContext {
  public:
-  GemmContext();
+  explicit GemmContext(GemmOptions options = {});
   ~GemmContext();
   GemmContext(const GemmContext&) = delete;
   GemmContext& operator=(const GemmContext&) = delete;
@@ -64,6 +76,7 @@ class GemmContext {
   // Validates (fp8kit::Error naming what to fix), then queues the GEMM on `stream`.
   void gemm(const GemmArgs& args, cudaStream_t stream = nullptr);
   size_t cached_plans() const { return plans_.size(); }
+  size_t autotuned_plans() const { return autotuned_; }  // plans whose algorithm was chosen by timing
 
   static constexpr size_t kWorkspaceBytes = size_t{32} << 20;
 
@@ -81,13 +94,17 @@ class GemmContext {
   struct Plan;
 
   Plan& plan_for(const GemmArgs& args);
+  cublasStatus_t launch(const Plan& plan, const GemmArgs& args, const cublasLtMatmulAlgo_t& algo, cudaStream_t stream);
+  void autotune(Plan& plan, const GemmArgs& args, cudaStream_t stream);
   void matmul(const GemmArgs& args, cudaStream_t stream);
   void matmul_padded(const GemmArgs& args, cudaStream_t stream);
 
+  GemmOptions options_;
   cublasLtHandle_t handle_ = nullptr;
   DeviceBuffer<std::byte> workspace_;
   DeviceBuffer<float> scale_slots_;  // [8]: floats 0 and 4 take misaligned a / b scales
   std::map<PlanKey, std::unique_ptr<Plan>> plans_;
+  size_t autotuned_ = 0;
 };
 
 }  // namespace fp8kit::cuda

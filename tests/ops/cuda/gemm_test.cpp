@@ -244,6 +244,66 @@ TEST(CudaGemm, HeuristicChoiceIsCachedPerShape) {
   EXPECT_EQ(context.cached_plans(), 2u);
 }
 
+TEST(CudaGemm, AutotunedGemmsStayWithinTolerancesAndAreCached) {
+  FP8KIT_REQUIRE_GPU();
+  GemmContext context(GemmOptions{.autotune = true});
+  const Case cases[] = {
+      {2048, 768, 3072, DType::E4M3, DType::E4M3, DType::F32, Epilogue::None, true},
+      {768, 3072, 2048, DType::E5M2, DType::E4M3, DType::F32},
+      {96, 160, 768, DType::E4M3, DType::E4M3, DType::Bf16, Epilogue::GeluBias, true},
+      {128, 256, 512, DType::Bf16, DType::Bf16, DType::F32, Epilogue::None, false, true},  // y restored after trials
+      {5, 17, 33, DType::E4M3, DType::E4M3, DType::F32},                                   // padded copies
+  };
+  for (int pass = 0; pass < 2; ++pass) {
+    for (const Case& c : cases) EXPECT_LT(run_case(context, c, 12 + pass), bound(c)) << describe(c);
+    EXPECT_EQ(context.cached_plans(), std::size(cases));
+    EXPECT_EQ(context.autotuned_plans(), std::size(cases));  // tuned once, on the first pass
+  }
+}
+
+TEST(CudaGemm, AutotuningWaitsUntilTheStreamIsNotCaptured) {
+  FP8KIT_REQUIRE_GPU();
+  constexpr int64_t m = 64, n = 48, k = 128;
+  const Operand a = make_operand(DType::Bf16, m * k, 14), b = make_operand(DType::Bf16, n * k, 15);
+  std::vector<double> ref(m * n, 0.0);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t l = 0; l < k; ++l) ref[i * n + j] += a.values[i * k + l] * b.values[j * k + l];
+  DeviceBuffer<uint8_t> d_a(a.bytes.size()), d_b(b.bytes.size());
+  DeviceBuffer<float> d_y(m * n);
+  d_a.upload(a.bytes);
+  d_b.upload(b.bytes);
+  GemmArgs args;
+  args.m = m, args.n = n, args.k = k;
+  args.a = d_a.data(), args.b = d_b.data(), args.y = d_y.data(), args.y_type = DType::F32;
+
+  GemmContext context(GemmOptions{.autotune = true});
+  cudaStream_t stream = nullptr;
+  FP8KIT_CUDA_CHECK(cudaStreamCreate(&stream));
+  FP8KIT_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  context.gemm(args, stream);  // captured: the heuristic's first choice, no timing
+  cudaGraph_t graph = nullptr;
+  FP8KIT_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+  EXPECT_EQ(context.cached_plans(), 1u);
+  EXPECT_EQ(context.autotuned_plans(), 0u);
+  cudaGraphExec_t exec = nullptr;
+  FP8KIT_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  d_y.fill_bytes(0xFF);
+  FP8KIT_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+  FP8KIT_CUDA_CHECK(cudaStreamSynchronize(stream));
+  EXPECT_LT(testing::relative_error(d_y.to_host(), ref), 2e-6);
+
+  d_y.fill_bytes(0xFF);
+  context.gemm(args, stream);  // not captured: tunes now
+  FP8KIT_CUDA_CHECK(cudaStreamSynchronize(stream));
+  EXPECT_LT(testing::relative_error(d_y.to_host(), ref), 2e-6);
+  EXPECT_EQ(context.cached_plans(), 1u);
+  EXPECT_EQ(context.autotuned_plans(), 1u);
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
+}
+
 // The message of the Error `args` raises.
 std::string error_of(GemmContext& context, const GemmArgs& args) {
   try {
