@@ -20,9 +20,10 @@ void embedding_forward(const EmbeddingShape& shape, const int32_t* tokens, const
                        bool bf16, float* out, cudaStream_t stream);
 // token_grad [vocabulary, dim] and position_grad [seq, dim] overwritten with the scatter-sums of dout
 // [batch, seq, dim], each added in batch-position order as nn::TokenAndPositionEmbedding::backward does:
-// bit-identical to the CPU, the same bits every run (rows of absent ids are zero). workspace: device
-// scratch of embedding_backward_workspace(shape) bytes, 256-byte aligned. Queues work only (no
-// allocation, no synchronisation), so it can be captured in a CUDA graph.
+// bit-identical to the CPU, the same bits every run (rows of absent ids are zero; ids unchecked as in
+// the forward). workspace: device scratch of embedding_backward_workspace(shape) bytes (which asks CUB,
+// so it needs a device), 256-byte aligned. Queues work only (no allocation, no synchronisation), so it
+// can be captured in a CUDA graph.
 void embedding_backward(const EmbeddingShape& shape, const int32_t* tokens, const float* dout, float* token_grad,
                         float* position_grad, void* workspace, size_t workspace_bytes, cudaStream_t stream);
 size_t embedding_backward_workspace(const EmbeddingShape& shape);
