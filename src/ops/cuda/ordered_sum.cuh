@@ -99,7 +99,11 @@ __global__ void add_pieces_kernel(int64_t pieces, int64_t cols, const float* par
   float sum = 0.0f;
 #pragma unroll 8
   for (int64_t p = 0; p < pieces; ++p) sum += partials[(p * Terms + t) * cols + col];
-  out.out[t][col] = sum;
+  float* dst = out.out[0];
+#pragma unroll
+  for (int k = 1; k < Terms; ++k)
+    if (t == k) dst = out.out[k];  // (not out.out[t]: a dynamic index would copy out to local memory)
+  dst[col] = sum;
 }
 }  // namespace detail
 
