@@ -39,15 +39,16 @@ __global__ void __launch_bounds__(kOrderedSumThreads)
     bias_pieces_kernel(const float* dy, const float* y, int64_t rows, int64_t cols, bool relu, float* g,
                        float* partials) {
   const int64_t col = static_cast<int64_t>(blockIdx.y) * 32 + threadIdx.x % 32;
+  const int64_t column = col < cols ? col : cols - 1;  // for the loads of lanes past the last column
   const int64_t begin = static_cast<int64_t>(blockIdx.x) * kBiasPieceRows;
   const int64_t end = rows < begin + kBiasPieceRows ? rows : begin + kBiasPieceRows;
   float sum[1];
   ordered_sum<1>(
       begin, end, col < cols,
-      [&](int64_t r, float(&v)[1]) {
-        const int64_t i = r * cols + col;
+      [&](int64_t r, float(&v)[1], bool real) {
+        const int64_t i = r * cols + column;
         v[0] = relu && !(y[i] > 0.0f) ? 0.0f : dy[i];
-        g[i] = v[0];
+        if (real) g[i] = v[0];
       },
       [](float(&acc)[1], const float(&e)[1]) { acc[0] += e[0]; }, sum);
   if (threadIdx.x < 32 && col < cols) partials[blockIdx.x * cols + col] = sum[0];

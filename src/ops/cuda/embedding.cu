@@ -45,12 +45,13 @@ __global__ void __launch_bounds__(kOrderedSumThreads)
     token_grad_kernel(int32_t n, int64_t dim, const uint32_t* sorted, const int32_t* order, const int32_t* run_end,
                       const float* dout, float* token_grad) {
   const int64_t col = static_cast<int64_t>(blockIdx.y) * 32 + threadIdx.x % 32;
+  const int64_t column = col < dim ? col : dim - 1;  // for the loads of lanes past the last column
   for (int32_t i = blockIdx.x; i < n; i += gridDim.x) {
     const uint32_t id = sorted[i];
     if (i > 0 && sorted[i - 1] == id) continue;  // not the start of a run (the same for the whole block)
     float sum[1];
     ordered_sum<1>(
-        i, run_end[id], col < dim, [&](int64_t j, float(&v)[1]) { v[0] = dout[order[j] * dim + col]; },
+        i, run_end[id], col < dim, [&](int64_t j, float(&v)[1], bool) { v[0] = dout[order[j] * dim + column]; },
         [](float(&acc)[1], const float(&e)[1]) { acc[0] += e[0]; }, sum);
     if (threadIdx.x < 32 && col < dim) token_grad[id * dim + col] = sum[0];
   }

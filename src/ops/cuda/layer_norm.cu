@@ -75,14 +75,15 @@ __global__ void __launch_bounds__(kOrderedSumThreads)
     param_pieces_kernel(int64_t rows, int64_t dim, const float* x, const float* mean, const float* rstd,
                         const float* dout, float* partials) {
   const int64_t col = static_cast<int64_t>(blockIdx.y) * 32 + threadIdx.x % 32;
+  const int64_t column = col < dim ? col : dim - 1;  // for the loads of lanes past the last column
   const int64_t begin = static_cast<int64_t>(blockIdx.x) * kPieceRows;
   const int64_t end = rows < begin + kPieceRows ? rows : begin + kPieceRows;
   float sums[2];
   ordered_sum<2>(
       begin, end, col < dim,
-      [&](int64_t r, float(&v)[2]) {
-        v[0] = dout[r * dim + col];
-        v[1] = (x[r * dim + col] - mean[r]) * rstd[r];  // xhat
+      [&](int64_t r, float(&v)[2], bool) {
+        v[0] = dout[r * dim + column];
+        v[1] = (x[r * dim + column] - mean[r]) * rstd[r];  // xhat
       },
       [](float(&acc)[2], const float(&e)[2]) {
         acc[0] = __fmaf_rn(e[0], e[1], acc[0]);

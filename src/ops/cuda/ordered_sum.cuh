@@ -18,9 +18,12 @@ constexpr int kOrderedSumWarps = 9;
 constexpr int kOrderedSumThreads = 32 * kOrderedSumWarps;
 
 // acc[t] (meaningful in warp 0) = add(... add(add(0, row begin), row begin + 1) ..., row end - 1), for
-// Terms values per row. load(j, v) sets v[0..Terms) of row j (called by warps 1-8 for their lane's
-// column, only when `valid`); add(acc, v) adds one row. Every thread of the block must call this with
-// the same begin and end (it synchronises the block).
+// Terms values per row; `valid`: whether this lane's column exists. load(j, v, real) sets v[0..Terms)
+// of row j in [begin, end) for this lane's column (clamped by the caller to an existing one); it is
+// also called for padding (a round's rows past the end repeat row end - 1; invalid lanes), with real
+// false: its value is then dropped, and it must have no side effects. Calling it unconditionally keeps
+// the loads free of branches, so that they all get issued at once. add(acc, v) adds one row. Every
+// thread of the block must call this with the same begin and end (it synchronises the block).
 template <int Terms, typename Load, typename Add>
 __device__ __forceinline__ void ordered_sum(int64_t begin, int64_t end, bool valid, Load load, Add add,
                                             float (&acc)[Terms]) {
@@ -34,12 +37,10 @@ __device__ __forceinline__ void ordered_sum(int64_t begin, int64_t end, bool val
 #pragma unroll
     for (int k = 0; k < kRowsPerWarp; ++k) {
       const int64_t j = first + (warp - 1) + kFetchWarps * k;
-      if (valid && j < end) {
-        load(j, v[k]);
-      } else {
+      const bool real = valid && j < end;
+      load(j < end ? j : end - 1, v[k], real);
 #pragma unroll
-        for (int t = 0; t < Terms; ++t) v[k][t] = 0.0f;
-      }
+      for (int t = 0; t < Terms; ++t) v[k][t] = real ? v[k][t] : 0.0f;
     }
   };
   const auto stage = [&](int buffer) {

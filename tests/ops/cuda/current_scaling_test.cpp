@@ -31,7 +31,8 @@ TEST(CudaCurrentScaling, MatchesNumericsCurrentScaleBitForBit) {
                              std::numeric_limits<float>::quiet_NaN()};
   std::mt19937 rng(9);
   std::uniform_real_distribution<float> log_amax(-30.0f, 30.0f);
-  while (amax.size() < 30) amax.push_back(std::exp2(log_amax(rng)) * (1.0f + static_cast<float>(rng() % 1000) / 999.0f));
+  while (amax.size() < 30)
+    amax.push_back(std::exp2(log_amax(rng)) * (1.0f + static_cast<float>(rng() % 1000) / 999.0f));
   const int64_t n = static_cast<int64_t>(amax.size());
   std::vector<Fp8Format> formats(n);
   std::vector<float> fp8_max(n);
@@ -73,8 +74,8 @@ TEST(CudaCurrentScaling, RejectsBadArguments) {
                Error);
   EXPECT_THROW(current_scales(negative, buffer.data(), buffer.data(), {}, buffer.data(), buffer.data(), 1, nullptr),
                Error);
-  EXPECT_THROW(current_scales(std::vector<int>{0}, nullptr, buffer.data(), {}, buffer.data(), buffer.data(), 1, nullptr),
-               Error);
+  EXPECT_THROW(
+      current_scales(std::vector<int>{0}, nullptr, buffer.data(), {}, buffer.data(), buffer.data(), 1, nullptr), Error);
 }
 
 }  // namespace

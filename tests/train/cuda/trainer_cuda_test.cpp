@@ -1,9 +1,10 @@
 // `fp8kit train --device cuda`'s trainer: one epoch on the GPU against the same epoch on the CPU
 // (same seed, data order and dropout masks; the last batch is smaller, so a second CUDA graph runs),
 // GPU evaluation against CPU evaluation of the same weights, and checkpoints that resume on either
-// device (on the GPU bit for bit: the GPU step is deterministic). Tolerances: the epoch's mean training loss differs by summation order (fp32) and by values
-// landing on the other side of a bf16 / FP8 rounding boundary (see the model test): bounds 1e-4
-// (fp32), 2e-3 (bf16), 1e-2 (FP8) on a loss of about 0.69; the measured differences are printed.
+// device (on the GPU bit for bit: the GPU step is deterministic). Tolerances: the epoch's mean
+// training loss differs by summation order (fp32) and by values landing on the other side of a bf16 /
+// FP8 rounding boundary (see the model test): bounds 1e-4 (fp32), 2e-3 (bf16), 1e-2 (FP8) on a loss
+// of about 0.69; the measured differences are printed.
 #include "train/step_device_cuda.h"
 
 #include <gtest/gtest.h>
