@@ -13,10 +13,11 @@
 namespace fp8kit::cuda {
 namespace {
 
-TEST(CudaCheck, FailedAllocationNamesTheCall) {
+TEST(CudaCheck, FailedCallNamesTheCallAndTheError) {
   FP8KIT_REQUIRE_GPU();
+  void* p = nullptr;
   try {
-    DeviceBuffer<float> huge(size_t{1} << 50);  // 4 PiB
+    FP8KIT_CUDA_CHECK(cudaMalloc(&p, size_t{1} << 52));  // 4 PiB
     FAIL() << "allocated 4 PiB";
   } catch (const Error& e) {
     const std::string message = e.what();
@@ -24,6 +25,16 @@ TEST(CudaCheck, FailedAllocationNamesTheCall) {
     EXPECT_NE(message.find("cudaErrorMemoryAllocation"), std::string::npos) << message;
   }
   cudaGetLastError();  // clear the (non-sticky) error for the tests that follow
+}
+
+TEST(CudaCheck, BufferOutOfMemorySaysHowMuch) {
+  FP8KIT_REQUIRE_GPU();
+  try {
+    DeviceBuffer<float> huge(size_t{1} << 50);  // 4 PiB
+    FAIL() << "allocated 4 PiB";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("out of GPU memory"), std::string::npos) << e.what();
+  }
 }
 
 TEST(CudaCheck, BuffersRoundTripAndRejectWrongSizes) {
