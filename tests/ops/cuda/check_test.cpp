@@ -27,16 +27,6 @@ TEST(CudaCheck, FailedCallNamesTheCallAndTheError) {
   cudaGetLastError();  // clear the (non-sticky) error for the tests that follow
 }
 
-TEST(CudaCheck, BufferOutOfMemorySaysHowMuch) {
-  FP8KIT_REQUIRE_GPU();
-  try {
-    DeviceBuffer<float> huge(size_t{1} << 50);  // 4 PiB
-    FAIL() << "allocated 4 PiB";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("out of GPU memory"), std::string::npos) << e.what();
-  }
-}
-
 TEST(CudaCheck, BuffersRoundTripAndRejectWrongSizes) {
   FP8KIT_REQUIRE_GPU();
   const std::vector<int> host = {1, -2, 3, 1 << 30};
