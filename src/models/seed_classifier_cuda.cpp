@@ -1,8 +1,13 @@
 // SeedClassifierCuda: the CPU model's forward/backward (models/seed_classifier.cpp) kernel by kernel.
 // Parameters, gradients and Adam moments each live in one device buffer (every parameter at a
 // 256-byte aligned offset), so Adam is one launch. Mixed bf16 rounds where the CPU rounds; GEMM
-// operands are laid out K-major for cuBLASLt (transposes/casts of tiny [32, 32] weights and of the
-// [tokens, 32] activations), FP8 operands come from quantize_fp8 with their transposed copies.
+// operands are laid out K-major for cuBLASLt: FP8 operands come from quantize_fp8 with their
+// transposed copies, bf16 ones from float_to_bf16_transposed (copy + transposed copy in one pass),
+// the 8 weights (and the input query, key and value share) in one launch per step. The step is
+// launch-bound (every GEMM is about 6400x32x32), so kernels are fused where the CPU's rounding points
+// allow it: a Linear's bias + ReLU runs with the dropout and residual sum after it
+// (cuda::linear_outputs) or inside the next Linear's input cast, its backward's dropout inside the
+// bias gradient's pass.
 #include "models/seed_classifier_cuda.h"
 
 #include "base/error.h"
@@ -20,6 +25,7 @@
 #include "ops/cuda/mean_pool.h"
 #include "ops/cuda/quantize.h"
 #include "ops/cuda/scaling_update.h"
+#include "ops/cuda/small_fp8_gemm.h"
 
 #include <algorithm>
 #include <map>
@@ -56,6 +62,7 @@ struct LinearCuda {
   DeviceBuffer<float> y, g, dx;                   // [rows, out], [rows, out], [rows, in]
   DeviceBuffer<float> w_t, x_t, g_t;              // fp32: [out, in], [in, rows], [out, rows]
   DeviceBuffer<uint16_t> xb, wb, w_tb, x_tb, gb, g_tb;  // bf16: as above, plus [rows, in], [in, out], [rows, out]
+  const LinearCuda* input_of = nullptr;  // bf16: the Linear whose xb, x_tb this one reads (null: its own)
   DeviceBuffer<uint8_t> xq, xq_t, wq, wq_t, gq, gq_t;  // fp8 codes: [rows, in], [in, rows], [in, out], [out, in], ...
 
   void allocate() {
@@ -69,10 +76,12 @@ struct LinearCuda {
         g_t = DeviceBuffer<float>(out * rows);
         break;
       case Precision::Bf16:
-        xb = DeviceBuffer<uint16_t>(rows * in);
+        if (input_of == nullptr) {
+          xb = DeviceBuffer<uint16_t>(rows * in);
+          x_tb = DeviceBuffer<uint16_t>(in * rows);
+        }
         wb = DeviceBuffer<uint16_t>(in * out);
         w_tb = DeviceBuffer<uint16_t>(out * in);
-        x_tb = DeviceBuffer<uint16_t>(in * rows);
         gb = DeviceBuffer<uint16_t>(rows * out);
         g_tb = DeviceBuffer<uint16_t>(out * rows);
         break;
@@ -124,9 +133,9 @@ struct SeedClassifierCuda::Impl {
   // Activations ([B, T, D] unless said otherwise) and gradients.
   DeviceBuffer<int32_t> tokens;  // [B, T]
   DeviceBuffer<float> labels;    // [B]
-  DeviceBuffer<float> x0, x0d, stats, context, attn_d, r1, x1, mean1, rstd1, f_d, r2, x2, mean2, rstd2;
+  DeviceBuffer<float> x0, x0d, stats, context, r1, x1, mean1, rstd1, r2, x2, mean2, rstd2;
   DeviceBuffer<float> pooled, pooled_d, h2_d, probs, loss, dz;  // [B, D], [B, D], [B, 32], [B], [1], [B]
-  DeviceBuffer<float> d_h2, d_pooled, d_pooled_x, d_r2, d_f, d_x1, d_r1, d_attn, dq, dk, dv, d_x0a, d_x0, d_x0e;
+  DeviceBuffer<float> d_pooled, d_pooled_x, d_r2, d_x1, d_r1, dq, dk, dv, d_x0a, d_x0, d_x0e;
 
   // Scratch of the deterministic gradient sums: bias and LayerNorm partial sums (floats), the embedding
   // backward's token sort (bytes).
@@ -142,7 +151,9 @@ struct SeedClassifierCuda::Impl {
     return {seed, step_counter.data(), id, config.dropout, training && config.dropout > 0.0f};
   }
 
-  void setup_linear(LinearCuda& l, int w, int64_t rows, int64_t in, int64_t out, bool relu, int index) {
+  void setup_linear(LinearCuda& l, int w, int64_t rows, int64_t in, int64_t out, bool relu, int index,
+                    const LinearCuda* input_of = nullptr) {
+    l.input_of = input_of;
     l.rows = rows;
     l.in = in;
     l.out = out;
@@ -165,7 +176,7 @@ struct SeedClassifierCuda::Impl {
   // FP8 quantization arguments for x [rows, cols] with state `i`'s scale; amax recorded when training
   // (current scaling: by current_scales, before).
   cuda::QuantizeArgs quantize_args(int i, Fp8Format format, const float* x, int64_t rows, int64_t cols, uint8_t* q,
-                                   uint8_t* q_t, bool training) {
+                                   uint8_t* q_t, bool training, cuda::LinearEpilogue epilogue = {}) {
     const bool keras = keras_lag(), current = current_scaling();
     cuda::QuantizeArgs a;
     a.x = x;
@@ -178,6 +189,7 @@ struct SeedClassifierCuda::Impl {
     a.q = q;
     a.q_t = q_t;
     a.amax = training && !current ? amax.data() + i : nullptr;
+    a.epilogue = epilogue;
     return a;
   }
 
@@ -190,6 +202,7 @@ struct SeedClassifierCuda::Impl {
       args[k].q = nullptr;
       args[k].q_t = nullptr;
       args[k].amax = amaxes + states[k];
+      args[k].epilogue.y = nullptr;  // the quantization pass writes the epilogue's output
     }
     cuda::quantize_fp8_batch(args, s());
     cuda::current_scales(states, amaxes, fp8_max.data(), recipe.scale_options,
@@ -197,8 +210,8 @@ struct SeedClassifierCuda::Impl {
   }
 
   void quantize(int i, Fp8Format format, const float* x, int64_t rows, int64_t cols, uint8_t* q, uint8_t* q_t,
-                bool training) {
-    const cuda::QuantizeArgs args = quantize_args(i, format, x, rows, cols, q, q_t, training);
+                bool training, cuda::LinearEpilogue epilogue = {}) {
+    const cuda::QuantizeArgs args = quantize_args(i, format, x, rows, cols, q, q_t, training, epilogue);
     if (current_scaling()) current_scales({args}, {i}, training);
     cuda::quantize_fp8(args, s());
   }
@@ -245,36 +258,79 @@ struct SeedClassifierCuda::Impl {
     gemms.gemm(g, s());
   }
 
-  // In FP8 the weight (and, when x_quantized, the input) were quantized by quantize_weights_and_qkv_input.
-  const float* linear_forward(LinearCuda& l, const float* x, bool training, bool x_quantized = false) {
+  // An FP8 GEMM (as gemm); shapes that cuBLASLt would pad (n or k not a multiple of 16: dense_1's one
+  // output) run small_fp8_gemm instead, one launch instead of the padded copies.
+  void fp8_gemm(int64_t m, int64_t n, int64_t k, const uint8_t* a, Fp8Format af, const uint8_t* b, Fp8Format bf,
+                float* y, const float* a_scale_inv, const float* b_scale_inv, bool fast) {
+    if (n % 16 != 0 || k % 16 != 0) {
+      cuda::small_fp8_gemm(m, n, k, a, af, b, bf, a_scale_inv, b_scale_inv, y, s());
+      return;
+    }
+    const auto type = [](Fp8Format f) { return f == Fp8Format::E4M3 ? DType::E4M3 : DType::E5M2; };
+    gemm(m, n, k, a, type(af), b, type(bf), y, a_scale_inv, b_scale_inv, fast);
+  }
+
+  // bf16: the weights' GEMM operands (wb for dgrad when training, w_tb) and, when x is set, the cast of
+  // the input x [B T, D] that query, key and value share, in one launch (weights do not change within
+  // a step).
+  void cast_weights_and_qkv_input(const float* x, bool training) {
+    std::vector<cuda::Bf16Cast> casts;
+    for (LinearCuda* l : {&query, &key, &value, &attn_out, &inter, &ffn_out, &dense, &dense_1})
+      casts.push_back({l->w, l->in, l->out, training ? l->wb.data() : nullptr, l->w_tb.data()});
+    casts.push_back({x, query.rows, query.in, query.xb.data(), training ? query.x_tb.data() : nullptr});
+    cuda::float_to_bf16_transposed(casts, s());
+  }
+
+  // l's epilogue (bias, ReLU) on its GEMM output l.y, in place; then, when out is set, dropout and the
+  // residual sum that follow it in the model (out = residual + dropout(l.y)).
+  cuda::LinearOutput output(LinearCuda& l, cuda::DropoutSite dropout = {}, const float* residual = nullptr,
+                            float* out = nullptr) const {
+    return {l.y.data(), l.b, l.rows, l.out, l.relu, dropout, residual, out};
+  }
+
+  // The GEMM of l's forward, l.y = x W, after x's cast (bf16) or quantization (FP8) unless x_ready (made
+  // up front by quantize_weights_and_qkv_input / cast_weights_and_qkv_input, as the weights' always
+  // are). l's epilogue is the caller's: cuda::linear_outputs(output(l, ...)), or, when x is the output
+  // of a Linear `producer` whose epilogue is still to do, fused into x's cast here.
+  void linear_forward(LinearCuda& l, const float* x, bool training, bool x_ready = false,
+                      LinearCuda* producer = nullptr) {
     l.x = x;
     const int64_t M = l.rows, N = l.out, K = l.in;
+    cuda::LinearEpilogue pending{};
+    if (producer != nullptr) pending = {producer->b, producer->relu, bf16, producer->y.data()};
+    if (producer != nullptr && precision == Precision::Fp32) {  // no cast to fuse it into
+      const cuda::LinearOutput o = output(*producer);
+      cuda::linear_outputs({&o, 1}, bf16, s());
+    }
     switch (precision) {
       case Precision::Fp32:
         cuda::transpose(l.w, K, N, DType::F32, l.w_t.data(), s());
         gemm(M, N, K, x, DType::F32, l.w_t.data(), DType::F32, l.y.data());
         break;
-      case Precision::Bf16:
-        cuda::float_to_bf16(x, M * K, l.xb.data(), s());
-        cuda::transpose(l.w, K, N, DType::Bf16, l.w_tb.data(), s());
-        gemm(M, N, K, l.xb.data(), DType::Bf16, l.w_tb.data(), DType::Bf16, l.y.data());
+      case Precision::Bf16: {
+        // The input's bf16 copy for fprop and, when training, its transposed copy for wgrad.
+        if (!x_ready) {
+          cuda::Bf16Cast cast{x, M, K, l.xb.data(), training ? l.x_tb.data() : nullptr, pending};
+          cuda::float_to_bf16_transposed({&cast, 1}, s());
+        }
+        const LinearCuda& in = l.input_of != nullptr ? *l.input_of : l;
+        gemm(M, N, K, in.xb.data(), DType::Bf16, l.w_tb.data(), DType::Bf16, l.y.data());
         break;
+      }
       case Precision::Fp8: {
         const Fp8Format f = recipe.forward_format;
-        if (!x_quantized) quantize(l.scaling, f, x, M, K, l.xq.data(), l.xq_t.data(), training);
-        const DType t = f == Fp8Format::E4M3 ? DType::E4M3 : DType::E5M2;
-        gemm(M, N, K, l.xq.data(), t, l.wq_t.data(), t, l.y.data(), gemm_scale(l.scaling), gemm_scale(l.scaling + 1),
-             true);
+        if (!x_ready) quantize(l.scaling, f, x, M, K, l.xq.data(), l.xq_t.data(), training, pending);
+        fp8_gemm(M, N, K, l.xq.data(), f, l.wq_t.data(), f, l.y.data(), gemm_scale(l.scaling),
+                 gemm_scale(l.scaling + 1), true);
         break;
       }
     }
-    cuda::bias_activation(l.y.data(), l.b, M, N, l.relu, bf16, s());
-    return l.y.data();
   }
 
-  const float* linear_backward(LinearCuda& l, const float* dy) {
+  // dy: the gradient of l's output, or, with an active `dropout`, of the dropout that followed it.
+  const float* linear_backward(LinearCuda& l, const float* dy, cuda::DropoutSite dropout = {}) {
     const int64_t M = l.rows, N = l.out, K = l.in;
-    cuda::bias_backward(dy, l.y.data(), M, N, l.relu, l.g.data(), l.db, sum_scratch.data(), s());
+    cuda::bias_backward(dy, dropout, bf16, l.y.data(), M, N, l.relu, l.g.data(), l.db, sum_scratch.data(), s());
     switch (precision) {
       case Precision::Fp32:
         gemm(M, K, N, l.g.data(), DType::F32, l.w, DType::F32, l.dx.data());  // dx = g W^T
@@ -282,22 +338,21 @@ struct SeedClassifierCuda::Impl {
         cuda::transpose(l.g.data(), M, N, DType::F32, l.g_t.data(), s());
         gemm(K, N, M, l.x_t.data(), DType::F32, l.g_t.data(), DType::F32, l.dw);  // dW = x^T g
         break;
-      case Precision::Bf16:
-        cuda::float_to_bf16(l.w, K * N, l.wb.data(), s());
-        cuda::float_to_bf16(l.g.data(), M * N, l.gb.data(), s());
+      case Precision::Bf16: {
+        // wb and the input's x_tb come from the forward.
+        const cuda::Bf16Cast cast{l.g.data(), M, N, l.gb.data(), l.g_tb.data()};
+        cuda::float_to_bf16_transposed({&cast, 1}, s());
         gemm(M, K, N, l.gb.data(), DType::Bf16, l.wb.data(), DType::Bf16, l.dx.data());
-        cuda::transpose(l.x, M, K, DType::Bf16, l.x_tb.data(), s());
-        cuda::transpose(l.g.data(), M, N, DType::Bf16, l.g_tb.data(), s());
-        gemm(K, N, M, l.x_tb.data(), DType::Bf16, l.g_tb.data(), DType::Bf16, l.dw);
+        const LinearCuda& in = l.input_of != nullptr ? *l.input_of : l;
+        gemm(K, N, M, in.x_tb.data(), DType::Bf16, l.g_tb.data(), DType::Bf16, l.dw);
         break;
+      }
       case Precision::Fp8: {
         const Fp8Format fb = recipe.backward_format, ff = recipe.forward_format;
         quantize(l.scaling + 2, fb, l.g.data(), M, N, l.gq.data(), l.gq_t.data(), true);
-        const DType tb = fb == Fp8Format::E4M3 ? DType::E4M3 : DType::E5M2;
-        const DType tf = ff == Fp8Format::E4M3 ? DType::E4M3 : DType::E5M2;
         const int i = l.scaling;
-        gemm(M, K, N, l.gq.data(), tb, l.wq.data(), tf, l.dx.data(), gemm_scale(i + 2), gemm_scale(i + 1));
-        gemm(K, N, M, l.xq_t.data(), tf, l.gq_t.data(), tb, l.dw, gemm_scale(i), gemm_scale(i + 2));
+        fp8_gemm(M, K, N, l.gq.data(), fb, l.wq.data(), ff, l.dx.data(), gemm_scale(i + 2), gemm_scale(i + 1), false);
+        fp8_gemm(K, N, M, l.xq_t.data(), ff, l.gq_t.data(), fb, l.dw, gemm_scale(i), gemm_scale(i + 2), false);
         break;
       }
     }
@@ -311,29 +366,37 @@ struct SeedClassifierCuda::Impl {
     cuda::embedding_forward({B, T, D, config.vocabulary_size}, tokens.data(), param(kToken), param(kPosition), bf16,
                             x0.data(), s());
     cuda::dropout_forward(site(kEmbeddingDropout, training), bf16, x0.data(), x0d.data(), BTD, s());
-    const bool fp8 = precision == Precision::Fp8;
-    if (fp8) quantize_weights_and_qkv_input(x0d.data(), training);
-    const float* q = linear_forward(query, x0d.data(), training, fp8);
-    const float* k = linear_forward(key, x0d.data(), training, fp8);
-    const float* v = linear_forward(value, x0d.data(), training, fp8);
+    const bool qkv_ready = precision != Precision::Fp32;
+    if (precision == Precision::Fp8) quantize_weights_and_qkv_input(x0d.data(), training);
+    if (precision == Precision::Bf16) cast_weights_and_qkv_input(x0d.data(), training);
+    linear_forward(query, x0d.data(), training, qkv_ready);
+    linear_forward(key, x0d.data(), training, qkv_ready);
+    linear_forward(value, x0d.data(), training, qkv_ready);
+    const cuda::LinearOutput qkv[] = {output(query), output(key), output(value)};
+    cuda::linear_outputs(qkv, bf16, s());
+    const float *q = query.y.data(), *k = key.y.data(), *v = value.y.data();
     cuda::causal_attention_forward({B, T, H, D / H}, q, k, v, site(kAttentionProbs, training), bf16, stats.data(),
                                    context.data(), s());
-    const float* attn = linear_forward(attn_out, context.data(), training);
-    cuda::dropout_forward(site(kAttentionDropout, training), bf16, attn, attn_d.data(), BTD, s());
-    cuda::add(x0d.data(), attn_d.data(), bf16, r1.data(), BTD, s());
+    linear_forward(attn_out, context.data(), training);
+    const cuda::LinearOutput attn = output(attn_out, site(kAttentionDropout, training), x0d.data(), r1.data());
+    cuda::linear_outputs({&attn, 1}, bf16, s());
     cuda::layer_norm_forward(B * T, D, 1e-5f, r1.data(), param(kNorm1G), param(kNorm1B), bf16, x1.data(),
                              mean1.data(), rstd1.data(), s());
-    const float* h = linear_forward(inter, x1.data(), training);
-    const float* f = linear_forward(ffn_out, h, training);
-    cuda::dropout_forward(site(kFeedforwardDropout, training), bf16, f, f_d.data(), BTD, s());
-    cuda::add(x1.data(), f_d.data(), bf16, r2.data(), BTD, s());
+    linear_forward(inter, x1.data(), training);
+    linear_forward(ffn_out, inter.y.data(), training, false, &inter);  // inter's bias + ReLU in ffn_out's input cast
+    const cuda::LinearOutput f = output(ffn_out, site(kFeedforwardDropout, training), x1.data(), r2.data());
+    cuda::linear_outputs({&f, 1}, bf16, s());
     cuda::layer_norm_forward(B * T, D, 1e-5f, r2.data(), param(kNorm2G), param(kNorm2B), bf16, x2.data(),
                              mean2.data(), rstd2.data(), s());
     cuda::mean_pool_forward(x2.data(), B, T, D, bf16, pooled.data(), s());
     cuda::dropout_forward(site(kPoolDropout, training), bf16, pooled.data(), pooled_d.data(), B * D, s());
-    const float* h2 = linear_forward(dense, pooled_d.data(), training);
-    cuda::dropout_forward(site(kHeadDropout, training), bf16, h2, h2_d.data(), B * dense.out, s());
-    return linear_forward(dense_1, h2_d.data(), training);
+    linear_forward(dense, pooled_d.data(), training);
+    const cuda::LinearOutput h2 = output(dense, site(kHeadDropout, training), nullptr, h2_d.data());
+    cuda::linear_outputs({&h2, 1}, bf16, s());
+    linear_forward(dense_1, h2_d.data(), training);
+    const cuda::LinearOutput z = output(dense_1);
+    cuda::linear_outputs({&z, 1}, bf16, s());
+    return dense_1.y.data();
   }
 
   void forward_backward() {
@@ -342,20 +405,17 @@ struct SeedClassifierCuda::Impl {
     const float* z = forward(true);
     cuda::sigmoid_binary_crossentropy(z, labels.data(), B, bf16, probs.data(), loss.data(), dz.data(), s());
     const float* d_h2d = linear_backward(dense_1, dz.data());
-    cuda::dropout_backward(site(kHeadDropout, true), bf16, d_h2d, d_h2.data(), B * dense.out, s());
-    const float* d_pooled_d = linear_backward(dense, d_h2.data());
+    const float* d_pooled_d = linear_backward(dense, d_h2d, site(kHeadDropout, true));
     cuda::dropout_backward(site(kPoolDropout, true), bf16, d_pooled_d, d_pooled.data(), B * D, s());
     cuda::mean_pool_backward(d_pooled.data(), B, T, D, d_pooled_x.data(), s());
     cuda::layer_norm_backward(B * T, D, r2.data(), param(kNorm2G), mean2.data(), rstd2.data(), d_pooled_x.data(),
                               d_r2.data(), grad(kNorm2G), grad(kNorm2B), sum_scratch.data(), s());
-    cuda::dropout_backward(site(kFeedforwardDropout, true), bf16, d_r2.data(), d_f.data(), BTD, s());
-    const float* d_h = linear_backward(ffn_out, d_f.data());
+    const float* d_h = linear_backward(ffn_out, d_r2.data(), site(kFeedforwardDropout, true));
     const float* d_x1_ffn = linear_backward(inter, d_h);
     cuda::add(d_r2.data(), d_x1_ffn, false, d_x1.data(), BTD, s());
     cuda::layer_norm_backward(B * T, D, r1.data(), param(kNorm1G), mean1.data(), rstd1.data(), d_x1.data(),
                               d_r1.data(), grad(kNorm1G), grad(kNorm1B), sum_scratch.data(), s());
-    cuda::dropout_backward(site(kAttentionDropout, true), bf16, d_r1.data(), d_attn.data(), BTD, s());
-    const float* d_context = linear_backward(attn_out, d_attn.data());
+    const float* d_context = linear_backward(attn_out, d_r1.data(), site(kAttentionDropout, true));
     cuda::causal_attention_backward({B, T, H, D / H}, query.y.data(), key.y.data(), value.y.data(), stats.data(),
                                     site(kAttentionProbs, true), bf16, d_context, dq.data(), dk.data(), dv.data(),
                                     s());
@@ -462,8 +522,8 @@ SeedClassifierCuda::SeedClassifierCuda(SeedClassifier& cpu, uint64_t seed, int b
 
   const int64_t B = m.B, T = m.T, D = m.D, BT = B * T;
   m.setup_linear(m.query, kQueryW, BT, D, D, false, 0);
-  m.setup_linear(m.key, kKeyW, BT, D, D, false, 1);
-  m.setup_linear(m.value, kValueW, BT, D, D, false, 2);
+  m.setup_linear(m.key, kKeyW, BT, D, D, false, 1, &m.query);
+  m.setup_linear(m.value, kValueW, BT, D, D, false, 2, &m.query);
   m.setup_linear(m.attn_out, kAttnOutW, BT, D, D, false, 3);
   m.setup_linear(m.inter, kInterW, BT, D, m.config.intermediate_dim, true, 4);
   m.setup_linear(m.ffn_out, kOutW, BT, m.config.intermediate_dim, D, false, 5);
@@ -503,13 +563,13 @@ SeedClassifierCuda::SeedClassifierCuda(SeedClassifier& cpu, uint64_t seed, int b
   m.embedding_scratch = DeviceBuffer<uint8_t>(cuda::embedding_backward_workspace({B, T, D, m.config.vocabulary_size}));
   m.tokens = DeviceBuffer<int32_t>(BT);
   m.labels = DeviceBuffer<float>(B);
-  for (auto* b : {&m.x0, &m.x0d, &m.context, &m.attn_d, &m.r1, &m.x1, &m.f_d, &m.r2, &m.x2, &m.d_pooled_x, &m.d_r2,
-                  &m.d_f, &m.d_x1, &m.d_r1, &m.d_attn, &m.dq, &m.dk, &m.dv, &m.d_x0a, &m.d_x0, &m.d_x0e})
+  for (auto* b : {&m.x0, &m.x0d, &m.context, &m.r1, &m.x1, &m.r2, &m.x2, &m.d_pooled_x, &m.d_r2, &m.d_x1, &m.d_r1,
+                  &m.dq, &m.dk, &m.dv, &m.d_x0a, &m.d_x0, &m.d_x0e})
     *b = DeviceBuffer<float>(BT * D);
   m.stats = DeviceBuffer<float>(B * m.H * T * 2);
   for (auto* b : {&m.mean1, &m.rstd1, &m.mean2, &m.rstd2}) *b = DeviceBuffer<float>(BT);
   for (auto* b : {&m.pooled, &m.pooled_d, &m.d_pooled}) *b = DeviceBuffer<float>(B * D);
-  for (auto* b : {&m.h2_d, &m.d_h2}) *b = DeviceBuffer<float>(B * m.config.intermediate_dim);
+  m.h2_d = DeviceBuffer<float>(B * m.config.intermediate_dim);
   for (auto* b : {&m.probs, &m.dz}) *b = DeviceBuffer<float>(B);
   m.loss = DeviceBuffer<float>(1);
   m.stream.synchronize();

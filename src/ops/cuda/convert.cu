@@ -1,5 +1,7 @@
 // Element-wise conversion kernels: each thread converts groups of 4 elements (one vector load and
-// one vector store when the pointers allow it), grid-stride over the array.
+// one vector store when the pointers allow it), grid-stride over the array. The bf16 cast + transpose
+// works on 32 x 32 tiles through shared memory (coalesced reads and writes both ways), one block per
+// tile, several matrices per launch (a 1-D grid split among them, as quantize_fp8_batch).
 #include "ops/cuda/convert.h"
 
 #include <algorithm>
@@ -69,6 +71,47 @@ __global__ void bf16_to_float_kernel(const uint16_t* x, int64_t count, float* ou
       });
 }
 
+// Up to kMaxCasts matrices in one launch: matrix t owns blocks [first[t], first[t + 1]), its tiles
+// tiles_x[t] per row of tiles.
+constexpr int kMaxCasts = 16;
+constexpr int kTile = 32, kTileRowsPerPass = 8;
+struct CastBatch {
+  Bf16Cast c[kMaxCasts];
+  int64_t tiles_x[kMaxCasts];
+  int64_t first[kMaxCasts + 1];
+  int count;
+};
+
+__global__ void __launch_bounds__(kTile * kTileRowsPerPass) cast_transpose_kernel(const __grid_constant__ CastBatch b) {
+  __shared__ uint32_t tile[kTile][kTile + 1];  // bf16 bits; +1 against bank conflicts
+  const int64_t block = blockIdx.x;
+  int t = 0;
+  while (t + 1 < b.count && block >= b.first[t + 1]) ++t;
+  const Bf16Cast& p = b.c[t];
+  const int64_t local = block - b.first[t];
+  const int64_t c0 = local % b.tiles_x[t] * kTile, r0 = local / b.tiles_x[t] * kTile;
+  const LinearEpilogue& e = p.epilogue;
+  for (int k = threadIdx.y; k < kTile; k += kTileRowsPerPass) {
+    const int64_t r = r0 + k, c = c0 + threadIdx.x;
+    if (r >= p.rows || c >= p.cols) continue;
+    const int64_t i = r * p.cols + c;
+    float v = p.x[i];
+    if (e.bias != nullptr) {
+      v = linear_epilogue(v, e.bias[c], e.relu, e.bf16);
+      if (e.y != nullptr) e.y[i] = v;
+    }
+    const uint16_t h = float_to_bf16(v);
+    if (p.out != nullptr) p.out[i] = h;
+    tile[k][threadIdx.x] = h;
+  }
+  if (p.out_t == nullptr) return;  // the same for the whole block
+  __syncthreads();
+  for (int k = threadIdx.y; k < kTile; k += kTileRowsPerPass) {
+    const int64_t c = c0 + k, r = r0 + threadIdx.x;
+    if (r < p.rows && c < p.cols) p.out_t[c * p.rows + r] = static_cast<uint16_t>(tile[threadIdx.x][k]);
+  }
+}
+
 void check_args(const char* what, const void* in, int64_t count, const void* out) {
   if (count < 0) throw Error(std::string(what) + ": negative count " + std::to_string(count));
   if (count > 0 && (in == nullptr || out == nullptr))
@@ -96,6 +139,31 @@ void float_to_bf16(const float* x, int64_t count, uint16_t* out, cudaStream_t st
   if (count == 0) return;
   float_to_bf16_kernel<<<blocks_for(count), kThreads, 0, stream>>>(x, count, out, aligned(x, 16) && aligned(out, 8));
   check_launch("float_to_bf16");
+}
+
+void float_to_bf16_transposed(std::span<const Bf16Cast> casts, cudaStream_t stream) {
+  for (size_t start = 0; start < casts.size(); start += kMaxCasts) {
+    CastBatch b{};
+    b.count = static_cast<int>(std::min<size_t>(kMaxCasts, casts.size() - start));
+    for (int t = 0; t < b.count; ++t) {
+      const Bf16Cast& c = casts[start + t];
+      const std::string what = "float_to_bf16_transposed: matrix " + std::to_string(start + t) + " (" +
+                               std::to_string(c.rows) + "x" + std::to_string(c.cols) + ")";
+      if (c.rows < 0 || c.cols < 0) throw Error(what + " has a negative shape");
+      if (c.rows * c.cols > 0 && c.x == nullptr) throw Error(what + ": x is null");
+      if (c.epilogue.bias == nullptr && c.epilogue.y != nullptr)
+        throw Error(what + ": an epilogue output y needs the epilogue's bias");
+      b.c[t] = c;
+      b.tiles_x[t] = std::max<int64_t>(1, (c.cols + kTile - 1) / kTile);
+      const int64_t tiles = c.rows * c.cols == 0 ? 0 : b.tiles_x[t] * ((c.rows + kTile - 1) / kTile);
+      b.first[t + 1] = b.first[t] + tiles;
+    }
+    const int64_t blocks = b.first[b.count];
+    if (blocks == 0) continue;
+    if (blocks >= (int64_t{1} << 31)) throw Error("float_to_bf16_transposed: too many tiles for one launch; split the matrices");
+    cast_transpose_kernel<<<static_cast<unsigned>(blocks), dim3(kTile, kTileRowsPerPass), 0, stream>>>(b);
+    check_launch("float_to_bf16_transposed");
+  }
 }
 
 void bf16_to_float(const uint16_t* x, int64_t count, float* out, cudaStream_t stream) {

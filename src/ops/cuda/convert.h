@@ -1,12 +1,15 @@
-// Element-wise conversions on the GPU, bit-identical to numerics/convert.h: FP8 dequantization and
-// float32 <-> bf16. All pointers are device pointers; `count` elements; work is queued on `stream`.
+// Element-wise conversions on the GPU, bit-identical to numerics/convert.h: FP8 dequantization,
+// float32 <-> bf16, and the bf16 GEMM operands of a matrix (its bf16 copy and transposed copy in one
+// pass, as quantize_fp8 does for FP8). All pointers are device pointers; work is queued on `stream`.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <span>
 
 #include "numerics/format.h"
+#include "ops/cuda/linear_epilogue.h"
 
 namespace fp8kit::cuda {
 
@@ -16,5 +19,20 @@ void dequantize_fp8(const uint8_t* q, int64_t count, Fp8Format format, const flo
 // Round to nearest even; NaN stays a quiet NaN with its sign.
 void float_to_bf16(const float* x, int64_t count, uint16_t* out, cudaStream_t stream = nullptr);
 void bf16_to_float(const uint16_t* x, int64_t count, float* out, cudaStream_t stream = nullptr);
+
+// One matrix of float_to_bf16_transposed: x [rows, cols] row-major -> out [rows, cols] and out_t
+// [cols, rows] (x transposed), bf16 (float_to_bf16's rounding); either output may be null. With
+// epilogue.bias set, x is first replaced by epilogue's act(x + bias) (written to epilogue.y when set)
+// and the copies are of that: the producing Linear's epilogue fused into its consumer's cast.
+struct Bf16Cast {
+  const float* x = nullptr;
+  int64_t rows = 0, cols = 0;
+  uint16_t* out = nullptr;
+  uint16_t* out_t = nullptr;
+  LinearEpilogue epilogue{};
+};
+
+// Queues the casts of `casts` (any shapes) as one launch per 16 matrices.
+void float_to_bf16_transposed(std::span<const Bf16Cast> casts, cudaStream_t stream = nullptr);
 
 }  // namespace fp8kit::cuda

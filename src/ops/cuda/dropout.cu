@@ -15,13 +15,9 @@ namespace {
 constexpr int kThreads = 256;
 
 template <bool kBf16Quotient>
-__global__ void dropout_kernel(uint64_t seed, const uint64_t* step, uint32_t site, uint32_t threshold, float keep,
-                               const float* in, float* out, uint32_t n) {
+__global__ void dropout_kernel(DropoutArgs d, const float* in, float* out, uint32_t n) {
   const uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i >= n) return;
-  const DeviceDropoutMask mask(seed, *step, site, threshold);
-  const float q = in[i] / keep;
-  out[i] = mask.apply(kBf16Quotient ? round_bf16(q) : q, i);
+  if (i < n) out[i] = d.forward(in[i], i, kBf16Quotient);
 }
 
 void launch(const DropoutSite& s, bool bf16_quotient, bool bf16, const float* in, float* out, int64_t n,
@@ -32,20 +28,22 @@ void launch(const DropoutSite& s, bool bf16_quotient, bool bf16, const float* in
     if (in != out) FP8KIT_CUDA_CHECK(cudaMemcpyAsync(out, in, n * sizeof(float), cudaMemcpyDeviceToDevice, stream));
     return;
   }
-  if (s.step == nullptr) throw Error(std::string(what) + ": an active dropout site needs the device step counter");
-  const float keep = ops::dropout_keep_prob(s.rate, bf16);
-  const uint32_t threshold = dropout_threshold(s.rate);
+  const DropoutArgs d = dropout_args(s, bf16, what);
   if (bf16_quotient) {
-    dropout_kernel<true><<<blocks_for(n, kThreads), kThreads, 0, stream>>>(s.seed, s.step, s.site, threshold, keep, in,
-                                                                            out, static_cast<uint32_t>(n));
+    dropout_kernel<true><<<blocks_for(n, kThreads), kThreads, 0, stream>>>(d, in, out, static_cast<uint32_t>(n));
   } else {
-    dropout_kernel<false><<<blocks_for(n, kThreads), kThreads, 0, stream>>>(s.seed, s.step, s.site, threshold, keep,
-                                                                             in, out, static_cast<uint32_t>(n));
+    dropout_kernel<false><<<blocks_for(n, kThreads), kThreads, 0, stream>>>(d, in, out, static_cast<uint32_t>(n));
   }
   check_launch(what);
 }
 
 }  // namespace
+
+DropoutArgs dropout_args(const DropoutSite& site, bool bf16, const char* what) {
+  if (!site.active) return {};
+  if (site.step == nullptr) throw Error(std::string(what) + ": an active dropout site needs the device step counter");
+  return {site.seed, site.step, site.site, dropout_threshold(site.rate), ops::dropout_keep_prob(site.rate, bf16), true};
+}
 
 uint32_t dropout_threshold(float rate) {
   return static_cast<uint32_t>(std::llround(static_cast<double>(rate) * 16777216.0));

@@ -1,8 +1,11 @@
-// The device side of DropoutMask (ops/dropout.h): same key derivation and hash, so the same bits.
+// The device side of DropoutMask (ops/dropout.h): same key derivation and hash, so the same bits; and
+// a dropout site as a kernel argument, for the kernels that fuse dropout with their own work.
 #pragma once
 
 #include <cstdint>
 
+#include "ops/cuda/dropout.h"
+#include "ops/cuda/round.cuh"
 #include "ops/dropout.h"
 
 namespace fp8kit::cuda {
@@ -24,5 +27,29 @@ struct DeviceDropoutMask {
     return __uint_as_float(__float_as_uint(value) & (0u - static_cast<uint32_t>(keep(index))));
   }
 };
+
+// A DropoutSite made ready for a kernel (dropout_args): keep probability and mask threshold worked out
+// on the host, the step read on the device. Element i's values are ops::dropout_forward's and
+// ops::dropout_backward's.
+struct DropoutArgs {
+  uint64_t seed = 0;
+  const uint64_t* step = nullptr;
+  uint32_t site = 0, threshold = 0;
+  float keep = 1.0f;
+  bool active = false;
+
+  // keep ? x / keep_prob (rounded to bf16 when bf16) : +0; x itself when inactive.
+  __device__ float forward(float x, uint32_t i, bool bf16) const {
+    if (!active) return x;
+    const float q = x / keep;
+    return DeviceDropoutMask(seed, *step, site, threshold).apply(bf16 ? round_bf16(q) : q, i);
+  }
+  // keep ? dy / keep_prob : +0 (float32).
+  __device__ float backward(float dy, uint32_t i) const { return forward(dy, i, false); }
+};
+
+// The kernel argument of `site` (keep_prob as ops::dropout_keep_prob(rate, bf16)). Throws, naming
+// `what`, for an active site without the device step counter.
+DropoutArgs dropout_args(const DropoutSite& site, bool bf16, const char* what);
 
 }  // namespace fp8kit::cuda

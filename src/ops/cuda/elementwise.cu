@@ -2,10 +2,13 @@
 // gradient sums in nn::Linear's order, ops/cuda/ordered_sum.cuh).
 #include "ops/cuda/elementwise.h"
 
+#include <algorithm>
 #include <string>
 
 #include "base/error.h"
 #include "ops/cuda/check.h"
+#include "ops/cuda/dropout.cuh"
+#include "ops/cuda/linear_epilogue.h"
 #include "ops/cuda/ordered_sum.cuh"
 #include "ops/cuda/round.cuh"
 
@@ -24,20 +27,42 @@ __global__ void add3_kernel(const float* a, const float* b, const float* c, floa
   if (i < n) out[i] = a[i] + b[i] + c[i];
 }
 
-__global__ void bias_activation_kernel(float* y, const float* bias, int64_t rows, int64_t cols, bool relu, bool bf16) {
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= rows * cols) return;
-  const float b = bias[i % cols];
-  const float v = bf16 ? round_bf16(round_bf16(y[i]) + round_bf16(b)) : y[i] + b;
-  y[i] = relu ? fmaxf(v, 0.0f) : v;
+// Up to kMaxOutputs LinearOutputs in one launch: output t owns blocks [first[t], first[t + 1]).
+constexpr int kMaxOutputs = 4;
+struct Outputs {
+  struct One {
+    float* y;
+    const float* bias;
+    int64_t n, cols;
+    bool relu;
+    DropoutArgs dropout;
+    const float* residual;
+    float* out;
+  } o[kMaxOutputs];
+  int64_t first[kMaxOutputs + 1];
+  int count;
+};
+
+__global__ void linear_outputs_kernel(const __grid_constant__ Outputs b, bool bf16) {
+  const int64_t block = blockIdx.x;
+  int t = 0;
+  while (t + 1 < b.count && block >= b.first[t + 1]) ++t;
+  const Outputs::One& o = b.o[t];
+  const int64_t i = (block - b.first[t]) * blockDim.x + threadIdx.x;
+  if (i >= o.n) return;
+  const float v = linear_epilogue(o.y[i], o.bias[i % o.cols], o.relu, bf16);
+  o.y[i] = v;
+  if (o.out == nullptr) return;
+  const float d = o.dropout.forward(v, static_cast<uint32_t>(i), bf16);
+  o.out[i] = o.residual != nullptr ? maybe_bf16(o.residual[i] + d, bf16) : d;
 }
 
 // nn::Linear's bias gradient order: pieces of 512 rows (its kRowsPerPiece), each summed row by row,
 // then the pieces in order. Block (piece, 32 columns) writes the masked gradient g as it fetches it.
 constexpr int64_t kBiasPieceRows = 512;
 __global__ void __launch_bounds__(kOrderedSumThreads)
-    bias_pieces_kernel(const float* dy, const float* y, int64_t rows, int64_t cols, bool relu, float* g,
-                       float* partials) {
+    bias_pieces_kernel(const float* dy, DropoutArgs dropout, const float* y, int64_t rows, int64_t cols, bool relu,
+                       float* g, float* partials) {
   const int64_t col = static_cast<int64_t>(blockIdx.y) * 32 + threadIdx.x % 32;
   const int64_t column = col < cols ? col : cols - 1;  // for the loads of lanes past the last column
   const int64_t begin = static_cast<int64_t>(blockIdx.x) * kBiasPieceRows;
@@ -47,7 +72,7 @@ __global__ void __launch_bounds__(kOrderedSumThreads)
       begin, end, col < cols,
       [&](int64_t r, float(&v)[1], bool real) {
         const int64_t i = r * cols + column;
-        v[0] = relu && !(y[i] > 0.0f) ? 0.0f : dy[i];
+        v[0] = relu && !(y[i] > 0.0f) ? 0.0f : dropout.backward(dy[i], static_cast<uint32_t>(i));
         if (real) g[i] = v[0];
       },
       [](float(&acc)[1], const float(&e)[1]) { acc[0] += e[0]; }, sum);
@@ -97,17 +122,32 @@ void add3(const float* a, const float* b, const float* c, float* out, int64_t n,
   check_launch("add3");
 }
 
-void bias_activation(float* y, const float* bias, int64_t rows, int64_t cols, bool relu, bool bf16,
-                     cudaStream_t stream) {
-  if (rows * cols == 0) return;
-  bias_activation_kernel<<<blocks_for(rows * cols, kThreads), kThreads, 0, stream>>>(y, bias, rows, cols, relu, bf16);
-  check_launch("bias_activation");
+void linear_outputs(std::span<const LinearOutput> outputs, bool bf16, cudaStream_t stream) {
+  for (size_t start = 0; start < outputs.size(); start += kMaxOutputs) {
+    Outputs b{};
+    b.count = static_cast<int>(std::min<size_t>(kMaxOutputs, outputs.size() - start));
+    for (int t = 0; t < b.count; ++t) {
+      const LinearOutput& o = outputs[start + t];
+      const int64_t n = o.rows * o.cols;
+      const std::string what = "linear_outputs: output " + std::to_string(start + t);
+      if (o.rows < 0 || o.cols < 0 || n > int64_t{UINT32_MAX})
+        throw Error(what + ": shape " + std::to_string(o.rows) + "x" + std::to_string(o.cols) +
+                    " is negative or has 2^32 elements or more");
+      if (n > 0 && (o.y == nullptr || o.bias == nullptr)) throw Error(what + ": y and bias must be device pointers");
+      b.o[t] = {o.y, o.bias, n, o.cols, o.relu, o.out != nullptr ? dropout_args(o.dropout, bf16, "linear_outputs")
+                                                                   : DropoutArgs{}, o.residual, o.out};
+      b.first[t + 1] = b.first[t] + (n + kThreads - 1) / kThreads;
+    }
+    if (b.first[b.count] == 0) continue;
+    linear_outputs_kernel<<<static_cast<unsigned>(b.first[b.count]), kThreads, 0, stream>>>(b, bf16);
+    check_launch("linear_outputs");
+  }
 }
 
 int64_t bias_backward_workspace(int64_t rows, int64_t cols) { return piece_count(rows, kBiasPieceRows) * cols; }
 
-void bias_backward(const float* dy, const float* y, int64_t rows, int64_t cols, bool relu, float* g,
-                   float* bias_grad, float* workspace, cudaStream_t stream) {
+void bias_backward(const float* dy, const DropoutSite& dropout, bool bf16, const float* y, int64_t rows, int64_t cols,
+                   bool relu, float* g, float* bias_grad, float* workspace, cudaStream_t stream) {
   if (rows < 0 || cols < 0) throw Error("bias_backward: negative shape");
   if (cols == 0) return;
   if (rows == 0) {
@@ -115,10 +155,11 @@ void bias_backward(const float* dy, const float* y, int64_t rows, int64_t cols, 
     return;
   }
   const int64_t pieces = piece_count(rows, kBiasPieceRows);
-  if (pieces >= (int64_t{1} << 31) || (cols + 31) / 32 > 65535)
+  if (pieces >= (int64_t{1} << 31) || (cols + 31) / 32 > 65535 || (dropout.active && rows * cols > int64_t{UINT32_MAX}))
     throw Error("bias_backward: " + std::to_string(rows) + " x " + std::to_string(cols) + " is too large");
   const dim3 grid(static_cast<unsigned>(pieces), blocks_for(cols, 32));
-  bias_pieces_kernel<<<grid, kOrderedSumThreads, 0, stream>>>(dy, y, rows, cols, relu, g, workspace);
+  const DropoutArgs d = dropout_args(dropout, bf16, "bias_backward");
+  bias_pieces_kernel<<<grid, kOrderedSumThreads, 0, stream>>>(dy, d, y, rows, cols, relu, g, workspace);
   check_launch("bias_backward");
   add_pieces<1>(pieces, cols, workspace, {{bias_grad}}, stream);
 }

@@ -1,12 +1,15 @@
 // Small element-wise GPU kernels of a training step: residual sums, a Linear's bias + ReLU
-// epilogue and its backward (ReLU mask, bias gradient), casts/transposes that lay GEMM operands out
-// K-major for cuBLASLt, and the device step counter. Device pointers; work queued on `stream`.
+// epilogue (fused with the dropout and residual sum that follow it) and its backward (dropout, ReLU
+// mask, bias gradient), transposes that lay GEMM operands out K-major for cuBLASLt, and the device
+// step counter. Device pointers; work queued on `stream`.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <span>
 
+#include "ops/cuda/dropout.h"
 #include "tensor/tensor.h"
 
 namespace fp8kit::cuda {
@@ -16,14 +19,28 @@ void add(const float* a, const float* b, bool bf16, float* out, int64_t n, cudaS
 // out = a + b + c, summed as (a + b) + c.
 void add3(const float* a, const float* b, const float* c, float* out, int64_t n, cudaStream_t stream);
 
-// y [rows, cols] in place: y = act(y + bias) (bf16: act(bf16(bf16(y) + bf16(bias))), nn::Linear's).
-void bias_activation(float* y, const float* bias, int64_t rows, int64_t cols, bool relu, bool bf16,
-                     cudaStream_t stream);
-// g = relu && !(y > 0) ? 0 : dy; bias_grad [cols] = sum of g over rows, float32, added in exactly
-// nn::Linear::backward's order (bit-identical to the CPU, the same bits every run). g may alias dy.
-// workspace: bias_backward_workspace(rows, cols) floats of device scratch.
-void bias_backward(const float* dy, const float* y, int64_t rows, int64_t cols, bool relu, float* g,
-                   float* bias_grad, float* workspace, cudaStream_t stream);
+// A Linear's output and what the model does with it next, in one pass, each step rounded as its own
+// op: y [rows, cols] in place = act(y + bias) (bf16: act(bf16(bf16(y) + bf16(bias))), nn::Linear's);
+// then, when out is set, out = dropout_forward(y) (elements indexed row-major), and with residual
+// out = residual + that (bf16: rounded), as add(residual, dropout(y)).
+struct LinearOutput {
+  float* y = nullptr;
+  const float* bias = nullptr;  // [cols]
+  int64_t rows = 0, cols = 0;
+  bool relu = false;
+  DropoutSite dropout{};            // inactive: identity
+  const float* residual = nullptr;  // [rows, cols] or null
+  float* out = nullptr;             // [rows, cols] or null: y only (dropout and residual unused)
+};
+// Up to 4 outputs (any shapes, fewer than 2^32 elements each) in one launch; bf16: mixed bf16 rounding.
+void linear_outputs(std::span<const LinearOutput> outputs, bool bf16, cudaStream_t stream);
+
+// g = relu && !(y > 0) ? 0 : dropout_backward(dy) (an inactive dropout: dy itself; dropout's keep
+// probability as in bf16 or float32 training); bias_grad [cols] = sum of g over rows, float32, added
+// in exactly nn::Linear::backward's order (bit-identical to the CPU, the same bits every run). g may
+// alias dy. workspace: bias_backward_workspace(rows, cols) floats of device scratch.
+void bias_backward(const float* dy, const DropoutSite& dropout, bool bf16, const float* y, int64_t rows, int64_t cols,
+                   bool relu, float* g, float* bias_grad, float* workspace, cudaStream_t stream);
 int64_t bias_backward_workspace(int64_t rows, int64_t cols);
 
 // out [cols, rows] = x [rows, cols] transposed, as float32 (out_type F32) or rounded to bf16 (Bf16).

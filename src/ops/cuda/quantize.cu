@@ -9,7 +9,8 @@
 // permutes) into 4 words, each 4 rows of one column, kept in shared memory [64 cols][16 * passes + 1
 // words]; the odd row stride makes the writes (lanes differ in column by 4 and in row-word by 1)
 // conflict-free, and the reads (16 bytes per lane) nearly so. amax: per-thread max of |x| bits, warp
-// max, one atomicMax per block. quantize_fp8_batch runs the same tile code for several tensors in one
+// max, one atomicMax per block. An optional Linear epilogue (bias + ReLU) is applied to the fp32 values
+// as they are loaded (elements outside the matrix stay 0). quantize_fp8_batch runs the same tile code for several tensors in one
 // launch (a 1-D grid split among them), so its outputs are those of one launch per tensor.
 #include "ops/cuda/quantize.h"
 
@@ -43,6 +44,8 @@ struct Params {
   bool vector_load;     // every row of x starts 16-byte (fp32) / 8-byte (bf16) aligned
   bool vector_store;    // every row of q starts 4-byte aligned
   bool vector_store_t;  // every row of q_t starts 16-byte aligned
+  LinearEpilogue epilogue;
+  bool vector_store_y;  // every row of epilogue.y starts 16-byte aligned
 };
 
 // Four consecutive elements of a row as loaded: a float4 of fp32, or a uint2 holding four bf16.
@@ -90,6 +93,24 @@ __device__ __forceinline__ uint32_t encode_row(const float v[4], float scale) {
   return lo | (hi << 16);
 }
 
+// v = x[row, col .. col + 3] -> the epilogue's act(v + bias) where inside the matrix (outside: left 0),
+// stored to epilogue.y when set.
+__device__ __forceinline__ void apply_epilogue(const Params& p, int64_t row, int64_t col, float v[4]) {
+  const LinearEpilogue& e = p.epilogue;
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+    if (col + i < p.cols) v[i] = linear_epilogue(v[i], e.bias[col + i], e.relu, e.bf16);
+  if (e.y == nullptr) return;
+  float* dst = e.y + row * p.cols + col;
+  if (p.vector_store_y && col + 3 < p.cols) {
+    *reinterpret_cast<float4*>(dst) = make_float4(v[0], v[1], v[2], v[3]);
+  } else {
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+      if (col + i < p.cols) dst[i] = v[i];
+  }
+}
+
 // Casts tile (bx, by) of p: the whole of one block's work, shared by the single and batched kernels.
 template <typename T, Fp8Format F, bool Divide>
 __device__ __forceinline__ void quantize_tile(const Params& p, int64_t bx, int64_t by) {
@@ -118,12 +139,15 @@ __device__ __forceinline__ void quantize_tile(const Params& p, int64_t bx, int64
     uint32_t w[4];
 #pragma unroll
     for (int r = 0; r < 4; ++r) {
+      const int64_t row = row0 + row_local + 64 * pass + r;
       float v[4];
       to_floats(raw[pass][r], v);
+      if constexpr (sizeof(T) == 4) {
+        if (p.epilogue.bias != nullptr && row < p.rows) apply_epilogue(p, row, col, v);
+      }
 #pragma unroll
       for (int i = 0; i < 4; ++i) amax = max(amax, amax_bits(__float_as_uint(v[i])));
       w[r] = encode_row<F, Divide>(v, scale);
-      const int64_t row = row0 + row_local + 64 * pass + r;
       if (p.q != nullptr && row < p.rows) {
         uint8_t* dst = p.q + row * p.cols + col;
         if (p.vector_store && col + 3 < p.cols) {
@@ -256,11 +280,16 @@ Params params_of(const QuantizeArgs& args) {
   if (args.x == nullptr && args.rows * args.cols > 0) throw Error("quantize_fp8: x is null for a " + shape + " input");
   if (args.scale_inv != nullptr && args.scale_inv == args.scale)
     throw Error("quantize_fp8: scale_inv must not alias scale (blocks still read scale while it is written)");
+  if (args.epilogue.bias != nullptr && args.x_type != DType::F32)
+    throw Error("quantize_fp8: a Linear epilogue (bias) needs an f32 input");
+  if (args.epilogue.bias == nullptr && args.epilogue.y != nullptr)
+    throw Error("quantize_fp8: an epilogue output y needs the epilogue's bias");
 
   const size_t element = args.x_type == DType::F32 ? 4 : 2;
   return Params{args.x, args.rows, args.cols, args.scale, args.q, args.q_t, args.amax, args.scale_inv,
                 args.cols % 4 == 0 && aligned(args.x, 4 * element), args.cols % 4 == 0 && aligned(args.q, 4),
-                args.rows % 16 == 0 && aligned(args.q_t, 16)};
+                args.rows % 16 == 0 && aligned(args.q_t, 16), args.epilogue,
+                args.cols % 4 == 0 && aligned(args.epilogue.y, 16)};
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <span>
 
 #include "numerics/format.h"
+#include "ops/cuda/linear_epilogue.h"
 #include "tensor/tensor.h"
 
 namespace fp8kit::cuda {
@@ -28,6 +29,9 @@ struct QuantizeArgs {
   float* amax = nullptr;         // one float or null: *amax = max(*amax, max |x|) (NaN ignored, inf
                                  // counted); zero it first for this tensor's own amax
   float* scale_inv = nullptr;    // one float or null: receives 1 / scale (the multiplier when divide)
+  // F32 input only. With epilogue.bias set, x is first replaced by the producing Linear's act(x + bias)
+  // (written to epilogue.y when set), and the codes and amax are of that.
+  LinearEpilogue epilogue{};
 };
 
 // Queues the cast on `stream`. Throws fp8kit::Error for bad arguments (naming them).

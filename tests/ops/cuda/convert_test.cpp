@@ -1,10 +1,14 @@
-// GPU dequantization and bf16 conversions against the CPU's scalar casts (numerics/cast.h).
+// GPU dequantization and bf16 conversions against the CPU's scalar casts (numerics/cast.h), and the
+// bf16 cast + transpose (with a Linear's bias + ReLU before it) against plain loops.
 #include "ops/cuda/convert.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "base/error.h"
@@ -69,6 +73,76 @@ TEST(CudaConvert, EveryBf16ToFloat) {
     ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(fp8kit::bf16_to_float(h[i]))) << i;
 }
 
+// float_to_bf16_transposed over many shapes in one call (more than one launch's 16): each matrix's
+// bf16 copy and transposed copy are float_to_bf16 of its elements; with an epilogue, of nn::Linear's
+// act(bf16(bf16(x) + bf16(b))) (float32: x + b), which is also written to the epilogue's y (in place).
+TEST(CudaConvert, Bf16CastAndTransposeMatchTheCpu) {
+  FP8KIT_REQUIRE_GPU();
+  const std::vector<std::pair<int64_t, int64_t>> shapes = {{6400, 32}, {32, 32}, {1, 1},   {33, 65}, {32, 1},
+                                                           {1, 32},    {217, 256}, {5, 160}, {64, 31}};
+  struct Case {
+    int64_t rows, cols;
+    bool straight, transposed, bias, relu, bf16;
+    std::vector<float> x, b;
+    DeviceBuffer<float> d_x, d_b;
+    DeviceBuffer<uint16_t> d_out, d_out_t;
+  };
+  std::vector<Case> cases;
+  for (int variant = 0; variant < 2; ++variant)
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      Case c;
+      c.rows = shapes[i].first;
+      c.cols = shapes[i].second;
+      const int k = static_cast<int>(i) + variant;
+      c.straight = k % 3 != 1;
+      c.transposed = k % 3 != 2;
+      c.bias = variant == 1;
+      c.relu = k % 2 == 0;
+      c.bf16 = k % 4 < 2;
+      c.x = variant == 0 ? testing::awkward_floats(c.rows * c.cols, static_cast<uint32_t>(i))
+                         : testing::random_normal(c.rows * c.cols, static_cast<uint32_t>(i));
+      c.b = testing::random_normal(c.cols, static_cast<uint32_t>(100 + i));
+      c.d_x = DeviceBuffer<float>(c.x.size());
+      c.d_x.upload(c.x);
+      c.d_b = DeviceBuffer<float>(c.b.size());
+      c.d_b.upload(c.b);
+      c.d_out = DeviceBuffer<uint16_t>(c.x.size());
+      c.d_out_t = DeviceBuffer<uint16_t>(c.x.size());
+      cases.push_back(std::move(c));
+    }
+  std::vector<Bf16Cast> casts;
+  for (Case& c : cases) {
+    Bf16Cast cast{c.d_x.data(), c.rows, c.cols, c.straight ? c.d_out.data() : nullptr,
+                  c.transposed ? c.d_out_t.data() : nullptr};
+    if (c.bias) cast.epilogue = {c.d_b.data(), c.relu, c.bf16, c.d_x.data()};
+    casts.push_back(cast);
+  }
+  ASSERT_GT(casts.size(), 16u);
+  float_to_bf16_transposed(casts, nullptr);
+  for (Case& c : cases) {
+    const std::string what = std::to_string(c.rows) + "x" + std::to_string(c.cols) + (c.bias ? " with bias" : "");
+    std::vector<float> v = c.x;
+    if (c.bias)
+      for (int64_t i = 0; i < c.rows * c.cols; ++i) {
+        const float b = c.b[i % c.cols];
+        const float a = c.bf16 ? fp8kit::round_bf16(fp8kit::round_bf16(c.x[i]) + fp8kit::round_bf16(b)) : c.x[i] + b;
+        v[i] = c.relu ? std::max(a, 0.0f) : a;
+      }
+    const std::vector<float> y = c.d_x.to_host();
+    const std::vector<uint16_t> out = c.d_out.to_host(), out_t = c.d_out_t.to_host();
+    int64_t bad = 0;
+    for (int64_t r = 0; r < c.rows; ++r)
+      for (int64_t col = 0; col < c.cols; ++col) {
+        const int64_t i = r * c.cols + col;
+        const uint16_t want = fp8kit::float_to_bf16(v[i]);
+        bad += std::bit_cast<uint32_t>(y[i]) != std::bit_cast<uint32_t>(v[i]) && !(std::isnan(y[i]) && std::isnan(v[i]));
+        if (c.straight) bad += out[i] != want;
+        if (c.transposed) bad += out_t[col * c.rows + r] != want;
+      }
+    EXPECT_EQ(bad, 0) << what;
+  }
+}
+
 TEST(CudaConvert, BadArgumentsAreNamed) {
   FP8KIT_REQUIRE_GPU();
   EXPECT_THROW(float_to_bf16(nullptr, 4, nullptr), Error);
@@ -76,6 +150,12 @@ TEST(CudaConvert, BadArgumentsAreNamed) {
   DeviceBuffer<float> f(4);
   EXPECT_THROW(dequantize_fp8(reinterpret_cast<const uint8_t*>(f.data()), 4, Fp8Format::E4M3, nullptr, f.data()), Error);
   float_to_bf16(nullptr, 0, nullptr);  // empty is fine
+  const Bf16Cast no_x{nullptr, 2, 2, nullptr, nullptr};
+  EXPECT_THROW(float_to_bf16_transposed({&no_x, 1}), Error);
+  const Bf16Cast negative{f.data(), -1, 2, nullptr, nullptr};
+  EXPECT_THROW(float_to_bf16_transposed({&negative, 1}), Error);
+  const Bf16Cast empty{nullptr, 0, 5, nullptr, nullptr};
+  float_to_bf16_transposed({&empty, 1});
 }
 
 }  // namespace

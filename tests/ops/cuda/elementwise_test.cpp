@@ -1,11 +1,13 @@
-// GPU element-wise kernels of the training step against plain loops (nn::Linear's bias/ReLU rules),
-// and the bias gradient against nn::Linear::backward bit for bit (the GPU adds in its order).
+// GPU element-wise kernels of the training step against plain loops and the CPU ops they fuse
+// (nn::Linear's bias/ReLU rules, ops::dropout_forward/backward, residual sums), and the bias gradient
+// against nn::Linear::backward bit for bit (the GPU adds in its order).
 #include "ops/cuda/elementwise.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstring>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -13,40 +15,113 @@
 #include "numerics/cast.h"
 #include "ops/cuda/device_buffer.h"
 #include "ops/cuda/gpu_test.h"
+#include "ops/dropout.h"
 
 namespace fp8kit::cuda {
 namespace {
 
-TEST(CudaElementwise, BiasActivationAndBackward) {
+// The CPU model's ops one after the other (ops/cpu): nn::Linear's bias + ReLU, dropout, residual add.
+std::vector<float> cpu_linear_output(const std::vector<float>& y0, const std::vector<float>& bias, int64_t cols,
+                                     bool relu, bool bf16, std::vector<float>& y) {
+  y.resize(y0.size());
+  for (size_t i = 0; i < y0.size(); ++i) {
+    const float b = bias[i % cols];
+    const float v = bf16 ? fp8kit::round_bf16(fp8kit::round_bf16(y0[i]) + fp8kit::round_bf16(b)) : y0[i] + b;
+    y[i] = relu ? std::max(v, 0.0f) : v;
+  }
+  return y;
+}
+
+// linear_outputs against the separate CPU ops (bias + ReLU, ops::dropout_forward, the residual sum),
+// bit for bit: y only, + dropout, + dropout + residual, an inactive site; several outputs of different
+// shapes in one call (more than one launch's worth).
+TEST(CudaElementwise, LinearOutputsAreBiasReluDropoutAndAdd) {
   FP8KIT_REQUIRE_GPU();
+  constexpr uint64_t kSeed = 5, kStep = 17;
+  constexpr float kRate = 0.1f;
+  DeviceBuffer<uint64_t> d_step(1);
+  d_step.upload(std::vector<uint64_t>{kStep});
+  const std::vector<std::pair<int64_t, int64_t>> shapes = {{6400, 32}, {32, 1}, {5, 33}, {1, 1}, {300, 7}};
+  for (bool relu : {false, true})
+    for (bool bf16 : {false, true})
+      for (int mode = 0; mode < 4; ++mode) {  // y only; dropout; dropout + residual; inactive site + residual
+        std::vector<LinearOutput> outputs;
+        std::vector<DeviceBuffer<float>> buffers;
+        std::vector<std::vector<float>> want_y, want_out;
+        for (size_t t = 0; t < shapes.size(); ++t) {
+          const auto [rows, cols] = shapes[t];
+          const uint32_t seed = static_cast<uint32_t>(10 * t);
+          const std::vector<float> y0 = testing::random_normal(rows * cols, seed + 1),
+                                   bias = testing::random_normal(cols, seed + 2),
+                                   residual = testing::random_normal(rows * cols, seed + 3);
+          std::vector<float> y;
+          cpu_linear_output(y0, bias, cols, relu, bf16, y);
+          std::vector<float> out = y;
+          const uint32_t site = static_cast<uint32_t>(t);
+          if (mode == 1 || mode == 2)
+            ops::dropout_forward(ops::DropoutMask(kSeed, kStep, site, kRate), kRate, bf16, y, out);
+          if (mode >= 2)
+            for (size_t i = 0; i < out.size(); ++i)
+              out[i] = bf16 ? fp8kit::round_bf16(residual[i] + out[i]) : residual[i] + out[i];
+          want_y.push_back(y);
+          want_out.push_back(out);
+          for (const auto* host : {&y0, &bias, &residual}) {
+            buffers.emplace_back(host->size());
+            buffers.back().upload(*host);
+          }
+          buffers.emplace_back(y0.size());
+          DeviceBuffer<float>* b = &buffers[buffers.size() - 4];
+          LinearOutput o{b[0].data(), b[1].data(), rows, cols, relu};
+          if (mode > 0) o.out = b[3].data();
+          if (mode == 1 || mode == 2) o.dropout = {kSeed, d_step.data(), site, kRate, true};
+          if (mode >= 2) o.residual = b[2].data();
+          outputs.push_back(o);
+        }
+        linear_outputs(outputs, bf16, nullptr);
+        for (size_t t = 0; t < shapes.size(); ++t) {
+          const std::string what = std::to_string(shapes[t].first) + "x" + std::to_string(shapes[t].second) +
+                                   " relu " + std::to_string(relu) + " bf16 " + std::to_string(bf16) + " mode " +
+                                   std::to_string(mode);
+          EXPECT_EQ(testing::max_ulp_difference(buffers[4 * t].to_host(), want_y[t]), 0) << what;
+          if (mode > 0) {
+            EXPECT_EQ(testing::max_ulp_difference(buffers[4 * t + 3].to_host(), want_out[t]), 0) << what;
+          }
+        }
+      }
+}
+
+// The ReLU mask and the dropout backward folded into the bias gradient's pass: g against
+// ops::dropout_backward and the mask, bit for bit; the bias gradient in float32 (its exact order is
+// the next test's).
+TEST(CudaElementwise, BiasBackwardMasksReluAndDropout) {
+  FP8KIT_REQUIRE_GPU();
+  constexpr uint64_t kSeed = 8, kStep = 3;
+  constexpr uint32_t kSite = 4;
+  constexpr float kRate = 0.1f;
+  DeviceBuffer<uint64_t> d_step(1);
+  d_step.upload(std::vector<uint64_t>{kStep});
   for (const auto& [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{{6400, 32}, {32, 1}, {5, 33}}) {
-    const std::vector<float> y0 = testing::random_normal(rows * cols, 1), bias = testing::random_normal(cols, 2),
-                             dy = testing::random_normal(rows * cols, 3);
-    DeviceBuffer<float> d_y(y0.size()), d_bias(cols), d_dy(dy.size()), d_g(dy.size()), d_db(cols),
+    const std::vector<float> y = testing::random_normal(rows * cols, 1), dy = testing::random_normal(rows * cols, 3);
+    DeviceBuffer<float> d_y(y.size()), d_dy(dy.size()), d_g(dy.size()), d_db(cols),
         workspace(bias_backward_workspace(rows, cols));
-    d_bias.upload(bias);
+    d_y.upload(y);
     d_dy.upload(dy);
     for (bool relu : {false, true})
-      for (bool bf16 : {false, true}) {
-        d_y.upload(y0);
-        bias_activation(d_y.data(), d_bias.data(), rows, cols, relu, bf16, nullptr);
-        std::vector<float> want(y0.size());
-        for (int64_t i = 0; i < rows * cols; ++i) {
-          const float b = bias[i % cols];
-          const float v = bf16 ? fp8kit::round_bf16(fp8kit::round_bf16(y0[i]) + fp8kit::round_bf16(b)) : y0[i] + b;
-          want[i] = relu ? std::max(v, 0.0f) : v;
+      for (bool dropout : {false, true})
+        for (bool bf16 : {false, true}) {
+          std::vector<float> g = dy, db(cols, 0.0f);
+          if (dropout) ops::dropout_backward(ops::DropoutMask(kSeed, kStep, kSite, kRate), kRate, bf16, dy, g);
+          for (int64_t i = 0; i < rows * cols; ++i) {
+            if (relu && !(y[i] > 0.0f)) g[i] = 0.0f;
+            db[i % cols] += g[i];
+          }
+          const DropoutSite site{kSeed, d_step.data(), kSite, kRate, dropout};
+          bias_backward(d_dy.data(), site, bf16, d_y.data(), rows, cols, relu, d_g.data(), d_db.data(),
+                        workspace.data(), nullptr);
+          EXPECT_EQ(testing::max_ulp_difference(d_g.to_host(), g), 0)
+              << rows << "x" << cols << " relu " << relu << " dropout " << dropout << " bf16 " << bf16;
+          EXPECT_LT(testing::relative_l2(d_db.to_host(), db), 1e-5);
         }
-        const std::vector<float> y = d_y.to_host();
-        EXPECT_EQ(testing::max_ulp_difference(y, want), 0);
-        bias_backward(d_dy.data(), d_y.data(), rows, cols, relu, d_g.data(), d_db.data(), workspace.data(), nullptr);
-        std::vector<float> g(dy.size()), db(cols, 0.0f);
-        for (int64_t i = 0; i < rows * cols; ++i) {
-          g[i] = relu && !(y[i] > 0.0f) ? 0.0f : dy[i];
-          db[i % cols] += g[i];
-        }
-        EXPECT_EQ(testing::max_ulp_difference(d_g.to_host(), g), 0);
-        EXPECT_LT(testing::relative_l2(d_db.to_host(), db), 1e-5);
-      }
   }
 }
 
@@ -70,7 +145,8 @@ TEST(CudaElementwise, BiasGradientIsTheCpuLayersBitForBit) {
       for (int run = 0; run < 2; ++run) {
         d_dy.upload(dy);
         d_db.fill_bytes(0x7F);
-        bias_backward(d_dy.data(), d_y.data(), rows, cols, relu, d_dy.data(), d_db.data(), workspace.data(), nullptr);
+        bias_backward(d_dy.data(), DropoutSite{}, false, d_y.data(), rows, cols, relu, d_dy.data(), d_db.data(),
+                      workspace.data(), nullptr);
         const std::vector<float> db = d_db.to_host();
         EXPECT_EQ(testing::max_ulp_difference(db, layer.bias.grad), 0) << rows << "x" << cols << " relu " << relu;
         if (run == 0) {

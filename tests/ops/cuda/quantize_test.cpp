@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cstring>
 #include <string>
@@ -198,6 +199,72 @@ TEST(CudaQuantize, RunsOnAStream) {
   const GpuResult got = run_gpu(x, 300, 200, 2.0f, false, Fp8Format::E4M3, 0, stream.get());
   EXPECT_EQ(got.q, want.q);
   EXPECT_EQ(got.q_t, want.q_t);
+}
+
+// A producing Linear's epilogue fused into the quantization: the codes, transposed codes and amax are
+// those of act(x + bias) under nn::Linear's rules, which is also written to epilogue.y (separately
+// and in place); one tensor alone and two in one quantize_fp8_batch launch; padding outside the
+// matrix does not reach the amax.
+TEST(CudaQuantize, LinearEpilogueBeforeTheCast) {
+  FP8KIT_REQUIRE_GPU();
+  const int64_t shapes[][2] = {{6400, 32}, {5, 17}, {33, 1}, {217, 256}};
+  uint32_t seed = 50;
+  for (const auto& shape : shapes)
+    for (bool relu : {false, true})
+      for (bool bf16 : {false, true})
+        for (bool in_place : {false, true}) {
+          const int64_t rows = shape[0], cols = shape[1];
+          const std::vector<float> x = testing::random_normal(rows * cols, ++seed, 3.0f),
+                                   bias = testing::random_normal(cols, ++seed, 50.0f);
+          std::vector<float> v(x.size());
+          for (size_t i = 0; i < x.size(); ++i) {
+            const float b = bias[i % cols];
+            const float a = bf16 ? fp8kit::round_bf16(fp8kit::round_bf16(x[i]) + fp8kit::round_bf16(b)) : x[i] + b;
+            v[i] = relu ? std::max(a, 0.0f) : a;
+          }
+          const float scale = 2.5f;
+          const Expected want = expect(v, rows, cols, scale, false, Fp8Format::E4M3);
+          for (bool batched : {false, true}) {
+            DeviceBuffer<float> d_x(x.size()), d_y(x.size()), d_bias(cols), scalars(2);
+            d_x.upload(x);
+            d_bias.upload(bias);
+            scalars.upload(std::vector<float>{scale, 0.0f});
+            DeviceBuffer<uint8_t> q(x.size()), q_t(x.size());
+            QuantizeArgs args;
+            args.x = d_x.data();
+            args.rows = rows;
+            args.cols = cols;
+            args.scale = scalars.data();
+            args.q = q.data();
+            args.q_t = q_t.data();
+            args.amax = scalars.data() + 1;
+            args.epilogue = {d_bias.data(), relu, bf16, in_place ? d_x.data() : d_y.data()};
+            if (batched) {
+              // A plain tensor first, so the epilogue's tensor is not block 0 of the launch.
+              DeviceBuffer<float> other(64 * 64), other_scalars(2);
+              other.upload(testing::random_normal(64 * 64, 7));
+              other_scalars.upload(std::vector<float>{1.0f, 0.0f});
+              DeviceBuffer<uint8_t> other_q(64 * 64);
+              QuantizeArgs plain;
+              plain.x = other.data();
+              plain.rows = plain.cols = 64;
+              plain.scale = other_scalars.data();
+              plain.q = other_q.data();
+              plain.amax = other_scalars.data() + 1;
+              const QuantizeArgs both[] = {plain, args};
+              quantize_fp8_batch(both);
+            } else {
+              quantize_fp8(args);
+            }
+            const std::string what = std::to_string(rows) + "x" + std::to_string(cols) + " relu " +
+                                     std::to_string(relu) + " bf16 " + std::to_string(bf16) + " in place " +
+                                     std::to_string(in_place) + " batched " + std::to_string(batched);
+            expect_codes(q.to_host(), want.q, v, what, false, rows, cols);
+            expect_codes(q_t.to_host(), want.q_t, v, what + " (transposed)", true, rows, cols);
+            EXPECT_EQ(std::bit_cast<uint32_t>(scalars.to_host()[1]), std::bit_cast<uint32_t>(want.amax)) << what;
+            EXPECT_EQ(testing::max_ulp_difference((in_place ? d_x : d_y).to_host(), v), 0) << what;
+          }
+        }
 }
 
 TEST(CudaQuantize, BadArgumentsAreNamed) {
