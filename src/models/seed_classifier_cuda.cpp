@@ -133,9 +133,9 @@ struct SeedClassifierCuda::Impl {
   // Activations ([B, T, D] unless said otherwise) and gradients.
   DeviceBuffer<int32_t> tokens;  // [B, T]
   DeviceBuffer<float> labels;    // [B]
-  DeviceBuffer<float> x0, x0d, stats, context, r1, x1, mean1, rstd1, r2, x2, mean2, rstd2;
-  DeviceBuffer<float> pooled, pooled_d, h2_d, probs, loss, dz;  // [B, D], [B, D], [B, 32], [B], [1], [B]
-  DeviceBuffer<float> d_pooled, d_pooled_x, d_r2, d_x1, d_r1, dq, dk, dv, d_x0a, d_x0, d_x0e;
+  DeviceBuffer<float> x0d, stats, context, r1, x1, mean1, rstd1, r2, x2, mean2, rstd2;
+  DeviceBuffer<float> pooled_d, h2_d, probs, loss, dz;  // [B, D], [B, 32], [B], [1], [B]
+  DeviceBuffer<float> d_pooled_x, d_r2, d_r1, dq, dk, dv, d_x0e;
 
   // Scratch of the deterministic gradient sums: bias and LayerNorm partial sums (floats), the embedding
   // backward's token sort (bytes).
@@ -217,27 +217,22 @@ struct SeedClassifierCuda::Impl {
   }
 
   // FP8: all 8 weights, and the input x0d that query, key and value share (each with its own scale),
-  // quantized up front in 2 launches instead of 11 (weights do not change within a forward); current
-  // scaling adds 3 launches before them for the amaxes and scales.
+  // quantized up front in one launch instead of 11 (weights do not change within a forward); current
+  // scaling adds 2 launches before it for the amaxes and scales.
   void quantize_weights_and_qkv_input(const float* x, bool training) {
     const Fp8Format f = recipe.forward_format;
-    std::vector<cuda::QuantizeArgs> weights, inputs;
+    std::vector<cuda::QuantizeArgs> args;
     std::vector<int> states;
     for (LinearCuda* l : {&query, &key, &value, &attn_out, &inter, &ffn_out, &dense, &dense_1}) {
-      weights.push_back(quantize_args(l->scaling + 1, f, l->w, l->in, l->out, l->wq.data(), l->wq_t.data(), training));
+      args.push_back(quantize_args(l->scaling + 1, f, l->w, l->in, l->out, l->wq.data(), l->wq_t.data(), training));
       states.push_back(l->scaling + 1);
     }
     for (LinearCuda* l : {&query, &key, &value}) {
-      inputs.push_back(quantize_args(l->scaling, f, x, l->rows, l->in, l->xq.data(), l->xq_t.data(), training));
+      args.push_back(quantize_args(l->scaling, f, x, l->rows, l->in, l->xq.data(), l->xq_t.data(), training));
       states.push_back(l->scaling);
     }
-    if (current_scaling()) {
-      std::vector<cuda::QuantizeArgs> all = weights;
-      all.insert(all.end(), inputs.begin(), inputs.end());
-      current_scales(all, states, training);
-    }
-    cuda::quantize_fp8_batch(weights, s());
-    cuda::quantize_fp8_batch(inputs, s());
+    if (current_scaling()) current_scales(args, states, training);
+    cuda::quantize_fp8_batch(args, s());
   }
 
   void gemm(int64_t m, int64_t n, int64_t k, const void* a, DType at, const void* b, DType bt, float* y,
@@ -361,11 +356,9 @@ struct SeedClassifierCuda::Impl {
 
   // The forward of SeedClassifier::forward; returns the logits [B].
   const float* forward(bool training) {
-    const int64_t BTD = B * T * D;
     if (current_scaling() && !training) eval_amax.fill_bytes(0, s());
     cuda::embedding_forward({B, T, D, config.vocabulary_size}, tokens.data(), param(kToken), param(kPosition), bf16,
-                            x0.data(), s());
-    cuda::dropout_forward(site(kEmbeddingDropout, training), bf16, x0.data(), x0d.data(), BTD, s());
+                            site(kEmbeddingDropout, training), x0d.data(), s());
     const bool qkv_ready = precision != Precision::Fp32;
     if (precision == Precision::Fp8) quantize_weights_and_qkv_input(x0d.data(), training);
     if (precision == Precision::Bf16) cast_weights_and_qkv_input(x0d.data(), training);
@@ -388,8 +381,7 @@ struct SeedClassifierCuda::Impl {
     cuda::linear_outputs({&f, 1}, bf16, s());
     cuda::layer_norm_forward(B * T, D, 1e-5f, r2.data(), param(kNorm2G), param(kNorm2B), bf16, x2.data(),
                              mean2.data(), rstd2.data(), s());
-    cuda::mean_pool_forward(x2.data(), B, T, D, bf16, pooled.data(), s());
-    cuda::dropout_forward(site(kPoolDropout, training), bf16, pooled.data(), pooled_d.data(), B * D, s());
+    cuda::mean_pool_forward(x2.data(), B, T, D, bf16, site(kPoolDropout, training), pooled_d.data(), s());
     linear_forward(dense, pooled_d.data(), training);
     const cuda::LinearOutput h2 = output(dense, site(kHeadDropout, training), nullptr, h2_d.data());
     cuda::linear_outputs({&h2, 1}, bf16, s());
@@ -401,19 +393,18 @@ struct SeedClassifierCuda::Impl {
 
   void forward_backward() {
     const int64_t BTD = B * T * D;
-    if (precision == Precision::Fp8) amax.fill_bytes(0, s());
+    // Delayed scaling: amax is zero here (the constructor's, then each step's spread clears it).
+    if (current_scaling()) amax.fill_bytes(0, s());
     const float* z = forward(true);
     cuda::sigmoid_binary_crossentropy(z, labels.data(), B, bf16, probs.data(), loss.data(), dz.data(), s());
     const float* d_h2d = linear_backward(dense_1, dz.data());
     const float* d_pooled_d = linear_backward(dense, d_h2d, site(kHeadDropout, true));
-    cuda::dropout_backward(site(kPoolDropout, true), bf16, d_pooled_d, d_pooled.data(), B * D, s());
-    cuda::mean_pool_backward(d_pooled.data(), B, T, D, d_pooled_x.data(), s());
+    cuda::mean_pool_backward(d_pooled_d, site(kPoolDropout, true), bf16, B, T, D, d_pooled_x.data(), s());
     cuda::layer_norm_backward(B * T, D, r2.data(), param(kNorm2G), mean2.data(), rstd2.data(), d_pooled_x.data(),
-                              d_r2.data(), grad(kNorm2G), grad(kNorm2B), sum_scratch.data(), s());
+                              nullptr, d_r2.data(), grad(kNorm2G), grad(kNorm2B), sum_scratch.data(), s());
     const float* d_h = linear_backward(ffn_out, d_r2.data(), site(kFeedforwardDropout, true));
     const float* d_x1_ffn = linear_backward(inter, d_h);
-    cuda::add(d_r2.data(), d_x1_ffn, false, d_x1.data(), BTD, s());
-    cuda::layer_norm_backward(B * T, D, r1.data(), param(kNorm1G), mean1.data(), rstd1.data(), d_x1.data(),
+    cuda::layer_norm_backward(B * T, D, r1.data(), param(kNorm1G), mean1.data(), rstd1.data(), d_r2.data(), d_x1_ffn,
                               d_r1.data(), grad(kNorm1G), grad(kNorm1B), sum_scratch.data(), s());
     const float* d_context = linear_backward(attn_out, d_r1.data(), site(kAttentionDropout, true));
     cuda::causal_attention_backward({B, T, H, D / H}, query.y.data(), key.y.data(), value.y.data(), stats.data(),
@@ -422,22 +413,20 @@ struct SeedClassifierCuda::Impl {
     const float* dxq = linear_backward(query, dq.data());
     const float* dxk = linear_backward(key, dk.data());
     const float* dxv = linear_backward(value, dv.data());
-    cuda::add3(dxq, dxk, dxv, d_x0a.data(), BTD, s());
-    cuda::add(d_r1.data(), d_x0a.data(), false, d_x0.data(), BTD, s());
-    cuda::dropout_backward(site(kEmbeddingDropout, true), bf16, d_x0.data(), d_x0e.data(), BTD, s());
+    cuda::residual_gradient(d_r1.data(), dxq, dxk, dxv, site(kEmbeddingDropout, true), bf16, d_x0e.data(), BTD, s());
     cuda::embedding_backward({B, T, D, config.vocabulary_size}, tokens.data(), d_x0e.data(), grad(kToken),
                              grad(kPosition), embedding_scratch.data(), embedding_scratch.size(), s());
     if (precision == Precision::Fp8) {
       cuda::update_scaling(scaling, recipe, s());
-      // (Current scaling computes every GEMM scale_inv right before its use.)
-      if (!current_scaling()) cuda::spread(scale_inv.data(), scaling.count, 4, gemm_scale_inv.data(), s());
+      // The next step's GEMM scale_invs, and its amaxes cleared. (Current scaling computes every GEMM
+      // scale_inv right before its use, and clears the amaxes at the start of the step.)
+      if (!current_scaling()) cuda::spread(scale_inv.data(), scaling.count, 4, gemm_scale_inv.data(), s(), amax.data());
     }
   }
 
   void update() {
     cuda::adam_step(adam, adam_iterations.data(), params.data(), grads.data(), adam_m.data(), adam_v.data(), total,
-                    s());
-    cuda::advance_counter(step_counter.data(), s());
+                    s(), step_counter.data());
   }
 
   void upload_batch(std::span<const int32_t> host_tokens, std::span<const float> host_labels) {
@@ -563,12 +552,12 @@ SeedClassifierCuda::SeedClassifierCuda(SeedClassifier& cpu, uint64_t seed, int b
   m.embedding_scratch = DeviceBuffer<uint8_t>(cuda::embedding_backward_workspace({B, T, D, m.config.vocabulary_size}));
   m.tokens = DeviceBuffer<int32_t>(BT);
   m.labels = DeviceBuffer<float>(B);
-  for (auto* b : {&m.x0, &m.x0d, &m.context, &m.r1, &m.x1, &m.r2, &m.x2, &m.d_pooled_x, &m.d_r2, &m.d_x1, &m.d_r1,
-                  &m.dq, &m.dk, &m.dv, &m.d_x0a, &m.d_x0, &m.d_x0e})
+  for (auto* b : {&m.x0d, &m.context, &m.r1, &m.x1, &m.r2, &m.x2, &m.d_pooled_x, &m.d_r2, &m.d_r1, &m.dq, &m.dk,
+                  &m.dv, &m.d_x0e})
     *b = DeviceBuffer<float>(BT * D);
   m.stats = DeviceBuffer<float>(B * m.H * T * 2);
   for (auto* b : {&m.mean1, &m.rstd1, &m.mean2, &m.rstd2}) *b = DeviceBuffer<float>(BT);
-  for (auto* b : {&m.pooled, &m.pooled_d, &m.d_pooled}) *b = DeviceBuffer<float>(B * D);
+  m.pooled_d = DeviceBuffer<float>(B * D);
   m.h2_d = DeviceBuffer<float>(B * m.config.intermediate_dim);
   for (auto* b : {&m.probs, &m.dz}) *b = DeviceBuffer<float>(B);
   m.loss = DeviceBuffer<float>(1);

@@ -28,17 +28,20 @@ __global__ void update_kernel(optim::AdamOptions o, const float* iterations, flo
   w[i] = __fsub_rn(w[i], __fdiv_rn(__fmul_rn(mi, alpha), __fadd_rn(__fsqrt_rn(vi), o.epsilon)));
 }
 
-__global__ void count_kernel(float* iterations) { *iterations += 1.0f; }
+__global__ void count_kernel(float* iterations, uint64_t* step_counter) {
+  *iterations += 1.0f;
+  if (step_counter != nullptr) *step_counter += 1;
+}
 
 }  // namespace
 
 void adam_step(const optim::AdamOptions& options, float* iterations, float* w, const float* g, float* m, float* v,
-               int64_t n, cudaStream_t stream) {
+               int64_t n, cudaStream_t stream, uint64_t* step_counter) {
   if (n > 0) {
     update_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(options, iterations, w, g, m, v, n);
     check_launch("adam_step");
   }
-  count_kernel<<<1, 1, 0, stream>>>(iterations);
+  count_kernel<<<1, 1, 0, stream>>>(iterations, step_counter);
   check_launch("adam_step (count)");
 }
 

@@ -12,8 +12,10 @@ namespace fp8kit::cuda {
 
 // t = *iterations + 1; alpha = lr sqrt(1 - b2^t) / (1 - b1^t); per element
 // m += (g - m)(1 - b1); v += (g^2 - v)(1 - b2); w -= alpha m / (sqrt(v) + eps); then *iterations = t.
-// iterations lives in device memory (a captured graph replays with the current count).
+// iterations lives in device memory (a captured graph replays with the current count). step_counter:
+// null, or a device counter that advances with iterations (a training step's dropout step), in the
+// same small launch.
 void adam_step(const optim::AdamOptions& options, float* iterations, float* w, const float* g, float* m, float* v,
-               int64_t n, cudaStream_t stream);
+               int64_t n, cudaStream_t stream, uint64_t* step_counter = nullptr);
 
 }  // namespace fp8kit::cuda

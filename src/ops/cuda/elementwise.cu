@@ -17,14 +17,10 @@ namespace {
 
 constexpr int kThreads = 256;
 
-__global__ void add_kernel(const float* a, const float* b, bool bf16, float* out, int64_t n) {
+__global__ void residual_gradient_kernel(const float* a, const float* b, const float* c, const float* d,
+                                         DropoutArgs dropout, float* out, int64_t n) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < n) out[i] = maybe_bf16(a[i] + b[i], bf16);
-}
-
-__global__ void add3_kernel(const float* a, const float* b, const float* c, float* out, int64_t n) {
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < n) out[i] = a[i] + b[i] + c[i];
+  if (i < n) out[i] = dropout.backward(a[i] + ((b[i] + c[i]) + d[i]), static_cast<uint32_t>(i));
 }
 
 // Up to kMaxOutputs LinearOutputs in one launch: output t owns blocks [first[t], first[t + 1]).
@@ -59,10 +55,12 @@ __global__ void linear_outputs_kernel(const __grid_constant__ Outputs b, bool bf
 
 // nn::Linear's bias gradient order: pieces of 512 rows (its kRowsPerPiece), each summed row by row,
 // then the pieces in order. Block (piece, 32 columns) writes the masked gradient g as it fetches it.
+// With one piece (rows <= 512), `last` is set and the block writes the final 0 + sum itself (add_pieces'
+// first and only addition) into partials = the bias gradient: one launch fewer.
 constexpr int64_t kBiasPieceRows = 512;
 __global__ void __launch_bounds__(kOrderedSumThreads)
     bias_pieces_kernel(const float* dy, DropoutArgs dropout, const float* y, int64_t rows, int64_t cols, bool relu,
-                       float* g, float* partials) {
+                       float* g, float* partials, bool last) {
   const int64_t col = static_cast<int64_t>(blockIdx.y) * 32 + threadIdx.x % 32;
   const int64_t column = col < cols ? col : cols - 1;  // for the loads of lanes past the last column
   const int64_t begin = static_cast<int64_t>(blockIdx.x) * kBiasPieceRows;
@@ -76,12 +74,14 @@ __global__ void __launch_bounds__(kOrderedSumThreads)
         if (real) g[i] = v[0];
       },
       [](float(&acc)[1], const float(&e)[1]) { acc[0] += e[0]; }, sum);
-  if (threadIdx.x < 32 && col < cols) partials[blockIdx.x * cols + col] = sum[0];
+  if (threadIdx.x < 32 && col < cols) partials[blockIdx.x * cols + col] = last ? __fadd_rn(0.0f, sum[0]) : sum[0];
 }
 
-__global__ void spread_kernel(const float* x, int64_t count, int64_t stride, float* out) {
+__global__ void spread_kernel(const float* x, int64_t count, int64_t stride, float* out, float* zero) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < count) out[i * stride] = x[i];
+  if (i >= count) return;
+  out[i * stride] = x[i];
+  if (zero != nullptr) zero[i] = 0.0f;
 }
 
 template <typename Out>
@@ -106,20 +106,16 @@ __global__ void transpose_kernel(const float* x, int64_t rows, int64_t cols, Out
   }
 }
 
-__global__ void advance_kernel(uint64_t* counter) { *counter += 1; }
-
 }  // namespace
 
-void add(const float* a, const float* b, bool bf16, float* out, int64_t n, cudaStream_t stream) {
-  if (n == 0) return;
-  add_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(a, b, bf16, out, n);
-  check_launch("add");
-}
-
-void add3(const float* a, const float* b, const float* c, float* out, int64_t n, cudaStream_t stream) {
-  if (n == 0) return;
-  add3_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(a, b, c, out, n);
-  check_launch("add3");
+void residual_gradient(const float* a, const float* b, const float* c, const float* d, const DropoutSite& dropout,
+                       bool bf16, float* out, int64_t n, cudaStream_t stream) {
+  if (n <= 0) return;
+  if (dropout.active && n > int64_t{UINT32_MAX})
+    throw Error("residual_gradient: dropout is limited to 2^32 elements, got " + std::to_string(n));
+  residual_gradient_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(
+      a, b, c, d, dropout_args(dropout, bf16, "residual_gradient"), out, n);
+  check_launch("residual_gradient");
 }
 
 void linear_outputs(std::span<const LinearOutput> outputs, bool bf16, cudaStream_t stream) {
@@ -159,9 +155,11 @@ void bias_backward(const float* dy, const DropoutSite& dropout, bool bf16, const
     throw Error("bias_backward: " + std::to_string(rows) + " x " + std::to_string(cols) + " is too large");
   const dim3 grid(static_cast<unsigned>(pieces), blocks_for(cols, 32));
   const DropoutArgs d = dropout_args(dropout, bf16, "bias_backward");
-  bias_pieces_kernel<<<grid, kOrderedSumThreads, 0, stream>>>(dy, d, y, rows, cols, relu, g, workspace);
+  const bool last = pieces == 1;
+  bias_pieces_kernel<<<grid, kOrderedSumThreads, 0, stream>>>(dy, d, y, rows, cols, relu, g,
+                                                              last ? bias_grad : workspace, last);
   check_launch("bias_backward");
-  add_pieces<1>(pieces, cols, workspace, {{bias_grad}}, stream);
+  if (!last) add_pieces<1>(pieces, cols, workspace, {{bias_grad}}, stream);
 }
 
 void transpose(const float* x, int64_t rows, int64_t cols, DType out_type, void* out, cudaStream_t stream) {
@@ -179,15 +177,10 @@ void transpose(const float* x, int64_t rows, int64_t cols, DType out_type, void*
   check_launch("transpose");
 }
 
-void spread(const float* x, int64_t count, int64_t stride, float* out, cudaStream_t stream) {
+void spread(const float* x, int64_t count, int64_t stride, float* out, cudaStream_t stream, float* zero) {
   if (count == 0) return;
-  spread_kernel<<<blocks_for(count, kThreads), kThreads, 0, stream>>>(x, count, stride, out);
+  spread_kernel<<<blocks_for(count, kThreads), kThreads, 0, stream>>>(x, count, stride, out, zero);
   check_launch("spread");
-}
-
-void advance_counter(uint64_t* counter, cudaStream_t stream) {
-  advance_kernel<<<1, 1, 0, stream>>>(counter);
-  check_launch("advance_counter");
 }
 
 }  // namespace fp8kit::cuda

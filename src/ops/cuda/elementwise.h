@@ -1,7 +1,7 @@
-// Small element-wise GPU kernels of a training step: residual sums, a Linear's bias + ReLU
+// Small element-wise GPU kernels of a training step: residual gradient sums, a Linear's bias + ReLU
 // epilogue (fused with the dropout and residual sum that follow it) and its backward (dropout, ReLU
-// mask, bias gradient), transposes that lay GEMM operands out K-major for cuBLASLt, and the device
-// step counter. Device pointers; work queued on `stream`.
+// mask, bias gradient), transposes that lay GEMM operands out K-major for cuBLASLt. Device pointers;
+// work queued on `stream`.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -14,10 +14,12 @@
 
 namespace fp8kit::cuda {
 
-// out = a + b (bf16: rounded). out may alias a or b.
-void add(const float* a, const float* b, bool bf16, float* out, int64_t n, cudaStream_t stream);
-// out = a + b + c, summed as (a + b) + c.
-void add3(const float* a, const float* b, const float* c, float* out, int64_t n, cudaStream_t stream);
+// out = dropout_backward(a + ((b + c) + d)), the sums in float32 in that order: the gradient of a
+// dropout output that feeds a residual branch (a) and three Linears (b, c, d: query, key, value).
+// dropout: ops::dropout_backward's values (keep probability as in bf16 or float32 training); inactive:
+// the sum. n < 2^32 with an active dropout.
+void residual_gradient(const float* a, const float* b, const float* c, const float* d, const DropoutSite& dropout,
+                       bool bf16, float* out, int64_t n, cudaStream_t stream);
 
 // A Linear's output and what the model does with it next, in one pass, each step rounded as its own
 // op: y [rows, cols] in place = act(y + bias) (bf16: act(bf16(bf16(y) + bf16(bias))), nn::Linear's);
@@ -46,10 +48,8 @@ int64_t bias_backward_workspace(int64_t rows, int64_t cols);
 // out [cols, rows] = x [rows, cols] transposed, as float32 (out_type F32) or rounded to bf16 (Bf16).
 void transpose(const float* x, int64_t rows, int64_t cols, DType out_type, void* out, cudaStream_t stream);
 
-// out[i * stride] = x[i] for i < count (e.g. scales to 16-byte aligned slots for cuBLASLt).
-void spread(const float* x, int64_t count, int64_t stride, float* out, cudaStream_t stream);
-
-// *counter += 1 (a training step's last launch: dropout keys of the next replay).
-void advance_counter(uint64_t* counter, cudaStream_t stream);
+// out[i * stride] = x[i] for i < count (e.g. scales to 16-byte aligned slots for cuBLASLt); when zero
+// is set, also zero[i] = 0 in the same launch (e.g. the amaxes the scaling update has just consumed).
+void spread(const float* x, int64_t count, int64_t stride, float* out, cudaStream_t stream, float* zero = nullptr);
 
 }  // namespace fp8kit::cuda

@@ -10,6 +10,7 @@
 
 #include "base/error.h"
 #include "ops/cuda/check.h"
+#include "ops/cuda/dropout.cuh"
 #include "ops/cuda/ordered_sum.cuh"
 #include "ops/cuda/round.cuh"
 
@@ -20,12 +21,12 @@ constexpr int kThreads = 256;
 constexpr unsigned kMaxTokenBlocks = 1024;  // blocks that walk the sorted ids (about one wave)
 
 __global__ void forward_kernel(EmbeddingShape s, const int32_t* tokens, const float* token, const float* position,
-                               bool bf16, float* out) {
+                               bool bf16, DropoutArgs dropout, float* out) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= s.batch * s.seq * s.dim) return;
   const int64_t bt = i / s.dim, d = i % s.dim;
   const float t = token[static_cast<int64_t>(tokens[bt]) * s.dim + d], p = position[(bt % s.seq) * s.dim + d];
-  out[i] = bf16 ? round_bf16(round_bf16(t) + round_bf16(p)) : t + p;
+  out[i] = dropout.forward(bf16 ? round_bf16(round_bf16(t) + round_bf16(p)) : t + p, static_cast<uint32_t>(i), bf16);
 }
 
 __global__ void iota_kernel(int32_t n, int32_t* out) {
@@ -116,10 +117,13 @@ Scratch scratch_for(const EmbeddingShape& s, void* base) {
 }  // namespace
 
 void embedding_forward(const EmbeddingShape& shape, const int32_t* tokens, const float* token, const float* position,
-                       bool bf16, float* out, cudaStream_t stream) {
+                       bool bf16, const DropoutSite& dropout, float* out, cudaStream_t stream) {
   const int64_t n = shape.batch * shape.seq * shape.dim;
   if (n == 0) return;
-  forward_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(shape, tokens, token, position, bf16, out);
+  if (dropout.active && n > int64_t{UINT32_MAX})
+    throw Error("embedding_forward: dropout is limited to 2^32 elements, got " + std::to_string(n));
+  forward_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(
+      shape, tokens, token, position, bf16, dropout_args(dropout, bf16, "embedding_forward"), out);
   check_launch("embedding_forward");
 }
 

@@ -8,16 +8,20 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "ops/cuda/dropout.h"
+
 namespace fp8kit::cuda {
 
 struct EmbeddingShape {
   int64_t batch, seq, dim, vocabulary;
 };
 
-// out[b, t, :] = token[tokens[b, t], :] + position[t, :]; bf16: bf16(bf16(token) + bf16(position)).
-// Ids outside the vocabulary are not checked here (the caller validates them on the host).
+// out[b, t, :] = dropout_forward(token[tokens[b, t], :] + position[t, :]); bf16: the sum is
+// bf16(bf16(token) + bf16(position)) and dropout rounds as in bf16 (ops::dropout_forward's values,
+// elements indexed over [batch, seq, dim]; an inactive site: the sum itself). Ids outside the
+// vocabulary are not checked here (the caller validates them on the host).
 void embedding_forward(const EmbeddingShape& shape, const int32_t* tokens, const float* token, const float* position,
-                       bool bf16, float* out, cudaStream_t stream);
+                       bool bf16, const DropoutSite& dropout, float* out, cudaStream_t stream);
 // token_grad [vocabulary, dim] and position_grad [seq, dim] overwritten with the scatter-sums of dout
 // [batch, seq, dim], each added in batch-position order as nn::TokenAndPositionEmbedding::backward does:
 // bit-identical to the CPU, the same bits every run (rows of absent ids are zero; ids unchecked as in

@@ -43,19 +43,23 @@ __global__ void forward_kernel(int64_t rows, int dim, float eps, const float* x,
   }
 }
 
+// The output gradient at i: dout[i], or dout[i] + dout2[i].
+__device__ __forceinline__ float output_grad(const float* dout, const float* dout2, int64_t i) {
+  return dout2 != nullptr ? dout[i] + dout2[i] : dout[i];
+}
+
 // dx, one warp per row (as the forward).
 __global__ void dx_kernel(int64_t rows, int dim, const float* x, const float* gamma, const float* mean,
-                          const float* rstd, const float* dout, float* dx) {
+                          const float* rstd, const float* dout, const float* dout2, float* dx) {
   const int lane = threadIdx.x % 32;
   const int64_t r = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32;
   if (r >= rows) return;
   const float* xr = x + r * dim;
-  const float* g = dout + r * dim;
   const float mu = mean[r], rs = rstd[r];
   float sum_dxhat = 0.0f, sum_dxhat_xhat = 0.0f;
   for (int i = lane; i < dim; i += 32) {
     const float xhat = (xr[i] - mu) * rs;
-    const float dxhat = g[i] * gamma[i];
+    const float dxhat = output_grad(dout, dout2, r * dim + i) * gamma[i];
     sum_dxhat += dxhat;
     sum_dxhat_xhat += dxhat * xhat;
   }
@@ -63,7 +67,7 @@ __global__ void dx_kernel(int64_t rows, int dim, const float* x, const float* ga
   const float mean_dxhat_xhat = warp_sum(sum_dxhat_xhat) / static_cast<float>(dim);
   for (int i = lane; i < dim; i += 32) {
     const float xhat = (xr[i] - mu) * rs;
-    dx[r * dim + i] = rs * (g[i] * gamma[i] - mean_dxhat - xhat * mean_dxhat_xhat);
+    dx[r * dim + i] = rs * (output_grad(dout, dout2, r * dim + i) * gamma[i] - mean_dxhat - xhat * mean_dxhat_xhat);
   }
 }
 
@@ -73,7 +77,7 @@ __global__ void dx_kernel(int64_t rows, int dim, const float* x, const float* ga
 constexpr int64_t kPieceRows = 256;
 __global__ void __launch_bounds__(kOrderedSumThreads)
     param_pieces_kernel(int64_t rows, int64_t dim, const float* x, const float* mean, const float* rstd,
-                        const float* dout, float* partials) {
+                        const float* dout, const float* dout2, float* partials) {
   const int64_t col = static_cast<int64_t>(blockIdx.y) * 32 + threadIdx.x % 32;
   const int64_t column = col < dim ? col : dim - 1;  // for the loads of lanes past the last column
   const int64_t begin = static_cast<int64_t>(blockIdx.x) * kPieceRows;
@@ -82,7 +86,7 @@ __global__ void __launch_bounds__(kOrderedSumThreads)
   ordered_sum<2>(
       begin, end, col < dim,
       [&](int64_t r, float(&v)[2], bool) {
-        v[0] = dout[r * dim + column];
+        v[0] = output_grad(dout, dout2, r * dim + column);
         v[1] = (x[r * dim + column] - mean[r]) * rstd[r];  // xhat
       },
       [](float(&acc)[2], const float(&e)[2]) {
@@ -115,8 +119,8 @@ void layer_norm_forward(int64_t rows, int64_t dim, float eps, const float* x, co
 int64_t layer_norm_backward_workspace(int64_t rows, int64_t dim) { return piece_count(rows, kPieceRows) * 2 * dim; }
 
 void layer_norm_backward(int64_t rows, int64_t dim, const float* x, const float* gamma, const float* mean,
-                         const float* rstd, const float* dout, float* dx, float* dgamma, float* dbeta,
-                         float* workspace, cudaStream_t stream) {
+                         const float* rstd, const float* dout, const float* dout2, float* dx, float* dgamma,
+                         float* dbeta, float* workspace, cudaStream_t stream) {
   check_dim(dim, "layer_norm_backward");
   if (rows < 0) throw Error("layer_norm_backward: negative row count " + std::to_string(rows));
   if (rows == 0) {
@@ -128,10 +132,10 @@ void layer_norm_backward(int64_t rows, int64_t dim, const float* x, const float*
   if (pieces >= (int64_t{1} << 31))
     throw Error("layer_norm_backward: " + std::to_string(rows) + " rows are too many for one launch");
   dx_kernel<<<blocks_for(rows, kWarps), kWarps * 32, 0, stream>>>(rows, static_cast<int>(dim), x, gamma, mean, rstd,
-                                                                  dout, dx);
+                                                                  dout, dout2, dx);
   check_launch("layer_norm_backward");
   param_pieces_kernel<<<dim3(static_cast<unsigned>(pieces), blocks_for(dim, 32)), kOrderedSumThreads, 0, stream>>>(
-      rows, dim, x, mean, rstd, dout, workspace);
+      rows, dim, x, mean, rstd, dout, dout2, workspace);
   check_launch("layer_norm_backward");
   add_pieces<2>(pieces, dim, workspace, {{dgamma, dbeta}}, stream);
 }

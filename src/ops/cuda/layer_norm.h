@@ -13,10 +13,12 @@ void layer_norm_forward(int64_t rows, int64_t dim, float eps, const float* x, co
                         bool bf16_out, float* out, float* mean, float* rstd, cudaStream_t stream);
 // dx [rows, dim], dgamma and dbeta [dim] overwritten. dgamma and dbeta are summed in exactly
 // ops::layer_norm_backward's order: the same bits every run, and the CPU's bits given the same inputs.
-// workspace: layer_norm_backward_workspace(rows, dim) floats of device scratch. dim in [1, 256].
+// The output gradient is dout, or dout + dout2 (float32, added as it is read) when dout2 is set: the
+// two branches of a residual, without a launch of their own. workspace:
+// layer_norm_backward_workspace(rows, dim) floats of device scratch. dim in [1, 256].
 void layer_norm_backward(int64_t rows, int64_t dim, const float* x, const float* gamma, const float* mean,
-                         const float* rstd, const float* dout, float* dx, float* dgamma, float* dbeta,
-                         float* workspace, cudaStream_t stream);
+                         const float* rstd, const float* dout, const float* dout2, float* dx, float* dgamma,
+                         float* dbeta, float* workspace, cudaStream_t stream);
 int64_t layer_norm_backward_workspace(int64_t rows, int64_t dim);
 
 }  // namespace fp8kit::cuda

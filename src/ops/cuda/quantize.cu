@@ -214,7 +214,7 @@ __global__ void __launch_bounds__(kThreads) quantize_kernel(Params p) {
 
 // Up to kMaxBatch tensors in one launch: a 1-D grid, tensor t owning blocks [first[t], first[t + 1]),
 // laid out as its own grid_x[t]-wide grid would be.
-constexpr int kMaxBatch = 8;
+constexpr int kMaxBatch = 16;
 struct Batch {
   Params p[kMaxBatch];
   int64_t grid_x[kMaxBatch];

@@ -38,7 +38,7 @@ struct QuantizeArgs {
 void quantize_fp8(const QuantizeArgs& args, cudaStream_t stream = nullptr);
 
 // Queues quantize_fp8 of each of `args` (same input type, format and divide; each its own pointers,
-// scale and amax slot) as one launch per 8 tensors: the same bytes, transposes and amaxes, fewer launches.
+// scale and amax slot) as one launch per 16 tensors: the same bytes, transposes and amaxes, fewer launches.
 void quantize_fp8_batch(std::span<const QuantizeArgs> args, cudaStream_t stream = nullptr);
 
 }  // namespace fp8kit::cuda

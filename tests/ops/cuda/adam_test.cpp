@@ -22,6 +22,8 @@ TEST(CudaAdam, MatchesKerasAdamOnTheCpu) {
     nn::Parameter p{"w", {n}, testing::random_normal(n, 1, 0.05f), std::vector<float>(n)};
     optim::Adam cpu({&p});
     DeviceBuffer<float> w(n), g(n), m(n), v(n), iterations(1);
+    DeviceBuffer<uint64_t> step_counter(1);
+    step_counter.fill_bytes(0);
     w.upload(p.value);
     m.fill_bytes(0);
     v.fill_bytes(0);
@@ -32,7 +34,8 @@ TEST(CudaAdam, MatchesKerasAdamOnTheCpu) {
       g.upload(p.grad);
       const std::vector<float> before = p.value;
       cpu.step();
-      adam_step(cpu.options(), iterations.data(), w.data(), g.data(), m.data(), v.data(), n, nullptr);
+      adam_step(cpu.options(), iterations.data(), w.data(), g.data(), m.data(), v.data(), n, nullptr,
+                step == 2 ? nullptr : step_counter.data());
       std::vector<float> got = w.to_host(), want = p.value;
       for (int64_t i = 0; i < n; ++i) {
         got[i] -= before[i];
@@ -46,6 +49,7 @@ TEST(CudaAdam, MatchesKerasAdamOnTheCpu) {
       }
       w.upload(p.value);  // continue from the CPU's weights: errors do not accumulate
       EXPECT_EQ(iterations.to_host()[0], static_cast<float>(step + 1));
+      EXPECT_EQ(step_counter.to_host()[0], static_cast<uint64_t>(step < 2 ? step + 1 : 2));  // not passed at step 2
     }
   }
 }

@@ -159,11 +159,11 @@ TEST(CudaElementwise, BiasGradientIsTheCpuLayersBitForBit) {
   }
 }
 
-TEST(CudaElementwise, TransposeAndAdd) {
+TEST(CudaElementwise, Transpose) {
   FP8KIT_REQUIRE_GPU();
   for (const auto& [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{{6400, 32}, {1, 1}, {33, 65}, {32, 1}}) {
     const std::vector<float> x = testing::random_normal(rows * cols, 4);
-    DeviceBuffer<float> d_x(x.size()), d_t(x.size()), d_sum(x.size());
+    DeviceBuffer<float> d_x(x.size()), d_t(x.size());
     DeviceBuffer<uint16_t> d_tb(x.size());
     d_x.upload(x);
     transpose(d_x.data(), rows, cols, DType::F32, d_t.data(), nullptr);
@@ -175,11 +175,49 @@ TEST(CudaElementwise, TransposeAndAdd) {
         ASSERT_EQ(t[c * rows + r], x[r * cols + c]);
         ASSERT_EQ(tb[c * rows + r], fp8kit::float_to_bf16(x[r * cols + c]));
       }
-    add(d_x.data(), d_t.data(), true, d_sum.data(), rows * cols, nullptr);
-    add3(d_x.data(), d_t.data(), d_sum.data(), d_sum.data(), rows * cols, nullptr);
-    const std::vector<float> sum = d_sum.to_host();
-    for (int64_t i = 0; i < rows * cols; ++i) ASSERT_EQ(sum[i], x[i] + t[i] + fp8kit::round_bf16(x[i] + t[i]));
   }
+}
+
+// residual_gradient against the CPU model's steps: the sums in float32 in the stated order, then
+// ops::dropout_backward (or none).
+TEST(CudaElementwise, ResidualGradientIsTheSumsThenDropoutBackward) {
+  FP8KIT_REQUIRE_GPU();
+  DeviceBuffer<uint64_t> d_step(1);
+  d_step.upload(std::vector<uint64_t>{2});
+  for (int64_t n : {int64_t{1}, int64_t{1000}, int64_t{204800}}) {
+    std::vector<std::vector<float>> terms;
+    std::vector<DeviceBuffer<float>> d_terms;
+    for (uint32_t t = 0; t < 4; ++t) {
+      terms.push_back(testing::random_normal(n, 20 + t));
+      d_terms.emplace_back(n);
+      d_terms.back().upload(terms.back());
+    }
+    DeviceBuffer<float> d_out(n);
+    for (bool dropout : {false, true})
+      for (bool bf16 : {false, true}) {
+        std::vector<float> want(n);
+        for (int64_t i = 0; i < n; ++i) want[i] = terms[0][i] + ((terms[1][i] + terms[2][i]) + terms[3][i]);
+        if (dropout) ops::dropout_backward(ops::DropoutMask(1, 2, 0, 0.1f), 0.1f, bf16, want, want);
+        residual_gradient(d_terms[0].data(), d_terms[1].data(), d_terms[2].data(), d_terms[3].data(),
+                          DropoutSite{1, d_step.data(), 0, 0.1f, dropout}, bf16, d_out.data(), n, nullptr);
+        EXPECT_EQ(testing::max_ulp_difference(d_out.to_host(), want), 0)
+            << "n " << n << " dropout " << dropout << " bf16 " << bf16;
+      }
+  }
+}
+
+TEST(CudaElementwise, SpreadAndClear) {
+  FP8KIT_REQUIRE_GPU();
+  const std::vector<float> x = testing::random_normal(24, 9);
+  DeviceBuffer<float> d_x(24), d_out(4 * 24), d_zero(24);
+  d_x.upload(x);
+  d_out.fill_bytes(0);
+  d_zero.upload(testing::random_normal(24, 10));
+  spread(d_x.data(), 24, 4, d_out.data(), nullptr, d_zero.data());
+  const std::vector<float> out = d_out.to_host();
+  for (int i = 0; i < 24; ++i) EXPECT_EQ(out[4 * i], x[i]);
+  EXPECT_EQ(d_zero.to_host(), std::vector<float>(24, 0.0f));
+  spread(d_x.data(), 24, 4, d_out.data(), nullptr);  // without clearing
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
 // GPU token + position embedding against nn::TokenAndPositionEmbedding: the forward bit for bit (one
-// addition), and the backward too (the GPU adds each gradient row in the CPU's order), the same bits
+// addition, then the fused dropout against ops::dropout_forward), and the backward too (the GPU adds each gradient row in the CPU's order), the same bits
 // on every run.
 #include "ops/cuda/embedding.h"
 
@@ -13,6 +13,7 @@
 #include "nn/embedding.h"
 #include "ops/cuda/device_buffer.h"
 #include "ops/cuda/gpu_test.h"
+#include "ops/dropout.h"
 
 namespace fp8kit::cuda {
 namespace {
@@ -46,12 +47,19 @@ TEST(CudaEmbedding, MatchesTheCpuLayerBitForBit) {
     d_token.upload(layer.token.value);
     d_position.upload(layer.position.value);
     d_dout.upload(dout);
-    for (bool bf16 : {false, true}) {
-      const auto want = layer.forward(tokens, c.batch, bf16);
-      embedding_forward(shape, d_tokens.data(), d_token.data(), d_position.data(), bf16, d_out.data(), nullptr);
-      EXPECT_EQ(testing::max_ulp_difference(d_out.to_host(), std::vector<float>(want.begin(), want.end())), 0)
-          << "bf16 " << bf16 << " batch " << c.batch;
-    }
+    DeviceBuffer<uint64_t> d_step(1);
+    d_step.upload(std::vector<uint64_t>{6});
+    for (bool bf16 : {false, true})
+      for (bool dropout : {false, true}) {  // the forward with the embedding dropout fused (ops::dropout_forward)
+        const auto sum = layer.forward(tokens, c.batch, bf16);
+        std::vector<float> want(sum.begin(), sum.end());
+        if (dropout) ops::dropout_forward(ops::DropoutMask(9, 6, 0, 0.1f), 0.1f, bf16, want, want);
+        const DropoutSite site{9, d_step.data(), 0, 0.1f, dropout};
+        embedding_forward(shape, d_tokens.data(), d_token.data(), d_position.data(), bf16, site, d_out.data(),
+                          nullptr);
+        EXPECT_EQ(testing::max_ulp_difference(d_out.to_host(), want), 0)
+            << "bf16 " << bf16 << " dropout " << dropout << " batch " << c.batch;
+      }
     layer.backward(dout);
     std::vector<float> first_tg, first_pg;
     for (int run = 0; run < 2; ++run) {

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "ops/cuda/device_buffer.h"
@@ -76,7 +77,7 @@ TEST(CudaLayerNorm, MatchesTheCpuOp) {
       d_dg.fill_bytes(0x7F);  // poisoned: overwritten, not accumulated into
       d_db.fill_bytes(0x7F);
       layer_norm_backward(c.rows, c.dim, d_x.data(), d_gamma.data(), d_mean.data(), d_rstd.data(), d_dout.data(),
-                          d_dx.data(), d_dg.data(), d_db.data(), workspace.data(), nullptr);
+                          nullptr, d_dx.data(), d_dg.data(), d_db.data(), workspace.data(), nullptr);
       const std::vector<float> gdx = d_dx.to_host(), gdg = d_dg.to_host(), gdb = d_db.to_host();
       EXPECT_LT(testing::relative_l2(gdx, dx), c.dim == 1 ? 1e-3 : 1e-5) << c.rows << "x" << c.dim;
       if (cpu_fuses) {
@@ -92,6 +93,37 @@ TEST(CudaLayerNorm, MatchesTheCpuOp) {
             << "two runs differ, " << c.rows << "x" << c.dim;
       }
     }
+  }
+}
+
+// The output gradient as two addends (a residual's branches, summed as they are read) gives the bits of
+// the same backward from their float32 sum.
+TEST(CudaLayerNorm, BackwardOfTwoAddendsIsTheBackwardOfTheirSum) {
+  FP8KIT_REQUIRE_GPU();
+  for (const auto& [rows, dim] : std::vector<std::pair<int64_t, int64_t>>{{6400, 32}, {33, 7}, {217, 256}}) {
+    const std::vector<float> x = testing::random_normal(rows * dim, 1, 2.0f), gamma = testing::random_normal(dim, 2),
+                             a = testing::random_normal(rows * dim, 4), b = testing::random_normal(rows * dim, 5),
+                             mean = testing::random_normal(rows, 6), rstd = testing::random_normal(rows, 7);
+    std::vector<float> sum(a.size());
+    for (size_t i = 0; i < a.size(); ++i) sum[i] = a[i] + b[i];
+    DeviceBuffer<float> d_x(x.size()), d_gamma(dim), d_mean(rows), d_rstd(rows), d_a(a.size()), d_b(b.size()),
+        d_sum(sum.size()), d_dx(x.size()), d_dg(dim), d_db(dim), workspace(layer_norm_backward_workspace(rows, dim));
+    d_x.upload(x);
+    d_gamma.upload(gamma);
+    d_mean.upload(mean);
+    d_rstd.upload(rstd);
+    d_a.upload(a);
+    d_b.upload(b);
+    d_sum.upload(sum);
+    std::vector<std::vector<float>> results[2];
+    for (int fused = 0; fused < 2; ++fused) {
+      layer_norm_backward(rows, dim, d_x.data(), d_gamma.data(), d_mean.data(), d_rstd.data(),
+                          fused ? d_a.data() : d_sum.data(), fused ? d_b.data() : nullptr, d_dx.data(), d_dg.data(),
+                          d_db.data(), workspace.data(), nullptr);
+      results[fused] = {d_dx.to_host(), d_dg.to_host(), d_db.to_host()};
+    }
+    for (int k = 0; k < 3; ++k)
+      EXPECT_TRUE(same_bits(results[1][k], results[0][k])) << rows << "x" << dim << " output " << k;
   }
 }
 

@@ -17,9 +17,11 @@
 namespace fp8kit::cuda {
 namespace {
 
-// The seed model's weight shapes, then awkward ones (odd sizes make the pointers after them misaligned).
+// The seed model's weight shapes, then awkward ones (odd sizes make the pointers after them misaligned);
+// more than one launch's 16 tensors.
 const int64_t kShapes[][2] = {{32, 32}, {32, 32}, {32, 32}, {32, 32}, {32, 128}, {128, 32}, {32, 32}, {32, 1},
-                              {5, 17},  {217, 256}, {1, 1}, {600, 200}, {33, 1}};
+                              {5, 17},  {217, 256}, {1, 1}, {600, 200}, {33, 1}, {64, 64}, {7, 3}, {100, 33},
+                              {16, 16}, {2, 300}, {6400, 32}};
 constexpr int kCount = sizeof(kShapes) / sizeof(kShapes[0]);
 
 struct Outputs {
