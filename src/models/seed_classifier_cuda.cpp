@@ -322,39 +322,77 @@ struct SeedClassifierCuda::Impl {
     }
   }
 
-  // dy: the gradient of l's output, or, with an active `dropout`, of the dropout that followed it.
-  const float* linear_backward(LinearCuda& l, const float* dy, cuda::DropoutSite dropout = {}) {
-    const int64_t M = l.rows, N = l.out, K = l.in;
-    cuda::bias_backward(dy, dropout, bf16, l.y.data(), M, N, l.relu, l.g.data(), l.db, sum_scratch.data(), s());
+  // One Linear's output gradient dy: of its output, or, with an active `dropout`, of the dropout that
+  // followed it.
+  struct OutputGrad {
+    LinearCuda* l;
+    const float* dy;
+    cuda::DropoutSite dropout{};
+  };
+
+  // The backward of Linears of one shape whose output gradients are ready together (query, key and
+  // value after the attention's backward): their bias gradients in one pass, their gradients' GEMM
+  // operands (bf16 casts, FP8 quantization) in one launch, then each one's dgrad and wgrad GEMMs.
+  void linear_backward(std::span<const OutputGrad> group) {
+    LinearCuda& first = *group[0].l;
+    const int64_t M = first.rows, N = first.out, K = first.in;
+    std::vector<cuda::BiasBackward> bias;
+    for (const OutputGrad& o : group) bias.push_back({o.dy, o.dropout, o.l->y.data(), o.l->relu, o.l->g.data(), o.l->db});
+    cuda::bias_backward(bias, M, N, bf16, sum_scratch.data(), s());
     switch (precision) {
       case Precision::Fp32:
-        gemm(M, K, N, l.g.data(), DType::F32, l.w, DType::F32, l.dx.data());  // dx = g W^T
-        cuda::transpose(l.x, M, K, DType::F32, l.x_t.data(), s());
-        cuda::transpose(l.g.data(), M, N, DType::F32, l.g_t.data(), s());
-        gemm(K, N, M, l.x_t.data(), DType::F32, l.g_t.data(), DType::F32, l.dw);  // dW = x^T g
+        for (const OutputGrad& o : group) {
+          LinearCuda& l = *o.l;
+          gemm(M, K, N, l.g.data(), DType::F32, l.w, DType::F32, l.dx.data());  // dx = g W^T
+          cuda::transpose(l.x, M, K, DType::F32, l.x_t.data(), s());
+          cuda::transpose(l.g.data(), M, N, DType::F32, l.g_t.data(), s());
+          gemm(K, N, M, l.x_t.data(), DType::F32, l.g_t.data(), DType::F32, l.dw);  // dW = x^T g
+        }
         break;
       case Precision::Bf16: {
         // wb and the input's x_tb come from the forward.
-        const cuda::Bf16Cast cast{l.g.data(), M, N, l.gb.data(), l.g_tb.data()};
-        cuda::float_to_bf16_transposed({&cast, 1}, s());
-        gemm(M, K, N, l.gb.data(), DType::Bf16, l.wb.data(), DType::Bf16, l.dx.data());
-        const LinearCuda& in = l.input_of != nullptr ? *l.input_of : l;
-        gemm(K, N, M, in.x_tb.data(), DType::Bf16, l.g_tb.data(), DType::Bf16, l.dw);
+        std::vector<cuda::Bf16Cast> casts;
+        for (const OutputGrad& o : group) casts.push_back({o.l->g.data(), M, N, o.l->gb.data(), o.l->g_tb.data()});
+        cuda::float_to_bf16_transposed(casts, s());
+        for (const OutputGrad& o : group) {
+          LinearCuda& l = *o.l;
+          gemm(M, K, N, l.gb.data(), DType::Bf16, l.wb.data(), DType::Bf16, l.dx.data());
+          const LinearCuda& in = l.input_of != nullptr ? *l.input_of : l;
+          gemm(K, N, M, in.x_tb.data(), DType::Bf16, l.g_tb.data(), DType::Bf16, l.dw);
+        }
         break;
       }
       case Precision::Fp8: {
         const Fp8Format fb = recipe.backward_format, ff = recipe.forward_format;
-        quantize(l.scaling + 2, fb, l.g.data(), M, N, l.gq.data(), l.gq_t.data(), true);
-        const int i = l.scaling;
-        fp8_gemm(M, K, N, l.gq.data(), fb, l.wq.data(), ff, l.dx.data(), gemm_scale(i + 2), gemm_scale(i + 1), false);
-        fp8_gemm(K, N, M, l.xq_t.data(), ff, l.gq_t.data(), fb, l.dw, gemm_scale(i), gemm_scale(i + 2), false);
+        std::vector<cuda::QuantizeArgs> args;
+        std::vector<int> states;
+        for (const OutputGrad& o : group) {
+          LinearCuda& l = *o.l;
+          args.push_back(quantize_args(l.scaling + 2, fb, l.g.data(), M, N, l.gq.data(), l.gq_t.data(), true));
+          states.push_back(l.scaling + 2);
+        }
+        if (current_scaling()) current_scales(args, states, true);
+        cuda::quantize_fp8_batch(args, s());
+        for (const OutputGrad& o : group) {
+          LinearCuda& l = *o.l;
+          const int i = l.scaling;
+          fp8_gemm(M, K, N, l.gq.data(), fb, l.wq.data(), ff, l.dx.data(), gemm_scale(i + 2), gemm_scale(i + 1),
+                   false);
+          fp8_gemm(K, N, M, l.xq_t.data(), ff, l.gq_t.data(), fb, l.dw, gemm_scale(i), gemm_scale(i + 2), false);
+        }
         break;
       }
     }
+  }
+
+  const float* linear_backward(LinearCuda& l, const float* dy, cuda::DropoutSite dropout = {}) {
+    const OutputGrad o{&l, dy, dropout};
+    linear_backward({&o, 1});
     return l.dx.data();
   }
 
-  // The forward of SeedClassifier::forward; returns the logits [B].
+  // The forward of SeedClassifier::forward; returns the logits [B] before dense_1's epilogue (its bias),
+  // which sigmoid() applies.
   const float* forward(bool training) {
     if (current_scaling() && !training) eval_amax.fill_bytes(0, s());
     cuda::embedding_forward({B, T, D, config.vocabulary_size}, tokens.data(), param(kToken), param(kPosition), bf16,
@@ -386,9 +424,13 @@ struct SeedClassifierCuda::Impl {
     const cuda::LinearOutput h2 = output(dense, site(kHeadDropout, training), nullptr, h2_d.data());
     cuda::linear_outputs({&h2, 1}, bf16, s());
     linear_forward(dense_1, h2_d.data(), training);
-    const cuda::LinearOutput z = output(dense_1);
-    cuda::linear_outputs({&z, 1}, bf16, s());
     return dense_1.y.data();
+  }
+
+  // probs = sigmoid(z) after dense_1's epilogue on z (fused), with the loss and dz when labels are given.
+  void sigmoid(const float* z, const float* y, float* loss_out, float* dz_out) {
+    cuda::sigmoid_binary_crossentropy(z, y, B, bf16, probs.data(), loss_out, dz_out, s(),
+                                      {dense_1.b, dense_1.relu, bf16, dense_1.y.data()});
   }
 
   void forward_backward() {
@@ -396,7 +438,7 @@ struct SeedClassifierCuda::Impl {
     // Delayed scaling: amax is zero here (the constructor's, then each step's spread clears it).
     if (current_scaling()) amax.fill_bytes(0, s());
     const float* z = forward(true);
-    cuda::sigmoid_binary_crossentropy(z, labels.data(), B, bf16, probs.data(), loss.data(), dz.data(), s());
+    sigmoid(z, labels.data(), loss.data(), dz.data());
     const float* d_h2d = linear_backward(dense_1, dz.data());
     const float* d_pooled_d = linear_backward(dense, d_h2d, site(kHeadDropout, true));
     cuda::mean_pool_backward(d_pooled_d, site(kPoolDropout, true), bf16, B, T, D, d_pooled_x.data(), s());
@@ -410,10 +452,10 @@ struct SeedClassifierCuda::Impl {
     cuda::causal_attention_backward({B, T, H, D / H}, query.y.data(), key.y.data(), value.y.data(), stats.data(),
                                     site(kAttentionProbs, true), bf16, d_context, dq.data(), dk.data(), dv.data(),
                                     s());
-    const float* dxq = linear_backward(query, dq.data());
-    const float* dxk = linear_backward(key, dk.data());
-    const float* dxv = linear_backward(value, dv.data());
-    cuda::residual_gradient(d_r1.data(), dxq, dxk, dxv, site(kEmbeddingDropout, true), bf16, d_x0e.data(), BTD, s());
+    const OutputGrad qkv[] = {{&query, dq.data()}, {&key, dk.data()}, {&value, dv.data()}};
+    linear_backward(qkv);
+    cuda::residual_gradient(d_r1.data(), query.dx.data(), key.dx.data(), value.dx.data(), site(kEmbeddingDropout, true),
+                            bf16, d_x0e.data(), BTD, s());
     cuda::embedding_backward({B, T, D, config.vocabulary_size}, tokens.data(), d_x0e.data(), grad(kToken),
                              grad(kPosition), embedding_scratch.data(), embedding_scratch.size(), s());
     if (precision == Precision::Fp8) {
@@ -547,7 +589,7 @@ SeedClassifierCuda::SeedClassifierCuda(SeedClassifier& cpu, uint64_t seed, int b
 
   int64_t sums = cuda::layer_norm_backward_workspace(BT, D);
   for (const LinearCuda* l : {&m.query, &m.key, &m.value, &m.attn_out, &m.inter, &m.ffn_out, &m.dense, &m.dense_1})
-    sums = std::max(sums, cuda::bias_backward_workspace(l->rows, l->out));
+    sums = std::max(sums, cuda::bias_backward_workspace(l->rows, l->out, l == &m.query ? 3 : 1));  // q, k, v together
   m.sum_scratch = DeviceBuffer<float>(sums);
   m.embedding_scratch = DeviceBuffer<uint8_t>(cuda::embedding_backward_workspace({B, T, D, m.config.vocabulary_size}));
   m.tokens = DeviceBuffer<int32_t>(BT);
@@ -611,7 +653,7 @@ std::vector<float> SeedClassifierCuda::predict(std::span<const int32_t> tokens) 
   const std::vector<float> no_labels(static_cast<size_t>(m.B), 0.0f);
   m.upload_batch(tokens, no_labels);
   const float* z = m.forward(false);
-  cuda::sigmoid_binary_crossentropy(z, nullptr, m.B, m.bf16, m.probs.data(), nullptr, nullptr, m.s());
+  m.sigmoid(z, nullptr, nullptr, nullptr);
   return m.probs.to_host(m.s());
 }
 

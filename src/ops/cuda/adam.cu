@@ -13,12 +13,18 @@ constexpr int kThreads = 256;
 
 __global__ void update_kernel(optim::AdamOptions o, const float* iterations, float* w, const float* g, float* m,
                               float* v, int64_t n) {
+  // alpha once per block (two double-precision pows), shared.
+  __shared__ float shared_alpha;
+  if (threadIdx.x == 0) {
+    const float t = __fadd_rn(*iterations, 1.0f);
+    const float p1 = static_cast<float>(pow(static_cast<double>(o.beta1), static_cast<double>(t)));
+    const float p2 = static_cast<float>(pow(static_cast<double>(o.beta2), static_cast<double>(t)));
+    shared_alpha = __fdiv_rn(__fmul_rn(o.learning_rate, __fsqrt_rn(__fsub_rn(1.0f, p2))), __fsub_rn(1.0f, p1));
+  }
+  __syncthreads();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n) return;
-  const float t = __fadd_rn(*iterations, 1.0f);
-  const float p1 = static_cast<float>(pow(static_cast<double>(o.beta1), static_cast<double>(t)));
-  const float p2 = static_cast<float>(pow(static_cast<double>(o.beta2), static_cast<double>(t)));
-  const float alpha = __fdiv_rn(__fmul_rn(o.learning_rate, __fsqrt_rn(__fsub_rn(1.0f, p2))), __fsub_rn(1.0f, p1));
+  const float alpha = shared_alpha;
   const float one_minus_b1 = __fsub_rn(1.0f, o.beta1), one_minus_b2 = __fsub_rn(1.0f, o.beta2);
   const float gi = g[i];
   const float mi = __fadd_rn(m[i], __fmul_rn(__fsub_rn(gi, m[i]), one_minus_b1));

@@ -1,4 +1,5 @@
-// Sigmoid + BCE kernel: one block, one thread per example; the loss is a block sum.
+// Sigmoid + BCE kernel: one block, one thread per example (the logit's Linear epilogue first, when
+// given); the loss is a block sum.
 #include "ops/cuda/binary_crossentropy.h"
 
 #include <string>
@@ -14,13 +15,18 @@ namespace {
 constexpr int kMaxBatch = 1024;
 
 __global__ void kernel(const float* z, const float* labels, int batch, bool bf16, float* probs, float* loss,
-                       float* dz) {
+                       float* dz, LinearEpilogue epilogue) {
   __shared__ float partial[kMaxBatch / 32];
   const int i = threadIdx.x;
   constexpr float kLow = nn::kBceEpsilon, kHigh = 1.0f - nn::kBceEpsilon;
   float term = 0.0f;
   if (i < batch) {
-    const float p = maybe_bf16(1.0f / (1.0f + expf(-z[i])), bf16);
+    float zi = z[i];
+    if (epilogue.bias != nullptr) {
+      zi = linear_epilogue(zi, epilogue.bias[0], epilogue.relu, epilogue.bf16);
+      if (epilogue.y != nullptr) epilogue.y[i] = zi;
+    }
+    const float p = maybe_bf16(1.0f / (1.0f + expf(-zi)), bf16);
     probs[i] = p;
     if (labels != nullptr) {
       const float y = labels[i];
@@ -45,11 +51,13 @@ __global__ void kernel(const float* z, const float* labels, int batch, bool bf16
 }  // namespace
 
 void sigmoid_binary_crossentropy(const float* z, const float* labels, int64_t batch, bool bf16, float* probs,
-                                 float* loss, float* dz, cudaStream_t stream) {
+                                 float* loss, float* dz, cudaStream_t stream, const LinearEpilogue& epilogue) {
   if (batch <= 0 || batch > kMaxBatch)
     throw Error("sigmoid_binary_crossentropy: batch " + std::to_string(batch) + " must be in [1, 1024]");
   const int threads = static_cast<int>((batch + 31) / 32 * 32);
-  kernel<<<1, threads, 0, stream>>>(z, labels, static_cast<int>(batch), bf16, probs, loss, dz);
+  if (epilogue.bias == nullptr && epilogue.y != nullptr)
+    throw Error("sigmoid_binary_crossentropy: an epilogue output y needs the epilogue's bias");
+  kernel<<<1, threads, 0, stream>>>(z, labels, static_cast<int>(batch), bf16, probs, loss, dz, epilogue);
   check_launch("sigmoid_binary_crossentropy");
 }
 

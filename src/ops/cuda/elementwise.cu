@@ -54,13 +54,32 @@ __global__ void linear_outputs_kernel(const __grid_constant__ Outputs b, bool bf
 }
 
 // nn::Linear's bias gradient order: pieces of 512 rows (its kRowsPerPiece), each summed row by row,
-// then the pieces in order. Block (piece, 32 columns) writes the masked gradient g as it fetches it.
-// With one piece (rows <= 512), `last` is set and the block writes the final 0 + sum itself (add_pieces'
-// first and only addition) into partials = the bias gradient: one launch fewer.
+// then the pieces in order. Block (piece, 32 columns, tensor) writes the masked gradient g as it
+// fetches it, and its sums to partials [pieces, tensors, cols] (add_pieces' layout). With one piece
+// (rows <= 512), `last` is set and the block writes the final 0 + sum itself (add_pieces' first and
+// only addition) into the bias gradient: one launch fewer.
 constexpr int64_t kBiasPieceRows = 512;
+constexpr int kMaxBiasTensors = 4;
+struct BiasTensors {
+  struct One {
+    const float* dy;
+    DropoutArgs dropout;
+    const float* y;
+    bool relu;
+    float* g;
+    float* bias_grad;
+  } t[kMaxBiasTensors];
+  int count;
+};
+
 __global__ void __launch_bounds__(kOrderedSumThreads)
-    bias_pieces_kernel(const float* dy, DropoutArgs dropout, const float* y, int64_t rows, int64_t cols, bool relu,
-                       float* g, float* partials, bool last) {
+    bias_pieces_kernel(const __grid_constant__ BiasTensors b, int64_t rows, int64_t cols, float* partials, bool last) {
+  const BiasTensors::One& p = b.t[blockIdx.z];
+  const float* dy = p.dy;
+  const float* y = p.y;
+  const bool relu = p.relu;
+  float* g = p.g;
+  const DropoutArgs& dropout = p.dropout;
   const int64_t col = static_cast<int64_t>(blockIdx.y) * 32 + threadIdx.x % 32;
   const int64_t column = col < cols ? col : cols - 1;  // for the loads of lanes past the last column
   const int64_t begin = static_cast<int64_t>(blockIdx.x) * kBiasPieceRows;
@@ -74,7 +93,13 @@ __global__ void __launch_bounds__(kOrderedSumThreads)
         if (real) g[i] = v[0];
       },
       [](float(&acc)[1], const float(&e)[1]) { acc[0] += e[0]; }, sum);
-  if (threadIdx.x < 32 && col < cols) partials[blockIdx.x * cols + col] = last ? __fadd_rn(0.0f, sum[0]) : sum[0];
+  if (threadIdx.x < 32 && col < cols) {
+    if (last) {
+      p.bias_grad[col] = __fadd_rn(0.0f, sum[0]);
+    } else {
+      partials[(blockIdx.x * b.count + blockIdx.z) * cols + col] = sum[0];
+    }
+  }
 }
 
 __global__ void spread_kernel(const float* x, int64_t count, int64_t stride, float* out, float* zero) {
@@ -140,26 +165,46 @@ void linear_outputs(std::span<const LinearOutput> outputs, bool bf16, cudaStream
   }
 }
 
-int64_t bias_backward_workspace(int64_t rows, int64_t cols) { return piece_count(rows, kBiasPieceRows) * cols; }
+int64_t bias_backward_workspace(int64_t rows, int64_t cols, int64_t tensors) {
+  return piece_count(rows, kBiasPieceRows) * tensors * cols;
+}
 
-void bias_backward(const float* dy, const DropoutSite& dropout, bool bf16, const float* y, int64_t rows, int64_t cols,
-                   bool relu, float* g, float* bias_grad, float* workspace, cudaStream_t stream) {
+void bias_backward(std::span<const BiasBackward> tensors, int64_t rows, int64_t cols, bool bf16, float* workspace,
+                   cudaStream_t stream) {
   if (rows < 0 || cols < 0) throw Error("bias_backward: negative shape");
+  if (tensors.empty() || tensors.size() > kMaxBiasTensors)
+    throw Error("bias_backward: 1 to 4 tensors per call, got " + std::to_string(tensors.size()));
   if (cols == 0) return;
   if (rows == 0) {
-    FP8KIT_CUDA_CHECK(cudaMemsetAsync(bias_grad, 0, cols * sizeof(float), stream));
+    for (const BiasBackward& t : tensors)
+      FP8KIT_CUDA_CHECK(cudaMemsetAsync(t.bias_grad, 0, cols * sizeof(float), stream));
     return;
   }
   const int64_t pieces = piece_count(rows, kBiasPieceRows);
-  if (pieces >= (int64_t{1} << 31) || (cols + 31) / 32 > 65535 || (dropout.active && rows * cols > int64_t{UINT32_MAX}))
+  BiasTensors b{};
+  b.count = static_cast<int>(tensors.size());
+  for (int i = 0; i < b.count; ++i) {
+    const BiasBackward& t = tensors[i];
+    if (t.dropout.active && rows * cols > int64_t{UINT32_MAX})
+      throw Error("bias_backward: dropout is limited to 2^32 elements, got " + std::to_string(rows * cols));
+    b.t[i] = {t.dy, dropout_args(t.dropout, bf16, "bias_backward"), t.y, t.relu, t.g, t.bias_grad};
+  }
+  if (pieces >= (int64_t{1} << 31) || (cols + 31) / 32 > 65535)
     throw Error("bias_backward: " + std::to_string(rows) + " x " + std::to_string(cols) + " is too large");
-  const dim3 grid(static_cast<unsigned>(pieces), blocks_for(cols, 32));
-  const DropoutArgs d = dropout_args(dropout, bf16, "bias_backward");
   const bool last = pieces == 1;
-  bias_pieces_kernel<<<grid, kOrderedSumThreads, 0, stream>>>(dy, d, y, rows, cols, relu, g,
-                                                              last ? bias_grad : workspace, last);
+  const dim3 grid(static_cast<unsigned>(pieces), blocks_for(cols, 32), static_cast<unsigned>(b.count));
+  bias_pieces_kernel<<<grid, kOrderedSumThreads, 0, stream>>>(b, rows, cols, workspace, last);
   check_launch("bias_backward");
-  if (!last) add_pieces<1>(pieces, cols, workspace, {{bias_grad}}, stream);
+  if (last) return;
+  const auto& t = b.t;
+  switch (b.count) {
+    case 1: add_pieces<1>(pieces, cols, workspace, {{t[0].bias_grad}}, stream); break;
+    case 2: add_pieces<2>(pieces, cols, workspace, {{t[0].bias_grad, t[1].bias_grad}}, stream); break;
+    case 3: add_pieces<3>(pieces, cols, workspace, {{t[0].bias_grad, t[1].bias_grad, t[2].bias_grad}}, stream); break;
+    default:
+      add_pieces<4>(pieces, cols, workspace, {{t[0].bias_grad, t[1].bias_grad, t[2].bias_grad, t[3].bias_grad}},
+                    stream);
+  }
 }
 
 void transpose(const float* x, int64_t rows, int64_t cols, DType out_type, void* out, cudaStream_t stream) {

@@ -37,13 +37,24 @@ struct LinearOutput {
 // Up to 4 outputs (any shapes, fewer than 2^32 elements each) in one launch; bf16: mixed bf16 rounding.
 void linear_outputs(std::span<const LinearOutput> outputs, bool bf16, cudaStream_t stream);
 
+// The start of a Linear's backward, from its output gradient dy [rows, cols] and forward output y:
 // g = relu && !(y > 0) ? 0 : dropout_backward(dy) (an inactive dropout: dy itself; dropout's keep
 // probability as in bf16 or float32 training); bias_grad [cols] = sum of g over rows, float32, added
 // in exactly nn::Linear::backward's order (bit-identical to the CPU, the same bits every run). g may
-// alias dy. workspace: bias_backward_workspace(rows, cols) floats of device scratch.
-void bias_backward(const float* dy, const DropoutSite& dropout, bool bf16, const float* y, int64_t rows, int64_t cols,
-                   bool relu, float* g, float* bias_grad, float* workspace, cudaStream_t stream);
-int64_t bias_backward_workspace(int64_t rows, int64_t cols);
+// alias dy.
+struct BiasBackward {
+  const float* dy = nullptr;
+  DropoutSite dropout{};
+  const float* y = nullptr;
+  bool relu = false;
+  float* g = nullptr;
+  float* bias_grad = nullptr;
+};
+// Up to 4 Linears of one shape [rows, cols] (query, key and value) in one pass. workspace:
+// bias_backward_workspace(rows, cols, tensors.size()) floats of device scratch.
+void bias_backward(std::span<const BiasBackward> tensors, int64_t rows, int64_t cols, bool bf16, float* workspace,
+                   cudaStream_t stream);
+int64_t bias_backward_workspace(int64_t rows, int64_t cols, int64_t tensors = 1);
 
 // out [cols, rows] = x [rows, cols] transposed, as float32 (out_type F32) or rounded to bf16 (Bf16).
 void transpose(const float* x, int64_t rows, int64_t cols, DType out_type, void* out, cudaStream_t stream);

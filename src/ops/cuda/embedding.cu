@@ -6,6 +6,7 @@
 
 #include <cub/device/device_radix_sort.cuh>
 
+#include <algorithm>
 #include <string>
 
 #include "base/error.h"
@@ -29,10 +30,6 @@ __global__ void forward_kernel(EmbeddingShape s, const int32_t* tokens, const fl
   out[i] = dropout.forward(bf16 ? round_bf16(round_bf16(t) + round_bf16(p)) : t + p, static_cast<uint32_t>(i), bf16);
 }
 
-__global__ void iota_kernel(int32_t n, int32_t* out) {
-  const int32_t i = static_cast<int32_t>(blockIdx.x * blockDim.x + threadIdx.x);
-  if (i < n) out[i] = i;
-}
 
 // run_end[id] = one past the last sorted position holding id (written for the ids present only).
 __global__ void run_end_kernel(int32_t n, const uint32_t* sorted, int32_t* run_end) {
@@ -58,14 +55,20 @@ __global__ void __launch_bounds__(kOrderedSumThreads)
   }
 }
 
+// The backward's independent first steps in one launch, thread i doing each that has an element i:
+// token_grad zeroed (rows of absent ids stay 0), positions[i] = i (the values the sort permutes), and
 // position_grad[t, d] = sum over b = 0, 1, ... of dout[b, t, d].
-__global__ void position_grad_kernel(EmbeddingShape s, const float* dout, float* position_grad) {
+__global__ void prepare_kernel(EmbeddingShape s, const float* dout, float* token_grad, int32_t* positions,
+                               float* position_grad) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= s.seq * s.dim) return;
-  float sum = 0.0f;
+  if (i < s.vocabulary * s.dim) token_grad[i] = 0.0f;
+  if (i < s.batch * s.seq) positions[i] = static_cast<int32_t>(i);
+  if (i < s.seq * s.dim) {
+    float sum = 0.0f;
 #pragma unroll 8
-  for (int64_t b = 0; b < s.batch; ++b) sum += dout[b * s.seq * s.dim + i];
-  position_grad[i] = sum;
+    for (int64_t b = 0; b < s.batch; ++b) sum += dout[b * s.seq * s.dim + i];
+    position_grad[i] = sum;
+  }
 }
 
 int key_bits(int64_t vocabulary) {
@@ -138,17 +141,17 @@ void embedding_backward(const EmbeddingShape& shape, const int32_t* tokens, cons
   if (reinterpret_cast<uintptr_t>(workspace) % 256 != 0)
     throw Error("embedding_backward: the workspace must be 256-byte aligned");
   const int32_t n = static_cast<int32_t>(shape.batch * shape.seq);
-  FP8KIT_CUDA_CHECK(cudaMemsetAsync(token_grad, 0, shape.vocabulary * shape.dim * sizeof(float), stream));
-  if (shape.seq * shape.dim == 0) return;
-  if (n == 0 || shape.dim == 0) {
-    FP8KIT_CUDA_CHECK(cudaMemsetAsync(position_grad, 0, shape.seq * shape.dim * sizeof(float), stream));
+  if (n == 0 || shape.seq * shape.dim == 0) {
+    FP8KIT_CUDA_CHECK(cudaMemsetAsync(token_grad, 0, shape.vocabulary * shape.dim * sizeof(float), stream));
+    if (shape.seq * shape.dim > 0)
+      FP8KIT_CUDA_CHECK(cudaMemsetAsync(position_grad, 0, shape.seq * shape.dim * sizeof(float), stream));
     return;
   }
-  position_grad_kernel<<<blocks_for(shape.seq * shape.dim, kThreads), kThreads, 0, stream>>>(shape, dout,
-                                                                                            position_grad);
-  check_launch("embedding_backward");
-
-  iota_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(n, w.positions);
+  const int64_t threads = std::max({shape.vocabulary * shape.dim, int64_t{n}, shape.seq * shape.dim});
+  if (threads >= (int64_t{1} << 31) * kThreads)
+    throw Error("embedding_backward: " + std::to_string(threads) + " elements are too many for one launch");
+  prepare_kernel<<<blocks_for(threads, kThreads), kThreads, 0, stream>>>(shape, dout, token_grad, w.positions,
+                                                                         position_grad);
   check_launch("embedding_backward");
   size_t sort_bytes = w.sort_bytes;
   FP8KIT_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(w.sort_storage, sort_bytes,

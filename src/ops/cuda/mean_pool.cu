@@ -1,5 +1,7 @@
-// Mean pooling kernels: the forward sums one (batch, dim) column per thread in sequence order, as
-// the CPU does, so its float32 result is the same bits.
+// Mean pooling kernels: the forward sums each column of a batch element in sequence order, as the CPU
+// does, so its float32 result is the same bits; a block (batch element, 32 columns) runs
+// ops/cuda/ordered_sum.cuh, whose fetch warps keep the loads in flight while one warp adds (a thread
+// per column walking the 200 rows alone waited on memory at every step).
 #include "ops/cuda/mean_pool.h"
 
 #include <string>
@@ -7,6 +9,7 @@
 #include "base/error.h"
 #include "ops/cuda/check.h"
 #include "ops/cuda/dropout.cuh"
+#include "ops/cuda/ordered_sum.cuh"
 #include "ops/cuda/round.cuh"
 
 namespace fp8kit::cuda {
@@ -14,15 +17,19 @@ namespace {
 
 constexpr int kThreads = 256;
 
-__global__ void forward_kernel(const float* x, int64_t batch, int64_t seq, int64_t dim, bool bf16, DropoutArgs dropout,
-                               float* out) {
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= batch * dim) return;
-  const int64_t b = i / dim, d = i % dim;
-  float sum = 0.0f;
-#pragma unroll 8
-  for (int64_t t = 0; t < seq; ++t) sum += x[(b * seq + t) * dim + d];
-  out[i] = dropout.forward(maybe_bf16(sum / static_cast<float>(seq), bf16), static_cast<uint32_t>(i), bf16);
+__global__ void __launch_bounds__(kOrderedSumThreads)
+    forward_kernel(const float* x, int64_t seq, int64_t dim, bool bf16, DropoutArgs dropout, float* out) {
+  const int64_t b = blockIdx.x;
+  const int64_t col = static_cast<int64_t>(blockIdx.y) * 32 + threadIdx.x % 32;
+  const int64_t column = col < dim ? col : dim - 1;  // for the loads of lanes past the last column
+  float sum[1];
+  ordered_sum<1>(
+      b * seq, (b + 1) * seq, col < dim, [&](int64_t r, float(&v)[1], bool) { v[0] = x[r * dim + column]; },
+      [](float(&acc)[1], const float(&e)[1]) { acc[0] += e[0]; }, sum);
+  if (threadIdx.x < 32 && col < dim) {
+    const int64_t i = b * dim + col;
+    out[i] = dropout.forward(maybe_bf16(sum[0] / static_cast<float>(seq), bf16), static_cast<uint32_t>(i), bf16);
+  }
 }
 
 __global__ void backward_kernel(const float* dout, DropoutArgs dropout, int64_t batch, int64_t seq, int64_t dim,
@@ -38,10 +45,12 @@ __global__ void backward_kernel(const float* dout, DropoutArgs dropout, int64_t 
 void mean_pool_forward(const float* x, int64_t batch, int64_t seq, int64_t dim, bool bf16, const DropoutSite& dropout,
                        float* out, cudaStream_t stream) {
   if (batch * dim == 0) return;
-  if (dropout.active && batch * dim > int64_t{UINT32_MAX})
-    throw Error("mean_pool_forward: dropout is limited to 2^32 pooled elements, got " + std::to_string(batch * dim));
-  forward_kernel<<<blocks_for(batch * dim, kThreads), kThreads, 0, stream>>>(
-      x, batch, seq, dim, bf16, dropout_args(dropout, bf16, "mean_pool_forward"), out);
+  if (batch >= (int64_t{1} << 31) || (dim + 31) / 32 > 65535 || (dropout.active && batch * dim > int64_t{UINT32_MAX}))
+    throw Error("mean_pool_forward: batch " + std::to_string(batch) + " x dim " + std::to_string(dim) +
+                " is too large for one launch");
+  const dim3 grid(static_cast<unsigned>(batch), blocks_for(dim, 32));
+  forward_kernel<<<grid, kOrderedSumThreads, 0, stream>>>(x, seq, dim, bf16,
+                                                          dropout_args(dropout, bf16, "mean_pool_forward"), out);
   check_launch("mean_pool_forward");
 }
 

@@ -115,9 +115,9 @@ TEST(CudaElementwise, BiasBackwardMasksReluAndDropout) {
             if (relu && !(y[i] > 0.0f)) g[i] = 0.0f;
             db[i % cols] += g[i];
           }
-          const DropoutSite site{kSeed, d_step.data(), kSite, kRate, dropout};
-          bias_backward(d_dy.data(), site, bf16, d_y.data(), rows, cols, relu, d_g.data(), d_db.data(),
-                        workspace.data(), nullptr);
+          const BiasBackward t{d_dy.data(), {kSeed, d_step.data(), kSite, kRate, dropout}, d_y.data(), relu,
+                               d_g.data(), d_db.data()};
+          bias_backward({&t, 1}, rows, cols, bf16, workspace.data(), nullptr);
           EXPECT_EQ(testing::max_ulp_difference(d_g.to_host(), g), 0)
               << rows << "x" << cols << " relu " << relu << " dropout " << dropout << " bf16 " << bf16;
           EXPECT_LT(testing::relative_l2(d_db.to_host(), db), 1e-5);
@@ -145,8 +145,8 @@ TEST(CudaElementwise, BiasGradientIsTheCpuLayersBitForBit) {
       for (int run = 0; run < 2; ++run) {
         d_dy.upload(dy);
         d_db.fill_bytes(0x7F);
-        bias_backward(d_dy.data(), DropoutSite{}, false, d_y.data(), rows, cols, relu, d_dy.data(), d_db.data(),
-                      workspace.data(), nullptr);
+        const BiasBackward t{d_dy.data(), {}, d_y.data(), relu, d_dy.data(), d_db.data()};
+        bias_backward({&t, 1}, rows, cols, false, workspace.data(), nullptr);
         const std::vector<float> db = d_db.to_host();
         EXPECT_EQ(testing::max_ulp_difference(db, layer.bias.grad), 0) << rows << "x" << cols << " relu " << relu;
         if (run == 0) {
@@ -155,6 +155,34 @@ TEST(CudaElementwise, BiasGradientIsTheCpuLayersBitForBit) {
           EXPECT_EQ(std::memcmp(db.data(), first.data(), db.size() * sizeof(float)), 0) << "two runs differ";
         }
       }
+    }
+  }
+}
+
+// Three Linears of one shape in one call (query, key, value): each one's g and bias gradient are
+// those of its own call, bit for bit (one piece and several).
+TEST(CudaElementwise, BiasBackwardOfSeveralLinearsIsEachOnesOwn) {
+  FP8KIT_REQUIRE_GPU();
+  DeviceBuffer<uint64_t> d_step(1);
+  d_step.upload(std::vector<uint64_t>{4});
+  for (const auto& [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{{6400, 32}, {32, 1}, {513, 33}}) {
+    std::vector<DeviceBuffer<float>> dy, y, g, db;
+    std::vector<BiasBackward> tensors;
+    for (int t = 0; t < 3; ++t) {
+      for (auto* list : {&dy, &y, &g}) list->emplace_back(rows * cols);
+      db.emplace_back(cols);
+      dy.back().upload(testing::random_normal(rows * cols, 30 + t));
+      y.back().upload(testing::random_normal(rows * cols, 40 + t));
+      tensors.push_back({dy.back().data(), {7, d_step.data(), static_cast<uint32_t>(t), 0.1f, t != 1},
+                         y.back().data(), t == 2, g.back().data(), db.back().data()});
+    }
+    DeviceBuffer<float> workspace(bias_backward_workspace(rows, cols, 3));
+    bias_backward(tensors, rows, cols, true, workspace.data(), nullptr);
+    for (int t = 0; t < 3; ++t) {
+      const std::vector<float> g_batched = g[t].to_host(), db_batched = db[t].to_host();
+      bias_backward({&tensors[t], 1}, rows, cols, true, workspace.data(), nullptr);
+      EXPECT_EQ(testing::max_ulp_difference(g_batched, g[t].to_host()), 0) << rows << "x" << cols << " tensor " << t;
+      EXPECT_EQ(testing::max_ulp_difference(db_batched, db[t].to_host()), 0) << rows << "x" << cols << " tensor " << t;
     }
   }
 }

@@ -9,6 +9,7 @@
 
 #include "nn/binary_crossentropy.h"
 #include "nn/mean_pool.h"
+#include "numerics/cast.h"
 #include "ops/cuda/binary_crossentropy.h"
 #include "ops/cuda/device_buffer.h"
 #include "ops/cuda/gpu_test.h"
@@ -74,6 +75,34 @@ TEST(CudaBinaryCrossentropy, MatchesTheCpu) {
       EXPECT_NEAR(d_loss.to_host()[0], loss, 1e-5 * std::abs(loss) + 1e-6) << "batch " << batch;
       EXPECT_LT(testing::relative_l2(d_dz.to_host(), dz), bf16 ? 4e-3 : 1e-5);
     }
+  }
+}
+
+// The logits' Linear epilogue (bias, nn::Linear's rounding) fused in: the same bits as the kernel on
+// logits that had it applied, which are also written out.
+TEST(CudaBinaryCrossentropy, LinearEpilogueFirst) {
+  FP8KIT_REQUIRE_GPU();
+  constexpr int64_t kBatch = 32;
+  const std::vector<float> y = testing::random_normal(kBatch, 6, 3.0f), labels(kBatch, 1.0f), bias = {0.7f};
+  DeviceBuffer<float> d_y(kBatch), d_z(kBatch), d_bias(1), d_labels(kBatch), d_out(kBatch), d_probs(kBatch),
+      d_loss(1), d_dz(kBatch);
+  d_y.upload(y);
+  d_bias.upload(bias);
+  d_labels.upload(labels);
+  for (bool bf16 : {false, true}) {
+    std::vector<float> z(kBatch);
+    for (int64_t i = 0; i < kBatch; ++i)
+      z[i] = bf16 ? fp8kit::round_bf16(fp8kit::round_bf16(y[i]) + fp8kit::round_bf16(bias[0])) : y[i] + bias[0];
+    d_z.upload(z);
+    sigmoid_binary_crossentropy(d_z.data(), d_labels.data(), kBatch, bf16, d_probs.data(), d_loss.data(), d_dz.data(),
+                                nullptr);
+    const std::vector<float> probs = d_probs.to_host(), loss = d_loss.to_host(), dz = d_dz.to_host();
+    sigmoid_binary_crossentropy(d_y.data(), d_labels.data(), kBatch, bf16, d_probs.data(), d_loss.data(),
+                                d_dz.data(), nullptr, {d_bias.data(), false, bf16, d_out.data()});
+    EXPECT_EQ(testing::max_ulp_difference(d_out.to_host(), z), 0) << "bf16 " << bf16;
+    EXPECT_EQ(testing::max_ulp_difference(d_probs.to_host(), probs), 0) << "bf16 " << bf16;
+    EXPECT_EQ(testing::max_ulp_difference(d_loss.to_host(), loss), 0) << "bf16 " << bf16;
+    EXPECT_EQ(testing::max_ulp_difference(d_dz.to_host(), dz), 0) << "bf16 " << bf16;
   }
 }
 
