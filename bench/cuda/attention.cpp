@@ -1,6 +1,7 @@
 // Causal attention kernels (ops/cuda/attention.h) at the seed model's shape: batch 32, seq 200, 2 heads
 // of 16, dropout 0.1 on the probabilities (training), fp32 and bf16. Time per call from CUDA events
-// around batches of 50 back-to-back calls, 100 batches per run. Each benchmark's label is an FNV-1a hash of the bytes the
+// around a CUDA graph of 50 back-to-back calls (as the seed model replays them: no launch overhead),
+// 100 graph launches per run. Each benchmark's label is an FNV-1a hash of the bytes the
 // kernel wrote (out and stats; dq, dk, dv), so two versions of the kernels can be compared bit for bit.
 // Run: build/bench/bench_cuda_attention [--benchmark_repetitions=5 --benchmark_report_aggregates_only=true]
 #include "ops/cuda/attention.h"
@@ -53,17 +54,25 @@ uint64_t fnv1a(uint64_t h, const cuda::DeviceBuffer<float>& b) {
   return h;
 }
 
-// Times kCallsPerIteration calls of run() per benchmark iteration; reports the time per call.
+// Times a graph of kCallsPerIteration calls of run() (which queues on `stream`) per benchmark
+// iteration; reports the time per call.
 template <typename Run>
-void time_calls(benchmark::State& state, Run&& run) {
+void time_calls(benchmark::State& state, cudaStream_t stream, Run&& run) {
+  for (int i = 0; i < 3; ++i) run();  // warm-up: module load, clocks
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  FP8KIT_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  for (int i = 0; i < kCallsPerIteration; ++i) run();
+  FP8KIT_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+  FP8KIT_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  FP8KIT_CUDA_CHECK(cudaGraphLaunch(exec, stream));
   cudaEvent_t start, stop;
   FP8KIT_CUDA_CHECK(cudaEventCreate(&start));
   FP8KIT_CUDA_CHECK(cudaEventCreate(&stop));
-  for (int i = 0; i < 3; ++i) run();  // warm-up: module load, clocks
   for (auto _ : state) {
-    FP8KIT_CUDA_CHECK(cudaEventRecord(start));
-    for (int i = 0; i < kCallsPerIteration; ++i) run();
-    FP8KIT_CUDA_CHECK(cudaEventRecord(stop));
+    FP8KIT_CUDA_CHECK(cudaEventRecord(start, stream));
+    FP8KIT_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+    FP8KIT_CUDA_CHECK(cudaEventRecord(stop, stream));
     FP8KIT_CUDA_CHECK(cudaEventSynchronize(stop));
     float ms = 0.0f;
     FP8KIT_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
@@ -71,6 +80,8 @@ void time_calls(benchmark::State& state, Run&& run) {
   }
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
 }
 
 void attention(benchmark::State& state, bool backward) {
@@ -81,21 +92,24 @@ void attention(benchmark::State& state, bool backward) {
   const bool bf16 = state.range(0) != 0;
   Buffers b({32, 200, 2, 16});
   const cuda::DropoutSite site{5, b.step.data(), 1, 0.1f, true};
+  cudaStream_t stream = nullptr;
+  FP8KIT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   const auto forward = [&] {
     cuda::causal_attention_forward(b.shape, b.q.data(), b.k.data(), b.v.data(), site, bf16, b.stats.data(),
-                                   b.out.data(), nullptr);
+                                   b.out.data(), stream);
   };
   const auto run_backward = [&] {
     cuda::causal_attention_backward(b.shape, b.q.data(), b.k.data(), b.v.data(), b.stats.data(), site, bf16,
-                                    b.dout.data(), b.dq.data(), b.dk.data(), b.dv.data(), nullptr);
+                                    b.dout.data(), b.dq.data(), b.dk.data(), b.dv.data(), stream);
   };
   forward();
   if (backward) {
-    time_calls(state, run_backward);
+    time_calls(state, stream, run_backward);
   } else {
-    time_calls(state, forward);
+    time_calls(state, stream, forward);
   }
-  FP8KIT_CUDA_CHECK(cudaDeviceSynchronize());
+  FP8KIT_CUDA_CHECK(cudaStreamSynchronize(stream));
+  cudaStreamDestroy(stream);
   uint64_t hash = 14695981039346656037ull;
   for (const cuda::DeviceBuffer<float>* out : backward ? std::vector{&b.dq, &b.dk, &b.dv} : std::vector{&b.out, &b.stats})
     hash = fnv1a(hash, *out);

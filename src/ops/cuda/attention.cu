@@ -1,12 +1,21 @@
-// Causal attention kernels: one block per (batch, head), one thread per query row (forward, and the
-// backward's dq) or key column (the backward's dk, dv); the head's K and V, later its scaled queries
-// and output gradients, sit in shared memory. Every dot product is an explicit fmaf chain in d order
-// and the softmax uses the same expf and division in both kernels, so the backward recomputes the
-// forward's probabilities bit for bit from the saved row max and sum.
+// Causal attention kernels. Each (batch, head) is split over blocks of kTile query rows (forward, the
+// backward's dq) or key columns (dk, dv), heaviest tiles first. Inside a block, the per-pair work
+// (scores, probabilities, dropout, output-gradient dots) runs one warp per row with lanes over keys
+// into shared-memory tiles; only the sums that must run in order (softmax sum, row dot, and each
+// output element's chain) stay serial, one thread per sum. The backward is two kernels: dq (rows,
+// which also produce each row's dot sum_j dp_ij P_ij) and dk/dv (columns, which read those dots).
+// Every dot product is an explicit fmaf chain in d order, every sum runs in key (or query) order,
+// and the softmax uses the same expf and division in both directions, so the backward recomputes
+// the forward's probabilities bit for bit from the saved row max and sum, and every result is bit
+// for bit that of the former one-thread-per-row kernels (bench/cuda/attention.cpp prints a hash).
 #include "ops/cuda/attention.h"
+
+#include <cuda_pipeline.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <initializer_list>
 #include <string>
 
 #include "base/error.h"
@@ -22,10 +31,58 @@ struct Params {
   int batch, seq, heads;
   float scale, keep;  // query scale (bf16-rounded when bf16), dropout keep probability
   bool dropout;
+  bool aligned;  // q, k, v (and dout) 16-byte aligned: rows are read in 16-byte pieces
   uint64_t seed;
   const uint64_t* step;
   uint32_t site, threshold;
 };
+
+constexpr int kThreads = 256;                    // 8 warps
+constexpr int kWarps = kThreads / 32;
+constexpr int kTile = 32;                   // query rows or key columns per block
+constexpr int kChainThreads = 4;  // threads per row in the serial output chains (kD / 4 elements each)
+
+// Row stride of a [n, kD] tile in shared memory: lanes reading 16-byte pieces of different rows hit
+// different banks.
+template <int kD>
+constexpr int padded() {
+  return kD + 4;
+}
+
+// Row stride of a [kTile, n] tile of per-pair values: odd, so that threads reading the same column of
+// different rows hit different banks.
+__host__ __device__ constexpr int pair_stride(int n) { return n | 1; }
+
+// Shared-memory floats of each kernel for the largest tile (keys or rows = seq).
+template <int kD>
+constexpr int64_t forward_floats(int64_t seq) {
+  return seq * padded<kD>() + kTile * padded<kD>() + kTile * pair_stride(static_cast<int>(seq)) + 2 * kTile;
+}
+template <int kD>
+constexpr int64_t backward_floats(int64_t seq) {
+  return 2 * seq * padded<kD>() + 2 * kTile * padded<kD>() + 2 * kTile * pair_stride(static_cast<int>(seq)) + 3 * seq;
+}
+
+// a row of kD floats from 16-byte aligned shared memory into registers.
+template <int kD>
+__device__ __forceinline__ void load_row(const float* src, float* dst) {
+#pragma unroll
+  for (int d = 0; d < kD; d += 4) {
+    const float4 x = *reinterpret_cast<const float4*>(src + d);
+    dst[d] = x.x, dst[d + 1] = x.y, dst[d + 2] = x.z, dst[d + 3] = x.w;
+  }
+}
+
+// kN (2, 4 or 8) floats from shared memory aligned to kN floats (up to 4) into registers.
+template <int kN>
+__device__ __forceinline__ void load_chunk(const float* src, float* dst) {
+  if constexpr (kN == 2) {
+    const float2 x = *reinterpret_cast<const float2*>(src);
+    dst[0] = x.x, dst[1] = x.y;
+  } else {
+    load_row<kN>(src, dst);
+  }
+}
 
 template <int kD>
 __device__ __forceinline__ float dot(const float* a, const float* b) {
@@ -35,161 +92,332 @@ __device__ __forceinline__ float dot(const float* a, const float* b) {
   return s;
 }
 
-// Probability of key j for a query with scaled row qs and softmax (max, sum); the same expression in
-// every kernel.
-template <int kD, bool kBf16>
-__device__ __forceinline__ float probability(const float* qs, const float* kj, float max, float sum) {
-  const float s = maybe_bf16(dot<kD>(qs, kj), kBf16);
-  return maybe_bf16(expf(s - max) / sum, kBf16);
-}
-
-template <int kD, bool kBf16>
-__device__ __forceinline__ void load_scaled_query(const float* q, float scale, float* qs) {
+__device__ __forceinline__ float warp_max(float m) {
 #pragma unroll
-  for (int d = 0; d < kD; ++d) qs[d] = maybe_bf16(q[d] * scale, kBf16);
+  for (int offset = 16; offset > 0; offset /= 2) m = fmaxf(m, __shfl_xor_sync(0xFFFFFFFFu, m, offset));
+  return m;
 }
 
-// Copies head h of sequence b of k and v ([batch, T, C] row-major) into ks, vs ([T, kD] each, shared
-// memory), the whole block cooperating, then waits for the block.
-template <int kD>
-__device__ __forceinline__ void load_head_keys_values(const float* k, const float* v, int b, int h, int T, int C,
-                                                      float* ks, float* vs) {
-  for (int idx = threadIdx.x; idx < T * kD; idx += blockDim.x) {
-    const int64_t g = (static_cast<int64_t>(b) * T + idx / kD) * C + h * kD + idx % kD;
-    ks[idx] = k[g];
-    vs[idx] = v[g];
-  }
-  __syncthreads();
-}
-
-constexpr int kMaxThreads = 256;  // rows beyond it loop; keeps the register budget per block
-
+// The score of a query (scaled row qs) and key kj; every kernel computes it with this expression.
 template <int kD, bool kBf16>
-__global__ void __launch_bounds__(kMaxThreads)
+__device__ __forceinline__ float score(const float* qs, const float* kj) {
+  return maybe_bf16(dot<kD>(qs, kj), kBf16);
+}
+
+// A probability from its score's exp(score - max) and the row's sum; the same expression in every kernel.
+template <bool kBf16>
+__device__ __forceinline__ float probability(float exp_score, float sum) {
+  return maybe_bf16(exp_score / sum, kBf16);
+}
+
+// Copies rows [first, first + n) of head h of sequence b of x ([batch, T, C] row-major) into dst
+// ([n, padded<kD>], shared memory), times `scale` and bf16-rounded when kScaled (the scaled queries
+// every score multiplies). aligned: x is 16-byte aligned, so (as C and h * kD are multiples of 4)
+// every row can be read in 16-byte pieces, several in flight per thread.
+template <int kD, bool kScaled = false, bool kBf16 = false>
+__device__ __forceinline__ void load_rows(const float* x, bool aligned, int b, int h, int T, int C, int first, int n,
+                                          float* dst, float scale = 1.0f) {
+  const auto store = [&](float* to, float value) { *to = kScaled ? maybe_bf16(value * scale, kBf16) : value; };
+  if (aligned) {
+    constexpr int kQuads = kD / 4;
+#pragma unroll 4
+    for (int idx = threadIdx.x; idx < n * kQuads; idx += blockDim.x) {
+      const int r = idx / kQuads, d = idx % kQuads * 4;
+      const float4 value =
+          *reinterpret_cast<const float4*>(x + (static_cast<int64_t>(b) * T + first + r) * C + h * kD + d);
+      float* to = dst + r * padded<kD>() + d;
+      store(to, value.x), store(to + 1, value.y), store(to + 2, value.z), store(to + 3, value.w);
+    }
+  } else {
+#pragma unroll 4
+    for (int idx = threadIdx.x; idx < n * kD; idx += blockDim.x) {
+      const int r = idx / kD, d = idx % kD;
+      store(dst + r * padded<kD>() + d, x[(static_cast<int64_t>(b) * T + first + r) * C + h * kD + d]);
+    }
+  }
+}
+
+// load_rows of aligned rows without waiting: the copies land while the block computes; wait with
+// __pipeline_wait_prior(0) and a barrier.
+template <int kD>
+__device__ __forceinline__ void load_rows_async(const float* x, int b, int h, int T, int C, int first, int n,
+                                                float* dst) {
+  constexpr int kQuads = kD / 4;
+  for (int idx = threadIdx.x; idx < n * kQuads; idx += blockDim.x) {
+    const int r = idx / kQuads, d = idx % kQuads * 4;
+    __pipeline_memcpy_async(dst + r * padded<kD>() + d, x + (static_cast<int64_t>(b) * T + first + r) * C + h * kD + d,
+                            16);
+  }
+  __pipeline_commit();
+}
+
+// Block (bh, blockIdx.y): query rows [r0, r0 + rows), keys [0, r0 + rows).
+template <int kD, bool kBf16>
+__global__ void __launch_bounds__(kThreads)
     forward_kernel(Params p, const float* q, const float* k, const float* v, float* stats, float* out) {
-  extern __shared__ float smem[];
+  extern __shared__ float4 smem4[];
+  constexpr int kP = padded<kD>();
   const int T = p.seq, C = p.heads * kD;
   const int bh = blockIdx.x, b = bh / p.heads, h = bh % p.heads;
-  float* ks = smem;          // [T, kD]
-  float* vs = smem + T * kD;  // [T, kD]
-  load_head_keys_values<kD>(k, v, b, h, T, C, ks, vs);
-  const DeviceDropoutMask mask(p.seed, p.dropout ? *p.step : 0, p.site, p.threshold);
-  for (int i = threadIdx.x; i < T; i += blockDim.x) {
-    const int64_t row = (static_cast<int64_t>(b) * T + i) * C + h * kD;
-    float qs[kD], acc[kD];
-    load_scaled_query<kD, kBf16>(q + row, p.scale, qs);
+  const int r0 = (gridDim.y - 1 - blockIdx.y) * kTile, rows = min(kTile, T - r0), keys = r0 + rows;
+  const int stride = pair_stride(keys);
+  float* kv = reinterpret_cast<float*>(smem4);  // [keys, kP]: the keys, then (once scored) the values
+  float* qs = kv + keys * kP;                   // [kTile, kP] scaled queries
+  float* pairs = qs + kTile * kP;               // [kTile, stride]: scores, exp(score - max), dropped probs
+  float* row_max = pairs + kTile * stride;      // [kTile]
+  float* row_sum = row_max + kTile;             // [kTile]
+  load_rows<kD>(k, p.aligned, b, h, T, C, 0, keys, kv);
+  load_rows<kD, true, kBf16>(q, p.aligned, b, h, T, C, r0, rows, qs, p.scale);
+  __syncthreads();
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  // Warp per row, lanes over keys: scores, their max, exp(score - max).
+  for (int r = warp; r < rows; r += kWarps) {
+    const int i = r0 + r;
+    float qr[kD];
+    load_row<kD>(qs + r * kP, qr);
+    float* row = pairs + r * stride;
     float max = -INFINITY;
-    #pragma unroll 4
-    for (int j = 0; j <= i; ++j) max = fmaxf(max, maybe_bf16(dot<kD>(qs, ks + j * kD), kBf16));
-    float sum = 0.0f;
-    #pragma unroll 4
-    for (int j = 0; j <= i; ++j) sum += expf(maybe_bf16(dot<kD>(qs, ks + j * kD), kBf16) - max);
-#pragma unroll
-    for (int d = 0; d < kD; ++d) acc[d] = 0.0f;
-    const uint32_t first = static_cast<uint32_t>((static_cast<int64_t>(bh) * T + i) * T);
-    #pragma unroll 4
-    for (int j = 0; j <= i; ++j) {
-      float pd = probability<kD, kBf16>(qs, ks + j * kD, max, sum);
-      if (p.dropout) pd = mask.apply(maybe_bf16(pd / p.keep, kBf16), first + j);
-#pragma unroll
-      for (int d = 0; d < kD; ++d) acc[d] = fmaf(pd, vs[j * kD + d], acc[d]);
+#pragma unroll 2
+    for (int j = lane; j <= i; j += 32) {
+      float kj[kD];
+      load_row<kD>(kv + j * kP, kj);
+      row[j] = score<kD, kBf16>(qr, kj);
+      max = fmaxf(max, row[j]);
     }
-#pragma unroll
-    for (int d = 0; d < kD; ++d) out[row + d] = maybe_bf16(acc[d], kBf16);
-    stats[(static_cast<int64_t>(bh) * T + i) * 2] = max;
+    max = warp_max(max);
+    for (int j = lane; j <= i; j += 32) row[j] = expf(row[j] - max);
+    if (lane == 0) row_max[r] = max;
+  }
+  __syncthreads();
+  // The keys are no longer needed: the values replace them while the softmax completes.
+  if (p.aligned) {
+    load_rows_async<kD>(v, b, h, T, C, 0, keys, kv);
+  } else {
+    load_rows<kD>(v, false, b, h, T, C, 0, keys, kv);
+  }
+  // Thread per row: the softmax sum, in key order.
+  if (threadIdx.x < rows) {
+    const int r = threadIdx.x, i = r0 + r;
+    const float* row = pairs + r * stride;
+    float sum = 0.0f;
+#pragma unroll 8
+    for (int j = 0; j <= i; ++j) sum += row[j];
+    row_sum[r] = sum;
+    stats[(static_cast<int64_t>(bh) * T + i) * 2] = row_max[r];
     stats[(static_cast<int64_t>(bh) * T + i) * 2 + 1] = sum;
   }
+  __syncthreads();
+  // Warp per row: probabilities, dropped.
+  const DeviceDropoutMask mask(p.seed, p.dropout ? *p.step : 0, p.site, p.threshold);
+  for (int r = warp; r < rows; r += kWarps) {
+    const int i = r0 + r;
+    const float sum = row_sum[r];
+    float* row = pairs + r * stride;
+    const uint32_t first = static_cast<uint32_t>((static_cast<int64_t>(bh) * T + i) * T);
+#pragma unroll 2
+    for (int j = lane; j <= i; j += 32) {
+      float pd = probability<kBf16>(row[j], sum);
+      if (p.dropout) pd = mask.apply(maybe_bf16(pd / p.keep, kBf16), first + j);
+      row[j] = pd;
+    }
+  }
+  __pipeline_wait_prior(0);
+  __syncthreads();
+  // kChainThreads threads per row, kD / kChainThreads output elements each: out_i = sum_j pd_ij v_j
+  // in key order.
+  constexpr int kPer = kD / kChainThreads;
+  const int r = threadIdx.x / kChainThreads, d0 = threadIdx.x % kChainThreads * kPer;
+  if (r < rows) {
+    const int i = r0 + r;
+    const float* row = pairs + r * stride;
+    float acc[kPer];
+#pragma unroll
+    for (int e = 0; e < kPer; ++e) acc[e] = 0.0f;
+#pragma unroll 4
+    for (int j = 0; j <= i; ++j) {
+      const float pd = row[j];
+      float vj[kPer];
+      load_chunk<kPer>(kv + j * kP + d0, vj);
+#pragma unroll
+      for (int e = 0; e < kPer; ++e) acc[e] = fmaf(pd, vj[e], acc[e]);
+    }
+    const int64_t at = (static_cast<int64_t>(b) * T + i) * C + h * kD + d0;
+#pragma unroll
+    for (int e = 0; e < kPer; ++e) out[at + e] = maybe_bf16(acc[e], kBf16);
+  }
 }
 
+// Block (bh, blockIdx.y): query rows [r0, r0 + rows): row_dot_i = sum_j dp_ij P_ij (to row_dots) and
+// dq_i = scale * sum_j ds_ij k_j, ds_ij = P_ij (dp_ij - row_dot_i), both in key order.
 template <int kD, bool kBf16>
-__global__ void __launch_bounds__(kMaxThreads)
-    backward_kernel(Params p, const float* q, const float* k, const float* v, const float* stats,
-                                const float* dout, float* dq, float* dk, float* dv) {
-  extern __shared__ float smem[];
+__global__ void __launch_bounds__(kThreads)
+    backward_dq_kernel(Params p, const float* q, const float* k, const float* v, const float* stats,
+                       const float* dout, float* dq, float* row_dots) {
+  extern __shared__ float4 smem4[];
+  constexpr int kP = padded<kD>();
   const int T = p.seq, C = p.heads * kD;
   const int bh = blockIdx.x, b = bh / p.heads, h = bh % p.heads;
-  float* ks = smem;               // phase 1: [T, kD] keys; phase 2: scaled queries
-  float* vs = smem + T * kD;      // phase 1: [T, kD] values; phase 2: output gradients
-  float* rows = smem + 2 * T * kD;  // [T, 3]: softmax max, sum, and sum_j dp_ij P_ij
-  load_head_keys_values<kD>(k, v, b, h, T, C, ks, vs);
+  const int r0 = (gridDim.y - 1 - blockIdx.y) * kTile, rows = min(kTile, T - r0), keys = r0 + rows;
+  const int stride = pair_stride(keys);
+  float* ks = reinterpret_cast<float*>(smem4);  // [keys, kP]
+  float* vs = ks + keys * kP;                   // [keys, kP]
+  float* qs = vs + keys * kP;                   // [kTile, kP] scaled queries
+  float* gs = qs + kTile * kP;                  // [kTile, kP] output gradients
+  float* probs = gs + kTile * kP;               // [kTile, stride] P_ij
+  float* dps = probs + kTile * stride;          // [kTile, stride] dp_ij (dropped)
+  float* row_stats = dps + kTile * stride;      // [kTile, 3]: max, sum, row_dot
+  load_rows<kD>(k, p.aligned, b, h, T, C, 0, keys, ks);
+  load_rows<kD>(v, p.aligned, b, h, T, C, 0, keys, vs);
+  load_rows<kD, true, kBf16>(q, p.aligned, b, h, T, C, r0, rows, qs, p.scale);
+  load_rows<kD>(dout, p.aligned, b, h, T, C, r0, rows, gs);
+  for (int idx = threadIdx.x; idx < rows * 2; idx += blockDim.x)
+    row_stats[idx / 2 * 3 + idx % 2] = stats[(static_cast<int64_t>(bh) * T + r0) * 2 + idx];
+  __syncthreads();
   const DeviceDropoutMask mask(p.seed, p.dropout ? *p.step : 0, p.site, p.threshold);
-  // Phase 1, thread per query row i: the softmax backward's row dot and dq.
-  for (int i = threadIdx.x; i < T; i += blockDim.x) {
-    const int64_t row = (static_cast<int64_t>(b) * T + i) * C + h * kD;
-    float qs[kD], g[kD], acc[kD];
-    load_scaled_query<kD, kBf16>(q + row, p.scale, qs);
-#pragma unroll
-    for (int d = 0; d < kD; ++d) g[d] = dout[row + d];
-    const float* row_stats = stats + (static_cast<int64_t>(bh) * T + i) * 2;
-    const float max = row_stats[0], sum = row_stats[1];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  // Warp per row, lanes over keys: P_ij and dp_ij.
+  for (int r = warp; r < rows; r += kWarps) {
+    const int i = r0 + r;
+    float qr[kD], gr[kD];
+    load_row<kD>(qs + r * kP, qr);
+    load_row<kD>(gs + r * kP, gr);
+    const float max = row_stats[r * 3], sum = row_stats[r * 3 + 1];
     const uint32_t first = static_cast<uint32_t>((static_cast<int64_t>(bh) * T + i) * T);
+#pragma unroll 2
+    for (int j = lane; j <= i; j += 32) {
+      float kj[kD], vj[kD];
+      load_row<kD>(ks + j * kP, kj);
+      load_row<kD>(vs + j * kP, vj);
+      probs[r * stride + j] = probability<kBf16>(expf(score<kD, kBf16>(qr, kj) - max), sum);
+      float dp = dot<kD>(gr, vj);
+      if (p.dropout) dp = mask.apply(dp / p.keep, first + j);
+      dps[r * stride + j] = dp;
+    }
+  }
+  __syncthreads();
+  // Thread per row: the softmax backward's row dot, in key order.
+  if (threadIdx.x < rows) {
+    const int r = threadIdx.x;
     float row_dot = 0.0f;
-    #pragma unroll 4
-    for (int j = 0; j <= i; ++j) {
-      const float P = probability<kD, kBf16>(qs, ks + j * kD, max, sum);
-      float dp = dot<kD>(g, vs + j * kD);
-      if (p.dropout) dp = mask.apply(dp / p.keep, first + j);
-      row_dot += dp * P;
-    }
-#pragma unroll
-    for (int d = 0; d < kD; ++d) acc[d] = 0.0f;
-    #pragma unroll 4
-    for (int j = 0; j <= i; ++j) {
-      const float P = probability<kD, kBf16>(qs, ks + j * kD, max, sum);
-      float dp = dot<kD>(g, vs + j * kD);
-      if (p.dropout) dp = mask.apply(dp / p.keep, first + j);
-      const float ds = P * (dp - row_dot);
-#pragma unroll
-      for (int d = 0; d < kD; ++d) acc[d] = fmaf(ds, ks[j * kD + d], acc[d]);
-    }
-#pragma unroll
-    for (int d = 0; d < kD; ++d) dq[row + d] = acc[d] * p.scale;
-    rows[i * 3] = max;
-    rows[i * 3 + 1] = sum;
-    rows[i * 3 + 2] = row_dot;
+#pragma unroll 8
+    for (int j = 0; j <= r0 + r; ++j) row_dot = fmaf(dps[r * stride + j], probs[r * stride + j], row_dot);
+    row_stats[r * 3 + 2] = row_dot;
+    row_dots[static_cast<int64_t>(bh) * T + r0 + r] = row_dot;
   }
   __syncthreads();
-  for (int idx = threadIdx.x; idx < T * kD; idx += blockDim.x) {
-    const int i = idx / kD, d = idx % kD;
-    const int64_t g = (static_cast<int64_t>(b) * T + i) * C + h * kD + d;
-    ks[idx] = maybe_bf16(q[g] * p.scale, kBf16);
-    vs[idx] = dout[g];
+  // Warp per row: ds_ij = P_ij (dp_ij - row_dot_i), in place of P_ij.
+  for (int r = warp; r < rows; r += kWarps) {
+    const float row_dot = row_stats[r * 3 + 2];
+    for (int j = lane; j <= r0 + r; j += 32) probs[r * stride + j] *= dps[r * stride + j] - row_dot;
   }
   __syncthreads();
-  // Phase 2, thread per key column j: dk_j = sum_i ds_ij qs_i, dv_j = sum_i pd_ij dout_i over i >= j.
-  for (int j = threadIdx.x; j < T; j += blockDim.x) {
-    const int64_t row = (static_cast<int64_t>(b) * T + j) * C + h * kD;
-    float kj[kD], vj[kD], dkj[kD], dvj[kD];
+  // kChainThreads threads per row: dq.
+  constexpr int kPer = kD / kChainThreads;
+  const int r = threadIdx.x / kChainThreads, d0 = threadIdx.x % kChainThreads * kPer;
+  if (r < rows) {
+    const int i = r0 + r;
+    float acc[kPer];
 #pragma unroll
-    for (int d = 0; d < kD; ++d) {
-      kj[d] = k[row + d];
-      vj[d] = v[row + d];
-      dkj[d] = dvj[d] = 0.0f;
-    }
+    for (int e = 0; e < kPer; ++e) acc[e] = 0.0f;
 #pragma unroll 4
-    for (int i = j; i < T; ++i) {
-      const float* qs = ks + i * kD;
-      const float* g = vs + i * kD;
-      const float P = probability<kD, kBf16>(qs, kj, rows[i * 3], rows[i * 3 + 1]);
-      float dp = dot<kD>(g, vj), pd = P;
+    for (int j = 0; j <= i; ++j) {
+      const float ds = probs[r * stride + j];
+      float kj[kPer];
+      load_chunk<kPer>(ks + j * kP + d0, kj);
+#pragma unroll
+      for (int e = 0; e < kPer; ++e) acc[e] = fmaf(ds, kj[e], acc[e]);
+    }
+    const int64_t at = (static_cast<int64_t>(b) * T + i) * C + h * kD + d0;
+#pragma unroll
+    for (int e = 0; e < kPer; ++e) dq[at + e] = acc[e] * p.scale;
+  }
+}
+
+// Block (bh, blockIdx.y): key columns [j0, j0 + cols), query rows [j0, T): dk_j = sum_i ds_ij qs_i and
+// dv_j = sum_i pd_ij dout_i, both in query order.
+template <int kD, bool kBf16>
+__global__ void __launch_bounds__(kThreads)
+    backward_dkv_kernel(Params p, const float* q, const float* k, const float* v, const float* stats,
+                        const float* dout, const float* row_dots, float* dk, float* dv) {
+  extern __shared__ float4 smem4[];
+  constexpr int kP = padded<kD>();
+  const int T = p.seq, C = p.heads * kD;
+  const int bh = blockIdx.x, b = bh / p.heads, h = bh % p.heads;
+  const int j0 = blockIdx.y * kTile, cols = min(kTile, T - j0), n = T - j0;
+  const int stride = pair_stride(n);
+  float* qs = reinterpret_cast<float*>(smem4);  // [n, kP] scaled queries of rows j0..T-1
+  float* gs = qs + n * kP;                      // [n, kP] their output gradients
+  float* kc = gs + n * kP;                      // [kTile, kP] this block's keys
+  float* vc = kc + kTile * kP;                  // [kTile, kP] and values
+  float* pds = vc + kTile * kP;                 // [kTile, stride]: column c's pd for row j0 + c + t at t
+  float* dss = pds + kTile * stride;            // [kTile, stride]: ds, likewise
+  float* row_stats = dss + kTile * stride;      // [n, 3]: max, sum, row_dot
+  load_rows<kD, true, kBf16>(q, p.aligned, b, h, T, C, j0, n, qs, p.scale);
+  load_rows<kD>(dout, p.aligned, b, h, T, C, j0, n, gs);
+  load_rows<kD>(k, p.aligned, b, h, T, C, j0, cols, kc);
+  load_rows<kD>(v, p.aligned, b, h, T, C, j0, cols, vc);
+  for (int idx = threadIdx.x; idx < n * 3; idx += blockDim.x) {
+    const int64_t row = static_cast<int64_t>(bh) * T + j0 + idx / 3;
+    row_stats[idx] = idx % 3 == 2 ? row_dots[row] : stats[row * 2 + idx % 3];
+  }
+  __syncthreads();
+  const DeviceDropoutMask mask(p.seed, p.dropout ? *p.step : 0, p.site, p.threshold);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  // Warp per column, lanes over query rows: pd_ij and ds_ij.
+  for (int c = warp; c < cols; c += kWarps) {
+    const int j = j0 + c;
+    float kj[kD], vj[kD];
+    load_row<kD>(kc + c * kP, kj);
+    load_row<kD>(vc + c * kP, vj);
+#pragma unroll 2
+    for (int t = lane; t < n - c; t += 32) {
+      const int i = j + t, ri = c + t;  // ri: i's row in the tiles
+      float qr[kD], gr[kD];
+      load_row<kD>(qs + ri * kP, qr);
+      load_row<kD>(gs + ri * kP, gr);
+      const float P = probability<kBf16>(expf(score<kD, kBf16>(qr, kj) - row_stats[ri * 3]), row_stats[ri * 3 + 1]);
+      float dp = dot<kD>(gr, vj), pd = P;
       if (p.dropout) {
         const uint32_t index = static_cast<uint32_t>((static_cast<int64_t>(bh) * T + i) * T + j);
         pd = mask.apply(maybe_bf16(P / p.keep, kBf16), index);
         dp = mask.apply(dp / p.keep, index);
       }
-      const float ds = P * (dp - rows[i * 3 + 2]);
-#pragma unroll
-      for (int d = 0; d < kD; ++d) {
-        dvj[d] = fmaf(pd, g[d], dvj[d]);
-        dkj[d] = fmaf(ds, qs[d], dkj[d]);
-      }
-    }
-#pragma unroll
-    for (int d = 0; d < kD; ++d) {
-      dk[row + d] = dkj[d];
-      dv[row + d] = dvj[d];
+      pds[c * stride + t] = pd;
+      dss[c * stride + t] = P * (dp - row_stats[ri * 3 + 2]);
     }
   }
+  __syncthreads();
+  // kChainThreads threads per column: dk and dv.
+  constexpr int kPer = kD / kChainThreads;
+  const int c = threadIdx.x / kChainThreads, d0 = threadIdx.x % kChainThreads * kPer;
+  if (c < cols) {
+    float dkj[kPer], dvj[kPer];
+#pragma unroll
+    for (int e = 0; e < kPer; ++e) dkj[e] = dvj[e] = 0.0f;
+#pragma unroll 4
+    for (int t = 0; t < n - c; ++t) {
+      const float pd = pds[c * stride + t], ds = dss[c * stride + t];
+      const int ri = c + t;
+      float gi[kPer], qi[kPer];
+      load_chunk<kPer>(gs + ri * kP + d0, gi);
+      load_chunk<kPer>(qs + ri * kP + d0, qi);
+#pragma unroll
+      for (int e = 0; e < kPer; ++e) {
+        dvj[e] = fmaf(pd, gi[e], dvj[e]);
+        dkj[e] = fmaf(ds, qi[e], dkj[e]);
+      }
+    }
+    const int64_t at = (static_cast<int64_t>(b) * T + j0 + c) * C + h * kD + d0;
+#pragma unroll
+    for (int e = 0; e < kPer; ++e) {
+      dk[at + e] = dkj[e];
+      dv[at + e] = dvj[e];
+    }
+  }
+}
+
+bool aligned16(std::initializer_list<const float*> pointers) {
+  return std::all_of(pointers.begin(), pointers.end(), [](const float* x) { return reinterpret_cast<uintptr_t>(x) % 16 == 0; });
 }
 
 Params params(const ops::AttentionShape& s, const DropoutSite& dropout, bool bf16, const char* what) {
@@ -199,16 +427,31 @@ Params params(const ops::AttentionShape& s, const DropoutSite& dropout, bool bf1
     throw Error(std::string(what) + ": head_dim " + std::to_string(s.head_dim) + " is not one of 16, 32, 64");
   if (s.batch * s.heads * s.seq * s.seq > int64_t{UINT32_MAX})
     throw Error(std::string(what) + ": attention probabilities are limited to 2^32 elements (dropout indices)");
-  const size_t smem = (2 * s.seq * s.head_dim + 3 * s.seq) * sizeof(float);
-  if (smem > 48 * 1024)
-    throw Error(std::string(what) + ": seq " + std::to_string(s.seq) + " x head_dim " + std::to_string(s.head_dim) +
-                " needs more than 48 KB of shared memory");
   if (dropout.active && dropout.step == nullptr) throw Error(std::string(what) + ": dropout needs the step counter");
   float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.head_dim)));
   if (bf16) scale = ::fp8kit::round_bf16(scale);
   return Params{static_cast<int>(s.batch), static_cast<int>(s.seq), static_cast<int>(s.heads), scale,
-                ops::dropout_keep_prob(dropout.rate, bf16), dropout.active, dropout.seed, dropout.step, dropout.site,
-                dropout_threshold(dropout.rate)};
+                ops::dropout_keep_prob(dropout.rate, bf16), dropout.active, false, dropout.seed, dropout.step,
+                dropout.site, dropout_threshold(dropout.rate)};
+}
+
+// Checks that `floats` of dynamic shared memory fit in a block of this GPU (throws otherwise) and
+// returns the bytes. The first call per kernel raises its limit to the GPU's opt-in maximum.
+template <auto kernel>
+size_t shared_memory(int64_t floats, const ops::AttentionShape& s, const char* what) {
+  static const int limit = [] {
+    int device = 0, bytes = 0;
+    FP8KIT_CUDA_CHECK(cudaGetDevice(&device));
+    FP8KIT_CUDA_CHECK(cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    FP8KIT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+    return bytes;
+  }();
+  const size_t bytes = static_cast<size_t>(floats) * sizeof(float);
+  if (bytes > static_cast<size_t>(limit))
+    throw Error(std::string(what) + ": seq " + std::to_string(s.seq) + " x head_dim " + std::to_string(s.head_dim) +
+                " needs " + std::to_string(bytes / 1024) + " KB of shared memory per block, more than this GPU's " +
+                std::to_string(limit / 1024) + " KB");
+  return bytes;
 }
 
 // Calls f.template operator()<kD, kBf16>().
@@ -228,33 +471,53 @@ void dispatch(int64_t head_dim, bool bf16, F&& f) {
   }
 }
 
+// Blocks: (batch x heads) x tiles.
+dim3 grid(const ops::AttentionShape& s) {
+  return dim3(static_cast<unsigned>(s.batch * s.heads), static_cast<unsigned>((s.seq + kTile - 1) / kTile));
+}
+
 }  // namespace
 
 void causal_attention_forward(const ops::AttentionShape& shape, const float* q, const float* k, const float* v,
                               const DropoutSite& dropout, bool bf16, float* stats, float* out, cudaStream_t stream) {
-  const Params p = params(shape, dropout, bf16, "causal_attention_forward");
-  if (shape.batch == 0) return;
-  const unsigned threads = static_cast<unsigned>(std::min<int64_t>((shape.seq + 31) / 32 * 32, kMaxThreads));
-  const size_t smem = 2 * shape.seq * shape.head_dim * sizeof(float);
+  const char* what = "causal_attention_forward";
+  Params p = params(shape, dropout, bf16, what);
+  p.aligned = aligned16({q, k, v});
   dispatch(shape.head_dim, bf16, [&]<int kD, bool kBf16>() {
-    forward_kernel<kD, kBf16><<<static_cast<unsigned>(shape.batch * shape.heads), threads, smem, stream>>>(p, q, k, v,
-                                                                                                          stats, out);
+    const size_t smem = shared_memory<forward_kernel<kD, kBf16>>(forward_floats<kD>(shape.seq), shape, what);
+    if (shape.batch == 0) return;
+    forward_kernel<kD, kBf16><<<grid(shape), kThreads, smem, stream>>>(p, q, k, v, stats, out);
+    check_launch(what);
   });
-  check_launch("causal_attention_forward");
 }
 
 void causal_attention_backward(const ops::AttentionShape& shape, const float* q, const float* k, const float* v,
                                const float* stats, const DropoutSite& dropout, bool bf16, const float* dout,
                                float* dq, float* dk, float* dv, cudaStream_t stream) {
-  const Params p = params(shape, dropout, bf16, "causal_attention_backward");
-  if (shape.batch == 0) return;
-  const unsigned threads = static_cast<unsigned>(std::min<int64_t>((shape.seq + 31) / 32 * 32, kMaxThreads));
-  const size_t smem = (2 * shape.seq * shape.head_dim + 3 * shape.seq) * sizeof(float);
+  const char* what = "causal_attention_backward";
+  Params p = params(shape, dropout, bf16, what);
+  p.aligned = aligned16({q, k, v, dout});
   dispatch(shape.head_dim, bf16, [&]<int kD, bool kBf16>() {
-    backward_kernel<kD, kBf16><<<static_cast<unsigned>(shape.batch * shape.heads), threads, smem, stream>>>(
-        p, q, k, v, stats, dout, dq, dk, dv);
+    const size_t smem = shared_memory<backward_dq_kernel<kD, kBf16>>(backward_floats<kD>(shape.seq), shape, what);
+    shared_memory<backward_dkv_kernel<kD, kBf16>>(backward_floats<kD>(shape.seq), shape, what);
+    if (shape.batch == 0) return;
+    // row_dots: [batch, heads, seq], from the dq kernel to the dk/dv kernel (stream-ordered, so a
+    // captured graph gets its own allocation node).
+    float* row_dots = nullptr;
+    FP8KIT_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&row_dots),
+                                      shape.batch * shape.heads * shape.seq * sizeof(float), stream));
+    try {
+      backward_dq_kernel<kD, kBf16><<<grid(shape), kThreads, smem, stream>>>(p, q, k, v, stats, dout, dq, row_dots);
+      check_launch(what);
+      backward_dkv_kernel<kD, kBf16><<<grid(shape), kThreads, smem, stream>>>(p, q, k, v, stats, dout, row_dots, dk,
+                                                                              dv);
+      check_launch(what);
+    } catch (...) {
+      cudaFreeAsync(row_dots, stream);
+      throw;
+    }
+    FP8KIT_CUDA_CHECK(cudaFreeAsync(row_dots, stream));
   });
-  check_launch("causal_attention_backward");
 }
 
 }  // namespace fp8kit::cuda

@@ -1,5 +1,6 @@
 // GPU causal attention against ops::causal_attention_forward/backward, with and without dropout on
-// the probabilities (the same mask bits), float32 and bf16, the seed's shape and awkward ones.
+// the probabilities (the same mask bits), float32 and bf16, the seed's shape and awkward ones (one
+// row, partial tiles of rows and keys, head_dim 64 over many tiles).
 // Tolerances (relative L2): the CPU's exp is a polynomial and its sums run in 8 lanes, the GPU's
 // are expf and sequential, so float32 agrees to ~1e-6 (bounds 2e-5 forward, 1e-4 gradients); in
 // bf16 a score or probability that lands on the other side of a rounding boundary moves by a bf16
@@ -22,7 +23,8 @@ namespace {
 TEST(CudaAttention, MatchesTheCpuOp) {
   FP8KIT_REQUIRE_GPU();
   for (const ops::AttentionShape s : {ops::AttentionShape{32, 200, 2, 16}, ops::AttentionShape{3, 37, 3, 32},
-                                      ops::AttentionShape{2, 5, 1, 64}, ops::AttentionShape{1, 1, 1, 16}}) {
+                                      ops::AttentionShape{2, 5, 1, 64}, ops::AttentionShape{1, 1, 1, 16},
+                                      ops::AttentionShape{1, 250, 2, 64}}) {
     const int64_t n = s.batch * s.seq * s.heads * s.head_dim;
     const std::vector<float> q = testing::random_normal(n, 1, 1.5f), k = testing::random_normal(n, 2, 1.5f),
                              v = testing::random_normal(n, 3), dout = testing::random_normal(n, 4);
@@ -67,6 +69,10 @@ TEST(CudaAttention, RejectsUnsupportedShapes) {
                Error);
   EXPECT_THROW(causal_attention_forward({1, 2000, 1, 16}, nullptr, nullptr, nullptr, {}, false, nullptr, nullptr,
                                         nullptr),
+               Error);
+  // More shared memory per block than a Hopper GPU has (its tiles of 1000 rows of 64).
+  EXPECT_THROW(causal_attention_backward({1, 1000, 1, 64}, nullptr, nullptr, nullptr, nullptr, {}, false, nullptr,
+                                         nullptr, nullptr, nullptr, nullptr),
                Error);
 }
 
