@@ -6,8 +6,11 @@
 // the 8 weights (and the input query, key and value share) in one launch per step. The step is
 // launch-bound (every GEMM is about 6400x32x32), so kernels are fused where the CPU's rounding points
 // allow it: a Linear's bias + ReLU runs with the dropout and residual sum after it
-// (cuda::linear_outputs) or inside the next Linear's input cast, its backward's dropout inside the
-// bias gradient's pass.
+// (cuda::linear_outputs) or inside the next Linear's input cast, its backward (ReLU mask, dropout)
+// inside the cast or quantization of its output gradient. Weight gradients (wgrad GEMMs, bias and
+// LayerNorm parameter sums) and the embedding gradient's sort run on a second stream that the main
+// one forks and joins (two branches of the graph), so the main chain holds only what the next
+// layer's gradient waits for.
 #include "models/seed_classifier_cuda.h"
 
 #include "base/error.h"
@@ -59,7 +62,7 @@ struct LinearCuda {
   float *w = nullptr, *b = nullptr, *dw = nullptr, *db = nullptr;  // in the model's parameter buffers
   int scaling = 0;  // FP8: index of the inputs state; kernel = +1, outputs_grad = +2
   const float* x = nullptr;  // the forward's input
-  DeviceBuffer<float> y, g, dx;                   // [rows, out], [rows, out], [rows, in]
+  DeviceBuffer<float> y, g, dx;                   // [rows, out], [rows, out] (fp32), [rows, in]
   DeviceBuffer<float> w_t, x_t, g_t;              // fp32: [out, in], [in, rows], [out, rows]
   DeviceBuffer<uint16_t> xb, wb, w_tb, x_tb, gb, g_tb;  // bf16: as above, plus [rows, in], [in, out], [rows, out]
   const LinearCuda* input_of = nullptr;  // bf16: the Linear whose xb, x_tb this one reads (null: its own)
@@ -67,10 +70,10 @@ struct LinearCuda {
 
   void allocate() {
     y = DeviceBuffer<float>(rows * out);
-    g = DeviceBuffer<float>(rows * out);
     dx = DeviceBuffer<float>(rows * in);
     switch (precision) {
       case Precision::Fp32:
+        g = DeviceBuffer<float>(rows * out);
         w_t = DeviceBuffer<float>(out * in);
         x_t = DeviceBuffer<float>(in * rows);
         g_t = DeviceBuffer<float>(out * rows);
@@ -97,6 +100,19 @@ struct LinearCuda {
   }
 };
 
+// A CUDA event for ordering two streams (no timing); destroyed with its owner.
+class Event {
+ public:
+  Event() { FP8KIT_CUDA_CHECK(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming)); }
+  ~Event() { cudaEventDestroy(event_); }
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  cudaEvent_t get() const { return event_; }
+
+ private:
+  cudaEvent_t event_ = nullptr;
+};
+
 }  // namespace
 
 struct SeedClassifierCuda::Impl {
@@ -110,6 +126,14 @@ struct SeedClassifierCuda::Impl {
 
   cuda::Stream stream;
   cuda::GemmContext gemms;
+  // The backward's side branch: work that nothing on `stream` needs before the step's end (weight
+  // gradients: wgrad GEMMs, bias and LayerNorm parameter sums; the sort of the token ids for the
+  // embedding gradient) runs on `side`, forked from and joined back into `stream` with events, so
+  // that a captured step is a graph of two branches and the main chain keeps only what the next
+  // layer's gradient waits for. `side` has its own GEMM context (cuBLASLt workspace).
+  cuda::Stream side;
+  cuda::GemmContext side_gemms;
+  Event fork_event, sorted_event, join_event;
   std::vector<int64_t> offsets;  // per parameter, into the buffers below
   std::vector<int64_t> sizes;
   int64_t total = 0;
@@ -137,9 +161,10 @@ struct SeedClassifierCuda::Impl {
   DeviceBuffer<float> pooled_d, h2_d, probs, loss, dz;  // [B, D], [B, 32], [B], [1], [B]
   DeviceBuffer<float> d_pooled_x, d_r2, d_r1, dq, dk, dv, d_x0e;
 
-  // Scratch of the deterministic gradient sums: bias and LayerNorm partial sums (floats), the embedding
-  // backward's token sort (bytes).
-  DeviceBuffer<float> sum_scratch;
+  // Scratch of the deterministic gradient sums: bias and LayerNorm partial sums (floats; on the side
+  // stream, one after the other; fp32 sums its bias gradients on the main stream, in main_sum_scratch),
+  // the embedding backward's token sort (bytes).
+  DeviceBuffer<float> sum_scratch, main_sum_scratch;
   DeviceBuffer<uint8_t> embedding_scratch;
 
   cudaGraphExec_t graph = nullptr;
@@ -168,6 +193,14 @@ struct SeedClassifierCuda::Impl {
   }
 
   cudaStream_t s() const { return stream.get(); }
+
+  // Work queued next on `to` waits for the work queued so far on `from` (through `event`).
+  static void wait(cudaStream_t to, cudaStream_t from, const Event& event) {
+    FP8KIT_CUDA_CHECK(cudaEventRecord(event.get(), from));
+    FP8KIT_CUDA_CHECK(cudaStreamWaitEvent(to, event.get(), 0));
+  }
+  // The side branch waits for the main stream's work so far.
+  void fork() { wait(side.get(), s(), fork_event); }
 
   bool current_scaling() const { return precision == Precision::Fp8 && recipe.mode == ScalingMode::Current; }
   // Keras lag: the state keeps Keras's multiplier (scale_inv) and quantization divides by it.
@@ -235,8 +268,10 @@ struct SeedClassifierCuda::Impl {
     cuda::quantize_fp8_batch(args, s());
   }
 
+  // on_side: queued on the side stream (with its GEMM context).
   void gemm(int64_t m, int64_t n, int64_t k, const void* a, DType at, const void* b, DType bt, float* y,
-            const float* a_scale_inv = nullptr, const float* b_scale_inv = nullptr, bool fast = false) {
+            const float* a_scale_inv = nullptr, const float* b_scale_inv = nullptr, bool fast = false,
+            bool on_side = false) {
     cuda::GemmArgs g;
     g.m = m;
     g.n = n;
@@ -250,19 +285,19 @@ struct SeedClassifierCuda::Impl {
     g.a_scale_inv = a_scale_inv;
     g.b_scale_inv = b_scale_inv;
     g.fast_accumulation = fast;
-    gemms.gemm(g, s());
+    (on_side ? side_gemms : gemms).gemm(g, on_side ? side.get() : s());
   }
 
   // An FP8 GEMM (as gemm); shapes that cuBLASLt would pad (n or k not a multiple of 16: dense_1's one
   // output) run small_fp8_gemm instead, one launch instead of the padded copies.
   void fp8_gemm(int64_t m, int64_t n, int64_t k, const uint8_t* a, Fp8Format af, const uint8_t* b, Fp8Format bf,
-                float* y, const float* a_scale_inv, const float* b_scale_inv, bool fast) {
+                float* y, const float* a_scale_inv, const float* b_scale_inv, bool fast, bool on_side = false) {
     if (n % 16 != 0 || k % 16 != 0) {
-      cuda::small_fp8_gemm(m, n, k, a, af, b, bf, a_scale_inv, b_scale_inv, y, s());
+      cuda::small_fp8_gemm(m, n, k, a, af, b, bf, a_scale_inv, b_scale_inv, y, on_side ? side.get() : s());
       return;
     }
     const auto type = [](Fp8Format f) { return f == Fp8Format::E4M3 ? DType::E4M3 : DType::E5M2; };
-    gemm(m, n, k, a, type(af), b, type(bf), y, a_scale_inv, b_scale_inv, fast);
+    gemm(m, n, k, a, type(af), b, type(bf), y, a_scale_inv, b_scale_inv, fast, on_side);
   }
 
   // bf16: the weights' GEMM operands (wb for dgrad when training, w_tb) and, when x is set, the cast of
@@ -331,56 +366,74 @@ struct SeedClassifierCuda::Impl {
   };
 
   // The backward of Linears of one shape whose output gradients are ready together (query, key and
-  // value after the attention's backward): their bias gradients in one pass, their gradients' GEMM
-  // operands (bf16 casts, FP8 quantization) in one launch, then each one's dgrad and wgrad GEMMs.
+  // value after the attention's backward). Main stream: each one's gradient g (the backward of its
+  // ReLU and of the dropout after it, from dy) cast to bf16 or quantized, with its transposed copy, in
+  // one launch, then the dgrad GEMMs. Side branch: the bias gradients (recomputing g from dy, in one
+  // pass) and the wgrad GEMMs. fp32 has no cast to fold g into: its bias pass writes g on the main
+  // stream.
   void linear_backward(std::span<const OutputGrad> group) {
     LinearCuda& first = *group[0].l;
     const int64_t M = first.rows, N = first.out, K = first.in;
     std::vector<cuda::BiasBackward> bias;
-    for (const OutputGrad& o : group) bias.push_back({o.dy, o.dropout, o.l->y.data(), o.l->relu, o.l->g.data(), o.l->db});
-    cuda::bias_backward(bias, M, N, bf16, sum_scratch.data(), s());
+    for (const OutputGrad& o : group) {
+      const cuda::EpilogueGradient gradient{o.l->relu, o.l->y.data(), o.dropout, bf16};
+      bias.push_back({o.dy, gradient, precision == Precision::Fp32 ? o.l->g.data() : nullptr, o.l->db});
+    }
     switch (precision) {
       case Precision::Fp32:
+        cuda::bias_backward(bias, M, N, main_sum_scratch.data(), s());
+        fork();
         for (const OutputGrad& o : group) {
           LinearCuda& l = *o.l;
           gemm(M, K, N, l.g.data(), DType::F32, l.w, DType::F32, l.dx.data());  // dx = g W^T
-          cuda::transpose(l.x, M, K, DType::F32, l.x_t.data(), s());
-          cuda::transpose(l.g.data(), M, N, DType::F32, l.g_t.data(), s());
-          gemm(K, N, M, l.x_t.data(), DType::F32, l.g_t.data(), DType::F32, l.dw);  // dW = x^T g
+          cuda::transpose(l.x, M, K, DType::F32, l.x_t.data(), side.get());
+          cuda::transpose(l.g.data(), M, N, DType::F32, l.g_t.data(), side.get());
+          gemm(K, N, M, l.x_t.data(), DType::F32, l.g_t.data(), DType::F32, l.dw, nullptr, nullptr, false,
+               true);  // dW = x^T g
         }
-        break;
+        return;
       case Precision::Bf16: {
         // wb and the input's x_tb come from the forward.
         std::vector<cuda::Bf16Cast> casts;
-        for (const OutputGrad& o : group) casts.push_back({o.l->g.data(), M, N, o.l->gb.data(), o.l->g_tb.data()});
+        for (size_t t = 0; t < group.size(); ++t) {
+          LinearCuda& l = *group[t].l;
+          casts.push_back({group[t].dy, M, N, l.gb.data(), l.g_tb.data(), {}, bias[t].gradient});
+        }
         cuda::float_to_bf16_transposed(casts, s());
+        fork();
+        cuda::bias_backward(bias, M, N, sum_scratch.data(), side.get());
         for (const OutputGrad& o : group) {
           LinearCuda& l = *o.l;
           gemm(M, K, N, l.gb.data(), DType::Bf16, l.wb.data(), DType::Bf16, l.dx.data());
           const LinearCuda& in = l.input_of != nullptr ? *l.input_of : l;
-          gemm(K, N, M, in.x_tb.data(), DType::Bf16, l.g_tb.data(), DType::Bf16, l.dw);
+          gemm(K, N, M, in.x_tb.data(), DType::Bf16, l.g_tb.data(), DType::Bf16, l.dw, nullptr, nullptr, false,
+               true);
         }
-        break;
+        return;
       }
       case Precision::Fp8: {
         const Fp8Format fb = recipe.backward_format, ff = recipe.forward_format;
         std::vector<cuda::QuantizeArgs> args;
         std::vector<int> states;
-        for (const OutputGrad& o : group) {
-          LinearCuda& l = *o.l;
-          args.push_back(quantize_args(l.scaling + 2, fb, l.g.data(), M, N, l.gq.data(), l.gq_t.data(), true));
+        for (size_t t = 0; t < group.size(); ++t) {
+          LinearCuda& l = *group[t].l;
+          args.push_back(quantize_args(l.scaling + 2, fb, group[t].dy, M, N, l.gq.data(), l.gq_t.data(), true));
+          args.back().gradient = bias[t].gradient;
           states.push_back(l.scaling + 2);
         }
         if (current_scaling()) current_scales(args, states, true);
         cuda::quantize_fp8_batch(args, s());
+        fork();
+        cuda::bias_backward(bias, M, N, sum_scratch.data(), side.get());
         for (const OutputGrad& o : group) {
           LinearCuda& l = *o.l;
           const int i = l.scaling;
           fp8_gemm(M, K, N, l.gq.data(), fb, l.wq.data(), ff, l.dx.data(), gemm_scale(i + 2), gemm_scale(i + 1),
                    false);
-          fp8_gemm(K, N, M, l.xq_t.data(), ff, l.gq_t.data(), fb, l.dw, gemm_scale(i), gemm_scale(i + 2), false);
+          fp8_gemm(K, N, M, l.xq_t.data(), ff, l.gq_t.data(), fb, l.dw, gemm_scale(i), gemm_scale(i + 2), false,
+                   true);
         }
-        break;
+        return;
       }
     }
   }
@@ -437,17 +490,30 @@ struct SeedClassifierCuda::Impl {
     const int64_t BTD = B * T * D;
     // Delayed scaling: amax is zero here (the constructor's, then each step's spread clears it).
     if (current_scaling()) amax.fill_bytes(0, s());
+    // The embedding gradient's sort of the token ids needs only the ids: on the side branch, from the
+    // start of the step.
+    const cuda::EmbeddingShape embedding{B, T, D, config.vocabulary_size};
+    fork();
+    cuda::embedding_backward_sort(embedding, tokens.data(), grad(kToken), embedding_scratch.data(),
+                                  embedding_scratch.size(), side.get());
+    FP8KIT_CUDA_CHECK(cudaEventRecord(sorted_event.get(), side.get()));
     const float* z = forward(true);
     sigmoid(z, labels.data(), loss.data(), dz.data());
     const float* d_h2d = linear_backward(dense_1, dz.data());
     const float* d_pooled_d = linear_backward(dense, d_h2d, site(kHeadDropout, true));
     cuda::mean_pool_backward(d_pooled_d, site(kPoolDropout, true), bf16, B, T, D, d_pooled_x.data(), s());
-    cuda::layer_norm_backward(B * T, D, r2.data(), param(kNorm2G), mean2.data(), rstd2.data(), d_pooled_x.data(),
-                              nullptr, d_r2.data(), grad(kNorm2G), grad(kNorm2B), sum_scratch.data(), s());
+    fork();
+    cuda::layer_norm_backward_params(B * T, D, r2.data(), mean2.data(), rstd2.data(), d_pooled_x.data(), nullptr,
+                                     grad(kNorm2G), grad(kNorm2B), sum_scratch.data(), side.get());
+    cuda::layer_norm_backward_dx(B * T, D, r2.data(), param(kNorm2G), mean2.data(), rstd2.data(), d_pooled_x.data(),
+                                 nullptr, d_r2.data(), s());
     const float* d_h = linear_backward(ffn_out, d_r2.data(), site(kFeedforwardDropout, true));
     const float* d_x1_ffn = linear_backward(inter, d_h);
-    cuda::layer_norm_backward(B * T, D, r1.data(), param(kNorm1G), mean1.data(), rstd1.data(), d_r2.data(), d_x1_ffn,
-                              d_r1.data(), grad(kNorm1G), grad(kNorm1B), sum_scratch.data(), s());
+    fork();
+    cuda::layer_norm_backward_params(B * T, D, r1.data(), mean1.data(), rstd1.data(), d_r2.data(), d_x1_ffn,
+                                     grad(kNorm1G), grad(kNorm1B), sum_scratch.data(), side.get());
+    cuda::layer_norm_backward_dx(B * T, D, r1.data(), param(kNorm1G), mean1.data(), rstd1.data(), d_r2.data(),
+                                 d_x1_ffn, d_r1.data(), s());
     const float* d_context = linear_backward(attn_out, d_r1.data(), site(kAttentionDropout, true));
     cuda::causal_attention_backward({B, T, H, D / H}, query.y.data(), key.y.data(), value.y.data(), stats.data(),
                                     site(kAttentionProbs, true), bf16, d_context, dq.data(), dk.data(), dv.data(),
@@ -456,8 +522,10 @@ struct SeedClassifierCuda::Impl {
     linear_backward(qkv);
     cuda::residual_gradient(d_r1.data(), query.dx.data(), key.dx.data(), value.dx.data(), site(kEmbeddingDropout, true),
                             bf16, d_x0e.data(), BTD, s());
-    cuda::embedding_backward({B, T, D, config.vocabulary_size}, tokens.data(), d_x0e.data(), grad(kToken),
-                             grad(kPosition), embedding_scratch.data(), embedding_scratch.size(), s());
+    FP8KIT_CUDA_CHECK(cudaStreamWaitEvent(s(), sorted_event.get(), 0));
+    cuda::embedding_backward_sums(embedding, d_x0e.data(), grad(kToken), grad(kPosition), embedding_scratch.data(),
+                                  embedding_scratch.size(), s());
+    wait(s(), side.get(), join_event);  // the side branch's weight gradients are in
     if (precision == Precision::Fp8) {
       cuda::update_scaling(scaling, recipe, s());
       // The next step's GEMM scale_invs, and its amaxes cleared. (Current scaling computes every GEMM
@@ -587,10 +655,11 @@ SeedClassifierCuda::SeedClassifierCuda(SeedClassifier& cpu, uint64_t seed, int b
     m.eval_scale.upload(ones, m.s());
   }
 
-  int64_t sums = cuda::layer_norm_backward_workspace(BT, D);
+  int64_t bias_sums = 0;
   for (const LinearCuda* l : {&m.query, &m.key, &m.value, &m.attn_out, &m.inter, &m.ffn_out, &m.dense, &m.dense_1})
-    sums = std::max(sums, cuda::bias_backward_workspace(l->rows, l->out, l == &m.query ? 3 : 1));  // q, k, v together
-  m.sum_scratch = DeviceBuffer<float>(sums);
+    bias_sums = std::max(bias_sums, cuda::bias_backward_workspace(l->rows, l->out, l == &m.query ? 3 : 1));  // q, k, v
+  m.sum_scratch = DeviceBuffer<float>(std::max(bias_sums, cuda::layer_norm_backward_workspace(BT, D)));
+  if (m.precision == Precision::Fp32) m.main_sum_scratch = DeviceBuffer<float>(bias_sums);
   m.embedding_scratch = DeviceBuffer<uint8_t>(cuda::embedding_backward_workspace({B, T, D, m.config.vocabulary_size}));
   m.tokens = DeviceBuffer<int32_t>(BT);
   m.labels = DeviceBuffer<float>(B);

@@ -76,7 +76,15 @@ __global__ void bf16_to_float_kernel(const uint16_t* x, int64_t count, float* ou
 constexpr int kMaxCasts = 16;
 constexpr int kTile = 32, kTileRowsPerPass = 8;
 struct CastBatch {
-  Bf16Cast c[kMaxCasts];
+  struct One {
+    const float* x;
+    int64_t rows, cols;
+    uint16_t* out;
+    uint16_t* out_t;
+    LinearEpilogue epilogue;
+    bool gradient_active;
+    EpilogueGradientArgs gradient;
+  } c[kMaxCasts];
   int64_t tiles_x[kMaxCasts];
   int64_t first[kMaxCasts + 1];
   int count;
@@ -87,7 +95,7 @@ __global__ void __launch_bounds__(kTile * kTileRowsPerPass) cast_transpose_kerne
   const int64_t block = blockIdx.x;
   int t = 0;
   while (t + 1 < b.count && block >= b.first[t + 1]) ++t;
-  const Bf16Cast& p = b.c[t];
+  const CastBatch::One& p = b.c[t];
   const int64_t local = block - b.first[t];
   const int64_t c0 = local % b.tiles_x[t] * kTile, r0 = local / b.tiles_x[t] * kTile;
   const LinearEpilogue& e = p.epilogue;
@@ -100,6 +108,7 @@ __global__ void __launch_bounds__(kTile * kTileRowsPerPass) cast_transpose_kerne
       v = linear_epilogue(v, e.bias[c], e.relu, e.bf16);
       if (e.y != nullptr) e.y[i] = v;
     }
+    if (p.gradient_active) v = p.gradient(v, i);
     const uint16_t h = float_to_bf16(v);
     if (p.out != nullptr) p.out[i] = h;
     tile[k][threadIdx.x] = h;
@@ -153,7 +162,10 @@ void float_to_bf16_transposed(std::span<const Bf16Cast> casts, cudaStream_t stre
       if (c.rows * c.cols > 0 && c.x == nullptr) throw Error(what + ": x is null");
       if (c.epilogue.bias == nullptr && c.epilogue.y != nullptr)
         throw Error(what + ": an epilogue output y needs the epilogue's bias");
-      b.c[t] = c;
+      if (c.epilogue.bias != nullptr && c.gradient.active())
+        throw Error(what + ": an epilogue and an epilogue gradient together");
+      b.c[t] = {c.x, c.rows, c.cols, c.out, c.out_t, c.epilogue, c.gradient.active(),
+                epilogue_gradient_args(c.gradient, c.rows, c.cols, "float_to_bf16_transposed")};
       b.tiles_x[t] = std::max<int64_t>(1, (c.cols + kTile - 1) / kTile);
       const int64_t tiles = c.rows * c.cols == 0 ? 0 : b.tiles_x[t] * ((c.rows + kTile - 1) / kTile);
       b.first[t + 1] = b.first[t] + tiles;

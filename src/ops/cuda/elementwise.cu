@@ -63,9 +63,7 @@ constexpr int kMaxBiasTensors = 4;
 struct BiasTensors {
   struct One {
     const float* dy;
-    DropoutArgs dropout;
-    const float* y;
-    bool relu;
+    EpilogueGradientArgs gradient;
     float* g;
     float* bias_grad;
   } t[kMaxBiasTensors];
@@ -76,10 +74,7 @@ __global__ void __launch_bounds__(kOrderedSumThreads)
     bias_pieces_kernel(const __grid_constant__ BiasTensors b, int64_t rows, int64_t cols, float* partials, bool last) {
   const BiasTensors::One& p = b.t[blockIdx.z];
   const float* dy = p.dy;
-  const float* y = p.y;
-  const bool relu = p.relu;
   float* g = p.g;
-  const DropoutArgs& dropout = p.dropout;
   const int64_t col = static_cast<int64_t>(blockIdx.y) * 32 + threadIdx.x % 32;
   const int64_t column = col < cols ? col : cols - 1;  // for the loads of lanes past the last column
   const int64_t begin = static_cast<int64_t>(blockIdx.x) * kBiasPieceRows;
@@ -89,8 +84,8 @@ __global__ void __launch_bounds__(kOrderedSumThreads)
       begin, end, col < cols,
       [&](int64_t r, float(&v)[1], bool real) {
         const int64_t i = r * cols + column;
-        v[0] = relu && !(y[i] > 0.0f) ? 0.0f : dropout.backward(dy[i], static_cast<uint32_t>(i));
-        if (real) g[i] = v[0];
+        v[0] = p.gradient(dy[i], i);
+        if (real && g != nullptr) g[i] = v[0];
       },
       [](float(&acc)[1], const float(&e)[1]) { acc[0] += e[0]; }, sum);
   if (threadIdx.x < 32 && col < cols) {
@@ -169,7 +164,7 @@ int64_t bias_backward_workspace(int64_t rows, int64_t cols, int64_t tensors) {
   return piece_count(rows, kBiasPieceRows) * tensors * cols;
 }
 
-void bias_backward(std::span<const BiasBackward> tensors, int64_t rows, int64_t cols, bool bf16, float* workspace,
+void bias_backward(std::span<const BiasBackward> tensors, int64_t rows, int64_t cols, float* workspace,
                    cudaStream_t stream) {
   if (rows < 0 || cols < 0) throw Error("bias_backward: negative shape");
   if (tensors.empty() || tensors.size() > kMaxBiasTensors)
@@ -185,9 +180,7 @@ void bias_backward(std::span<const BiasBackward> tensors, int64_t rows, int64_t 
   b.count = static_cast<int>(tensors.size());
   for (int i = 0; i < b.count; ++i) {
     const BiasBackward& t = tensors[i];
-    if (t.dropout.active && rows * cols > int64_t{UINT32_MAX})
-      throw Error("bias_backward: dropout is limited to 2^32 elements, got " + std::to_string(rows * cols));
-    b.t[i] = {t.dy, dropout_args(t.dropout, bf16, "bias_backward"), t.y, t.relu, t.g, t.bias_grad};
+    b.t[i] = {t.dy, epilogue_gradient_args(t.gradient, rows, cols, "bias_backward"), t.g, t.bias_grad};
   }
   if (pieces >= (int64_t{1} << 31) || (cols + 31) / 32 > 65535)
     throw Error("bias_backward: " + std::to_string(rows) + " x " + std::to_string(cols) + " is too large");

@@ -10,6 +10,7 @@
 #include <span>
 
 #include "ops/cuda/dropout.h"
+#include "ops/cuda/linear_epilogue.h"
 #include "tensor/tensor.h"
 
 namespace fp8kit::cuda {
@@ -37,22 +38,19 @@ struct LinearOutput {
 // Up to 4 outputs (any shapes, fewer than 2^32 elements each) in one launch; bf16: mixed bf16 rounding.
 void linear_outputs(std::span<const LinearOutput> outputs, bool bf16, cudaStream_t stream);
 
-// The start of a Linear's backward, from its output gradient dy [rows, cols] and forward output y:
-// g = relu && !(y > 0) ? 0 : dropout_backward(dy) (an inactive dropout: dy itself; dropout's keep
-// probability as in bf16 or float32 training); bias_grad [cols] = sum of g over rows, float32, added
-// in exactly nn::Linear::backward's order (bit-identical to the CPU, the same bits every run). g may
-// alias dy.
+// The bias gradient of a Linear from its output gradient dy [rows, cols]: g = gradient(dy) (the
+// backward of its ReLU and of the dropout after it, linear_epilogue.h); bias_grad [cols] = sum of g
+// over rows, float32, added in exactly nn::Linear::backward's order (bit-identical to the CPU, the
+// same bits every run). g [rows, cols] is also written when set (it may alias dy).
 struct BiasBackward {
   const float* dy = nullptr;
-  DropoutSite dropout{};
-  const float* y = nullptr;
-  bool relu = false;
+  EpilogueGradient gradient{};
   float* g = nullptr;
   float* bias_grad = nullptr;
 };
 // Up to 4 Linears of one shape [rows, cols] (query, key and value) in one pass. workspace:
 // bias_backward_workspace(rows, cols, tensors.size()) floats of device scratch.
-void bias_backward(std::span<const BiasBackward> tensors, int64_t rows, int64_t cols, bool bf16, float* workspace,
+void bias_backward(std::span<const BiasBackward> tensors, int64_t rows, int64_t cols, float* workspace,
                    cudaStream_t stream);
 int64_t bias_backward_workspace(int64_t rows, int64_t cols, int64_t tensors = 1);
 

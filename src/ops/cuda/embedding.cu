@@ -55,20 +55,22 @@ __global__ void __launch_bounds__(kOrderedSumThreads)
   }
 }
 
-// The backward's independent first steps in one launch, thread i doing each that has an element i:
-// token_grad zeroed (rows of absent ids stay 0), positions[i] = i (the values the sort permutes), and
-// position_grad[t, d] = sum over b = 0, 1, ... of dout[b, t, d].
-__global__ void prepare_kernel(EmbeddingShape s, const float* dout, float* token_grad, int32_t* positions,
-                               float* position_grad) {
+// The sort's first step: token_grad zeroed (rows of absent ids stay 0) and positions[i] = i (the values
+// the sort permutes), thread i doing each that has an element i.
+__global__ void prepare_kernel(EmbeddingShape s, float* token_grad, int32_t* positions) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < s.vocabulary * s.dim) token_grad[i] = 0.0f;
   if (i < s.batch * s.seq) positions[i] = static_cast<int32_t>(i);
-  if (i < s.seq * s.dim) {
-    float sum = 0.0f;
+}
+
+// position_grad[t, d] = sum over b = 0, 1, ... of dout[b, t, d].
+__global__ void position_grad_kernel(EmbeddingShape s, const float* dout, float* position_grad) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= s.seq * s.dim) return;
+  float sum = 0.0f;
 #pragma unroll 8
-    for (int64_t b = 0; b < s.batch; ++b) sum += dout[b * s.seq * s.dim + i];
-    position_grad[i] = sum;
-  }
+  for (int64_t b = 0; b < s.batch; ++b) sum += dout[b * s.seq * s.dim + i];
+  position_grad[i] = sum;
 }
 
 int key_bits(int64_t vocabulary) {
@@ -132,26 +134,33 @@ void embedding_forward(const EmbeddingShape& shape, const int32_t* tokens, const
 
 size_t embedding_backward_workspace(const EmbeddingShape& shape) { return scratch_for(shape, nullptr).total; }
 
-void embedding_backward(const EmbeddingShape& shape, const int32_t* tokens, const float* dout, float* token_grad,
-                        float* position_grad, void* workspace, size_t workspace_bytes, cudaStream_t stream) {
+namespace {
+
+// The workspace carved for `shape`, after checking it (naming `what`).
+Scratch checked_scratch(const EmbeddingShape& shape, void* workspace, size_t workspace_bytes, const char* what) {
   const Scratch w = scratch_for(shape, workspace);
   if (workspace == nullptr || workspace_bytes < w.total)
-    throw Error("embedding_backward: the workspace has " + std::to_string(workspace_bytes) + " bytes, " +
+    throw Error(std::string(what) + ": the workspace has " + std::to_string(workspace_bytes) + " bytes, " +
                 std::to_string(w.total) + " needed (embedding_backward_workspace)");
   if (reinterpret_cast<uintptr_t>(workspace) % 256 != 0)
-    throw Error("embedding_backward: the workspace must be 256-byte aligned");
+    throw Error(std::string(what) + ": the workspace must be 256-byte aligned");
+  return w;
+}
+
+}  // namespace
+
+void embedding_backward_sort(const EmbeddingShape& shape, const int32_t* tokens, float* token_grad, void* workspace,
+                             size_t workspace_bytes, cudaStream_t stream) {
+  const Scratch w = checked_scratch(shape, workspace, workspace_bytes, "embedding_backward");
   const int32_t n = static_cast<int32_t>(shape.batch * shape.seq);
   if (n == 0 || shape.seq * shape.dim == 0) {
     FP8KIT_CUDA_CHECK(cudaMemsetAsync(token_grad, 0, shape.vocabulary * shape.dim * sizeof(float), stream));
-    if (shape.seq * shape.dim > 0)
-      FP8KIT_CUDA_CHECK(cudaMemsetAsync(position_grad, 0, shape.seq * shape.dim * sizeof(float), stream));
     return;
   }
-  const int64_t threads = std::max({shape.vocabulary * shape.dim, int64_t{n}, shape.seq * shape.dim});
+  const int64_t threads = std::max(shape.vocabulary * shape.dim, int64_t{n});
   if (threads >= (int64_t{1} << 31) * kThreads)
     throw Error("embedding_backward: " + std::to_string(threads) + " elements are too many for one launch");
-  prepare_kernel<<<blocks_for(threads, kThreads), kThreads, 0, stream>>>(shape, dout, token_grad, w.positions,
-                                                                         position_grad);
+  prepare_kernel<<<blocks_for(threads, kThreads), kThreads, 0, stream>>>(shape, token_grad, w.positions);
   check_launch("embedding_backward");
   size_t sort_bytes = w.sort_bytes;
   FP8KIT_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(w.sort_storage, sort_bytes,
@@ -159,11 +168,31 @@ void embedding_backward(const EmbeddingShape& shape, const int32_t* tokens, cons
                                                     w.order, n, 0, key_bits(shape.vocabulary), stream));
   run_end_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(n, w.sorted, w.run_end);
   check_launch("embedding_backward");
+}
+
+void embedding_backward_sums(const EmbeddingShape& shape, const float* dout, float* token_grad, float* position_grad,
+                             void* workspace, size_t workspace_bytes, cudaStream_t stream) {
+  const Scratch w = checked_scratch(shape, workspace, workspace_bytes, "embedding_backward");
+  const int32_t n = static_cast<int32_t>(shape.batch * shape.seq);
+  if (shape.seq * shape.dim == 0) return;
+  if (n == 0) {
+    FP8KIT_CUDA_CHECK(cudaMemsetAsync(position_grad, 0, shape.seq * shape.dim * sizeof(float), stream));
+    return;
+  }
+  position_grad_kernel<<<blocks_for(shape.seq * shape.dim, kThreads), kThreads, 0, stream>>>(shape, dout,
+                                                                                            position_grad);
+  check_launch("embedding_backward");
   const dim3 grid(n < static_cast<int32_t>(kMaxTokenBlocks) ? static_cast<unsigned>(n) : kMaxTokenBlocks,
                   blocks_for(shape.dim, 32));
   token_grad_kernel<<<grid, kOrderedSumThreads, 0, stream>>>(n, shape.dim, w.sorted, w.order, w.run_end, dout,
                                                              token_grad);
   check_launch("embedding_backward");
+}
+
+void embedding_backward(const EmbeddingShape& shape, const int32_t* tokens, const float* dout, float* token_grad,
+                        float* position_grad, void* workspace, size_t workspace_bytes, cudaStream_t stream) {
+  embedding_backward_sort(shape, tokens, token_grad, workspace, workspace_bytes, stream);
+  embedding_backward_sums(shape, dout, token_grad, position_grad, workspace, workspace_bytes, stream);
 }
 
 }  // namespace fp8kit::cuda

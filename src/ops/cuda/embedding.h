@@ -31,5 +31,12 @@ void embedding_forward(const EmbeddingShape& shape, const int32_t* tokens, const
 void embedding_backward(const EmbeddingShape& shape, const int32_t* tokens, const float* dout, float* token_grad,
                         float* position_grad, void* workspace, size_t workspace_bytes, cudaStream_t stream);
 size_t embedding_backward_workspace(const EmbeddingShape& shape);
+// embedding_backward in two halves (the same kernels), the first needing only the token ids, so that
+// it can run early on another stream: _sort zeroes token_grad and sorts the ids into the workspace;
+// _sums, queued after it on the same workspace, writes position_grad and token_grad's rows.
+void embedding_backward_sort(const EmbeddingShape& shape, const int32_t* tokens, float* token_grad, void* workspace,
+                             size_t workspace_bytes, cudaStream_t stream);
+void embedding_backward_sums(const EmbeddingShape& shape, const float* dout, float* token_grad, float* position_grad,
+                             void* workspace, size_t workspace_bytes, cudaStream_t stream);
 
 }  // namespace fp8kit::cuda

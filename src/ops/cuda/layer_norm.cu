@@ -118,9 +118,19 @@ void layer_norm_forward(int64_t rows, int64_t dim, float eps, const float* x, co
 
 int64_t layer_norm_backward_workspace(int64_t rows, int64_t dim) { return piece_count(rows, kPieceRows) * 2 * dim; }
 
-void layer_norm_backward(int64_t rows, int64_t dim, const float* x, const float* gamma, const float* mean,
-                         const float* rstd, const float* dout, const float* dout2, float* dx, float* dgamma,
-                         float* dbeta, float* workspace, cudaStream_t stream) {
+void layer_norm_backward_dx(int64_t rows, int64_t dim, const float* x, const float* gamma, const float* mean,
+                            const float* rstd, const float* dout, const float* dout2, float* dx, cudaStream_t stream) {
+  check_dim(dim, "layer_norm_backward");
+  if (rows < 0) throw Error("layer_norm_backward: negative row count " + std::to_string(rows));
+  if (rows == 0) return;
+  dx_kernel<<<blocks_for(rows, kWarps), kWarps * 32, 0, stream>>>(rows, static_cast<int>(dim), x, gamma, mean, rstd,
+                                                                  dout, dout2, dx);
+  check_launch("layer_norm_backward");
+}
+
+void layer_norm_backward_params(int64_t rows, int64_t dim, const float* x, const float* mean, const float* rstd,
+                                const float* dout, const float* dout2, float* dgamma, float* dbeta, float* workspace,
+                                cudaStream_t stream) {
   check_dim(dim, "layer_norm_backward");
   if (rows < 0) throw Error("layer_norm_backward: negative row count " + std::to_string(rows));
   if (rows == 0) {
@@ -131,13 +141,17 @@ void layer_norm_backward(int64_t rows, int64_t dim, const float* x, const float*
   const int64_t pieces = piece_count(rows, kPieceRows);
   if (pieces >= (int64_t{1} << 31))
     throw Error("layer_norm_backward: " + std::to_string(rows) + " rows are too many for one launch");
-  dx_kernel<<<blocks_for(rows, kWarps), kWarps * 32, 0, stream>>>(rows, static_cast<int>(dim), x, gamma, mean, rstd,
-                                                                  dout, dout2, dx);
-  check_launch("layer_norm_backward");
   param_pieces_kernel<<<dim3(static_cast<unsigned>(pieces), blocks_for(dim, 32)), kOrderedSumThreads, 0, stream>>>(
       rows, dim, x, mean, rstd, dout, dout2, workspace);
   check_launch("layer_norm_backward");
   add_pieces<2>(pieces, dim, workspace, {{dgamma, dbeta}}, stream);
+}
+
+void layer_norm_backward(int64_t rows, int64_t dim, const float* x, const float* gamma, const float* mean,
+                         const float* rstd, const float* dout, const float* dout2, float* dx, float* dgamma,
+                         float* dbeta, float* workspace, cudaStream_t stream) {
+  layer_norm_backward_dx(rows, dim, x, gamma, mean, rstd, dout, dout2, dx, stream);
+  layer_norm_backward_params(rows, dim, x, mean, rstd, dout, dout2, dgamma, dbeta, workspace, stream);
 }
 
 }  // namespace fp8kit::cuda

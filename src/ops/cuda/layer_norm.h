@@ -19,6 +19,13 @@ void layer_norm_forward(int64_t rows, int64_t dim, float eps, const float* x, co
 void layer_norm_backward(int64_t rows, int64_t dim, const float* x, const float* gamma, const float* mean,
                          const float* rstd, const float* dout, const float* dout2, float* dx, float* dgamma,
                          float* dbeta, float* workspace, cudaStream_t stream);
+// The two independent halves of layer_norm_backward (the same kernels), for queueing them on
+// different streams: dx (what the rest of the backward waits for), and dgamma and dbeta.
+void layer_norm_backward_dx(int64_t rows, int64_t dim, const float* x, const float* gamma, const float* mean,
+                            const float* rstd, const float* dout, const float* dout2, float* dx, cudaStream_t stream);
+void layer_norm_backward_params(int64_t rows, int64_t dim, const float* x, const float* mean, const float* rstd,
+                                const float* dout, const float* dout2, float* dgamma, float* dbeta, float* workspace,
+                                cudaStream_t stream);
 int64_t layer_norm_backward_workspace(int64_t rows, int64_t dim);
 
 }  // namespace fp8kit::cuda

@@ -1,7 +1,11 @@
-// A Linear's bias + activation (nn::Linear's epilogue), as a step that a later kernel of the GPU
-// training step applies to its input on the fly (the cast or quantization of the next Linear's input,
-// the output's dropout and residual sum), so that it needs no launch of its own.
+// A Linear's bias + activation (nn::Linear's epilogue) and its backward, as steps that another kernel
+// of the GPU training step applies to its input on the fly, so that they need no launch of their own:
+// forward, in the cast or quantization of the next Linear's input (or the output's dropout and
+// residual sum); backward, in the cast or quantization of the output gradient for dgrad and wgrad,
+// and in the bias gradient's pass.
 #pragma once
+
+#include "ops/cuda/dropout.h"
 
 namespace fp8kit::cuda {
 
@@ -14,9 +18,25 @@ struct LinearEpilogue {
   float* y = nullptr;  // [rows, cols] or null: receives act(x + bias) (may be x itself: in place)
 };
 
+// The output gradient dy [rows, cols] -> g = relu && !(y > 0) ? 0 : dropout_backward(dy): back
+// through the dropout that followed the Linear (ops::dropout_backward's values, elements indexed
+// row-major; keep probability as in bf16 or float32 training) and its ReLU (nn::Linear's mask, from
+// the forward output y). Device pointers.
+struct EpilogueGradient {
+  bool relu = false;
+  const float* y = nullptr;  // [rows, cols], the Linear's forward output; read only when relu
+  DropoutSite dropout{};     // inactive: no dropout
+  bool bf16 = false;
+  bool active() const { return relu || dropout.active; }
+};
+
 }  // namespace fp8kit::cuda
 
 #if defined(__CUDACC__)
+#include <string>
+
+#include "base/error.h"
+#include "ops/cuda/dropout.cuh"
 #include "ops/cuda/round.cuh"
 
 namespace fp8kit::cuda {
@@ -25,6 +45,27 @@ namespace fp8kit::cuda {
 __device__ __forceinline__ float linear_epilogue(float x, float bias, bool relu, bool bf16) {
   const float v = bf16 ? round_bf16(round_bf16(x) + round_bf16(bias)) : x + bias;
   return relu ? fmaxf(v, 0.0f) : v;
+}
+
+// EpilogueGradient as a kernel argument (epilogue_gradient_args).
+struct EpilogueGradientArgs {
+  bool relu = false;
+  const float* y = nullptr;
+  DropoutArgs dropout{};
+
+  // g at element i (row-major index) from dy there.
+  __device__ float operator()(float dy, int64_t i) const {
+    return relu && !(y[i] > 0.0f) ? 0.0f : dropout.backward(dy, static_cast<uint32_t>(i));
+  }
+};
+
+// Checks `g` for a [rows, cols] tensor (naming `what`) and resolves its dropout.
+inline EpilogueGradientArgs epilogue_gradient_args(const EpilogueGradient& g, int64_t rows, int64_t cols,
+                                                   const char* what) {
+  if (g.relu && g.y == nullptr) throw Error(std::string(what) + ": the ReLU mask needs the forward output y");
+  if (g.dropout.active && rows * cols > int64_t{UINT32_MAX})
+    throw Error(std::string(what) + ": dropout is limited to 2^32 elements, got " + std::to_string(rows * cols));
+  return {g.relu, g.y, dropout_args(g.dropout, g.bf16, what)};
 }
 
 }  // namespace fp8kit::cuda

@@ -9,8 +9,9 @@
 // permutes) into 4 words, each 4 rows of one column, kept in shared memory [64 cols][16 * passes + 1
 // words]; the odd row stride makes the writes (lanes differ in column by 4 and in row-word by 1)
 // conflict-free, and the reads (16 bytes per lane) nearly so. amax: per-thread max of |x| bits, warp
-// max, one atomicMax per block. An optional Linear epilogue (bias + ReLU) is applied to the fp32 values
-// as they are loaded (elements outside the matrix stay 0). quantize_fp8_batch runs the same tile code for several tensors in one
+// max, one atomicMax per block. An optional Linear epilogue (bias + ReLU), or the backward of one
+// (ReLU mask, dropout), is applied to the fp32 values as they are loaded (elements outside the matrix
+// stay 0). quantize_fp8_batch runs the same tile code for several tensors in one
 // launch (a 1-D grid split among them), so its outputs are those of one launch per tensor.
 #include "ops/cuda/quantize.h"
 
@@ -46,6 +47,8 @@ struct Params {
   bool vector_store_t;  // every row of q_t starts 16-byte aligned
   LinearEpilogue epilogue;
   bool vector_store_y;  // every row of epilogue.y starts 16-byte aligned
+  bool gradient_active;
+  EpilogueGradientArgs gradient;
 };
 
 // Four consecutive elements of a row as loaded: a float4 of fp32, or a uint2 holding four bf16.
@@ -144,6 +147,11 @@ __device__ __forceinline__ void quantize_tile(const Params& p, int64_t bx, int64
       to_floats(raw[pass][r], v);
       if constexpr (sizeof(T) == 4) {
         if (p.epilogue.bias != nullptr && row < p.rows) apply_epilogue(p, row, col, v);
+        if (p.gradient_active && row < p.rows) {
+#pragma unroll
+          for (int i = 0; i < 4; ++i)
+            if (col + i < p.cols) v[i] = p.gradient(v[i], row * p.cols + col + i);
+        }
       }
 #pragma unroll
       for (int i = 0; i < 4; ++i) amax = max(amax, amax_bits(__float_as_uint(v[i])));
@@ -280,16 +288,19 @@ Params params_of(const QuantizeArgs& args) {
   if (args.x == nullptr && args.rows * args.cols > 0) throw Error("quantize_fp8: x is null for a " + shape + " input");
   if (args.scale_inv != nullptr && args.scale_inv == args.scale)
     throw Error("quantize_fp8: scale_inv must not alias scale (blocks still read scale while it is written)");
-  if (args.epilogue.bias != nullptr && args.x_type != DType::F32)
-    throw Error("quantize_fp8: a Linear epilogue (bias) needs an f32 input");
   if (args.epilogue.bias == nullptr && args.epilogue.y != nullptr)
     throw Error("quantize_fp8: an epilogue output y needs the epilogue's bias");
+  if ((args.epilogue.bias != nullptr || args.gradient.active()) && args.x_type != DType::F32)
+    throw Error("quantize_fp8: a Linear epilogue or its gradient needs an f32 input");
+  if (args.epilogue.bias != nullptr && args.gradient.active())
+    throw Error("quantize_fp8: an epilogue and an epilogue gradient together");
 
   const size_t element = args.x_type == DType::F32 ? 4 : 2;
   return Params{args.x, args.rows, args.cols, args.scale, args.q, args.q_t, args.amax, args.scale_inv,
                 args.cols % 4 == 0 && aligned(args.x, 4 * element), args.cols % 4 == 0 && aligned(args.q, 4),
                 args.rows % 16 == 0 && aligned(args.q_t, 16), args.epilogue,
-                args.cols % 4 == 0 && aligned(args.epilogue.y, 16)};
+                args.cols % 4 == 0 && aligned(args.epilogue.y, 16), args.gradient.active(),
+                epilogue_gradient_args(args.gradient, args.rows, args.cols, "quantize_fp8")};
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include "numerics/cast.h"
 #include "ops/cuda/device_buffer.h"
 #include "ops/cuda/gpu_test.h"
+#include "ops/dropout.h"
 
 namespace fp8kit::cuda {
 namespace {
@@ -140,6 +141,40 @@ TEST(CudaConvert, Bf16CastAndTransposeMatchTheCpu) {
         if (c.transposed) bad += out_t[col * c.rows + r] != want;
       }
     EXPECT_EQ(bad, 0) << what;
+  }
+}
+
+// A Linear's output gradient cast with the backward of its epilogue applied on the fly: the copies
+// are float_to_bf16 of g = ReLU mask(ops::dropout_backward(dy)), as nn::Linear's backward.
+TEST(CudaConvert, Bf16CastOfTheEpilogueGradient) {
+  FP8KIT_REQUIRE_GPU();
+  DeviceBuffer<uint64_t> d_step(1);
+  d_step.upload(std::vector<uint64_t>{5});
+  for (const auto& [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{{6400, 32}, {32, 1}, {33, 65}}) {
+    const std::vector<float> dy = testing::random_normal(rows * cols, 1), y = testing::random_normal(rows * cols, 2);
+    DeviceBuffer<float> d_dy(dy.size()), d_y(y.size());
+    d_dy.upload(dy);
+    d_y.upload(y);
+    DeviceBuffer<uint16_t> d_out(dy.size()), d_out_t(dy.size());
+    for (bool relu : {false, true})
+      for (bool dropout : {false, true})
+        for (bool bf16 : {false, true}) {
+          std::vector<float> g = dy;
+          if (dropout) ops::dropout_backward(ops::DropoutMask(2, 5, 3, 0.1f), 0.1f, bf16, dy, g);
+          for (int64_t i = 0; i < rows * cols; ++i)
+            if (relu && !(y[i] > 0.0f)) g[i] = 0.0f;
+          Bf16Cast cast{d_dy.data(), rows, cols, d_out.data(), d_out_t.data()};
+          cast.gradient = {relu, d_y.data(), {2, d_step.data(), 3, 0.1f, dropout}, bf16};
+          float_to_bf16_transposed({&cast, 1});
+          const std::vector<uint16_t> out = d_out.to_host(), out_t = d_out_t.to_host();
+          int64_t bad = 0;
+          for (int64_t r = 0; r < rows; ++r)
+            for (int64_t c = 0; c < cols; ++c) {
+              const uint16_t want = fp8kit::float_to_bf16(g[r * cols + c]);
+              bad += (out[r * cols + c] != want) + (out_t[c * rows + r] != want);
+            }
+          EXPECT_EQ(bad, 0) << rows << "x" << cols << " relu " << relu << " dropout " << dropout << " bf16 " << bf16;
+        }
   }
 }
 

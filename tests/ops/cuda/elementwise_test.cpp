@@ -115,9 +115,9 @@ TEST(CudaElementwise, BiasBackwardMasksReluAndDropout) {
             if (relu && !(y[i] > 0.0f)) g[i] = 0.0f;
             db[i % cols] += g[i];
           }
-          const BiasBackward t{d_dy.data(), {kSeed, d_step.data(), kSite, kRate, dropout}, d_y.data(), relu,
+          const BiasBackward t{d_dy.data(), {relu, d_y.data(), {kSeed, d_step.data(), kSite, kRate, dropout}, bf16},
                                d_g.data(), d_db.data()};
-          bias_backward({&t, 1}, rows, cols, bf16, workspace.data(), nullptr);
+          bias_backward({&t, 1}, rows, cols, workspace.data(), nullptr);
           EXPECT_EQ(testing::max_ulp_difference(d_g.to_host(), g), 0)
               << rows << "x" << cols << " relu " << relu << " dropout " << dropout << " bf16 " << bf16;
           EXPECT_LT(testing::relative_l2(d_db.to_host(), db), 1e-5);
@@ -145,8 +145,8 @@ TEST(CudaElementwise, BiasGradientIsTheCpuLayersBitForBit) {
       for (int run = 0; run < 2; ++run) {
         d_dy.upload(dy);
         d_db.fill_bytes(0x7F);
-        const BiasBackward t{d_dy.data(), {}, d_y.data(), relu, d_dy.data(), d_db.data()};
-        bias_backward({&t, 1}, rows, cols, false, workspace.data(), nullptr);
+        const BiasBackward t{d_dy.data(), {relu, d_y.data()}, d_dy.data(), d_db.data()};
+        bias_backward({&t, 1}, rows, cols, workspace.data(), nullptr);
         const std::vector<float> db = d_db.to_host();
         EXPECT_EQ(testing::max_ulp_difference(db, layer.bias.grad), 0) << rows << "x" << cols << " relu " << relu;
         if (run == 0) {
@@ -173,16 +173,23 @@ TEST(CudaElementwise, BiasBackwardOfSeveralLinearsIsEachOnesOwn) {
       db.emplace_back(cols);
       dy.back().upload(testing::random_normal(rows * cols, 30 + t));
       y.back().upload(testing::random_normal(rows * cols, 40 + t));
-      tensors.push_back({dy.back().data(), {7, d_step.data(), static_cast<uint32_t>(t), 0.1f, t != 1},
-                         y.back().data(), t == 2, g.back().data(), db.back().data()});
+      tensors.push_back({dy.back().data(),
+                         {t == 2, y.back().data(), {7, d_step.data(), static_cast<uint32_t>(t), 0.1f, t != 1}, true},
+                         g.back().data(), db.back().data()});
     }
     DeviceBuffer<float> workspace(bias_backward_workspace(rows, cols, 3));
-    bias_backward(tensors, rows, cols, true, workspace.data(), nullptr);
+    bias_backward(tensors, rows, cols, workspace.data(), nullptr);
     for (int t = 0; t < 3; ++t) {
       const std::vector<float> g_batched = g[t].to_host(), db_batched = db[t].to_host();
-      bias_backward({&tensors[t], 1}, rows, cols, true, workspace.data(), nullptr);
+      bias_backward({&tensors[t], 1}, rows, cols, workspace.data(), nullptr);
       EXPECT_EQ(testing::max_ulp_difference(g_batched, g[t].to_host()), 0) << rows << "x" << cols << " tensor " << t;
       EXPECT_EQ(testing::max_ulp_difference(db_batched, db[t].to_host()), 0) << rows << "x" << cols << " tensor " << t;
+      // Without writing g (the model's side branch recomputes it): the same bias gradient.
+      BiasBackward no_g = tensors[t];
+      no_g.g = nullptr;
+      db[t].fill_bytes(0x7F);
+      bias_backward({&no_g, 1}, rows, cols, workspace.data(), nullptr);
+      EXPECT_EQ(testing::max_ulp_difference(db_batched, db[t].to_host()), 0) << rows << "x" << cols << " no g " << t;
     }
   }
 }

@@ -15,6 +15,7 @@
 #include "numerics/cast.h"
 #include "ops/cuda/device_buffer.h"
 #include "ops/cuda/gpu_test.h"
+#include "ops/dropout.h"
 
 namespace fp8kit::cuda {
 namespace {
@@ -265,6 +266,58 @@ TEST(CudaQuantize, LinearEpilogueBeforeTheCast) {
             EXPECT_EQ(testing::max_ulp_difference((in_place ? d_x : d_y).to_host(), v), 0) << what;
           }
         }
+}
+
+// A Linear's output gradient quantized with the backward of its epilogue applied as it is loaded:
+// codes, transposed codes and amax of g = ReLU mask(ops::dropout_backward(dy)), as nn::Linear's
+// backward quantizes its gradient; alone and batched.
+TEST(CudaQuantize, EpilogueGradientBeforeTheCast) {
+  FP8KIT_REQUIRE_GPU();
+  DeviceBuffer<uint64_t> d_step(1);
+  d_step.upload(std::vector<uint64_t>{8});
+  uint32_t seed = 70;
+  for (const auto& shape : {std::pair<int64_t, int64_t>{6400, 32}, {5, 17}, {32, 1}})
+    for (bool relu : {false, true})
+      for (bool dropout : {false, true}) {
+        const auto [rows, cols] = shape;
+        const std::vector<float> dy = testing::random_normal(rows * cols, ++seed, 0.01f),
+                                 y = testing::random_normal(rows * cols, ++seed);
+        std::vector<float> g = dy;
+        if (dropout) ops::dropout_backward(ops::DropoutMask(4, 8, 1, 0.1f), 0.1f, true, dy, g);
+        for (int64_t i = 0; i < rows * cols; ++i)
+          if (relu && !(y[i] > 0.0f)) g[i] = 0.0f;
+        const float scale = 3000.0f;
+        const Expected want = expect(g, rows, cols, scale, false, Fp8Format::E5M2);
+        for (bool batched : {false, true}) {
+          DeviceBuffer<float> d_dy(dy.size()), d_y(y.size()), scalars(2);
+          d_dy.upload(dy);
+          d_y.upload(y);
+          scalars.upload(std::vector<float>{scale, 0.0f});
+          DeviceBuffer<uint8_t> q(dy.size()), q_t(dy.size());
+          QuantizeArgs args;
+          args.x = d_dy.data();
+          args.rows = rows;
+          args.cols = cols;
+          args.format = Fp8Format::E5M2;
+          args.scale = scalars.data();
+          args.q = q.data();
+          args.q_t = q_t.data();
+          args.amax = scalars.data() + 1;
+          args.gradient = {relu, d_y.data(), {4, d_step.data(), 1, 0.1f, dropout}, true};
+          if (batched) {
+            const QuantizeArgs both[] = {args, args};  // the same tensor twice: the same outputs
+            quantize_fp8_batch(both);
+          } else {
+            quantize_fp8(args);
+          }
+          const std::string what = std::to_string(rows) + "x" + std::to_string(cols) + " relu " +
+                                   std::to_string(relu) + " dropout " + std::to_string(dropout) + " batched " +
+                                   std::to_string(batched);
+          expect_codes(q.to_host(), want.q, g, what, false, rows, cols);
+          expect_codes(q_t.to_host(), want.q_t, g, what + " (transposed)", true, rows, cols);
+          EXPECT_EQ(std::bit_cast<uint32_t>(scalars.to_host()[1]), std::bit_cast<uint32_t>(want.amax)) << what;
+        }
+      }
 }
 
 TEST(CudaQuantize, BadArgumentsAreNamed) {
