@@ -520,18 +520,23 @@ struct SeedClassifierCuda::Impl {
                                     s());
     const OutputGrad qkv[] = {{&query, dq.data()}, {&key, dk.data()}, {&value, dv.data()}};
     linear_backward(qkv);
+    if (precision == Precision::Fp8) {
+      // The FP8 scaling update on the side branch (every amax is in: query, key and value's gradients
+      // were the last tensors quantized); then, once the main stream's last FP8 GEMMs have read this
+      // step's scales, the next step's GEMM scale_invs, and its amaxes cleared. (Current scaling
+      // computes every GEMM scale_inv right before its use, and clears the amaxes at the step's start.)
+      cuda::update_scaling(scaling, recipe, side.get());
+      if (!current_scaling()) {
+        wait(side.get(), s(), fork_event);
+        cuda::spread(scale_inv.data(), scaling.count, 4, gemm_scale_inv.data(), side.get(), amax.data());
+      }
+    }
     cuda::residual_gradient(d_r1.data(), query.dx.data(), key.dx.data(), value.dx.data(), site(kEmbeddingDropout, true),
                             bf16, d_x0e.data(), BTD, s());
     FP8KIT_CUDA_CHECK(cudaStreamWaitEvent(s(), sorted_event.get(), 0));
     cuda::embedding_backward_sums(embedding, d_x0e.data(), grad(kToken), grad(kPosition), embedding_scratch.data(),
                                   embedding_scratch.size(), s());
-    wait(s(), side.get(), join_event);  // the side branch's weight gradients are in
-    if (precision == Precision::Fp8) {
-      cuda::update_scaling(scaling, recipe, s());
-      // The next step's GEMM scale_invs, and its amaxes cleared. (Current scaling computes every GEMM
-      // scale_inv right before its use, and clears the amaxes at the start of the step.)
-      if (!current_scaling()) cuda::spread(scale_inv.data(), scaling.count, 4, gemm_scale_inv.data(), s(), amax.data());
-    }
+    wait(s(), side.get(), join_event);  // the side branch's weight gradients (and FP8 scales) are in
   }
 
   void update() {
