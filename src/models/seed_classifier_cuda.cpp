@@ -311,6 +311,14 @@ struct SeedClassifierCuda::Impl {
     cuda::float_to_bf16_transposed(casts, s());
   }
 
+  // fp32: the weights' transposes for fprop (w_t), in one launch.
+  void transpose_weights() {
+    std::vector<cuda::Transpose> transposes;
+    for (LinearCuda* l : {&query, &key, &value, &attn_out, &inter, &ffn_out, &dense, &dense_1})
+      transposes.push_back({l->w, l->in, l->out, l->w_t.data()});
+    cuda::transpose(transposes, s());
+  }
+
   // l's epilogue (bias, ReLU) on its GEMM output l.y, in place; then, when out is set, dropout and the
   // residual sum that follow it in the model (out = residual + dropout(l.y)).
   cuda::LinearOutput output(LinearCuda& l, cuda::DropoutSite dropout = {}, const float* residual = nullptr,
@@ -333,8 +341,7 @@ struct SeedClassifierCuda::Impl {
       cuda::linear_outputs({&o, 1}, bf16, s());
     }
     switch (precision) {
-      case Precision::Fp32:
-        cuda::transpose(l.w, K, N, DType::F32, l.w_t.data(), s());
+      case Precision::Fp32:  // w_t from transpose_weights
         gemm(M, N, K, x, DType::F32, l.w_t.data(), DType::F32, l.y.data());
         break;
       case Precision::Bf16: {
@@ -383,11 +390,18 @@ struct SeedClassifierCuda::Impl {
       case Precision::Fp32:
         cuda::bias_backward(bias, M, N, main_sum_scratch.data(), s());
         fork();
+        {
+          std::vector<cuda::Transpose> transposes;
+          for (const OutputGrad& o : group) {
+            LinearCuda& l = *o.l;
+            transposes.push_back({l.x, M, K, l.x_t.data()});
+            transposes.push_back({l.g.data(), M, N, l.g_t.data()});
+          }
+          cuda::transpose(transposes, side.get());
+        }
         for (const OutputGrad& o : group) {
           LinearCuda& l = *o.l;
           gemm(M, K, N, l.g.data(), DType::F32, l.w, DType::F32, l.dx.data());  // dx = g W^T
-          cuda::transpose(l.x, M, K, DType::F32, l.x_t.data(), side.get());
-          cuda::transpose(l.g.data(), M, N, DType::F32, l.g_t.data(), side.get());
           gemm(K, N, M, l.x_t.data(), DType::F32, l.g_t.data(), DType::F32, l.dw, nullptr, nullptr, false,
                true);  // dW = x^T g
         }
@@ -453,6 +467,7 @@ struct SeedClassifierCuda::Impl {
     const bool qkv_ready = precision != Precision::Fp32;
     if (precision == Precision::Fp8) quantize_weights_and_qkv_input(x0d.data(), training);
     if (precision == Precision::Bf16) cast_weights_and_qkv_input(x0d.data(), training);
+    if (precision == Precision::Fp32) transpose_weights();
     linear_forward(query, x0d.data(), training, qkv_ready);
     linear_forward(key, x0d.data(), training, qkv_ready);
     linear_forward(value, x0d.data(), training, qkv_ready);

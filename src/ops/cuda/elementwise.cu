@@ -104,25 +104,32 @@ __global__ void spread_kernel(const float* x, int64_t count, int64_t stride, flo
   if (zero != nullptr) zero[i] = 0.0f;
 }
 
-template <typename Out>
-__global__ void transpose_kernel(const float* x, int64_t rows, int64_t cols, Out* out) {
+// Up to kMaxTransposes matrices in one launch, 32 x 32 tiles through shared memory (coalesced both
+// ways): matrix t owns blocks [first[t], first[t + 1]), tiles_x[t] tiles per row of tiles.
+constexpr int kMaxTransposes = 16;
+struct Transposes {
+  Transpose m[kMaxTransposes];
+  int64_t tiles_x[kMaxTransposes];
+  int64_t first[kMaxTransposes + 1];
+  int count;
+};
+
+__global__ void __launch_bounds__(32 * 8) transpose_kernel(const __grid_constant__ Transposes b) {
   __shared__ float tile[32][33];
-  const int64_t c0 = static_cast<int64_t>(blockIdx.x) * 32, r0 = static_cast<int64_t>(blockIdx.y) * 32;
+  const int64_t block = blockIdx.x;
+  int t = 0;
+  while (t + 1 < b.count && block >= b.first[t + 1]) ++t;
+  const Transpose& p = b.m[t];
+  const int64_t local = block - b.first[t];
+  const int64_t c0 = local % b.tiles_x[t] * 32, r0 = local / b.tiles_x[t] * 32;
   for (int k = threadIdx.y; k < 32; k += blockDim.y) {
     const int64_t r = r0 + k, c = c0 + threadIdx.x;
-    if (r < rows && c < cols) tile[k][threadIdx.x] = x[r * cols + c];
+    if (r < p.rows && c < p.cols) tile[k][threadIdx.x] = p.x[r * p.cols + c];
   }
   __syncthreads();
   for (int k = threadIdx.y; k < 32; k += blockDim.y) {
     const int64_t c = c0 + k, r = r0 + threadIdx.x;
-    if (r < rows && c < cols) {
-      const float v = tile[threadIdx.x][k];
-      if constexpr (sizeof(Out) == 2) {
-        out[c * rows + r] = float_to_bf16(v);
-      } else {
-        out[c * rows + r] = v;
-      }
-    }
+    if (r < p.rows && c < p.cols) p.out[c * p.rows + r] = tile[threadIdx.x][k];
   }
 }
 
@@ -200,19 +207,27 @@ void bias_backward(std::span<const BiasBackward> tensors, int64_t rows, int64_t 
   }
 }
 
-void transpose(const float* x, int64_t rows, int64_t cols, DType out_type, void* out, cudaStream_t stream) {
-  if (rows * cols == 0) return;
-  if (rows > int64_t{65535} * 32 || cols >= (int64_t{1} << 31))  // grid.y limit
-    throw Error("transpose: " + std::to_string(rows) + " x " + std::to_string(cols) + " is too large");
-  const dim3 grid(blocks_for(cols, 32), blocks_for(rows, 32)), block(32, 8);
-  if (out_type == DType::Bf16) {
-    transpose_kernel<<<grid, block, 0, stream>>>(x, rows, cols, static_cast<uint16_t*>(out));
-  } else if (out_type == DType::F32) {
-    transpose_kernel<<<grid, block, 0, stream>>>(x, rows, cols, static_cast<float*>(out));
-  } else {
-    throw Error("transpose: the output type must be F32 or Bf16");
+void transpose(std::span<const Transpose> matrices, cudaStream_t stream) {
+  for (size_t start = 0; start < matrices.size(); start += kMaxTransposes) {
+    Transposes b{};
+    b.count = static_cast<int>(std::min<size_t>(kMaxTransposes, matrices.size() - start));
+    for (int t = 0; t < b.count; ++t) {
+      const Transpose& m = matrices[start + t];
+      const std::string what = "transpose: matrix " + std::to_string(start + t) + " (" + std::to_string(m.rows) +
+                               "x" + std::to_string(m.cols) + ")";
+      if (m.rows < 0 || m.cols < 0) throw Error(what + " has a negative shape");
+      if (m.rows * m.cols > 0 && (m.x == nullptr || m.out == nullptr)) throw Error(what + ": x or out is null");
+      b.m[t] = m;
+      b.tiles_x[t] = std::max<int64_t>(1, (m.cols + 31) / 32);
+      const int64_t tiles = m.rows * m.cols == 0 ? 0 : b.tiles_x[t] * ((m.rows + 31) / 32);
+      b.first[t + 1] = b.first[t] + tiles;
+    }
+    const int64_t blocks = b.first[b.count];
+    if (blocks == 0) continue;
+    if (blocks >= (int64_t{1} << 31)) throw Error("transpose: too many tiles for one launch; split the matrices");
+    transpose_kernel<<<static_cast<unsigned>(blocks), dim3(32, 8), 0, stream>>>(b);
+    check_launch("transpose");
   }
-  check_launch("transpose");
 }
 
 void spread(const float* x, int64_t count, int64_t stride, float* out, cudaStream_t stream, float* zero) {

@@ -54,8 +54,15 @@ void bias_backward(std::span<const BiasBackward> tensors, int64_t rows, int64_t 
                    cudaStream_t stream);
 int64_t bias_backward_workspace(int64_t rows, int64_t cols, int64_t tensors = 1);
 
-// out [cols, rows] = x [rows, cols] transposed, as float32 (out_type F32) or rounded to bf16 (Bf16).
-void transpose(const float* x, int64_t rows, int64_t cols, DType out_type, void* out, cudaStream_t stream);
+// One matrix of transpose: out [cols, rows] = x [rows, cols] transposed (float32; the bf16 twin is
+// convert.h's float_to_bf16_transposed).
+struct Transpose {
+  const float* x = nullptr;
+  int64_t rows = 0, cols = 0;
+  float* out = nullptr;
+};
+// Queues the transposes of `matrices` (any shapes) as one launch per 16 matrices.
+void transpose(std::span<const Transpose> matrices, cudaStream_t stream);
 
 // out[i * stride] = x[i] for i < count (e.g. scales to 16-byte aligned slots for cuBLASLt); when zero
 // is set, also zero[i] = 0 in the same launch (e.g. the amaxes the scaling update has just consumed).

@@ -194,22 +194,28 @@ TEST(CudaElementwise, BiasBackwardOfSeveralLinearsIsEachOnesOwn) {
   }
 }
 
+// Many shapes in one call (more than one launch's 16 matrices).
 TEST(CudaElementwise, Transpose) {
   FP8KIT_REQUIRE_GPU();
-  for (const auto& [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{{6400, 32}, {1, 1}, {33, 65}, {32, 1}}) {
-    const std::vector<float> x = testing::random_normal(rows * cols, 4);
-    DeviceBuffer<float> d_x(x.size()), d_t(x.size());
-    DeviceBuffer<uint16_t> d_tb(x.size());
-    d_x.upload(x);
-    transpose(d_x.data(), rows, cols, DType::F32, d_t.data(), nullptr);
-    transpose(d_x.data(), rows, cols, DType::Bf16, d_tb.data(), nullptr);
-    const std::vector<float> t = d_t.to_host();
-    const std::vector<uint16_t> tb = d_tb.to_host();
+  const std::vector<std::pair<int64_t, int64_t>> shapes = {{6400, 32}, {1, 1}, {33, 65}, {32, 1}, {1, 32}, {0, 5}};
+  std::vector<std::vector<float>> xs;
+  std::vector<DeviceBuffer<float>> d_x, d_t;
+  std::vector<Transpose> matrices;
+  for (int copy = 0; copy < 3; ++copy)
+    for (const auto& [rows, cols] : shapes) {
+      xs.push_back(testing::random_normal(rows * cols, static_cast<uint32_t>(xs.size())));
+      d_x.emplace_back(std::max<int64_t>(1, rows * cols));
+      d_t.emplace_back(std::max<int64_t>(1, rows * cols));
+      if (rows * cols > 0) d_x.back().upload(xs.back());
+      matrices.push_back({d_x.back().data(), rows, cols, d_t.back().data()});
+    }
+  ASSERT_GT(matrices.size(), 16u);
+  transpose(matrices, nullptr);
+  for (size_t m = 0; m < matrices.size(); ++m) {
+    const int64_t rows = matrices[m].rows, cols = matrices[m].cols;
+    const std::vector<float> t = d_t[m].to_host();
     for (int64_t r = 0; r < rows; ++r)
-      for (int64_t c = 0; c < cols; ++c) {
-        ASSERT_EQ(t[c * rows + r], x[r * cols + c]);
-        ASSERT_EQ(tb[c * rows + r], fp8kit::float_to_bf16(x[r * cols + c]));
-      }
+      for (int64_t c = 0; c < cols; ++c) ASSERT_EQ(t[c * rows + r], xs[m][r * cols + c]) << rows << "x" << cols;
   }
 }
 
