@@ -2,8 +2,9 @@
 // backward's dq) or key columns (dk, dv), heaviest tiles first. Inside a block, the per-pair work
 // (scores, probabilities, dropout, output-gradient dots) runs one warp per row with lanes over keys
 // into shared-memory tiles; only the sums that must run in order (softmax sum, row dot, and each
-// output element's chain) stay serial, one thread per sum. The backward is two kernels: dq (rows,
-// which also produce each row's dot sum_j dp_ij P_ij) and dk/dv (columns, which read those dots).
+// output element's chain) stay serial, one thread per sum. The backward is two kernels: dq (rows;
+// it also writes every pair's dropped probability and score gradient to a scratch) and dk/dv
+// (columns: only the in-order sums over those pairs).
 // Every dot product is an explicit fmaf chain in d order, every sum runs in key (or query) order,
 // and the softmax uses the same expf and division in both directions, so the backward recomputes
 // the forward's probabilities bit for bit from the saved row max and sum, and every result is bit
@@ -59,8 +60,8 @@ constexpr int64_t forward_floats(int64_t seq) {
   return seq * padded<kD>() + kTile * padded<kD>() + kTile * pair_stride(static_cast<int>(seq)) + 2 * kTile;
 }
 template <int kD>
-constexpr int64_t backward_floats(int64_t seq) {
-  return 2 * seq * padded<kD>() + 2 * kTile * padded<kD>() + 2 * kTile * pair_stride(static_cast<int>(seq)) + 3 * seq;
+constexpr int64_t dq_floats(int64_t seq) {
+  return seq * padded<kD>() + 2 * kTile * padded<kD>() + 2 * kTile * pair_stride(static_cast<int>(seq)) + 3 * kTile;
 }
 
 // a row of kD floats from 16-byte aligned shared memory into registers.
@@ -247,54 +248,80 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// Block (bh, blockIdx.y): query rows [r0, r0 + rows): row_dot_i = sum_j dp_ij P_ij (to row_dots) and
-// dq_i = scale * sum_j ds_ij k_j, ds_ij = P_ij (dp_ij - row_dot_i), both in key order.
+// Offset of pair (i, j <= i) in a head's packed lower triangle of per-pair values.
+__device__ __forceinline__ int64_t triangle(int i, int j) { return static_cast<int64_t>(i) * (i + 1) / 2 + j; }
+
+// Block (bh0 + blockIdx.x, blockIdx.y): query rows [r0, r0 + rows): row_dot_i = sum_j dp_ij P_ij and
+// dq_i = scale * sum_j ds_ij k_j with ds_ij = P_ij (dp_ij - row_dot_i), both in key order; writes
+// each pair's dropped probability pd_ij and ds_ij to pds, dss ([heads of this launch, triangle]).
 template <int kD, bool kBf16>
 __global__ void __launch_bounds__(kThreads)
-    backward_dq_kernel(Params p, const float* q, const float* k, const float* v, const float* stats,
-                       const float* dout, float* dq, float* row_dots) {
+    backward_dq_kernel(Params p, int bh0, const float* q, const float* k, const float* v, const float* stats,
+                       const float* dout, float* dq, float* pd_pairs, float* ds_pairs) {
   extern __shared__ float4 smem4[];
   constexpr int kP = padded<kD>();
   const int T = p.seq, C = p.heads * kD;
-  const int bh = blockIdx.x, b = bh / p.heads, h = bh % p.heads;
+  const int bh = bh0 + blockIdx.x, b = bh / p.heads, h = bh % p.heads;
   const int r0 = (gridDim.y - 1 - blockIdx.y) * kTile, rows = min(kTile, T - r0), keys = r0 + rows;
   const int stride = pair_stride(keys);
-  float* ks = reinterpret_cast<float*>(smem4);  // [keys, kP]
-  float* vs = ks + keys * kP;                   // [keys, kP]
-  float* qs = vs + keys * kP;                   // [kTile, kP] scaled queries
+  const int64_t pairs = static_cast<int64_t>(blockIdx.x) * T * (T + 1) / 2;  // this head's triangle
+  float* kv = reinterpret_cast<float*>(smem4);  // [keys, kP]: the keys, then the values, then the keys
+  float* qs = kv + keys * kP;                   // [kTile, kP] scaled queries
   float* gs = qs + kTile * kP;                  // [kTile, kP] output gradients
-  float* probs = gs + kTile * kP;               // [kTile, stride] P_ij
+  float* probs = gs + kTile * kP;               // [kTile, stride] P_ij, then ds_ij
   float* dps = probs + kTile * stride;          // [kTile, stride] dp_ij (dropped)
   float* row_stats = dps + kTile * stride;      // [kTile, 3]: max, sum, row_dot
-  load_rows<kD>(k, p.aligned, b, h, T, C, 0, keys, ks);
-  load_rows<kD>(v, p.aligned, b, h, T, C, 0, keys, vs);
+  load_rows<kD>(k, p.aligned, b, h, T, C, 0, keys, kv);
   load_rows<kD, true, kBf16>(q, p.aligned, b, h, T, C, r0, rows, qs, p.scale);
   load_rows<kD>(dout, p.aligned, b, h, T, C, r0, rows, gs);
   for (int idx = threadIdx.x; idx < rows * 2; idx += blockDim.x)
     row_stats[idx / 2 * 3 + idx % 2] = stats[(static_cast<int64_t>(bh) * T + r0) * 2 + idx];
   __syncthreads();
-  const DeviceDropoutMask mask(p.seed, p.dropout ? *p.step : 0, p.site, p.threshold);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  // Warp per row, lanes over keys: P_ij and dp_ij.
+  // Warp per row, lanes over keys: P_ij.
   for (int r = warp; r < rows; r += kWarps) {
     const int i = r0 + r;
-    float qr[kD], gr[kD];
+    float qr[kD];
     load_row<kD>(qs + r * kP, qr);
-    load_row<kD>(gs + r * kP, gr);
     const float max = row_stats[r * 3], sum = row_stats[r * 3 + 1];
-    const uint32_t first = static_cast<uint32_t>((static_cast<int64_t>(bh) * T + i) * T);
 #pragma unroll 2
     for (int j = lane; j <= i; j += 32) {
-      float kj[kD], vj[kD];
-      load_row<kD>(ks + j * kP, kj);
-      load_row<kD>(vs + j * kP, vj);
+      float kj[kD];
+      load_row<kD>(kv + j * kP, kj);
       probs[r * stride + j] = probability<kBf16>(expf(score<kD, kBf16>(qr, kj) - max), sum);
-      float dp = dot<kD>(gr, vj);
-      if (p.dropout) dp = mask.apply(dp / p.keep, first + j);
-      dps[r * stride + j] = dp;
     }
   }
   __syncthreads();
+  load_rows<kD>(v, p.aligned, b, h, T, C, 0, keys, kv);
+  __syncthreads();
+  // Warp per row, lanes over keys: dp_ij and pd_ij.
+  const DeviceDropoutMask mask(p.seed, p.dropout ? *p.step : 0, p.site, p.threshold);
+  for (int r = warp; r < rows; r += kWarps) {
+    const int i = r0 + r;
+    float gr[kD];
+    load_row<kD>(gs + r * kP, gr);
+    const uint32_t first = static_cast<uint32_t>((static_cast<int64_t>(bh) * T + i) * T);
+#pragma unroll 2
+    for (int j = lane; j <= i; j += 32) {
+      float vj[kD];
+      load_row<kD>(kv + j * kP, vj);
+      const float P = probs[r * stride + j];
+      float dp = dot<kD>(gr, vj), pd = P;
+      if (p.dropout) {
+        pd = mask.apply(maybe_bf16(P / p.keep, kBf16), first + j);
+        dp = mask.apply(dp / p.keep, first + j);
+      }
+      dps[r * stride + j] = dp;
+      pd_pairs[pairs + triangle(i, j)] = pd;
+    }
+  }
+  __syncthreads();
+  // The keys come back for dq while the row dots and ds complete.
+  if (p.aligned) {
+    load_rows_async<kD>(k, b, h, T, C, 0, keys, kv);
+  } else {
+    load_rows<kD>(k, false, b, h, T, C, 0, keys, kv);
+  }
   // Thread per row: the softmax backward's row dot, in key order.
   if (threadIdx.x < rows) {
     const int r = threadIdx.x;
@@ -302,14 +329,19 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll 8
     for (int j = 0; j <= r0 + r; ++j) row_dot = fmaf(dps[r * stride + j], probs[r * stride + j], row_dot);
     row_stats[r * 3 + 2] = row_dot;
-    row_dots[static_cast<int64_t>(bh) * T + r0 + r] = row_dot;
   }
   __syncthreads();
   // Warp per row: ds_ij = P_ij (dp_ij - row_dot_i), in place of P_ij.
   for (int r = warp; r < rows; r += kWarps) {
+    const int i = r0 + r;
     const float row_dot = row_stats[r * 3 + 2];
-    for (int j = lane; j <= r0 + r; j += 32) probs[r * stride + j] *= dps[r * stride + j] - row_dot;
+    for (int j = lane; j <= i; j += 32) {
+      const float ds = probs[r * stride + j] * (dps[r * stride + j] - row_dot);
+      probs[r * stride + j] = ds;
+      ds_pairs[pairs + triangle(i, j)] = ds;
+    }
   }
+  __pipeline_wait_prior(0);
   __syncthreads();
   // kChainThreads threads per row: dq.
   constexpr int kPer = kD / kChainThreads;
@@ -323,7 +355,7 @@ __global__ void __launch_bounds__(kThreads)
     for (int j = 0; j <= i; ++j) {
       const float ds = probs[r * stride + j];
       float kj[kPer];
-      load_chunk<kPer>(ks + j * kP + d0, kj);
+      load_chunk<kPer>(kv + j * kP + d0, kj);
 #pragma unroll
       for (int e = 0; e < kPer; ++e) acc[e] = fmaf(ds, kj[e], acc[e]);
     }
@@ -333,57 +365,38 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// Block (bh, blockIdx.y): key columns [j0, j0 + cols), query rows [j0, T): dk_j = sum_i ds_ij qs_i and
-// dv_j = sum_i pd_ij dout_i, both in query order.
+// Row stride of the dk/dv kernel's [kTile, n] column tiles: 2 mod 32, so that both the load (32
+// columns of one row) and the chains (8 columns at one step) hit different banks.
+__host__ __device__ constexpr int column_stride(int n) { return (n + 31) / 32 * 32 + 2; }
+
+// Block (bh0 + blockIdx.x, blockIdx.y): key columns [j0, j0 + cols), query rows [j0, T):
+// dk_j = sum_i ds_ij qs_i and dv_j = sum_i pd_ij dout_i, both in query order, from the dq kernel's
+// pd and ds.
 template <int kD, bool kBf16>
 __global__ void __launch_bounds__(kThreads)
-    backward_dkv_kernel(Params p, const float* q, const float* k, const float* v, const float* stats,
-                        const float* dout, const float* row_dots, float* dk, float* dv) {
+    backward_dkv_kernel(Params p, int bh0, const float* q, const float* dout, const float* pd_pairs,
+                        const float* ds_pairs, float* dk, float* dv) {
   extern __shared__ float4 smem4[];
   constexpr int kP = padded<kD>();
   const int T = p.seq, C = p.heads * kD;
-  const int bh = blockIdx.x, b = bh / p.heads, h = bh % p.heads;
+  const int bh = bh0 + blockIdx.x, b = bh / p.heads, h = bh % p.heads;
   const int j0 = blockIdx.y * kTile, cols = min(kTile, T - j0), n = T - j0;
-  const int stride = pair_stride(n);
+  const int stride = column_stride(n);
+  const int64_t pairs = static_cast<int64_t>(blockIdx.x) * T * (T + 1) / 2;  // this head's triangle
   float* qs = reinterpret_cast<float*>(smem4);  // [n, kP] scaled queries of rows j0..T-1
   float* gs = qs + n * kP;                      // [n, kP] their output gradients
-  float* kc = gs + n * kP;                      // [kTile, kP] this block's keys
-  float* vc = kc + kTile * kP;                  // [kTile, kP] and values
-  float* pds = vc + kTile * kP;                 // [kTile, stride]: column c's pd for row j0 + c + t at t
+  float* pds = gs + n * kP;                     // [kTile, stride]: column c's pd for row j0 + c + t at t
   float* dss = pds + kTile * stride;            // [kTile, stride]: ds, likewise
-  float* row_stats = dss + kTile * stride;      // [n, 3]: max, sum, row_dot
   load_rows<kD, true, kBf16>(q, p.aligned, b, h, T, C, j0, n, qs, p.scale);
   load_rows<kD>(dout, p.aligned, b, h, T, C, j0, n, gs);
-  load_rows<kD>(k, p.aligned, b, h, T, C, j0, cols, kc);
-  load_rows<kD>(v, p.aligned, b, h, T, C, j0, cols, vc);
-  for (int idx = threadIdx.x; idx < n * 3; idx += blockDim.x) {
-    const int64_t row = static_cast<int64_t>(bh) * T + j0 + idx / 3;
-    row_stats[idx] = idx % 3 == 2 ? row_dots[row] : stats[row * 2 + idx % 3];
-  }
-  __syncthreads();
-  const DeviceDropoutMask mask(p.seed, p.dropout ? *p.step : 0, p.site, p.threshold);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  // Warp per column, lanes over query rows: pd_ij and ds_ij.
-  for (int c = warp; c < cols; c += kWarps) {
-    const int j = j0 + c;
-    float kj[kD], vj[kD];
-    load_row<kD>(kc + c * kP, kj);
-    load_row<kD>(vc + c * kP, vj);
-#pragma unroll 2
-    for (int t = lane; t < n - c; t += 32) {
-      const int i = j + t, ri = c + t;  // ri: i's row in the tiles
-      float qr[kD], gr[kD];
-      load_row<kD>(qs + ri * kP, qr);
-      load_row<kD>(gs + ri * kP, gr);
-      const float P = probability<kBf16>(expf(score<kD, kBf16>(qr, kj) - row_stats[ri * 3]), row_stats[ri * 3 + 1]);
-      float dp = dot<kD>(gr, vj), pd = P;
-      if (p.dropout) {
-        const uint32_t index = static_cast<uint32_t>((static_cast<int64_t>(bh) * T + i) * T + j);
-        pd = mask.apply(maybe_bf16(P / p.keep, kBf16), index);
-        dp = mask.apply(dp / p.keep, index);
-      }
-      pds[c * stride + t] = pd;
-      dss[c * stride + t] = P * (dp - row_stats[ri * 3 + 2]);
+  // Row by row (32 consecutive columns: 128 bytes), the pairs below the diagonal.
+#pragma unroll 4
+  for (int idx = threadIdx.x; idx < n * kTile; idx += blockDim.x) {
+    const int ri = idx / kTile, c = idx % kTile;  // row j0 + ri, column j0 + c
+    if (c < cols && c <= ri) {
+      const int64_t at = pairs + triangle(j0 + ri, j0 + c);
+      pds[c * stride + ri - c] = pd_pairs[at];
+      dss[c * stride + ri - c] = ds_pairs[at];
     }
   }
   __syncthreads();
@@ -498,25 +511,37 @@ void causal_attention_backward(const ops::AttentionShape& shape, const float* q,
   Params p = params(shape, dropout, bf16, what);
   p.aligned = aligned16({q, k, v, dout});
   dispatch(shape.head_dim, bf16, [&]<int kD, bool kBf16>() {
-    const size_t smem = shared_memory<backward_dq_kernel<kD, kBf16>>(backward_floats<kD>(shape.seq), shape, what);
-    shared_memory<backward_dkv_kernel<kD, kBf16>>(backward_floats<kD>(shape.seq), shape, what);
+    const size_t dq_smem = shared_memory<backward_dq_kernel<kD, kBf16>>(dq_floats<kD>(shape.seq), shape, what);
+    const int64_t seq = shape.seq, dkv = 2 * seq * padded<kD>() + 2 * kTile * column_stride(static_cast<int>(seq));
+    const size_t dkv_smem = shared_memory<backward_dkv_kernel<kD, kBf16>>(dkv, shape, what);
     if (shape.batch == 0) return;
-    // row_dots: [batch, heads, seq], from the dq kernel to the dk/dv kernel (stream-ordered, so a
-    // captured graph gets its own allocation node).
-    float* row_dots = nullptr;
-    FP8KIT_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&row_dots),
-                                      shape.batch * shape.heads * shape.seq * sizeof(float), stream));
+    // pd and ds of every pair, from the dq kernel to the dk/dv kernel: [heads, triangle] floats each,
+    // stream-ordered (an allocation node in a captured graph); at most kScratchPairs pairs a launch,
+    // so large batches run in several launches of whole heads.
+    constexpr int64_t kScratchPairs = int64_t{1} << 23;
+    const int64_t triangle = seq * (seq + 1) / 2, heads = shape.batch * shape.heads;
+    const int64_t per_launch = std::clamp<int64_t>(kScratchPairs / triangle, 1, heads);
+    float* scratch = nullptr;
+    FP8KIT_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&scratch),
+                                      2 * per_launch * triangle * sizeof(float), stream));
     try {
-      backward_dq_kernel<kD, kBf16><<<grid(shape), kThreads, smem, stream>>>(p, q, k, v, stats, dout, dq, row_dots);
-      check_launch(what);
-      backward_dkv_kernel<kD, kBf16><<<grid(shape), kThreads, smem, stream>>>(p, q, k, v, stats, dout, row_dots, dk,
-                                                                              dv);
-      check_launch(what);
+      for (int64_t bh0 = 0; bh0 < heads; bh0 += per_launch) {
+        const dim3 blocks(static_cast<unsigned>(std::min(per_launch, heads - bh0)),
+                          static_cast<unsigned>((seq + kTile - 1) / kTile));
+        float* pd_pairs = scratch;
+        float* ds_pairs = scratch + per_launch * triangle;
+        backward_dq_kernel<kD, kBf16><<<blocks, kThreads, dq_smem, stream>>>(p, static_cast<int>(bh0), q, k, v, stats,
+                                                                             dout, dq, pd_pairs, ds_pairs);
+        check_launch(what);
+        backward_dkv_kernel<kD, kBf16><<<blocks, kThreads, dkv_smem, stream>>>(p, static_cast<int>(bh0), q, dout,
+                                                                               pd_pairs, ds_pairs, dk, dv);
+        check_launch(what);
+      }
     } catch (...) {
-      cudaFreeAsync(row_dots, stream);
+      cudaFreeAsync(scratch, stream);
       throw;
     }
-    FP8KIT_CUDA_CHECK(cudaFreeAsync(row_dots, stream));
+    FP8KIT_CUDA_CHECK(cudaFreeAsync(scratch, stream));
   });
 }
 

@@ -17,12 +17,13 @@ namespace fp8kit::cuda {
 // q, k, v, out: [batch, seq, heads * head_dim]; stats: [batch, heads, seq, 2] (row max, row sum).
 // The dropout element index of probability (b, h, i, j) is ((b * heads + h) * seq + i) * seq + j, as
 // on the CPU. head_dim must be 16, 32 or 64 and seq <= 1024, and a block's tiles (about
-// (2 head_dim + 75) x seq floats in the backward) must fit in the GPU's shared memory per block: on
-// Hopper (227 KB) seq <= 531, 401, 264 for head_dim 16, 32, 64; larger shapes throw.
+// (2 head_dim + 72) x seq floats in the backward) must fit in the GPU's shared memory per block: on
+// Hopper (227 KB) seq <= 544, 416, 288 for head_dim 16, 32, 64; larger shapes throw.
 void causal_attention_forward(const ops::AttentionShape& shape, const float* q, const float* k, const float* v,
                               const DropoutSite& dropout, bool bf16, float* stats, float* out, cudaStream_t stream);
-// dq, dk, dv overwritten (float32 math), from the forward's inputs and stats. Allocates a
-// [batch, heads, seq] float scratch on the stream (cudaMallocAsync; an allocation node in a graph).
+// dq, dk, dv overwritten (float32 math), from the forward's inputs and stats. Allocates a scratch on
+// the stream (cudaMallocAsync; an allocation node in a graph) for two floats per pair j <= i:
+// 4 x batch x heads x seq x (seq + 1) bytes, at most 64 MB (more heads run in several launches).
 void causal_attention_backward(const ops::AttentionShape& shape, const float* q, const float* k, const float* v,
                                const float* stats, const DropoutSite& dropout, bool bf16, const float* dout,
                                float* dq, float* dk, float* dv, cudaStream_t stream);
