@@ -134,6 +134,12 @@ struct SeedClassifierCuda::Impl {
   cuda::Stream side;
   cuda::GemmContext side_gemms;
   Event fork_event, sorted_event, join_event;
+  // Key's and value's GEMMs (forward and dgrad) run beside query's on two more streams ("lanes"),
+  // each with its own GEMM context, joined back before their results are used.
+  enum Lane { kMainLane, kSideLane, kKeyLane, kValueLane };
+  cuda::Stream key_lane, value_lane;
+  cuda::GemmContext key_gemms, value_gemms;
+  Event key_done, value_done;
   std::vector<int64_t> offsets;  // per parameter, into the buffers below
   std::vector<int64_t> sizes;
   int64_t total = 0;
@@ -201,6 +207,20 @@ struct SeedClassifierCuda::Impl {
   }
   // The side branch waits for the main stream's work so far.
   void fork() { wait(side.get(), s(), fork_event); }
+  // Key's and value's lanes wait for the main stream's work so far; the main stream waits for theirs.
+  void fork_lanes() {
+    FP8KIT_CUDA_CHECK(cudaEventRecord(fork_event.get(), s()));
+    for (const cuda::Stream* lane : {&key_lane, &value_lane})
+      FP8KIT_CUDA_CHECK(cudaStreamWaitEvent(lane->get(), fork_event.get(), 0));
+  }
+  void join_lanes() {
+    wait(s(), key_lane.get(), key_done);
+    wait(s(), value_lane.get(), value_done);
+  }
+  cudaStream_t stream_of(Lane lane) const {
+    return lane == kSideLane ? side.get() : lane == kKeyLane ? key_lane.get() : lane == kValueLane ? value_lane.get()
+                                                                                                  : s();
+  }
 
   bool current_scaling() const { return precision == Precision::Fp8 && recipe.mode == ScalingMode::Current; }
   // Keras lag: the state keeps Keras's multiplier (scale_inv) and quantization divides by it.
@@ -268,10 +288,10 @@ struct SeedClassifierCuda::Impl {
     cuda::quantize_fp8_batch(args, s());
   }
 
-  // on_side: queued on the side stream (with its GEMM context).
+  // Queued on `lane`'s stream, with its GEMM context.
   void gemm(int64_t m, int64_t n, int64_t k, const void* a, DType at, const void* b, DType bt, float* y,
             const float* a_scale_inv = nullptr, const float* b_scale_inv = nullptr, bool fast = false,
-            bool on_side = false) {
+            Lane lane = kMainLane) {
     cuda::GemmArgs g;
     g.m = m;
     g.n = n;
@@ -285,19 +305,21 @@ struct SeedClassifierCuda::Impl {
     g.a_scale_inv = a_scale_inv;
     g.b_scale_inv = b_scale_inv;
     g.fast_accumulation = fast;
-    (on_side ? side_gemms : gemms).gemm(g, on_side ? side.get() : s());
+    cuda::GemmContext& context =
+        lane == kSideLane ? side_gemms : lane == kKeyLane ? key_gemms : lane == kValueLane ? value_gemms : gemms;
+    context.gemm(g, stream_of(lane));
   }
 
   // An FP8 GEMM (as gemm); shapes that cuBLASLt would pad (n or k not a multiple of 16: dense_1's one
   // output) run small_fp8_gemm instead, one launch instead of the padded copies.
   void fp8_gemm(int64_t m, int64_t n, int64_t k, const uint8_t* a, Fp8Format af, const uint8_t* b, Fp8Format bf,
-                float* y, const float* a_scale_inv, const float* b_scale_inv, bool fast, bool on_side = false) {
+                float* y, const float* a_scale_inv, const float* b_scale_inv, bool fast, Lane lane = kMainLane) {
     if (n % 16 != 0 || k % 16 != 0) {
-      cuda::small_fp8_gemm(m, n, k, a, af, b, bf, a_scale_inv, b_scale_inv, y, on_side ? side.get() : s());
+      cuda::small_fp8_gemm(m, n, k, a, af, b, bf, a_scale_inv, b_scale_inv, y, stream_of(lane));
       return;
     }
     const auto type = [](Fp8Format f) { return f == Fp8Format::E4M3 ? DType::E4M3 : DType::E5M2; };
-    gemm(m, n, k, a, type(af), b, type(bf), y, a_scale_inv, b_scale_inv, fast, on_side);
+    gemm(m, n, k, a, type(af), b, type(bf), y, a_scale_inv, b_scale_inv, fast, lane);
   }
 
   // bf16: the weights' GEMM operands (wb for dgrad when training, w_tb) and, when x is set, the cast of
@@ -329,9 +351,11 @@ struct SeedClassifierCuda::Impl {
   // The GEMM of l's forward, l.y = x W, after x's cast (bf16) or quantization (FP8) unless x_ready (made
   // up front by quantize_weights_and_qkv_input / cast_weights_and_qkv_input, as the weights' always
   // are). l's epilogue is the caller's: cuda::linear_outputs(output(l, ...)), or, when x is the output
-  // of a Linear `producer` whose epilogue is still to do, fused into x's cast here.
+  // of a Linear `producer` whose epilogue is still to do, fused into x's cast here. The GEMM runs on
+  // `lane` (only with x_ready: the casts are the main stream's).
   void linear_forward(LinearCuda& l, const float* x, bool training, bool x_ready = false,
-                      LinearCuda* producer = nullptr) {
+                      LinearCuda* producer = nullptr, Lane lane = kMainLane) {
+    FP8KIT_CHECK(lane == kMainLane || x_ready, "a GEMM on another lane needs its operands made up front");
     l.x = x;
     const int64_t M = l.rows, N = l.out, K = l.in;
     cuda::LinearEpilogue pending{};
@@ -342,7 +366,7 @@ struct SeedClassifierCuda::Impl {
     }
     switch (precision) {
       case Precision::Fp32:  // w_t from transpose_weights
-        gemm(M, N, K, x, DType::F32, l.w_t.data(), DType::F32, l.y.data());
+        gemm(M, N, K, x, DType::F32, l.w_t.data(), DType::F32, l.y.data(), nullptr, nullptr, false, lane);
         break;
       case Precision::Bf16: {
         // The input's bf16 copy for fprop and, when training, its transposed copy for wgrad.
@@ -351,14 +375,15 @@ struct SeedClassifierCuda::Impl {
           cuda::float_to_bf16_transposed({&cast, 1}, s());
         }
         const LinearCuda& in = l.input_of != nullptr ? *l.input_of : l;
-        gemm(M, N, K, in.xb.data(), DType::Bf16, l.w_tb.data(), DType::Bf16, l.y.data());
+        gemm(M, N, K, in.xb.data(), DType::Bf16, l.w_tb.data(), DType::Bf16, l.y.data(), nullptr, nullptr, false,
+             lane);
         break;
       }
       case Precision::Fp8: {
         const Fp8Format f = recipe.forward_format;
         if (!x_ready) quantize(l.scaling, f, x, M, K, l.xq.data(), l.xq_t.data(), training, pending);
         fp8_gemm(M, N, K, l.xq.data(), f, l.wq_t.data(), f, l.y.data(), gemm_scale(l.scaling),
-                 gemm_scale(l.scaling + 1), true);
+                 gemm_scale(l.scaling + 1), true, lane);
         break;
       }
     }
@@ -370,6 +395,7 @@ struct SeedClassifierCuda::Impl {
     LinearCuda* l;
     const float* dy;
     cuda::DropoutSite dropout{};
+    Lane lane = kMainLane;  // of the dgrad GEMM (key's and value's lanes are joined back at the end)
   };
 
   // The backward of Linears of one shape whose output gradients are ready together (query, key and
@@ -381,6 +407,7 @@ struct SeedClassifierCuda::Impl {
   void linear_backward(std::span<const OutputGrad> group) {
     LinearCuda& first = *group[0].l;
     const int64_t M = first.rows, N = first.out, K = first.in;
+    const bool lanes = std::any_of(group.begin(), group.end(), [](const OutputGrad& o) { return o.lane != kMainLane; });
     std::vector<cuda::BiasBackward> bias;
     for (const OutputGrad& o : group) {
       const cuda::EpilogueGradient gradient{o.l->relu, o.l->y.data(), o.dropout, bf16};
@@ -399,13 +426,15 @@ struct SeedClassifierCuda::Impl {
           }
           cuda::transpose(transposes, side.get());
         }
+        if (lanes) fork_lanes();
         for (const OutputGrad& o : group) {
           LinearCuda& l = *o.l;
-          gemm(M, K, N, l.g.data(), DType::F32, l.w, DType::F32, l.dx.data());  // dx = g W^T
+          gemm(M, K, N, l.g.data(), DType::F32, l.w, DType::F32, l.dx.data(), nullptr, nullptr, false,
+               o.lane);  // dx = g W^T
           gemm(K, N, M, l.x_t.data(), DType::F32, l.g_t.data(), DType::F32, l.dw, nullptr, nullptr, false,
-               true);  // dW = x^T g
+               kSideLane);  // dW = x^T g
         }
-        return;
+        break;
       case Precision::Bf16: {
         // wb and the input's x_tb come from the forward.
         std::vector<cuda::Bf16Cast> casts;
@@ -415,15 +444,17 @@ struct SeedClassifierCuda::Impl {
         }
         cuda::float_to_bf16_transposed(casts, s());
         fork();
+        if (lanes) fork_lanes();
         cuda::bias_backward(bias, M, N, sum_scratch.data(), side.get());
         for (const OutputGrad& o : group) {
           LinearCuda& l = *o.l;
-          gemm(M, K, N, l.gb.data(), DType::Bf16, l.wb.data(), DType::Bf16, l.dx.data());
+          gemm(M, K, N, l.gb.data(), DType::Bf16, l.wb.data(), DType::Bf16, l.dx.data(), nullptr, nullptr, false,
+               o.lane);
           const LinearCuda& in = l.input_of != nullptr ? *l.input_of : l;
           gemm(K, N, M, in.x_tb.data(), DType::Bf16, l.g_tb.data(), DType::Bf16, l.dw, nullptr, nullptr, false,
-               true);
+               kSideLane);
         }
-        return;
+        break;
       }
       case Precision::Fp8: {
         const Fp8Format fb = recipe.backward_format, ff = recipe.forward_format;
@@ -438,18 +469,20 @@ struct SeedClassifierCuda::Impl {
         if (current_scaling()) current_scales(args, states, true);
         cuda::quantize_fp8_batch(args, s());
         fork();
+        if (lanes) fork_lanes();
         cuda::bias_backward(bias, M, N, sum_scratch.data(), side.get());
         for (const OutputGrad& o : group) {
           LinearCuda& l = *o.l;
           const int i = l.scaling;
           fp8_gemm(M, K, N, l.gq.data(), fb, l.wq.data(), ff, l.dx.data(), gemm_scale(i + 2), gemm_scale(i + 1),
-                   false);
+                   false, o.lane);
           fp8_gemm(K, N, M, l.xq_t.data(), ff, l.gq_t.data(), fb, l.dw, gemm_scale(i), gemm_scale(i + 2), false,
-                   true);
+                   kSideLane);
         }
-        return;
+        break;
       }
     }
+    if (lanes) join_lanes();
   }
 
   const float* linear_backward(LinearCuda& l, const float* dy, cuda::DropoutSite dropout = {}) {
@@ -464,13 +497,15 @@ struct SeedClassifierCuda::Impl {
     if (current_scaling() && !training) eval_amax.fill_bytes(0, s());
     cuda::embedding_forward({B, T, D, config.vocabulary_size}, tokens.data(), param(kToken), param(kPosition), bf16,
                             site(kEmbeddingDropout, training), x0d.data(), s());
-    const bool qkv_ready = precision != Precision::Fp32;
     if (precision == Precision::Fp8) quantize_weights_and_qkv_input(x0d.data(), training);
     if (precision == Precision::Bf16) cast_weights_and_qkv_input(x0d.data(), training);
     if (precision == Precision::Fp32) transpose_weights();
-    linear_forward(query, x0d.data(), training, qkv_ready);
-    linear_forward(key, x0d.data(), training, qkv_ready);
-    linear_forward(value, x0d.data(), training, qkv_ready);
+    // Query's, key's and value's GEMMs side by side (their operands are ready: fp32 reads x0d as it is).
+    fork_lanes();
+    linear_forward(query, x0d.data(), training, true);
+    linear_forward(key, x0d.data(), training, true, nullptr, kKeyLane);
+    linear_forward(value, x0d.data(), training, true, nullptr, kValueLane);
+    join_lanes();
     const cuda::LinearOutput qkv[] = {output(query), output(key), output(value)};
     cuda::linear_outputs(qkv, bf16, s());
     const float *q = query.y.data(), *k = key.y.data(), *v = value.y.data();
@@ -533,7 +568,7 @@ struct SeedClassifierCuda::Impl {
     cuda::causal_attention_backward({B, T, H, D / H}, query.y.data(), key.y.data(), value.y.data(), stats.data(),
                                     site(kAttentionProbs, true), bf16, d_context, dq.data(), dk.data(), dv.data(),
                                     s());
-    const OutputGrad qkv[] = {{&query, dq.data()}, {&key, dk.data()}, {&value, dv.data()}};
+    const OutputGrad qkv[] = {{&query, dq.data()}, {&key, dk.data(), {}, kKeyLane}, {&value, dv.data(), {}, kValueLane}};
     linear_backward(qkv);
     if (precision == Precision::Fp8) {
       // The FP8 scaling update on the side branch (every amax is in: query, key and value's gradients
