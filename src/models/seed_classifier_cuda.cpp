@@ -134,8 +134,8 @@ struct SeedClassifierCuda::Impl {
   cuda::Stream side;
   cuda::GemmContext side_gemms;
   Event fork_event, sorted_event, join_event;
-  // Key's and value's GEMMs (forward and dgrad) run beside query's on two more streams ("lanes"),
-  // each with its own GEMM context, joined back before their results are used.
+  // Key's and value's GEMMs (forward; dgrad, then bf16/FP8 wgrad) run beside query's on two more
+  // streams ("lanes"), each with its own GEMM context, joined back before their results are used.
   enum Lane { kMainLane, kSideLane, kKeyLane, kValueLane };
   cuda::Stream key_lane, value_lane;
   cuda::GemmContext key_gemms, value_gemms;
@@ -217,6 +217,7 @@ struct SeedClassifierCuda::Impl {
     wait(s(), key_lane.get(), key_done);
     wait(s(), value_lane.get(), value_done);
   }
+  const Event& done_event(Lane lane) const { return lane == kKeyLane ? key_done : value_done; }
   cudaStream_t stream_of(Lane lane) const {
     return lane == kSideLane ? side.get() : lane == kKeyLane ? key_lane.get() : lane == kValueLane ? value_lane.get()
                                                                                                   : s();
@@ -431,8 +432,9 @@ struct SeedClassifierCuda::Impl {
           LinearCuda& l = *o.l;
           gemm(M, K, N, l.g.data(), DType::F32, l.w, DType::F32, l.dx.data(), nullptr, nullptr, false,
                o.lane);  // dx = g W^T
+          dgrad_done(o.lane);
           gemm(K, N, M, l.x_t.data(), DType::F32, l.g_t.data(), DType::F32, l.dw, nullptr, nullptr, false,
-               kSideLane);  // dW = x^T g
+               kSideLane);  // dW = x^T g (its operands were transposed on the side branch)
         }
         break;
       case Precision::Bf16: {
@@ -450,9 +452,10 @@ struct SeedClassifierCuda::Impl {
           LinearCuda& l = *o.l;
           gemm(M, K, N, l.gb.data(), DType::Bf16, l.wb.data(), DType::Bf16, l.dx.data(), nullptr, nullptr, false,
                o.lane);
+          dgrad_done(o.lane);
           const LinearCuda& in = l.input_of != nullptr ? *l.input_of : l;
           gemm(K, N, M, in.x_tb.data(), DType::Bf16, l.g_tb.data(), DType::Bf16, l.dw, nullptr, nullptr, false,
-               kSideLane);
+               wgrad_lane(o.lane));
         }
         break;
       }
@@ -476,14 +479,24 @@ struct SeedClassifierCuda::Impl {
           const int i = l.scaling;
           fp8_gemm(M, K, N, l.gq.data(), fb, l.wq.data(), ff, l.dx.data(), gemm_scale(i + 2), gemm_scale(i + 1),
                    false, o.lane);
+          dgrad_done(o.lane);
           fp8_gemm(K, N, M, l.xq_t.data(), ff, l.gq_t.data(), fb, l.dw, gemm_scale(i), gemm_scale(i + 2), false,
-                   kSideLane);
+                   wgrad_lane(o.lane));
         }
         break;
       }
     }
-    if (lanes) join_lanes();
+    // The main stream waits for the lanes' dgrads only; their wgrads join at the step's end.
+    for (const OutputGrad& o : group)
+      if (o.lane != kMainLane) FP8KIT_CUDA_CHECK(cudaStreamWaitEvent(s(), done_event(o.lane).get(), 0));
   }
+
+  // After a dgrad GEMM on a lane: marks it done (done_event), for the main stream to wait on.
+  void dgrad_done(Lane lane) {
+    if (lane != kMainLane) FP8KIT_CUDA_CHECK(cudaEventRecord(done_event(lane).get(), stream_of(lane)));
+  }
+  // A wgrad GEMM runs on its dgrad's lane (after it), or on the side branch when that is the main stream.
+  static Lane wgrad_lane(Lane dgrad) { return dgrad == kMainLane ? kSideLane : dgrad; }
 
   const float* linear_backward(LinearCuda& l, const float* dy, cuda::DropoutSite dropout = {}) {
     const OutputGrad o{&l, dy, dropout};
@@ -578,6 +591,8 @@ struct SeedClassifierCuda::Impl {
       cuda::update_scaling(scaling, recipe, side.get());
       if (!current_scaling()) {
         wait(side.get(), s(), fork_event);
+        wait(side.get(), key_lane.get(), key_done);  // key's and value's wgrads
+        wait(side.get(), value_lane.get(), value_done);
         cuda::spread(scale_inv.data(), scaling.count, 4, gemm_scale_inv.data(), side.get(), amax.data());
       }
     }
@@ -586,6 +601,7 @@ struct SeedClassifierCuda::Impl {
     FP8KIT_CUDA_CHECK(cudaStreamWaitEvent(s(), sorted_event.get(), 0));
     cuda::embedding_backward_sums(embedding, d_x0e.data(), grad(kToken), grad(kPosition), embedding_scratch.data(),
                                   embedding_scratch.size(), s());
+    join_lanes();  // key's and value's wgrads
     wait(s(), side.get(), join_event);  // the side branch's weight gradients (and FP8 scales) are in
   }
 
