@@ -99,6 +99,7 @@ __global__ void __launch_bounds__(kTile * kTileRowsPerPass) cast_transpose_kerne
   const int64_t local = block - b.first[t];
   const int64_t c0 = local % b.tiles_x[t] * kTile, r0 = local / b.tiles_x[t] * kTile;
   const LinearEpilogue& e = p.epilogue;
+  const DeviceDropoutMask mask = p.gradient.dropout.mask();
   for (int k = threadIdx.y; k < kTile; k += kTileRowsPerPass) {
     const int64_t r = r0 + k, c = c0 + threadIdx.x;
     if (r >= p.rows || c >= p.cols) continue;
@@ -108,7 +109,7 @@ __global__ void __launch_bounds__(kTile * kTileRowsPerPass) cast_transpose_kerne
       v = linear_epilogue(v, e.bias[c], e.relu, e.bf16);
       if (e.y != nullptr) e.y[i] = v;
     }
-    if (p.gradient_active) v = p.gradient(v, i);
+    if (p.gradient_active) v = p.gradient(v, i, mask);
     const uint16_t h = float_to_bf16(v);
     if (p.out != nullptr) p.out[i] = h;
     tile[k][threadIdx.x] = h;

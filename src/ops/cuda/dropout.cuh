@@ -46,6 +46,13 @@ struct DropoutArgs {
   }
   // keep ? dy / keep_prob : +0 (float32).
   __device__ float backward(float dy, uint32_t i) const { return forward(dy, i, false); }
+
+  // The step's mask, derived once per thread (the step counter read, three splitmix64) for kernels
+  // that take many elements per thread; then backward(dy, i, mask) is backward(dy, i).
+  __device__ DeviceDropoutMask mask() const { return DeviceDropoutMask(seed, active ? *step : 0, site, threshold); }
+  __device__ float backward(float dy, uint32_t i, const DeviceDropoutMask& m) const {
+    return active ? m.apply(dy / keep, i) : dy;
+  }
 };
 
 // The kernel argument of `site` (keep_prob as ops::dropout_keep_prob(rate, bf16)). Throws, naming

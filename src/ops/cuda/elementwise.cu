@@ -75,6 +75,7 @@ __global__ void __launch_bounds__(kOrderedSumThreads)
   const BiasTensors::One& p = b.t[blockIdx.z];
   const float* dy = p.dy;
   float* g = p.g;
+  const DeviceDropoutMask mask = p.gradient.dropout.mask();
   const int64_t col = static_cast<int64_t>(blockIdx.y) * 32 + threadIdx.x % 32;
   const int64_t column = col < cols ? col : cols - 1;  // for the loads of lanes past the last column
   const int64_t begin = static_cast<int64_t>(blockIdx.x) * kBiasPieceRows;
@@ -84,7 +85,7 @@ __global__ void __launch_bounds__(kOrderedSumThreads)
       begin, end, col < cols,
       [&](int64_t r, float(&v)[1], bool real) {
         const int64_t i = r * cols + column;
-        v[0] = p.gradient(dy[i], i);
+        v[0] = p.gradient(dy[i], i, mask);
         if (real && g != nullptr) g[i] = v[0];
       },
       [](float(&acc)[1], const float(&e)[1]) { acc[0] += e[0]; }, sum);

@@ -53,9 +53,9 @@ struct EpilogueGradientArgs {
   const float* y = nullptr;
   DropoutArgs dropout{};
 
-  // g at element i (row-major index) from dy there.
-  __device__ float operator()(float dy, int64_t i) const {
-    return relu && !(y[i] > 0.0f) ? 0.0f : dropout.backward(dy, static_cast<uint32_t>(i));
+  // g at element i (row-major index) from dy there; mask: dropout.mask(), derived once per thread.
+  __device__ float operator()(float dy, int64_t i, const DeviceDropoutMask& mask) const {
+    return relu && !(y[i] > 0.0f) ? 0.0f : dropout.backward(dy, static_cast<uint32_t>(i), mask);
   }
 };
 

@@ -129,6 +129,7 @@ __device__ __forceinline__ void quantize_tile(const Params& p, int64_t bx, int64
   const int64_t col0 = bx * kTileCols;
   const int64_t col = col0 + col_local;
   const float scale = *p.scale;
+  const DeviceDropoutMask mask = p.gradient.dropout.mask();  // (used only with p.gradient_active)
 
   Raw<T> raw[passes][4];
 #pragma unroll
@@ -150,7 +151,7 @@ __device__ __forceinline__ void quantize_tile(const Params& p, int64_t bx, int64
         if (p.gradient_active && row < p.rows) {
 #pragma unroll
           for (int i = 0; i < 4; ++i)
-            if (col + i < p.cols) v[i] = p.gradient(v[i], row * p.cols + col + i);
+            if (col + i < p.cols) v[i] = p.gradient(v[i], row * p.cols + col + i, mask);
         }
       }
 #pragma unroll
