@@ -1,8 +1,9 @@
 // The seed classifier's training step on the GPU (the llm.c train_gpt2.cu way): a twin of
 // SeedClassifier with the same parameters, weights, dropout masks and rounding points, activations
 // preallocated for one batch size, an explicit forward/backward sequence of CUDA kernels and cuBLASLt
-// GEMMs, Adam over all parameters in one launch, the FP8 scaling update in one launch, and the whole
-// step captured once as a CUDA graph and replayed.
+// GEMMs (fused where the CPU's rounding points allow), Adam over all parameters in one launch, the FP8
+// scaling update in one launch, and the whole step captured once as a CUDA graph and replayed (the
+// weight gradients and key/value GEMMs on parallel branches of it, on streams of their own).
 #pragma once
 
 #include "models/seed_classifier.h"
