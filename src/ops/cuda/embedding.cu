@@ -37,14 +37,27 @@ __global__ void run_end_kernel(int32_t n, const uint32_t* sorted, int32_t* run_e
   if (i < n && (i == n - 1 || sorted[i + 1] != sorted[i])) run_end[sorted[i]] = i + 1;
 }
 
-// Block (k, 32 columns) takes the runs of equal ids starting at sorted positions k, k + gridDim.x, ...:
-// token_grad[id, col] = sum of dout[order[j], col] over the run, j increasing (= batch order).
+// The gradient sums in one launch. Blocks x < token_blocks, (k, 32 columns), take the runs of equal
+// ids starting at sorted positions k, k + token_blocks, ...: token_grad[id, col] = sum of
+// dout[order[j], col] over the run, j increasing (= batch order). The blocks after them (y = 0) take
+// position_grad[t, d] = sum over b = 0, 1, ... of dout[b, t, d], a thread per element.
 __global__ void __launch_bounds__(kOrderedSumThreads)
-    token_grad_kernel(int32_t n, int64_t dim, const uint32_t* sorted, const int32_t* order, const int32_t* run_end,
-                      const float* dout, float* token_grad) {
+    sums_kernel(EmbeddingShape s, unsigned token_blocks, const uint32_t* sorted, const int32_t* order,
+                const int32_t* run_end, const float* dout, float* token_grad, float* position_grad) {
+  if (blockIdx.x >= token_blocks) {  // the same for the whole block
+    const int64_t i = static_cast<int64_t>(blockIdx.x - token_blocks) * blockDim.x + threadIdx.x;
+    if (blockIdx.y != 0 || i >= s.seq * s.dim) return;
+    float sum = 0.0f;
+#pragma unroll 8
+    for (int64_t b = 0; b < s.batch; ++b) sum += dout[b * s.seq * s.dim + i];
+    position_grad[i] = sum;
+    return;
+  }
+  const int32_t n = static_cast<int32_t>(s.batch * s.seq);
+  const int64_t dim = s.dim;
   const int64_t col = static_cast<int64_t>(blockIdx.y) * 32 + threadIdx.x % 32;
   const int64_t column = col < dim ? col : dim - 1;  // for the loads of lanes past the last column
-  for (int32_t i = blockIdx.x; i < n; i += gridDim.x) {
+  for (int32_t i = blockIdx.x; i < n; i += token_blocks) {
     const uint32_t id = sorted[i];
     if (i > 0 && sorted[i - 1] == id) continue;  // not the start of a run (the same for the whole block)
     float sum[1];
@@ -61,16 +74,6 @@ __global__ void prepare_kernel(EmbeddingShape s, float* token_grad, int32_t* pos
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < s.vocabulary * s.dim) token_grad[i] = 0.0f;
   if (i < s.batch * s.seq) positions[i] = static_cast<int32_t>(i);
-}
-
-// position_grad[t, d] = sum over b = 0, 1, ... of dout[b, t, d].
-__global__ void position_grad_kernel(EmbeddingShape s, const float* dout, float* position_grad) {
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= s.seq * s.dim) return;
-  float sum = 0.0f;
-#pragma unroll 8
-  for (int64_t b = 0; b < s.batch; ++b) sum += dout[b * s.seq * s.dim + i];
-  position_grad[i] = sum;
 }
 
 int key_bits(int64_t vocabulary) {
@@ -179,13 +182,14 @@ void embedding_backward_sums(const EmbeddingShape& shape, const float* dout, flo
     FP8KIT_CUDA_CHECK(cudaMemsetAsync(position_grad, 0, shape.seq * shape.dim * sizeof(float), stream));
     return;
   }
-  position_grad_kernel<<<blocks_for(shape.seq * shape.dim, kThreads), kThreads, 0, stream>>>(shape, dout,
-                                                                                            position_grad);
-  check_launch("embedding_backward");
-  const dim3 grid(n < static_cast<int32_t>(kMaxTokenBlocks) ? static_cast<unsigned>(n) : kMaxTokenBlocks,
-                  blocks_for(shape.dim, 32));
-  token_grad_kernel<<<grid, kOrderedSumThreads, 0, stream>>>(n, shape.dim, w.sorted, w.order, w.run_end, dout,
-                                                             token_grad);
+  const unsigned token_blocks = n < static_cast<int32_t>(kMaxTokenBlocks) ? static_cast<unsigned>(n) : kMaxTokenBlocks;
+  const int64_t position_blocks = (shape.seq * shape.dim + kOrderedSumThreads - 1) / kOrderedSumThreads;
+  if (token_blocks + position_blocks >= (int64_t{1} << 31))
+    throw Error("embedding_backward: seq " + std::to_string(shape.seq) + " x dim " + std::to_string(shape.dim) +
+                " is too large for one launch");
+  const dim3 grid(token_blocks + static_cast<unsigned>(position_blocks), blocks_for(shape.dim, 32));
+  sums_kernel<<<grid, kOrderedSumThreads, 0, stream>>>(shape, token_blocks, w.sorted, w.order, w.run_end, dout,
+                                                       token_grad, position_grad);
   check_launch("embedding_backward");
 }
 
