@@ -516,9 +516,9 @@ void causal_attention_backward(const ops::AttentionShape& shape, const float* q,
     const size_t dkv_smem = shared_memory<backward_dkv_kernel<kD, kBf16>>(dkv, shape, what);
     if (shape.batch == 0) return;
     // pd and ds of every pair, from the dq kernel to the dk/dv kernel: [heads, triangle] floats each,
-    // stream-ordered (an allocation node in a captured graph); at most kScratchPairs pairs a launch,
+    // stream-ordered (an allocation node in a captured graph); at most kScratchPairs pairs (32 MB) a launch,
     // so large batches run in several launches of whole heads.
-    constexpr int64_t kScratchPairs = int64_t{1} << 23;
+    constexpr int64_t kScratchPairs = int64_t{1} << 22;
     const int64_t triangle = seq * (seq + 1) / 2, heads = shape.batch * shape.heads;
     const int64_t per_launch = std::clamp<int64_t>(kScratchPairs / triangle, 1, heads);
     float* scratch = nullptr;

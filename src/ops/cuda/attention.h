@@ -23,7 +23,7 @@ void causal_attention_forward(const ops::AttentionShape& shape, const float* q, 
                               const DropoutSite& dropout, bool bf16, float* stats, float* out, cudaStream_t stream);
 // dq, dk, dv overwritten (float32 math), from the forward's inputs and stats. Allocates a scratch on
 // the stream (cudaMallocAsync; an allocation node in a graph) for two floats per pair j <= i:
-// 4 x batch x heads x seq x (seq + 1) bytes, at most 64 MB (more heads run in several launches).
+// 4 x batch x heads x seq x (seq + 1) bytes, at most 32 MB (more heads run in several launches).
 void causal_attention_backward(const ops::AttentionShape& shape, const float* q, const float* k, const float* v,
                                const float* stats, const DropoutSite& dropout, bool bf16, const float* dout,
                                float* dq, float* dk, float* dv, cudaStream_t stream);

@@ -9,7 +9,7 @@
 
 #include <algorithm>
 #include <bit>
-#include <limits>
+#include <cstring>
 #include <vector>
 
 #include "base/error.h"
@@ -210,39 +210,56 @@ cublasStatus_t GemmContext::launch(const Plan& plan, const GemmArgs& g, const cu
                         workspace_.data(), kWorkspaceBytes, stream);
 }
 
-// Times every candidate on g's operands (a warm-up run, then the median of kRuns) and keeps the
-// fastest in plan.algo. Candidates that refuse to run are skipped. Accumulating GEMMs read y, so
-// y is saved first and restored after the trial runs.
+// Times the candidates on g's operands and keeps the fastest in plan.algo: a warm-up run of each
+// (candidates that refuse to run are dropped), then pick_fastest. Accumulating GEMMs read y, so y
+// is saved first and restored after the trial runs.
 void GemmContext::autotune(Plan& plan, const GemmArgs& g, cudaStream_t stream) {
-  constexpr int kRuns = 5;
   plan.tuned = true;
   ++autotuned_;
   if (plan.candidates.size() < 2) return;
   const size_t y_bytes = static_cast<size_t>(g.m * g.n) * dtype_size(g.y_type);
   DeviceBuffer<std::byte> saved_y(g.accumulate ? y_bytes : 0);
   if (g.accumulate) FP8KIT_CUDA_CHECK(cudaMemcpyAsync(saved_y.data(), g.y, y_bytes, cudaMemcpyDeviceToDevice, stream));
-  Events marks(kRuns + 1);
-  float best = std::numeric_limits<float>::infinity();
-  for (const cublasLtMatmulAlgo_t& algo : plan.candidates) {
-    if (launch(plan, g, algo, stream) != CUBLAS_STATUS_SUCCESS) continue;
-    FP8KIT_CUDA_CHECK(cudaEventRecord(marks.events[0], stream));
-    for (int r = 0; r < kRuns; ++r) {
-      FP8KIT_CUBLAS_CHECK(launch(plan, g, algo, stream), plan.context);
-      FP8KIT_CUDA_CHECK(cudaEventRecord(marks.events[r + 1], stream));
-    }
-    FP8KIT_CUDA_CHECK(cudaEventSynchronize(marks.events[kRuns]));
-    std::vector<float> ms(kRuns);
-    for (int r = 0; r < kRuns; ++r)
-      FP8KIT_CUDA_CHECK(cudaEventElapsedTime(&ms[r], marks.events[r], marks.events[r + 1]));
-    std::nth_element(ms.begin(), ms.begin() + kRuns / 2, ms.end());
-    if (ms[kRuns / 2] < best) {
-      best = ms[kRuns / 2];
-      plan.algo = algo;
-    }
-  }
+  std::vector<cublasLtMatmulAlgo_t> runnable;
+  for (const cublasLtMatmulAlgo_t& algo : plan.candidates)
+    if (launch(plan, g, algo, stream) == CUBLAS_STATUS_SUCCESS) runnable.push_back(algo);
+  if (runnable.size() == 1) plan.algo = runnable[0];
+  if (runnable.size() > 1) pick_fastest(plan, g, runnable, stream);
   if (g.accumulate) FP8KIT_CUDA_CHECK(cudaMemcpyAsync(g.y, saved_y.data(), y_bytes, cudaMemcpyDeviceToDevice, stream));
   // saved_y is freed on return, while the copy may still be queued: wait for it first.
   if (g.accumulate) FP8KIT_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+// kRounds rounds that run every candidate once in turn (so clock and power drift spread over all of
+// them), each candidate's median. The heuristic's first choice stays unless another is at least
+// kMargin faster: short trials can favour a kernel that loses once the GPU runs hot.
+void GemmContext::pick_fastest(Plan& plan, const GemmArgs& g, const std::vector<cublasLtMatmulAlgo_t>& runnable,
+                               cudaStream_t stream) {
+  constexpr int kRounds = 7;
+  constexpr float kMargin = 0.03f;
+  const size_t n = runnable.size();
+  Events marks(kRounds * n * 2);  // start and end of every trial
+  for (int round = 0; round < kRounds; ++round) {
+    for (size_t c = 0; c < n; ++c) {
+      FP8KIT_CUDA_CHECK(cudaEventRecord(marks.events[(round * n + c) * 2], stream));
+      FP8KIT_CUBLAS_CHECK(launch(plan, g, runnable[c], stream), plan.context);
+      FP8KIT_CUDA_CHECK(cudaEventRecord(marks.events[(round * n + c) * 2 + 1], stream));
+    }
+  }
+  FP8KIT_CUDA_CHECK(cudaEventSynchronize(marks.events.back()));
+  std::vector<float> medians(n);
+  for (size_t c = 0; c < n; ++c) {
+    std::vector<float> ms(kRounds);
+    for (int round = 0; round < kRounds; ++round)
+      FP8KIT_CUDA_CHECK(cudaEventElapsedTime(&ms[round], marks.events[(round * n + c) * 2],
+                                             marks.events[(round * n + c) * 2 + 1]));
+    std::nth_element(ms.begin(), ms.begin() + kRounds / 2, ms.end());
+    medians[c] = ms[kRounds / 2];
+  }
+  const size_t fastest = static_cast<size_t>(std::min_element(medians.begin(), medians.end()) - medians.begin());
+  // runnable[0] is the heuristic's first choice whenever that one runs (it always should).
+  const bool first_runs = std::memcmp(&runnable[0], &plan.candidates[0], sizeof(cublasLtMatmulAlgo_t)) == 0;
+  if (!(first_runs && medians[fastest] > (1.0f - kMargin) * medians[0])) plan.algo = runnable[fastest];
 }
 
 void GemmContext::matmul(const GemmArgs& g, cudaStream_t stream) {

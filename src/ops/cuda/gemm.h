@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <vector>
 
 #include "ops/cuda/device_buffer.h"
 #include "tensor/tensor.h"
@@ -56,11 +57,12 @@ DType bias_type(DType a_type, DType y_type);
 struct GemmOptions {
   // false: each plan key (shapes, types, epilogue, alignments) runs cuBLASLt's first heuristic choice.
   // true: the first GEMM of a plan key also times up to `candidates` of the heuristic's algorithms on
-  // its own operands (one warm-up run, then the median of 5 runs each, CUDA events on the stream) and
-  // the fastest is kept. Costs about 6 x candidates GEMMs once per key (y is saved and restored when
-  // accumulating); a call made while its stream is being captured into a graph skips the timing and
-  // runs the first choice, and the next uncaptured call tunes. The chosen algorithm may differ
-  // between runs, and with it the result's last bits.
+  // its own operands (a warm-up run each, then 7 rounds of one run each in turn, CUDA events on the
+  // stream; medians) and keeps the fastest, unless the first choice is within 3% of it. Costs about
+  // 8 x candidates GEMMs once per key (y is saved and restored when accumulating); a call made while
+  // its stream is being captured into a graph skips the timing and runs the first choice, and the
+  // next uncaptured call tunes. The chosen algorithm may differ between runs, and with it the
+  // result's last bits.
   bool autotune = false;
   int candidates = 8;
 };
@@ -96,6 +98,8 @@ class GemmContext {
   Plan& plan_for(const GemmArgs& args);
   cublasStatus_t launch(const Plan& plan, const GemmArgs& args, const cublasLtMatmulAlgo_t& algo, cudaStream_t stream);
   void autotune(Plan& plan, const GemmArgs& args, cudaStream_t stream);
+  void pick_fastest(Plan& plan, const GemmArgs& args, const std::vector<cublasLtMatmulAlgo_t>& runnable,
+                    cudaStream_t stream);
   void matmul(const GemmArgs& args, cudaStream_t stream);
   void matmul_padded(const GemmArgs& args, cudaStream_t stream);
 

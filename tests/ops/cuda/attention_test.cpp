@@ -63,6 +63,81 @@ TEST(CudaAttention, MatchesTheCpuOp) {
   }
 }
 
+// 48 x 420 x 421 / 2 pairs: more than one backward launch's scratch holds, so two launches.
+TEST(CudaAttention, ManyHeadsRunInSeveralBackwardLaunches) {
+  FP8KIT_REQUIRE_GPU();
+  const ops::AttentionShape s{48, 420, 1, 16};
+  const int64_t n = s.batch * s.seq * s.heads * s.head_dim;
+  const std::vector<float> q = testing::random_normal(n, 5, 1.5f), k = testing::random_normal(n, 6, 1.5f),
+                           v = testing::random_normal(n, 7), dout = testing::random_normal(n, 8);
+  DeviceBuffer<float> d_q(n), d_k(n), d_v(n), d_dout(n), d_out(n), d_dq(n), d_dk(n), d_dv(n),
+      d_stats(s.batch * s.heads * s.seq * 2);
+  d_q.upload(q);
+  d_k.upload(k);
+  d_v.upload(v);
+  d_dout.upload(dout);
+  DeviceBuffer<uint64_t> d_step(1);
+  d_step.upload(std::vector<uint64_t>{3});
+  const ops::DropoutMask mask(9, 3, 1, 0.1f);
+  std::vector<float> probs(s.batch * s.heads * s.seq * s.seq, 0.0f), out(n), dq(n), dk(n), dv(n);
+  ops::causal_attention_forward(s, q.data(), k.data(), v.data(), &mask, 0.1f, false, probs.data(), out.data());
+  ops::causal_attention_backward(s, q.data(), k.data(), v.data(), probs.data(), &mask, 0.1f, false, dout.data(),
+                                 dq.data(), dk.data(), dv.data());
+  const DropoutSite site{9, d_step.data(), 1, 0.1f, true};
+  causal_attention_forward(s, d_q.data(), d_k.data(), d_v.data(), site, false, d_stats.data(), d_out.data(), nullptr);
+  causal_attention_backward(s, d_q.data(), d_k.data(), d_v.data(), d_stats.data(), site, false, d_dout.data(),
+                            d_dq.data(), d_dk.data(), d_dv.data(), nullptr);
+  EXPECT_LT(testing::relative_l2(d_out.to_host(), out), 2e-5);
+  EXPECT_LT(testing::relative_l2(d_dq.to_host(), dq), 1e-4);
+  EXPECT_LT(testing::relative_l2(d_dk.to_host(), dk), 1e-4);
+  EXPECT_LT(testing::relative_l2(d_dv.to_host(), dv), 1e-4);
+}
+
+// The seed model captures its step into a CUDA graph, possibly with the very first attention calls
+// (run this test alone to check that path): the graph's results equal the direct calls' bit for bit.
+TEST(CudaAttention, CapturedInAGraphGivesTheSameBits) {
+  FP8KIT_REQUIRE_GPU();
+  const ops::AttentionShape s{4, 70, 2, 16};
+  const int64_t n = s.batch * s.seq * s.heads * s.head_dim;
+  DeviceBuffer<float> d_q(n), d_k(n), d_v(n), d_dout(n), d_stats(s.batch * s.heads * s.seq * 2);
+  d_q.upload(testing::random_normal(n, 11));
+  d_k.upload(testing::random_normal(n, 12));
+  d_v.upload(testing::random_normal(n, 13));
+  d_dout.upload(testing::random_normal(n, 14));
+  DeviceBuffer<uint64_t> d_step(1);
+  d_step.upload(std::vector<uint64_t>{5});
+  const DropoutSite site{3, d_step.data(), 1, 0.1f, true};
+  cudaStream_t stream = nullptr;
+  FP8KIT_CUDA_CHECK(cudaStreamCreate(&stream));
+  // outs[0]: from the graph, outs[1]: direct calls; each out, dq, dk, dv.
+  std::vector<std::vector<float>> outs[2];
+  for (int direct = 0; direct < 2; ++direct) {
+    DeviceBuffer<float> d_out(n), d_dq(n), d_dk(n), d_dv(n);
+    const auto run = [&] {
+      causal_attention_forward(s, d_q.data(), d_k.data(), d_v.data(), site, true, d_stats.data(), d_out.data(), stream);
+      causal_attention_backward(s, d_q.data(), d_k.data(), d_v.data(), d_stats.data(), site, true, d_dout.data(),
+                                d_dq.data(), d_dk.data(), d_dv.data(), stream);
+    };
+    if (direct) {
+      run();
+    } else {
+      cudaGraph_t graph = nullptr;
+      cudaGraphExec_t exec = nullptr;
+      FP8KIT_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+      run();
+      FP8KIT_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+      FP8KIT_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+      FP8KIT_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+      FP8KIT_CUDA_CHECK(cudaStreamSynchronize(stream));
+      cudaGraphExecDestroy(exec);
+      cudaGraphDestroy(graph);
+    }
+    for (DeviceBuffer<float>* b : {&d_out, &d_dq, &d_dk, &d_dv}) outs[direct].push_back(b->to_host(stream));
+  }
+  cudaStreamDestroy(stream);
+  for (size_t i = 0; i < outs[0].size(); ++i) EXPECT_EQ(testing::max_ulp_difference(outs[0][i], outs[1][i]), 0) << i;
+}
+
 TEST(CudaAttention, RejectsUnsupportedShapes) {
   FP8KIT_REQUIRE_GPU();
   EXPECT_THROW(causal_attention_forward({1, 8, 1, 24}, nullptr, nullptr, nullptr, {}, false, nullptr, nullptr, nullptr),
