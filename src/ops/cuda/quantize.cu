@@ -129,7 +129,8 @@ __device__ __forceinline__ void quantize_tile(const Params& p, int64_t bx, int64
   const int64_t col0 = bx * kTileCols;
   const int64_t col = col0 + col_local;
   const float scale = *p.scale;
-  const DeviceDropoutMask mask = p.gradient.dropout.mask();  // (used only with p.gradient_active)
+  // The epilogue gradient's dropout mask (fp32 input only, used only with p.gradient_active).
+  const DeviceDropoutMask mask = sizeof(T) == 4 ? p.gradient.dropout.mask() : DeviceDropoutMask(0, 0, 0, 0);
 
   Raw<T> raw[passes][4];
 #pragma unroll
