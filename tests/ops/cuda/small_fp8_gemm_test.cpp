@@ -43,7 +43,7 @@ TEST(CudaSmallFp8Gemm, SameBitsAsDecodeAndFmaInOrder) {
           const std::vector<uint8_t> a = random_codes(s.m * s.k, af, 1), b = random_codes(s.n * s.k, bf, 2);
           const std::vector<float> scales = {0.03125f, 3.7f};
           DeviceBuffer<uint8_t> d_a(a.size()), d_b(b.size());
-          DeviceBuffer<float> d_scales(8), d_y(s.m * s.n);
+          DeviceBuffer<float> d_scales(scales.size()), d_y(s.m * s.n);
           d_a.upload(a);
           d_b.upload(b);
           d_scales.upload(scales);
