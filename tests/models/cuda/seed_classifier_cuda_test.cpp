@@ -1,13 +1,21 @@
 // The GPU training step against the CPU model (llm.c's habit): the same weights, batch and dropout
 // step, one eager step (loss, every gradient, the Adam update) and then two graph-replayed steps,
 // for fp32, bf16 and FP8 (delayed scaling with the te and keras lags, and current scaling; current
-// scaling takes the same bounds as delayed). Errors are relative L2 over all parameters together.
+// scaling has its own bounds, below). Errors are relative L2 over all parameters together.
 // Tolerances, from the errors measured on an H200 (2026-11-21) with ~10x headroom: fp32 differs only
 // by summation order (cuBLASLt vs OpenBLAS, warp trees): gradients 4e-7 (bound 1e-5), the change of the
 // weights over 3 steps 1e-6 (bound 1e-4). bf16 and FP8 amplify such differences where a value lands
 // on the other side of a bf16 / FP8 rounding boundary: gradients 2e-5 (bf16, bound 1e-3) and 8e-4
 // (FP8, bound 1e-2). Adam's first updates are ~lr * sign(g), so each gradient near 0 whose sign
 // differs moves a weight by up to 2 lr: weight changes 1.5e-2 (bf16, bound 0.1), 6e-2 (FP8, bound 0.25).
+// FP8 current scaling amplifies the devices' tiny differences, by design: each gradient's scale comes
+// from its own amax, which the GPU and the CPU compute from slightly different gradients (summation
+// order, then bf16 and FP8 roundings that fall the other way), so their amaxes differ by 0.3% to 8%
+// (measured per Linear), and every E5M2 code (25% steps) of that
+// tensor is rounded against a different grid. Delayed scaling at step 0 quantizes every gradient with
+// the same scale (1) on both devices, where the deeper gradients (amax ~3e-7) flush to zero alike. The
+// forward's amaxes and scales agree bit for bit (checked below), the gradients by E5M2's noise: 0.11
+// (bound 0.3), the update 0.26 and the weights' change 0.29 (bound 0.6).
 #include "models/seed_classifier_cuda.h"
 
 #include <gtest/gtest.h>
@@ -99,15 +107,17 @@ TEST_P(SeedClassifierCudaTest, StepsMatchTheCpuModel) {
   EXPECT_LT(e_grads, c.grads);
   if (c.precision == nn::Precision::Fp8) {
     // The weights are the same on both devices, so their amaxes (and with current scaling their
-    // scales, computed on the GPU) are the CPU's bits.
+    // scales, computed on the GPU) are the CPU's bits; with current scaling, so are the forward's
+    // input amaxes and scales at this step (the forward's tiny differences do not reach them here).
     optim::Adam mirror_adam(mirror.parameters());
     gpu.store_state(mirror, mirror_adam);
     const std::vector<nn::StateEntry> want = cpu.fp8_state(), got = mirror.fp8_state();
     ASSERT_EQ(got.size(), want.size());
     for (size_t i = 0; i < want.size(); ++i) {
       const std::string& name = want[i].name;
+      const bool current = c.recipe.mode == ScalingMode::Current;
       if (!name.ends_with("kernel_amax_history") &&
-          !(name.ends_with("kernel_scale") && c.recipe.mode == ScalingMode::Current))
+          !(current && (name.ends_with("kernel_scale") || name.find("/inputs_") != std::string::npos)))
         continue;
       ASSERT_EQ(got[i].name, name);
       std::vector<uint32_t> got_bits, want_bits;
@@ -159,8 +169,8 @@ INSTANTIATE_TEST_SUITE_P(Precisions, SeedClassifierCudaTest,
                                            Case{"bf16", nn::Precision::Bf16, {}, 1e-3, 1e-3, 0.1},
                                            Case{"fp8_te", nn::Precision::Fp8, {}, 1e-2, 1e-2, 0.25},
                                            Case{"fp8_keras", nn::Precision::Fp8, keras_lag(), 1e-2, 1e-2, 0.25},
-                                           Case{"fp8_current", nn::Precision::Fp8, current_scaling(), 1e-2, 1e-2,
-                                                0.25}),
+                                           Case{"fp8_current", nn::Precision::Fp8, current_scaling(), 1e-2, 0.3,
+                                                0.6}),
                          [](const auto& info) { return info.param.name; });
 
 TEST(SeedClassifierCuda, RejectsBadInput) {
