@@ -38,9 +38,9 @@ struct Params {
   uint32_t site, threshold;
 };
 
-constexpr int kThreads = 256;                    // 8 warps
+constexpr int kThreads = 256;  // 8 warps
 constexpr int kWarps = kThreads / 32;
-constexpr int kTile = 32;                   // query rows or key columns per block
+constexpr int kTile = 32;         // query rows or key columns per block
 constexpr int kChainThreads = 4;  // threads per row in the serial output chains (kD / 4 elements each)
 
 // Row stride of a [n, kD] tile in shared memory: lanes reading 16-byte pieces of different rows hit
@@ -54,6 +54,10 @@ constexpr int padded() {
 // different rows hit different banks.
 __host__ __device__ constexpr int pair_stride(int n) { return n | 1; }
 
+// Row stride of the dk/dv kernel's [kTile, n] column tiles: 2 mod 32, so that both the load (32
+// columns of one row) and the chains (8 columns at one step) hit different banks.
+__host__ __device__ constexpr int column_stride(int n) { return (n + 31) / 32 * 32 + 2; }
+
 // Shared-memory floats of each kernel for the largest tile (keys or rows = seq).
 template <int kD>
 constexpr int64_t forward_floats(int64_t seq) {
@@ -63,25 +67,18 @@ template <int kD>
 constexpr int64_t dq_floats(int64_t seq) {
   return seq * padded<kD>() + 2 * kTile * padded<kD>() + 2 * kTile * pair_stride(static_cast<int>(seq)) + 3 * kTile;
 }
+template <int kD>
+constexpr int64_t dkv_floats(int64_t seq) {
+  return 2 * seq * padded<kD>() + 2 * kTile * column_stride(static_cast<int>(seq));
+}
 
-// a row of kD floats from 16-byte aligned shared memory into registers.
+// kD (a multiple of 4) floats from 16-byte aligned shared memory into registers.
 template <int kD>
 __device__ __forceinline__ void load_row(const float* src, float* dst) {
 #pragma unroll
   for (int d = 0; d < kD; d += 4) {
     const float4 x = *reinterpret_cast<const float4*>(src + d);
     dst[d] = x.x, dst[d + 1] = x.y, dst[d + 2] = x.z, dst[d + 3] = x.w;
-  }
-}
-
-// kN (2, 4 or 8) floats from shared memory aligned to kN floats (up to 4) into registers.
-template <int kN>
-__device__ __forceinline__ void load_chunk(const float* src, float* dst) {
-  if constexpr (kN == 2) {
-    const float2 x = *reinterpret_cast<const float2*>(src);
-    dst[0] = x.x, dst[1] = x.y;
-  } else {
-    load_row<kN>(src, dst);
   }
 }
 
@@ -238,7 +235,7 @@ __global__ void __launch_bounds__(kThreads)
     for (int j = 0; j <= i; ++j) {
       const float pd = row[j];
       float vj[kPer];
-      load_chunk<kPer>(kv + j * kP + d0, vj);
+      load_row<kPer>(kv + j * kP + d0, vj);
 #pragma unroll
       for (int e = 0; e < kPer; ++e) acc[e] = fmaf(pd, vj[e], acc[e]);
     }
@@ -355,7 +352,7 @@ __global__ void __launch_bounds__(kThreads)
     for (int j = 0; j <= i; ++j) {
       const float ds = probs[r * stride + j];
       float kj[kPer];
-      load_chunk<kPer>(kv + j * kP + d0, kj);
+      load_row<kPer>(kv + j * kP + d0, kj);
 #pragma unroll
       for (int e = 0; e < kPer; ++e) acc[e] = fmaf(ds, kj[e], acc[e]);
     }
@@ -364,10 +361,6 @@ __global__ void __launch_bounds__(kThreads)
     for (int e = 0; e < kPer; ++e) dq[at + e] = acc[e] * p.scale;
   }
 }
-
-// Row stride of the dk/dv kernel's [kTile, n] column tiles: 2 mod 32, so that both the load (32
-// columns of one row) and the chains (8 columns at one step) hit different banks.
-__host__ __device__ constexpr int column_stride(int n) { return (n + 31) / 32 * 32 + 2; }
 
 // Block (bh0 + blockIdx.x, blockIdx.y): key columns [j0, j0 + cols), query rows [j0, T):
 // dk_j = sum_i ds_ij qs_i and dv_j = sum_i pd_ij dout_i, both in query order, from the dq kernel's
@@ -412,8 +405,8 @@ __global__ void __launch_bounds__(kThreads)
       const float pd = pds[c * stride + t], ds = dss[c * stride + t];
       const int ri = c + t;
       float gi[kPer], qi[kPer];
-      load_chunk<kPer>(gs + ri * kP + d0, gi);
-      load_chunk<kPer>(qs + ri * kP + d0, qi);
+      load_row<kPer>(gs + ri * kP + d0, gi);
+      load_row<kPer>(qs + ri * kP + d0, qi);
 #pragma unroll
       for (int e = 0; e < kPer; ++e) {
         dvj[e] = fmaf(pd, gi[e], dvj[e]);
@@ -484,9 +477,9 @@ void dispatch(int64_t head_dim, bool bf16, F&& f) {
   }
 }
 
-// Blocks: (batch x heads) x tiles.
-dim3 grid(const ops::AttentionShape& s) {
-  return dim3(static_cast<unsigned>(s.batch * s.heads), static_cast<unsigned>((s.seq + kTile - 1) / kTile));
+// Blocks: heads (of batch x heads) x tiles.
+dim3 grid(int64_t heads, int64_t seq) {
+  return dim3(static_cast<unsigned>(heads), static_cast<unsigned>((seq + kTile - 1) / kTile));
 }
 
 }  // namespace
@@ -499,7 +492,7 @@ void causal_attention_forward(const ops::AttentionShape& shape, const float* q, 
   dispatch(shape.head_dim, bf16, [&]<int kD, bool kBf16>() {
     const size_t smem = shared_memory<forward_kernel<kD, kBf16>>(forward_floats<kD>(shape.seq), shape, what);
     if (shape.batch == 0) return;
-    forward_kernel<kD, kBf16><<<grid(shape), kThreads, smem, stream>>>(p, q, k, v, stats, out);
+    forward_kernel<kD, kBf16><<<grid(shape.batch * shape.heads, shape.seq), kThreads, smem, stream>>>(p, q, k, v, stats, out);
     check_launch(what);
   });
 }
@@ -512,22 +505,20 @@ void causal_attention_backward(const ops::AttentionShape& shape, const float* q,
   p.aligned = aligned16({q, k, v, dout});
   dispatch(shape.head_dim, bf16, [&]<int kD, bool kBf16>() {
     const size_t dq_smem = shared_memory<backward_dq_kernel<kD, kBf16>>(dq_floats<kD>(shape.seq), shape, what);
-    const int64_t seq = shape.seq, dkv = 2 * seq * padded<kD>() + 2 * kTile * column_stride(static_cast<int>(seq));
-    const size_t dkv_smem = shared_memory<backward_dkv_kernel<kD, kBf16>>(dkv, shape, what);
+    const size_t dkv_smem = shared_memory<backward_dkv_kernel<kD, kBf16>>(dkv_floats<kD>(shape.seq), shape, what);
     if (shape.batch == 0) return;
     // pd and ds of every pair, from the dq kernel to the dk/dv kernel: [heads, triangle] floats each,
     // stream-ordered (an allocation node in a captured graph); at most kScratchPairs pairs (32 MB) a launch,
     // so large batches run in several launches of whole heads.
     constexpr int64_t kScratchPairs = int64_t{1} << 22;
-    const int64_t triangle = seq * (seq + 1) / 2, heads = shape.batch * shape.heads;
+    const int64_t seq = shape.seq, triangle = seq * (seq + 1) / 2, heads = shape.batch * shape.heads;
     const int64_t per_launch = std::clamp<int64_t>(kScratchPairs / triangle, 1, heads);
     float* scratch = nullptr;
     FP8KIT_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&scratch),
                                       2 * per_launch * triangle * sizeof(float), stream));
     try {
       for (int64_t bh0 = 0; bh0 < heads; bh0 += per_launch) {
-        const dim3 blocks(static_cast<unsigned>(std::min(per_launch, heads - bh0)),
-                          static_cast<unsigned>((seq + kTile - 1) / kTile));
+        const dim3 blocks = grid(std::min(per_launch, heads - bh0), seq);
         float* pd_pairs = scratch;
         float* ds_pairs = scratch + per_launch * triangle;
         backward_dq_kernel<kD, kBf16><<<blocks, kThreads, dq_smem, stream>>>(p, static_cast<int>(bh0), q, k, v, stats,

@@ -138,6 +138,35 @@ TEST(CudaAttention, CapturedInAGraphGivesTheSameBits) {
   for (size_t i = 0; i < outs[0].size(); ++i) EXPECT_EQ(testing::max_ulp_difference(outs[0][i], outs[1][i]), 0) << i;
 }
 
+// Inputs that are not 16-byte aligned are read float by float: the same bits as aligned ones.
+TEST(CudaAttention, UnalignedInputsGiveTheSameBits) {
+  FP8KIT_REQUIRE_GPU();
+  const ops::AttentionShape s{3, 37, 3, 32};
+  const int64_t n = s.batch * s.seq * s.heads * s.head_dim;
+  DeviceBuffer<uint64_t> d_step(1);
+  d_step.upload(std::vector<uint64_t>{7});
+  const DropoutSite site{4, d_step.data(), 1, 0.1f, true};
+  std::vector<std::vector<float>> outs[2];  // [offset in floats]: out, dq, dk, dv
+  for (int offset = 0; offset < 2; ++offset) {
+    // q, k, v, dout at float `offset` of their buffers.
+    DeviceBuffer<float> inputs[4] = {DeviceBuffer<float>(n + 1), DeviceBuffer<float>(n + 1),
+                                     DeviceBuffer<float>(n + 1), DeviceBuffer<float>(n + 1)};
+    for (int t = 0; t < 4; ++t) {
+      std::vector<float> host = testing::random_normal(n, 21 + t, 1.5f);
+      host.insert(host.begin() + (offset == 0 ? n : 0), 0.0f);
+      inputs[t].upload(host);
+    }
+    const float *q = inputs[0].data() + offset, *k = inputs[1].data() + offset, *v = inputs[2].data() + offset,
+                *dout = inputs[3].data() + offset;
+    DeviceBuffer<float> d_out(n), d_dq(n), d_dk(n), d_dv(n), d_stats(s.batch * s.heads * s.seq * 2);
+    causal_attention_forward(s, q, k, v, site, false, d_stats.data(), d_out.data(), nullptr);
+    causal_attention_backward(s, q, k, v, d_stats.data(), site, false, dout, d_dq.data(), d_dk.data(), d_dv.data(),
+                              nullptr);
+    for (DeviceBuffer<float>* b : {&d_out, &d_dq, &d_dk, &d_dv}) outs[offset].push_back(b->to_host());
+  }
+  for (size_t i = 0; i < outs[0].size(); ++i) EXPECT_EQ(testing::max_ulp_difference(outs[0][i], outs[1][i]), 0) << i;
+}
+
 TEST(CudaAttention, RejectsUnsupportedShapes) {
   FP8KIT_REQUIRE_GPU();
   EXPECT_THROW(causal_attention_forward({1, 8, 1, 24}, nullptr, nullptr, nullptr, {}, false, nullptr, nullptr, nullptr),
