@@ -4,7 +4,9 @@
 // columns as 4 x 8 lanes, each lane a 4 x 4 micro-tile, loaded as 4 row vectors (16 bytes of fp32, 8
 // of bf16) so that 8 lanes read one contiguous stretch of a row; each thread does `passes` such
 // micro-tiles, 64 rows apart, all loads issued (as raw registers) before the first use: 2 passes for
-// fp32 and 4 for bf16, so a block has 32 KB of loads in flight either way. The straight output is
+// fp32 and 4 for bf16, so a block has 32 KB of loads in flight either way. fp32 tensors of under 2^20
+// elements take 1 pass: twice the blocks (a [6400, 32] activation gets 100), as a small tensor's time
+// is latency, not bandwidth. The straight output is
 // stored 4 bytes per row. For the transposed output the 4x4 codes are transposed in registers (byte
 // permutes) into 4 words, each 4 rows of one column, kept in shared memory [64 cols][16 * passes + 1
 // words]; the odd row stride makes the writes (lanes differ in column by 4 and in row-word by 1)
@@ -28,11 +30,10 @@ namespace {
 
 constexpr int kTileCols = 64;
 constexpr int kThreads = 256;
-// Micro-tile rows per thread and tile rows per block, by input element.
+// Micro-tile rows per thread (tile rows per block: 64 x passes) of large tensors, by input element.
 template <typename T>
 constexpr int kPasses = sizeof(T) == 4 ? 2 : 4;
-template <typename T>
-constexpr int kTileRows = 64 * kPasses<T>;
+constexpr int64_t kSmallTensor = int64_t{1} << 20;  // elements; below, fp32 takes 1 pass
 
 struct Params {
   const void* x;
@@ -115,9 +116,8 @@ __device__ __forceinline__ void apply_epilogue(const Params& p, int64_t row, int
 }
 
 // Casts tile (bx, by) of p: the whole of one block's work, shared by the single and batched kernels.
-template <typename T, Fp8Format F, bool Divide>
+template <typename T, Fp8Format F, bool Divide, int passes>
 __device__ __forceinline__ void quantize_tile(const Params& p, int64_t bx, int64_t by) {
-  constexpr int passes = kPasses<T>;
   constexpr int stride = 16 * passes + 1;  // words per transposed row (+1 against bank conflicts)
   __shared__ uint32_t tile_t[kTileCols * stride];
   __shared__ uint32_t warp_amax[kThreads / 32];
@@ -125,7 +125,7 @@ __device__ __forceinline__ void quantize_tile(const Params& p, int64_t bx, int64
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int col_local = (warp & 1) * 32 + (lane & 7) * 4;
   const int row_local = (warp >> 1) * 16 + (lane >> 3) * 4;  // + 64 * pass
-  const int64_t row0 = by * kTileRows<T>;
+  const int64_t row0 = by * 64 * passes;
   const int64_t col0 = bx * kTileCols;
   const int64_t col = col0 + col_local;
   const float scale = *p.scale;
@@ -217,9 +217,9 @@ __device__ __forceinline__ void quantize_tile(const Params& p, int64_t bx, int64
   }
 }
 
-template <typename T, Fp8Format F, bool Divide>
+template <typename T, Fp8Format F, bool Divide, int Passes>
 __global__ void __launch_bounds__(kThreads) quantize_kernel(Params p) {
-  quantize_tile<T, F, Divide>(p, blockIdx.x, blockIdx.y);
+  quantize_tile<T, F, Divide, Passes>(p, blockIdx.x, blockIdx.y);
 }
 
 // Up to kMaxBatch tensors in one launch: a 1-D grid, tensor t owning blocks [first[t], first[t + 1]),
@@ -232,50 +232,68 @@ struct Batch {
   int count;
 };
 
-template <typename T, Fp8Format F, bool Divide>
+template <typename T, Fp8Format F, bool Divide, int Passes>
 __global__ void __launch_bounds__(kThreads) quantize_batch_kernel(const __grid_constant__ Batch b) {
   const int64_t block = blockIdx.x;
   int t = 0;
   while (t + 1 < b.count && block >= b.first[t + 1]) ++t;
   const int64_t local = block - b.first[t];
-  quantize_tile<T, F, Divide>(b.p[t], local % b.grid_x[t], local / b.grid_x[t]);
+  quantize_tile<T, F, Divide, Passes>(b.p[t], local % b.grid_x[t], local / b.grid_x[t]);
 }
 
-template <typename T>
-dim3 grid_of(const Params& p) {
+dim3 grid_of(const Params& p, int passes) {
   const std::string shape = std::to_string(p.rows) + "x" + std::to_string(p.cols);
-  if (p.rows > int64_t{65535} * kTileRows<T>)
+  const int64_t tile_rows = 64 * passes;
+  if (p.rows > int64_t{65535} * tile_rows)
     throw Error("quantize_fp8: " + shape + " has more rows than one launch covers (" +
-                std::to_string(int64_t{65535} * kTileRows<T>) + "); split it");
+                std::to_string(int64_t{65535} * tile_rows) + "); split it");
   return dim3(static_cast<unsigned>(std::max<int64_t>(1, (p.cols + kTileCols - 1) / kTileCols)),
-              static_cast<unsigned>(std::max<int64_t>(1, (p.rows + kTileRows<T> - 1) / kTileRows<T>)));
+              static_cast<unsigned>(std::max<int64_t>(1, (p.rows + tile_rows - 1) / tile_rows)));
 }
 
-template <typename T, Fp8Format F>
-void launch(const Params& p, bool divide, cudaStream_t stream) {
-  const dim3 grid = grid_of<T>(p);
+template <int Passes, typename T, Fp8Format F>
+void launch_passes(const Params& p, bool divide, cudaStream_t stream) {
+  const dim3 grid = grid_of(p, Passes);
   if (divide) {
-    quantize_kernel<T, F, true><<<grid, kThreads, 0, stream>>>(p);
+    quantize_kernel<T, F, true, Passes><<<grid, kThreads, 0, stream>>>(p);
   } else {
-    quantize_kernel<T, F, false><<<grid, kThreads, 0, stream>>>(p);
+    quantize_kernel<T, F, false, Passes><<<grid, kThreads, 0, stream>>>(p);
   }
 }
 
 template <typename T, Fp8Format F>
-void launch_batch(const Params* p, int count, bool divide, cudaStream_t stream) {
+void launch(const Params& p, bool divide, cudaStream_t stream) {
+  if constexpr (sizeof(T) == 4) {
+    if (p.rows * p.cols < kSmallTensor) return launch_passes<1, T, F>(p, divide, stream);
+  }
+  launch_passes<kPasses<T>, T, F>(p, divide, stream);
+}
+
+template <int Passes, typename T, Fp8Format F>
+void launch_batch_passes(const Params* p, int count, bool divide, cudaStream_t stream) {
   Batch b{};
   b.count = count;
   for (int t = 0; t < count; ++t) {
-    const dim3 grid = grid_of<T>(p[t]);
+    const dim3 grid = grid_of(p[t], Passes);
     b.p[t] = p[t];
     b.grid_x[t] = grid.x;
     b.first[t + 1] = b.first[t] + int64_t{grid.x} * grid.y;
   }
   if (divide) {
-    quantize_batch_kernel<T, F, true><<<static_cast<unsigned>(b.first[count]), kThreads, 0, stream>>>(b);
+    quantize_batch_kernel<T, F, true, Passes><<<static_cast<unsigned>(b.first[count]), kThreads, 0, stream>>>(b);
   } else {
-    quantize_batch_kernel<T, F, false><<<static_cast<unsigned>(b.first[count]), kThreads, 0, stream>>>(b);
+    quantize_batch_kernel<T, F, false, Passes><<<static_cast<unsigned>(b.first[count]), kThreads, 0, stream>>>(b);
   }
+}
+
+// A batch takes 1 pass when every tensor in it is small (the same tile code: the same bytes).
+template <typename T, Fp8Format F>
+void launch_batch(const Params* p, int count, bool divide, cudaStream_t stream) {
+  if constexpr (sizeof(T) == 4) {
+    if (std::all_of(p, p + count, [](const Params& q) { return q.rows * q.cols < kSmallTensor; }))
+      return launch_batch_passes<1, T, F>(p, count, divide, stream);
+  }
+  launch_batch_passes<kPasses<T>, T, F>(p, count, divide, stream);
 }
 
 bool aligned(const void* p, size_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
