@@ -103,11 +103,11 @@ if [ "$mode" = model ]; then
   ./bench/bench_cuda_attention --benchmark_repetitions=3 --benchmark_report_aggregates_only=true \
     >"$OUT/bench-attention.txt" 2>&1 || note "FAIL: bench_cuda_attention"
   grep -E "median" "$OUT/bench-attention.txt" >>"$summary"
-  # Per-kernel GPU times of one step (4 replays of a 1-step epoch), for finding the slow kernels.
+  # With NCU=1: per-kernel GPU times of one step (4 replays of a 1-step epoch), for finding slow kernels.
   ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
-  for p in bf16 fp8; do
+  [ "${NCU:-0}" = 1 ] && for p in bf16 "fp8 (te"; do
     timeout 120 "${ncu:-ncu}" --clock-control none --metrics gpu__time_duration.sum --print-summary per-kernel \
-      ./bench/bench_cuda_seed_epoch 1 $p >"$OUT/ncu-$p.txt" 2>&1 || note "ncu $p: failed or timed out (ncu-$p.txt)"
+      ./bench/bench_cuda_seed_epoch 1 "$p" >"$OUT/ncu-${p%% *}.txt" 2>&1 || note "ncu $p: failed or timed out"
   done
   cat "$summary"
   exit 0
