@@ -1,5 +1,6 @@
 // `fp8kit quant-error`: the three reports on stdout, and with --out the CSV files and SVG plots.
 #include "cli/run_cli.h"
+#include "common/temp_dir.h"
 
 #include <gtest/gtest.h>
 
@@ -21,8 +22,7 @@ std::string read(const fs::path& path) {
 }
 
 TEST(QuantErrorCli, TablesCsvAndPlots) {
-  const fs::path dir = fs::temp_directory_path() / "fp8kit_quant_error_test";
-  fs::remove_all(dir);
+  const testing::TempDir dir("quant_error_cli");
   const auto r = run_cli("quant-error --steps 20 --out '" + (dir / "nested").string() + "'");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   for (const char* section : {"sample tensors", "against magnitude", "Lab Part 4", "Delayed scaling over 20 steps",
@@ -42,7 +42,6 @@ TEST(QuantErrorCli, TablesCsvAndPlots) {
     EXPECT_NE(svg.find("<polyline"), std::string::npos) << plot;
     EXPECT_NE(svg.find("</svg>"), std::string::npos) << plot;
   }
-  fs::remove_all(dir);
 }
 
 TEST(QuantErrorCli, SameSeedSameNumbers) {
@@ -53,12 +52,12 @@ TEST(QuantErrorCli, BadArguments) {
   auto r = run_cli("quant-error --steps 0");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(r.output.rfind("error: ", 0), 0u) << r.output;
-  const fs::path file = fs::temp_directory_path() / "fp8kit_quant_error_not_a_dir";
+  const testing::TempDir dir("quant_error_cli_bad");
+  const fs::path file = dir / "not_a_dir";
   std::ofstream(file) << "x";
   r = run_cli("quant-error --out '" + file.string() + "'");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(r.output.rfind("error: ", 0), 0u) << r.output;
-  fs::remove(file);
   EXPECT_EQ(run_cli("quant-error --help").exit_code, 0);
 }
 

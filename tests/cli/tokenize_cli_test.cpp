@@ -1,5 +1,5 @@
 // `fp8kit tokenize`: ids, padding and detokenized text as the seed prints them.
-#include "data/archive_writer.h"
+#include "common/temp_dir.h"
 #include "run_cli.h"
 #include "text/vocab_file.h"
 
@@ -10,11 +10,10 @@
 namespace fp8kit {
 namespace {
 
-namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
 TEST(TokenizeCli, PrintsIdsAndDetokenizedText) {
-  const auto dir = testing::fresh_temp_dir("tokenize_cli");
+  const testing::TempDir dir("tokenize_cli");
   text::write_vocab(dir / "vocab.txt", {"[PAD]", "[UNK]", "\"", ".", "the", "qu", "##ick", "fox"});
   const auto r = testing::run_cli(
       fmt::format("tokenize --vocab '{}' --sequence-length 8 'the quick \"fox\".' 'The fox'", (dir / "vocab.txt").string()));
@@ -29,11 +28,10 @@ TEST(TokenizeCli, PrintsIdsAndDetokenizedText) {
   const auto lower = testing::run_cli(
       fmt::format("tokenize --vocab '{}' --lowercase --sequence-length 0 'The fox'", (dir / "vocab.txt").string()));
   EXPECT_THAT(lower.output, HasSubstr("Tokens: 4 7\n"));
-  fs::remove_all(dir);
 }
 
 TEST(TokenizeCli, BadVocabulariesFailWithAMessage) {
-  const auto dir = testing::fresh_temp_dir("tokenize_cli_bad");
+  const testing::TempDir dir("tokenize_cli_bad");
   text::write_vocab(dir / "no_unk.txt", {"[PAD]", "a"});
   auto r = testing::run_cli(fmt::format("tokenize --vocab '{}' a", (dir / "no_unk.txt").string()));
   EXPECT_EQ(r.exit_code, 1);
@@ -41,7 +39,6 @@ TEST(TokenizeCli, BadVocabulariesFailWithAMessage) {
   r = testing::run_cli(fmt::format("tokenize --vocab '{}' a", (dir / "missing.txt").string()));
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.output, HasSubstr("cannot open vocabulary file"));
-  fs::remove_all(dir);
 }
 
 }  // namespace

@@ -1,4 +1,5 @@
 // `fp8kit vocab`: learning from a small generated aclImdb tarball or a generic class-folder dataset.
+#include "common/temp_dir.h"
 #include "data/archive_writer.h"
 #include "run_cli.h"
 #include "text/vocab_file.h"
@@ -17,7 +18,6 @@ using ::testing::HasSubstr;
 class VocabCli : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = testing::fresh_temp_dir("vocab_cli");
     std::vector<testing::TreeEntry> entries;
     for (const char* split : {"train", "test"}) {
       for (const char* label : {"neg", "pos"}) {
@@ -29,8 +29,7 @@ class VocabCli : public ::testing::Test {
     }
     testing::write_tar_gz(dir_ / "aclImdb_v1.tar.gz", entries);
   }
-  void TearDown() override { fs::remove_all(dir_); }
-  fs::path dir_;
+  const testing::TempDir dir_{"vocab_cli"};
 };
 
 TEST_F(VocabCli, LearnsFromAnImdbTarball) {

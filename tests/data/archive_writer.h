@@ -4,8 +4,6 @@
 #include <archive.h>
 #include <archive_entry.h>
 
-#include <stdlib.h>
-
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
@@ -51,14 +49,6 @@ inline void write_tree(const std::filesystem::path& root, const std::vector<Tree
       std::ofstream(p, std::ios::binary) << e.contents;
     }
   }
-}
-
-// A new, uniquely named empty directory: ctest runs each test in its own process, in parallel, so
-// tests sharing a fixture must never share a directory.
-inline std::filesystem::path fresh_temp_dir(const std::string& name) {
-  std::string pattern = (std::filesystem::temp_directory_path() / ("fp8kit_test_" + name + "_XXXXXX")).string();
-  if (::mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed for " + pattern);
-  return pattern;
 }
 
 }  // namespace fp8kit::testing

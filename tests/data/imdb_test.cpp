@@ -4,6 +4,7 @@
 
 #include "archive_writer.h"
 #include "base/error.h"
+#include "common/temp_dir.h"
 #include "text/wordpiece_tokenizer.h"
 
 #include <gmock/gmock.h>
@@ -33,7 +34,7 @@ std::vector<testing::TreeEntry> tiny_imdb() {
 }
 
 TEST(Imdb, LoadsSplitsFromATarballOrADirectory) {
-  const auto dir = testing::fresh_temp_dir("imdb_tiny");
+  const testing::TempDir dir("imdb_tiny");
   testing::write_tar_gz(dir / "aclImdb_v1.tar.gz", tiny_imdb());
   testing::write_tree(dir / "extracted", tiny_imdb());
   for (const fs::path& path : {dir / "aclImdb_v1.tar.gz", dir / "extracted", dir / "extracted" / "aclImdb"}) {
@@ -51,17 +52,16 @@ TEST(Imdb, LoadsSplitsFromATarballOrADirectory) {
       EXPECT_EQ(s.train.labels[i], s.train.texts[i].find("pos") != std::string::npos ? 1 : 0);
     }
   }
-  fs::remove_all(dir);
 }
 
 TEST(Imdb, FindImdbPrefersTheUserPathThenFp8kitData) {
-  const auto dir = testing::fresh_temp_dir("imdb_find");
+  const testing::TempDir dir("imdb_find");
   EXPECT_THROW(find_imdb(dir / "missing.tar.gz"), Error);
-  EXPECT_EQ(find_imdb(dir), dir);
+  EXPECT_EQ(find_imdb(dir.path()), dir.path());
   std::ofstream(dir / "aclImdb_v1.tar.gz") << "x";
   const char* old = std::getenv("FP8KIT_DATA");
   const std::string saved = old ? old : "";
-  setenv("FP8KIT_DATA", dir.c_str(), 1);
+  setenv("FP8KIT_DATA", dir.path().c_str(), 1);
   EXPECT_EQ(find_imdb(), fs::weakly_canonical(dir / "aclImdb_v1.tar.gz"));
   setenv("FP8KIT_DATA", (dir / "aclImdb_v1.tar.gz").c_str(), 1);
   EXPECT_EQ(find_imdb(), dir / "aclImdb_v1.tar.gz");
@@ -70,11 +70,10 @@ TEST(Imdb, FindImdbPrefersTheUserPathThenFp8kitData) {
   } else {
     unsetenv("FP8KIT_DATA");
   }
-  fs::remove_all(dir);
 }
 
 TEST(Imdb, VocabularyCacheIsWrittenThenRead) {
-  const auto dir = testing::fresh_temp_dir("imdb_vocab");
+  const testing::TempDir dir("imdb_vocab");
   testing::write_tar_gz(dir / "aclImdb_v1.tar.gz", tiny_imdb());
   const ImdbSplits s = load_imdb(dir / "aclImdb_v1.tar.gz");
   text::WordPieceLearnerOptions options;
@@ -84,7 +83,6 @@ TEST(Imdb, VocabularyCacheIsWrittenThenRead) {
   EXPECT_EQ(imdb_vocabulary(s, dir / "cache" / "vocab.txt", options), learned);
   std::ofstream(dir / "bad.txt") << "x\ny\n";
   EXPECT_THROW(imdb_vocabulary(s, dir / "bad.txt", options), Error);  // not [PAD], [UNK] first
-  fs::remove_all(dir);
 }
 
 // The real data: $FP8KIT_DATA or ../shared/datasets/aclImdb_v1.tar.gz next to the checkout.

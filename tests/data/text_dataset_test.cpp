@@ -3,6 +3,7 @@
 
 #include "archive_writer.h"
 #include "base/error.h"
+#include "common/temp_dir.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -49,19 +50,18 @@ void expect_sample_train(const TextDataset& d) {
 }
 
 TEST(TextDataset, FromDirectory) {
-  const auto dir = testing::fresh_temp_dir("dataset_dir");
-  testing::write_tree(dir, sample_tree());
+  const testing::TempDir dir("dataset_dir");
+  testing::write_tree(dir.path(), sample_tree());
   TextDatasetOptions options;
   options.class_names = {"neg", "pos"};
   expect_sample_train(load_text_dataset(dir / "top" / "train", "", options));
-  expect_sample_train(load_text_dataset(dir, "top/train", options));
+  expect_sample_train(load_text_dataset(dir.path(), "top/train", options));
   // Without a class list every subfolder is a class, sorted.
-  EXPECT_THAT(load_text_dataset(dir, "top/train").class_names, ElementsAre("neg", "pos", "unsup"));
-  fs::remove_all(dir);
+  EXPECT_THAT(load_text_dataset(dir.path(), "top/train").class_names, ElementsAre("neg", "pos", "unsup"));
 }
 
 TEST(TextDataset, FromTarGzInOnePass) {
-  const auto dir = testing::fresh_temp_dir("dataset_tgz");
+  const testing::TempDir dir("dataset_tgz");
   testing::write_tar_gz(dir / "data.tar.gz", sample_tree());
   TextDatasetOptions options;
   options.class_names = {"neg", "pos"};
@@ -70,29 +70,26 @@ TEST(TextDataset, FromTarGzInOnePass) {
   expect_sample_train(both[0]);
   EXPECT_THAT(both[1].texts, ElementsAre("Test Neg", "Test Pos"));
   EXPECT_THAT(load_text_dataset(dir / "data.tar.gz", "top/train").class_names, ElementsAre("neg", "pos", "unsup"));
-  fs::remove_all(dir);
 }
 
 TEST(TextDataset, ArchivesWithoutDirectoryEntries) {
-  const auto dir = testing::fresh_temp_dir("dataset_nodirs");
+  const testing::TempDir dir("dataset_nodirs");
   testing::write_tar_gz(dir / "d.tgz", {{"./b/x.txt", "bx"}, {"./a/y.txt", "ay"}});
   const auto d = load_text_dataset(dir / "d.tgz");
   EXPECT_THAT(d.class_names, ElementsAre("a", "b"));
   EXPECT_THAT(d.texts, ElementsAre("ay", "bx"));
-  fs::remove_all(dir);
 }
 
 TEST(TextDataset, LowercasesAsciiOnly) {
-  const auto dir = testing::fresh_temp_dir("dataset_lower");
-  testing::write_tree(dir, {{"c/1.txt", "GREAT Été"}});
+  const testing::TempDir dir("dataset_lower");
+  testing::write_tree(dir.path(), {{"c/1.txt", "GREAT Été"}});
   TextDatasetOptions options;
   options.lowercase = true;
-  EXPECT_THAT(load_text_dataset(dir, "", options).texts, ElementsAre("great Été"));
-  fs::remove_all(dir);
+  EXPECT_THAT(load_text_dataset(dir.path(), "", options).texts, ElementsAre("great Été"));
 }
 
 TEST(TextDataset, InvalidUtf8AndEmptyFilesAreDecodedAndCounted) {
-  const auto dir = testing::fresh_temp_dir("dataset_utf8");
+  const testing::TempDir dir("dataset_utf8");
   testing::write_tar_gz(dir / "d.tar.gz", {{"c/1.txt", "caf\xE9"}, {"c/2.txt", ""}, {"c/3.txt", "ok \xFF\xFE"}});
   TextDatasetOptions options;
   options.warn = false;
@@ -100,11 +97,10 @@ TEST(TextDataset, InvalidUtf8AndEmptyFilesAreDecodedAndCounted) {
   EXPECT_THAT(d.texts, ElementsAre("caf\uFFFD", "", "ok \uFFFD\uFFFD"));
   EXPECT_EQ(d.files_with_invalid_utf8, 2);
   EXPECT_EQ(d.empty_files, 1);
-  fs::remove_all(dir);
 }
 
 TEST(TextDataset, BadInputGivesClearErrors) {
-  const auto dir = testing::fresh_temp_dir("dataset_bad");
+  const testing::TempDir dir("dataset_bad");
   auto message = [](auto&& load) {
     try {
       load();
@@ -124,15 +120,14 @@ TEST(TextDataset, BadInputGivesClearErrors) {
   options.class_names = {"neg", "pos"};
   testing::write_tree(dir / "onlyneg", {{"neg/1.txt", "a"}});
   EXPECT_THAT(message([&] { load_text_dataset(dir / "onlyneg", "", options); }), HasSubstr("no class folder \"pos\""));
-  EXPECT_THAT(message([&] { load_text_dataset(dir, "nowhere"); }), HasSubstr("has no folder nowhere"));
+  EXPECT_THAT(message([&] { load_text_dataset(dir.path(), "nowhere"); }), HasSubstr("has no folder nowhere"));
 
   std::ofstream(dir / "junk.tar.gz") << "this is not an archive";
   EXPECT_THAT(message([&] { load_text_dataset(dir / "junk.tar.gz"); }), ::testing::Not(HasSubstr("no error")));
-  fs::remove_all(dir);
 }
 
 TEST(TextDataset, TruncatedTarballIsAnError) {
-  const auto dir = testing::fresh_temp_dir("dataset_truncated");
+  const testing::TempDir dir("dataset_truncated");
   std::vector<TreeEntry> entries;
   std::string text;
   for (int i = 0; i < 2000; ++i) text += "word" + std::to_string(i * 7919 % 1000) + " ";
@@ -150,7 +145,6 @@ TEST(TextDataset, TruncatedTarballIsAnError) {
     }
   }
   EXPECT_EQ(load_text_dataset(dir / "full.tar.gz").texts.size(), 40u);
-  fs::remove_all(dir);
 }
 
 TEST(TextDataset, SelectReordersExamples) {

@@ -3,12 +3,12 @@
 #include "io/checkpoint.h"
 
 #include "base/error.h"
+#include "common/temp_dir.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 #include <limits>
 
@@ -18,16 +18,10 @@ namespace {
 using ::testing::HasSubstr;
 
 struct CheckpointTest : ::testing::Test {
-  std::filesystem::path dir;
+  const testing::TempDir dir{"checkpoint"};
   std::vector<float> weight{1.0f, -0.0f, std::numeric_limits<float>::denorm_min(), 3.5f, -1e30f, 7.0f};
   std::vector<float> scale{0.125f};
   std::vector<float> history{4.0f, 0.0f, 2.0f, 1.0f};
-
-  void SetUp() override {
-    std::string pattern = (std::filesystem::temp_directory_path() / "fp8kit-ckpt-XXXXXX").string();
-    dir = ::mkdtemp(pattern.data());
-  }
-  void TearDown() override { std::filesystem::remove_all(dir); }
 
   std::vector<nn::StateEntry> entries() {
     return {{"dense/kernel", {2, 3}, weight}, {"dense/inputs_scale", {}, scale},

@@ -3,6 +3,7 @@
 #include "io/safetensors.h"
 
 #include "base/error.h"
+#include "common/temp_dir.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -41,19 +42,6 @@ std::string parse_error(const std::vector<std::byte>& bytes) {
   }
   return "(accepted)";
 }
-
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "fp8kit-io-XXXXXX").string();
-    path_ = ::mkdtemp(pattern.data());
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  const std::filesystem::path& path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
-};
 
 TEST(Safetensors, EveryDtypeRoundTrips) {
   const std::vector<Dtype> all{Dtype::Bool, Dtype::U8,   Dtype::I8,  Dtype::F8_E5M2, Dtype::F8_E4M3, Dtype::F8_E8M0,
@@ -231,7 +219,7 @@ TEST(Safetensors, WriterRejectsInconsistentTensors) {
 }
 
 TEST(Safetensors, WritesAtomicallyAndLeavesNoTemporaryFiles) {
-  TempDir dir;
+  const testing::TempDir dir("safetensors");
   const auto path = dir.path() / "model.safetensors";
   const float values[2] = {1.0f, 2.0f};
   SafetensorsFile first;

@@ -2,6 +2,7 @@
 #include "report/csv.h"
 
 #include "base/error.h"
+#include "common/temp_dir.h"
 
 #include <gtest/gtest.h>
 
@@ -20,8 +21,7 @@ TEST(Csv, Quoting) {
 }
 
 TEST(Csv, WritesAtomicallyAndChecksWidths) {
-  const fs::path dir = fs::temp_directory_path() / "fp8kit_report_test";
-  fs::create_directories(dir);
+  const testing::TempDir dir("csv");
   const std::string path = (dir / "t.csv").string();
   write_csv(path, {"a", "b"}, {{"1", "2"}, {"3", "4"}});
   std::ifstream in(path);
@@ -32,7 +32,6 @@ TEST(Csv, WritesAtomicallyAndChecksWidths) {
   EXPECT_THROW(write_csv((dir / "missing" / "t.csv").string(), {"a"}, {}), Error);
   EXPECT_FALSE(fs::exists(dir / "missing"));
   EXPECT_FALSE(fs::exists(path + ".tmp"));
-  fs::remove_all(dir);
 }
 
 }  // namespace

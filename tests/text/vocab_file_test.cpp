@@ -2,6 +2,7 @@
 #include "text/vocab_file.h"
 
 #include "base/error.h"
+#include "common/temp_dir.h"
 
 #include <gtest/gtest.h>
 
@@ -12,46 +13,46 @@ namespace {
 
 namespace fs = std::filesystem;
 
-fs::path temp_file(const std::string& name, const std::string& contents) {
-  const fs::path path = fs::temp_directory_path() / ("fp8kit_vocab_test_" + name);
+fs::path temp_file(const testing::TempDir& dir, const std::string& name, const std::string& contents) {
+  const fs::path path = dir / name;
   std::ofstream(path, std::ios::binary) << contents;
   return path;
 }
 
 TEST(VocabFile, RoundTrip) {
   const std::vector<std::string> vocab = {"[PAD]", "[UNK]", "!", "é", "##ing", "日"};
-  const fs::path path = fs::temp_directory_path() / "fp8kit_vocab_test_roundtrip.txt";
+  const testing::TempDir dir("vocab_file");
+  const fs::path path = dir / "roundtrip.txt";
   write_vocab(path, vocab);
   EXPECT_EQ(read_vocab(path), vocab);
   std::ifstream in(path, std::ios::binary);
   const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   EXPECT_EQ(bytes, "[PAD]\n[UNK]\n!\né\n##ing\n日\n");  // BERT / Hugging Face layout
-  fs::remove(path);
 }
 
 TEST(VocabFile, AcceptsCrlfAndAMissingFinalNewline) {
-  const auto path = temp_file("crlf.txt", "[PAD]\r\n[UNK]\r\nab");
+  const testing::TempDir dir("vocab_file");
+  const auto path = temp_file(dir, "crlf.txt", "[PAD]\r\n[UNK]\r\nab");
   EXPECT_EQ(read_vocab(path), (std::vector<std::string>{"[PAD]", "[UNK]", "ab"}));
-  fs::remove(path);
 }
 
 TEST(VocabFile, RejectsBadFiles) {
   EXPECT_THROW(read_vocab("/nonexistent/vocab.txt"), Error);
-  const auto empty = temp_file("empty.txt", "");
-  const auto blank = temp_file("blank.txt", "a\n\nb\n");
-  const auto duplicate = temp_file("dup.txt", "a\nb\na\n");
-  const auto latin1 = temp_file("latin1.txt", "caf\xE9\n");
+  const testing::TempDir dir("vocab_file");
+  const auto empty = temp_file(dir, "empty.txt", "");
+  const auto blank = temp_file(dir, "blank.txt", "a\n\nb\n");
+  const auto duplicate = temp_file(dir, "dup.txt", "a\nb\na\n");
+  const auto latin1 = temp_file(dir, "latin1.txt", "caf\xE9\n");
   for (const auto& path : {empty, blank, duplicate, latin1}) {
     EXPECT_THROW(read_vocab(path), Error) << path;
-    fs::remove(path);
   }
   try {
-    read_vocab(temp_file("dup2.txt", "a\nb\na\n"));
+    read_vocab(temp_file(dir, "dup2.txt", "a\nb\na\n"));
     FAIL();
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find(":3:"), std::string::npos) << e.what();  // names the line
   }
-  EXPECT_THROW(write_vocab(fs::temp_directory_path() / "fp8kit_vocab_test_bad.txt", {"a\nb"}), Error);
+  EXPECT_THROW(write_vocab(dir / "bad.txt", {"a\nb"}), Error);
   EXPECT_THROW(write_vocab("/nonexistent/dir/vocab.txt", {"a"}), Error);
 }
 

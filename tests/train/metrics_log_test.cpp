@@ -2,6 +2,7 @@
 #include "train/metrics_log.h"
 
 #include "base/error.h"
+#include "common/temp_dir.h"
 
 #include <gtest/gtest.h>
 
@@ -19,8 +20,7 @@ std::vector<nlohmann::json> read_lines(const std::filesystem::path& path) {
 }
 
 TEST(MetricsLog, WritesJsonLinesAndAppends) {
-  std::string pattern = (std::filesystem::temp_directory_path() / "fp8kit-metrics-XXXXXX").string();
-  const std::filesystem::path dir = ::mkdtemp(pattern.data());
+  const testing::TempDir dir("metrics_log");
   const auto path = dir / "sub" / "metrics.jsonl";
   {
     MetricsLog log(path, false);
@@ -41,7 +41,6 @@ TEST(MetricsLog, WritesJsonLinesAndAppends) {
     MetricsLog log(path, false);
   }
   EXPECT_TRUE(read_lines(path).empty());
-  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // `fp8kit train` end to end on a tiny generated aclImdb folder (--compare, checkpoints, metrics,
 // --resume), and its refusal of bad options before loading any data.
+#include "common/temp_dir.h"
 #include "io/safetensors.h"
 
 #include <gmock/gmock.h>
@@ -56,10 +57,10 @@ std::filesystem::path make_tiny_imdb(const std::filesystem::path& dir) {
 }
 
 TEST(TrainCommand, ComparesPrecisionsWritesCheckpointsAndResumes) {
-  std::string pattern = (std::filesystem::temp_directory_path() / "fp8kit-train-cli-XXXXXX").string();
-  const std::filesystem::path dir = ::mkdtemp(pattern.data());
-  const std::string common = " --data " + make_tiny_imdb(dir).string() + " --vocab " + (dir / "vocab.txt").string() +
-                             " --out " + (dir / "out").string() + " --batch-size 8 --seed 3";
+  const fp8kit::testing::TempDir dir("train_command");
+  const std::string common = " --data " + make_tiny_imdb(dir.path()).string() +
+                             " --vocab " + (dir / "vocab.txt").string() + " --out " + (dir / "out").string() +
+                             " --batch-size 8 --seed 3";
 
   CommandResult r = run_train("--compare bf16,fp8 --epochs 1 --inspect-fp8" + common);
   ASSERT_EQ(r.exit_code, 0) << tail(r.output);
@@ -88,7 +89,6 @@ TEST(TrainCommand, ComparesPrecisionsWritesCheckpointsAndResumes) {
   r = run_train("--precision fp8 --epochs 3 --resume --lag keras" + common);
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.output, HasSubstr("was trained with recipe delayed scaling, te lag"));
-  std::filesystem::remove_all(dir);
 }
 
 TEST(TrainCommand, RejectsUnknownPrecisionsRecipesAndLags) {
@@ -128,10 +128,9 @@ TEST(TrainCommand, DeviceCudaTrainsOrSaysWhyNot) {
   char buffer[4096];
   while (size_t n = std::fread(buffer, 1, sizeof(buffer), pipe)) devices.append(buffer, n);
   ::pclose(pipe);
-  std::string pattern = (std::filesystem::temp_directory_path() / "fp8kit-train-cuda-XXXXXX").string();
-  const std::filesystem::path dir = ::mkdtemp(pattern.data());
+  const fp8kit::testing::TempDir dir("train_command_cuda");
   const CommandResult r = run_train("--device cuda --compare bf16,fp8 --epochs 1 --batch-size 8 --data " +
-                                    make_tiny_imdb(dir).string() + " --vocab " + (dir / "vocab.txt").string() +
+                                    make_tiny_imdb(dir.path()).string() + " --vocab " + (dir / "vocab.txt").string() +
                                     " --out " + (dir / "out").string());
   if (devices.find("without the CUDA backend") != std::string::npos) {
     EXPECT_EQ(r.exit_code, 1);
@@ -144,7 +143,6 @@ TEST(TrainCommand, DeviceCudaTrainsOrSaysWhyNot) {
     EXPECT_THAT(r.output, HasSubstr("3/3 ━━━━━━━━━━━━━━━━━━━━"));
     EXPECT_TRUE(std::filesystem::exists(dir / "out" / "checkpoint-fp8.safetensors"));
   }
-  std::filesystem::remove_all(dir);
 }
 
 TEST(TrainCommand, ResumeNeedsACheckpoint) {

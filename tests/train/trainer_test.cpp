@@ -4,6 +4,7 @@
 #include "train/trainer.h"
 
 #include "base/error.h"
+#include "common/temp_dir.h"
 #include "io/checkpoint.h"
 #include "io/safetensors.h"
 
@@ -40,14 +41,8 @@ TokenDataset synthetic(int examples, uint32_t seed) {
 }
 
 struct TrainerTest : ::testing::Test {
-  std::filesystem::path dir;
+  const testing::TempDir dir{"trainer"};
   TokenDataset train_data = synthetic(44, 1), validation = synthetic(16, 2), test = synthetic(24, 3);
-
-  void SetUp() override {
-    std::string pattern = (std::filesystem::temp_directory_path() / "fp8kit-train-XXXXXX").string();
-    dir = ::mkdtemp(pattern.data());
-  }
-  void TearDown() override { std::filesystem::remove_all(dir); }
 
   TrainOptions options(nn::Precision precision, int epochs, const std::string& sub) const {
     TrainOptions o;
