@@ -17,6 +17,7 @@
 #include <random>
 #include <string>
 
+#include "common/temp_dir.h"
 #include "io/safetensors.h"
 #include "ops/cuda/gpu_test.h"
 #include "train/trainer.h"
@@ -71,11 +72,6 @@ class TrainerCudaTest : public ::testing::TestWithParam<Case> {
     }
     return o;
   }
-  std::filesystem::path temp_dir(const std::string& what) const {
-    const auto dir = std::filesystem::temp_directory_path() / ("fp8kit-trainer-cuda-" + GetParam().name + "-" + what);
-    std::filesystem::remove_all(dir);
-    return dir;
-  }
 };
 
 TEST_P(TrainerCudaTest, EpochMatchesTheCpuAndCheckpointsResumeOnEitherDevice) {
@@ -85,7 +81,8 @@ TEST_P(TrainerCudaTest, EpochMatchesTheCpuAndCheckpointsResumeOnEitherDevice) {
   const TokenDataset train_data = make_data(100, config, 1);  // batches 32, 32, 32, 4
   const TokenDataset validation = make_data(50, config, 2);
 
-  const auto cpu_dir = temp_dir("cpu"), gpu_dir = temp_dir("gpu");
+  const testing::TempDir dir("trainer_cuda_" + c.name);
+  const auto cpu_dir = dir / "cpu", gpu_dir = dir / "gpu";
   TrainResult cpu = train(options(false, cpu_dir, 1), train_data, &validation, nullptr);
   TrainResult gpu = train(options(true, gpu_dir, 1), train_data, &validation, nullptr);
   const double loss_difference = std::abs(cpu.epochs[0].loss - gpu.epochs[0].loss);
@@ -112,9 +109,9 @@ TEST_P(TrainerCudaTest, EpochMatchesTheCpuAndCheckpointsResumeOnEitherDevice) {
   EXPECT_EQ(names(*gpu.checkpoint), names(*cpu.checkpoint));
 
   // Two GPU epochs in one go, and resumed after the first: on the GPU and on the CPU.
-  const auto straight_dir = temp_dir("straight");
+  const auto straight_dir = dir / "straight";
   const TrainResult straight = train(options(true, straight_dir, 2), train_data, &validation, nullptr);
-  const auto cpu_resume_dir = temp_dir("cpu-resume");
+  const auto cpu_resume_dir = dir / "cpu-resume";
   std::filesystem::create_directories(cpu_resume_dir);
   std::filesystem::copy(*gpu.checkpoint, cpu_resume_dir);
   TrainOptions resume = options(true, gpu_dir, 2);
@@ -140,7 +137,6 @@ TEST_P(TrainerCudaTest, EpochMatchesTheCpuAndCheckpointsResumeOnEitherDevice) {
     EXPECT_TRUE(resumed_file.tensors[i].data == straight_file.tensors[i].data)
         << straight_file.tensors[i].name << " differs after resuming on the GPU";
   }
-  for (const auto& dir : {cpu_dir, gpu_dir, straight_dir, cpu_resume_dir}) std::filesystem::remove_all(dir);
 }
 
 INSTANTIATE_TEST_SUITE_P(Precisions, TrainerCudaTest,
