@@ -1,4 +1,5 @@
-// `fp8kit cast`: casts float32 values to FP8 and prints `<input> 0x<code> <decoded>`, one line each.
+// `fp8kit cast`: casts float32 values (or their bf16 roundings, as a bf16 tensor holds them) to FP8 and
+// prints `<input> 0x<code> <decoded>`, one line each.
 #include "base/error.h"
 #include "cli/command.h"
 #include "numerics/cast.h"
@@ -34,6 +35,7 @@ std::string format_decoded(float v) {
 struct Options {
   std::string format = "e4m3";
   bool no_saturate = false;
+  bool via_bf16 = false;
   std::vector<std::string> values;
   // CLI11 reads "-inf" / "-nan" as short options -i / -n with a value; these hidden options catch them
   // and parse_order() puts them back in place among the positional values.
@@ -63,8 +65,16 @@ void run(const CLI::App& app, const Options& options, const CLI::Option* positio
   std::vector<float> parsed;
   for (const std::string& text : values) parsed.push_back(parse_value(text));  // all checked before printing
   for (size_t i = 0; i < values.size(); ++i) {
-    const uint8_t code = encode_fp8(parsed[i], format, overflow);
-    std::printf("%s 0x%02X %s\n", values[i].c_str(), code, format_decoded(decode_fp8(code, format)).c_str());
+    std::string input = values[i];
+    uint8_t code = 0;
+    if (options.via_bf16) {
+      const uint16_t h = float_to_bf16(parsed[i]);
+      code = encode_fp8_from_bf16(h, format, overflow);
+      input += " bf16 " + format_decoded(bf16_to_float(h));
+    } else {
+      code = encode_fp8(parsed[i], format, overflow);
+    }
+    std::printf("%s 0x%02X %s\n", input.c_str(), code, format_decoded(decode_fp8(code, format)).c_str());
   }
 }
 
@@ -73,13 +83,17 @@ void setup(CLI::App& app) {
   app.add_option("--format", options->format, "FP8 format: e4m3 (the \"fn\" variant) or e5m2")->capture_default_str();
   app.add_flag("--no-saturate", options->no_saturate,
                "overflow as ml_dtypes / PyTorch <= 2.11: NaN for e4m3, +-inf for e5m2 (default: clamp to +-max)");
+  app.add_flag("--via-bf16", options->via_bf16,
+               "round each value to bf16 first, as a bf16 tensor holds it, and print that value too: two roundings "
+               "can differ from one (fp8kit cast --via-bf16 -- 1.062744140625)");
   CLI::Option* positional = app.add_option("values", options->values, "float32 values (negative ones are fine; `--` ends options)");
   for (char letter : {'i', 'n', 'I', 'N'}) {
     CLI::Option* opt = app.add_option(std::string("-") + letter, options->values)->group("")->allow_extra_args(false);
     options->dash_letter[opt] = letter;
   }
   app.footer(
-      "Prints `<input> 0x<code> <decoded>` per value, with round-to-nearest-even.\n"
+      "Prints `<input> 0x<code> <decoded>` per value (`<input> bf16 <bf16 value> 0x<code> <decoded>` with\n"
+      "--via-bf16), with round-to-nearest-even.\n"
       "Example: fp8kit cast --format e4m3 -- 464 1.0625 -inf nan");
   app.callback([&app, options, positional] { run(app, *options, positional); });
 }

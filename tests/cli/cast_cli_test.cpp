@@ -27,6 +27,21 @@ TEST(CastCli, SpecCasesE4M3) {
             "500 0x7E 448\n");
 }
 
+// 1 + 2^-4 + 2^-12 is just above the midpoint of E4M3's 1 and 1.125, so it rounds up; bf16 rounds it
+// to the midpoint itself, which then rounds to even (1): double rounding.
+TEST(CastCli, ViaBf16ShowsTheBf16ValueAndItsDoubleRounding) {
+  const auto direct = run_cli("cast -- 1.062744140625");
+  EXPECT_EQ(direct.exit_code, 0) << direct.output;
+  EXPECT_EQ(direct.output, "1.062744140625 0x39 1.125\n");
+  const auto r = run_cli("cast --via-bf16 -- 1.062744140625 -1.5 1e30 nan");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output,
+            "1.062744140625 bf16 1.0625 0x38 1\n"
+            "-1.5 bf16 -1.5 0xBC -1.5\n"
+            "1e30 bf16 1.00025555e+30 0x7E 448\n"  // ml_dtypes agrees
+            "nan bf16 nan 0x7F nan\n");
+}
+
 TEST(CastCli, NegativeValuesWithoutDoubleDash) {
   const auto r = run_cli("cast -1.5 -inf 2 -nan -Infinity 1e-3");
   EXPECT_EQ(r.exit_code, 0) << r.output;
