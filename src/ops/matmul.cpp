@@ -3,7 +3,6 @@
 #include "ops/matmul.h"
 
 #include "base/error.h"
-#include "numerics/cast.h"
 #include "numerics/convert.h"
 #include "ops/gemm.h"
 
@@ -52,28 +51,12 @@ GemmShape check(const Operand& a, const Operand& b, const Tensor& y, const Matmu
   return {m, n, k, false, true};
 }
 
-std::vector<float> to_floats(const Tensor& t) {
-  std::vector<float> out(t.numel());
-  if (t.dtype() == DType::F32) {
-    std::ranges::copy(t.span<float>(), out.begin());
-  } else {
-    bf16_to_float(t.span<uint16_t>(), out);
-  }
-  return out;
-}
-
-// Adds the bias and rounds into y, as the GPU epilogue does: in fp32, then to y's dtype.
-void finish_cpu(std::vector<float>& acc, const GemmShape& s, const MatmulOptions& options, Tensor& y) {
-  if (options.bias != nullptr) {
-    const std::vector<float> bias = to_floats(*options.bias);
-    for (int64_t i = 0; i < s.m; ++i)
-      for (int64_t j = 0; j < s.n; ++j) acc[i * s.n + j] += bias[j];
-  }
-  if (y.dtype() == DType::F32) {
-    std::ranges::copy(acc, y.data<float>());
-  } else {
-    float_to_bf16(acc, y.span<uint16_t>());
-  }
+// t's elements as floats: f32 tensors as they are, bf16 ones widened into `widened`.
+const float* float_values(const Tensor& t, std::vector<float>& widened) {
+  if (t.dtype() == DType::F32) return t.data<float>();
+  widened.resize(t.numel());
+  bf16_to_float(t.span<uint16_t>(), widened);
+  return widened.data();
 }
 
 #if FP8KIT_HAVE_CUDA
@@ -109,16 +92,24 @@ void run(const Operand& a, const Operand& b, Tensor& y, const MatmulOptions& opt
 #endif
     return;
   }
-  std::vector<float> acc(s.m * s.n);
+  // fp32 accumulation straight into an f32 y, else into a scratch that is rounded to bf16 at the end.
+  std::vector<float> scratch, a_widened, b_widened, bias_widened;
+  if (y.dtype() != DType::F32) scratch.resize(s.m * s.n);
+  float* acc = y.dtype() == DType::F32 ? y.data<float>() : scratch.data();
   if (a.scale_inv != nullptr) {
     const Fp8Operand fa{a.data.data<uint8_t>(), fp8_format(a.data.dtype()), a.scale_inv->data<float>()[0]};
     const Fp8Operand fb{b.data.data<uint8_t>(), fp8_format(b.data.dtype()), b.scale_inv->data<float>()[0]};
-    gemm_fp8(s, fa, fb, 0.0f, acc.data());
+    gemm_fp8(s, fa, fb, 0.0f, acc);
   } else {
-    const std::vector<float> fa = to_floats(a.data), fb = to_floats(b.data);
-    gemm_f32(s, 1.0f, fa.data(), fb.data(), 0.0f, acc.data());
+    gemm_f32(s, 1.0f, float_values(a.data, a_widened), float_values(b.data, b_widened), 0.0f, acc);
   }
-  finish_cpu(acc, s, options, y);
+  // The bias in fp32 before y's rounding, as the GPU epilogue adds it.
+  if (options.bias != nullptr) {
+    const float* bias = float_values(*options.bias, bias_widened);
+    for (int64_t i = 0; i < s.m; ++i)
+      for (int64_t j = 0; j < s.n; ++j) acc[i * s.n + j] += bias[j];
+  }
+  if (y.dtype() != DType::F32) float_to_bf16(scratch, y.span<uint16_t>());
 }
 
 }  // namespace

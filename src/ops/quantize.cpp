@@ -8,6 +8,7 @@
 #include <fmt/ranges.h>
 
 #include <cmath>
+#include <vector>
 
 #if FP8KIT_HAVE_CUDA
 #include "ops/cuda/convert.h"
@@ -22,13 +23,18 @@ struct Matrix {
   int64_t rows, cols;
 };
 
-Matrix matrix_shape(const Tensor& x) {
+// Checks x and returns it as a matrix.
+Matrix input_matrix(const Tensor& x) {
   FP8KIT_CHECK(x.rank() == 1 || x.rank() == 2, "quantize_fp8: x must be [rows, cols] or [n], got shape [{}]",
                fmt::join(x.shape(), ", "));
+  FP8KIT_CHECK(x.dtype() == DType::F32 || x.dtype() == DType::Bf16, "quantize_fp8: x must be f32 or bf16, got {}",
+               name(x.dtype()));
   return x.rank() == 1 ? Matrix{1, x.dim(0)} : Matrix{x.dim(0), x.dim(1)};
 }
 
-float host_scalar(const Tensor& t) { return t.to(Device::Cpu).data<float>()[0]; }
+float host_scalar(const Tensor& t) {
+  return t.device() == Device::Cpu ? t.data<float>()[0] : t.to(Device::Cpu).data<float>()[0];
+}
 
 Tensor scalar(float value, Device device) {
   Tensor cpu({1}, DType::F32);
@@ -48,12 +54,42 @@ void quantize_cpu(const Tensor& x, Matrix m, Fp8Format format, float scale, Fp8T
     for (int64_t c = 0; c < m.cols; ++c) t[c * m.rows + r] = codes[r * m.cols + c];
 }
 
+#if FP8KIT_HAVE_CUDA
+// The fused kernel's arguments for x with `scale` (one float on the GPU); outputs left unset.
+cuda::QuantizeArgs cuda_args(const Tensor& x, Matrix m, Fp8Format format, const Tensor& scale) {
+  cuda::QuantizeArgs args;
+  args.x = x.device_data<std::byte>();
+  args.x_type = x.dtype();
+  args.rows = m.rows;
+  args.cols = m.cols;
+  args.format = format;
+  args.scale = scale.device_data<float>();
+  return args;
+}
+#endif
+
+// max |x|, NaN ignored, inf counted, on the host.
+float amax_of(const Tensor& x, Matrix m) {
+  if (x.device() == Device::Cpu) {
+    if (x.dtype() == DType::F32) return amax(x.span<float>());
+    std::vector<float> values(x.numel());
+    bf16_to_float(x.span<uint16_t>(), values);
+    return amax(values);
+  }
+  Tensor result({1}, DType::F32, x.device());  // zeroed: the kernel raises it
+#if FP8KIT_HAVE_CUDA
+  const Tensor one = scalar(1.0f, x.device());
+  cuda::QuantizeArgs args = cuda_args(x, m, Fp8Format::E4M3, one);  // no outputs: an amax-only pass
+  args.amax = result.device_data<float>();
+  cuda::quantize_fp8(args);
+#endif
+  return host_scalar(result);
+}
+
 }  // namespace
 
 Fp8Tensor quantize_fp8(const Tensor& x, Fp8Format format, const Tensor& scale, bool transpose) {
-  const Matrix m = matrix_shape(x);
-  FP8KIT_CHECK(x.dtype() == DType::F32 || x.dtype() == DType::Bf16, "quantize_fp8: x must be f32 or bf16, got {}",
-               name(x.dtype()));
+  const Matrix m = input_matrix(x);
   FP8KIT_CHECK(scale.dtype() == DType::F32 && scale.numel() == 1 && scale.device() == x.device(),
                "quantize_fp8: scale must be one f32 on {} (x's device), got {} [{}] on {}", name(x.device()),
                name(scale.dtype()), fmt::join(scale.shape(), ", "), name(scale.device()));
@@ -69,13 +105,7 @@ Fp8Tensor quantize_fp8(const Tensor& x, Fp8Format format, const Tensor& scale, b
     return out;
   }
 #if FP8KIT_HAVE_CUDA
-  cuda::QuantizeArgs args;
-  args.x = x.device_data<std::byte>();
-  args.x_type = x.dtype();
-  args.rows = m.rows;
-  args.cols = m.cols;
-  args.format = format;
-  args.scale = scale.device_data<float>();
+  cuda::QuantizeArgs args = cuda_args(x, m, format, scale);
   args.q = out.data.device_data<uint8_t>();
   args.q_t = transpose ? out.data_t.device_data<uint8_t>() : nullptr;
   args.amax = out.amax.device_data<float>();  // zeroed by Tensor's constructor
@@ -86,9 +116,8 @@ Fp8Tensor quantize_fp8(const Tensor& x, Fp8Format format, const Tensor& scale, b
 }
 
 Fp8Tensor quantize_fp8_current(const Tensor& x, Fp8Format format, ScaleOptions options, bool transpose) {
-  // A first pass at scale 1 measures the amax (its codes are dropped).
-  const float amax_x = host_scalar(quantize_fp8(x, format, scalar(1.0f, x.device())).amax);
-  return quantize_fp8(x, format, scalar(current_scale(amax_x, format, options), x.device()), transpose);
+  const float x_amax = amax_of(x, input_matrix(x));
+  return quantize_fp8(x, format, scalar(current_scale(x_amax, format, options), x.device()), transpose);
 }
 
 Tensor dequantize(const Fp8Tensor& q) {

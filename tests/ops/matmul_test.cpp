@@ -5,7 +5,7 @@
 
 #include "base/error.h"
 #include "common/gradient_check.h"
-#include "numerics/cast.h"
+#include "common/host_tensors.h"
 
 #include <gtest/gtest.h>
 
@@ -15,27 +15,16 @@
 namespace fp8kit::ops {
 namespace {
 
-Tensor from_floats(const std::vector<float>& values, std::vector<int64_t> shape, DType dtype = DType::F32) {
-  Tensor t(std::move(shape), dtype);
-  for (size_t i = 0; i < values.size(); ++i) {
-    if (dtype == DType::F32) t.data<float>()[i] = values[i];
-    else t.data<uint16_t>()[i] = float_to_bf16(values[i]);
-  }
-  return t;
-}
-
-float value_at(const Tensor& t, int64_t i) {
-  return t.dtype() == DType::F32 ? t.data<float>()[i] : bf16_to_float(t.data<uint16_t>()[i]);
-}
-
 // ref[i, j] = sum_l a[i, l] b[j, l] + bias[j], a and b as the floats they hold.
 std::vector<double> reference(const Tensor& a, const Tensor& b, const Tensor* bias) {
   const int64_t m = a.dim(0), k = a.dim(1), n = b.dim(0);
+  const std::vector<float> av = testing::float_values(a), bv = testing::float_values(b),
+                           biasv = bias ? testing::float_values(*bias) : std::vector<float>(n);
   std::vector<double> ref(m * n);
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < n; ++j) {
-      double s = bias ? value_at(*bias, j) : 0.0;
-      for (int64_t l = 0; l < k; ++l) s += static_cast<double>(value_at(a, i * k + l)) * value_at(b, j * k + l);
+      double s = biasv[j];
+      for (int64_t l = 0; l < k; ++l) s += static_cast<double>(av[i * k + l]) * bv[j * k + l];
       ref[i * n + j] = s;
     }
   return ref;
@@ -46,16 +35,17 @@ TEST(Matmul, Float32AndBf16MatchTheReference) {
     for (DType y_type : {DType::F32, DType::Bf16}) {
       if (dtype == DType::F32 && y_type == DType::Bf16) continue;
       const int64_t m = 17, n = 33, k = 40;
-      const Tensor a = from_floats(testing::random_vector(m * k, 1), {m, k}, dtype);
-      const Tensor b = from_floats(testing::random_vector(n * k, 2), {n, k}, dtype);
-      const Tensor bias = from_floats(testing::random_vector(n, 3), {n}, y_type);
+      const Tensor a = testing::host_tensor(testing::random_vector(m * k, 1), {m, k}, dtype);
+      const Tensor b = testing::host_tensor(testing::random_vector(n * k, 2), {n, k}, dtype);
+      const Tensor bias = testing::host_tensor(testing::random_vector(n, 3), {n}, y_type);
       Tensor y({m, n}, y_type);
       matmul(a, b, y, {.bias = &bias});
       const std::vector<double> ref = reference(a, b, &bias);
+      const std::vector<float> got = testing::float_values(y);
       for (int64_t i = 0; i < m * n; ++i) {
         // fp32 accumulation, then bf16 rounding of y (half an ulp: 2^-9 relative).
         const double tol = y_type == DType::Bf16 ? std::fabs(ref[i]) * 0x1p-8 + 1e-5 : 1e-5;
-        EXPECT_NEAR(value_at(y, i), ref[i], tol) << name(dtype) << " -> " << name(y_type) << " at " << i;
+        EXPECT_NEAR(got[i], ref[i], tol) << name(dtype) << " -> " << name(y_type) << " at " << i;
       }
     }
   }
@@ -63,10 +53,10 @@ TEST(Matmul, Float32AndBf16MatchTheReference) {
 
 TEST(Matmul, Fp8ProductOfQuantizedOperands) {
   const int64_t m = 9, n = 20, k = 48;
-  const Tensor x = from_floats(testing::random_vector(m * k, 4, -2.0f, 2.0f), {m, k});
-  const Tensor w = from_floats(testing::random_vector(n * k, 5, -0.5f, 0.5f), {n, k});
+  const Tensor x = testing::host_tensor(testing::random_vector(m * k, 4, -2.0f, 2.0f), {m, k});
+  const Tensor w = testing::host_tensor(testing::random_vector(n * k, 5, -0.5f, 0.5f), {n, k});
   const Fp8Tensor xq = quantize_fp8_current(x, Fp8Format::E4M3), wq = quantize_fp8_current(w, Fp8Format::E5M2);
-  const Tensor bias = from_floats(testing::random_vector(n, 6), {n}, DType::Bf16);
+  const Tensor bias = testing::host_tensor(testing::random_vector(n, 6), {n}, DType::Bf16);
   Tensor y({m, n}, DType::F32);
   matmul(xq, wq, y, {.bias = &bias});
   const Tensor xd = dequantize(xq), wd = dequantize(wq);

@@ -4,6 +4,7 @@
 
 #include "base/error.h"
 #include "common/gradient_check.h"
+#include "common/host_tensors.h"
 #include "numerics/cast.h"
 
 #include <gtest/gtest.h>
@@ -15,21 +16,13 @@
 namespace fp8kit::ops {
 namespace {
 
-Tensor from_floats(const std::vector<float>& values, std::vector<int64_t> shape) {
-  Tensor t(std::move(shape), DType::F32);
-  std::ranges::copy(values, t.data<float>());
-  return t;
-}
-
-Tensor scalar(float value) { return from_floats({value}, {1}); }
-
 TEST(QuantizeTensor, CodesTransposeAmaxAndScaleInvMatchTheScalarCast) {
   const int64_t rows = 5, cols = 7;
   std::vector<float> x = testing::random_vector(rows * cols, 11, -300.0f, 300.0f);
   x[3] = std::numeric_limits<float>::quiet_NaN();
   x[8] = -1000.0f;  // saturates to -448 after scaling by 0.5
   for (Fp8Format format : {Fp8Format::E4M3, Fp8Format::E5M2}) {
-    const Fp8Tensor q = quantize_fp8(from_floats(x, {rows, cols}), format, scalar(0.5f), true);
+    const Fp8Tensor q = quantize_fp8(testing::host_tensor(x, {rows, cols}), format, testing::scalar_tensor(0.5f), true);
     ASSERT_EQ(q.data.shape(), (std::vector<int64_t>{rows, cols}));
     ASSERT_EQ(q.data_t.shape(), (std::vector<int64_t>{cols, rows}));
     EXPECT_EQ(q.data.dtype(), dtype_of(format));
@@ -49,7 +42,7 @@ TEST(QuantizeTensor, Bf16InputAndVectors) {
   Tensor x({4}, DType::Bf16);
   const float values[] = {1.0f, -2.5f, 0.3f, 100.0f};
   for (int i = 0; i < 4; ++i) x.data<uint16_t>()[i] = float_to_bf16(values[i]);
-  const Fp8Tensor q = quantize_fp8(x, Fp8Format::E4M3, scalar(2.0f));
+  const Fp8Tensor q = quantize_fp8(x, Fp8Format::E4M3, testing::scalar_tensor(2.0f));
   EXPECT_EQ(q.data.shape(), (std::vector<int64_t>{4}));
   EXPECT_EQ(q.data_t.numel(), 0);
   for (int i = 0; i < 4; ++i)
@@ -59,7 +52,7 @@ TEST(QuantizeTensor, Bf16InputAndVectors) {
 
 TEST(QuantizeTensor, CurrentScalingUsesTheTensorsOwnAmax) {
   const std::vector<float> x = testing::random_vector(64, 5, -3.0f, 3.0f);
-  const Tensor t = from_floats(x, {8, 8});
+  const Tensor t = testing::host_tensor(x, {8, 8});
   const Fp8Tensor q = quantize_fp8_current(t, Fp8Format::E4M3, {.margin = 1});
   float amax = 0;
   for (float v : x) amax = std::max(amax, std::fabs(v));
@@ -76,11 +69,11 @@ TEST(QuantizeTensor, CurrentScalingUsesTheTensorsOwnAmax) {
 
 TEST(QuantizeTensor, BadArgumentsSayWhatToFix) {
   const Tensor x({2, 2}, DType::F32);
-  EXPECT_THROW(quantize_fp8(x, Fp8Format::E4M3, scalar(0.0f)), Error);
-  EXPECT_THROW(quantize_fp8(x, Fp8Format::E4M3, scalar(std::numeric_limits<float>::infinity())), Error);
+  EXPECT_THROW(quantize_fp8(x, Fp8Format::E4M3, testing::scalar_tensor(0.0f)), Error);
+  EXPECT_THROW(quantize_fp8(x, Fp8Format::E4M3, testing::scalar_tensor(std::numeric_limits<float>::infinity())), Error);
   EXPECT_THROW(quantize_fp8(x, Fp8Format::E4M3, Tensor({2}, DType::F32)), Error);
-  EXPECT_THROW(quantize_fp8(Tensor({2, 2, 2}, DType::F32), Fp8Format::E4M3, scalar(1.0f)), Error);
-  EXPECT_THROW(quantize_fp8(Tensor({2, 2}, DType::I32), Fp8Format::E4M3, scalar(1.0f)), Error);
+  EXPECT_THROW(quantize_fp8(Tensor({2, 2, 2}, DType::F32), Fp8Format::E4M3, testing::scalar_tensor(1.0f)), Error);
+  EXPECT_THROW(quantize_fp8(Tensor({2, 2}, DType::I32), Fp8Format::E4M3, testing::scalar_tensor(1.0f)), Error);
 }
 
 }  // namespace

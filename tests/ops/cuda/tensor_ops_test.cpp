@@ -5,7 +5,7 @@
 #include "ops/quantize.h"
 
 #include "base/error.h"
-#include "numerics/cast.h"
+#include "common/host_tensors.h"
 #include "ops/cuda/gpu_test.h"
 
 #include <gtest/gtest.h>
@@ -20,30 +20,14 @@ namespace {
 using cuda::testing::awkward_floats;
 using cuda::testing::random_normal;
 using cuda::testing::relative_l2;
-
-Tensor host_tensor(const std::vector<float>& values, std::vector<int64_t> shape, DType dtype = DType::F32) {
-  Tensor t(std::move(shape), dtype);
-  for (size_t i = 0; i < values.size(); ++i) {
-    if (dtype == DType::F32) t.data<float>()[i] = values[i];
-    else t.data<uint16_t>()[i] = float_to_bf16(values[i]);
-  }
-  return t;
-}
-
-Tensor scalar(float value, Device device) { return host_tensor({value}, {1}).to(device); }
+using testing::float_values;
+using testing::host_tensor;
+using testing::scalar_tensor;
 
 void expect_same_bytes(const Tensor& cpu, const Tensor& gpu, const char* what) {
   const Tensor back = gpu.to(Device::Cpu);
   ASSERT_EQ(back.shape(), cpu.shape()) << what;
   EXPECT_EQ(std::memcmp(back.device_data<std::byte>(), cpu.device_data<std::byte>(), cpu.nbytes()), 0) << what;
-}
-
-std::vector<float> floats(const Tensor& t) {
-  const Tensor host = t.to(Device::Cpu);
-  std::vector<float> out(host.numel());
-  for (int64_t i = 0; i < host.numel(); ++i)
-    out[i] = host.dtype() == DType::F32 ? host.data<float>()[i] : bf16_to_float(host.data<uint16_t>()[i]);
-  return out;
 }
 
 struct Shape {
@@ -59,14 +43,14 @@ TEST(TensorOpsOnBothBackends, QuantizeAndDequantizeAreBitIdentical) {
       for (Fp8Format format : {Fp8Format::E4M3, Fp8Format::E5M2}) {
         const Tensor x = host_tensor(awkward_floats(s.rows * s.cols, seed++), {s.rows, s.cols}, x_type);
         const Tensor xg = x.to(Device::Cuda);
-        const Fp8Tensor c = quantize_fp8(x, format, scalar(0.75f, Device::Cpu), true);
-        const Fp8Tensor g = quantize_fp8(xg, format, scalar(0.75f, Device::Cuda), true);
+        const Fp8Tensor c = quantize_fp8(x, format, scalar_tensor(0.75f, Device::Cpu), true);
+        const Fp8Tensor g = quantize_fp8(xg, format, scalar_tensor(0.75f, Device::Cuda), true);
         expect_same_bytes(c.data, g.data, "codes");
         expect_same_bytes(c.data_t, g.data_t, "transposed codes");
         expect_same_bytes(c.amax, g.amax, "amax");
         expect_same_bytes(c.scale_inv, g.scale_inv, "scale_inv");
         // NaN codes dequantize to NaN on both, without the CPU's sign on the GPU (ops/cuda/convert.h).
-        const std::vector<float> dc = floats(dequantize(c)), dg = floats(dequantize(g));
+        const std::vector<float> dc = float_values(dequantize(c)), dg = float_values(dequantize(g));
         for (size_t i = 0; i < dc.size(); ++i) {
           if (std::isnan(dc[i])) EXPECT_TRUE(std::isnan(dg[i])) << i;
           else EXPECT_EQ(dg[i], dc[i]) << i;
@@ -92,7 +76,7 @@ TEST(TensorOpsOnBothBackends, MatmulAgreesWithinGemmTolerances) {
     const Tensor bias_g = bias.to(Device::Cuda);
     matmul(a, b, yc, {.bias = &bias});
     matmul(a.to(Device::Cuda), b.to(Device::Cuda), yg, {.bias = &bias_g});
-    EXPECT_LT(relative_l2(floats(yg), floats(yc)), dtype == DType::F32 ? 2e-6 : 3e-3) << name(dtype);
+    EXPECT_LT(relative_l2(float_values(yg), float_values(yc)), dtype == DType::F32 ? 2e-6 : 3e-3) << name(dtype);
   }
   const Tensor a = host_tensor(av, {m, k}), b = host_tensor(bv, {n, k});
   const Fp8Tensor ac = quantize_fp8_current(a, Fp8Format::E4M3), bc = quantize_fp8_current(b, Fp8Format::E4M3);
@@ -102,7 +86,7 @@ TEST(TensorOpsOnBothBackends, MatmulAgreesWithinGemmTolerances) {
     Tensor yc({m, n}, DType::F32), yg({m, n}, DType::F32, Device::Cuda);
     matmul(ac, bc, yc, {.fast_accumulation = fast});
     matmul(ag, bg, yg, {.fast_accumulation = fast});
-    EXPECT_LT(relative_l2(floats(yg), floats(yc)), fast ? 3e-3 : 3e-4) << "fp8, fast accumulation " << fast;
+    EXPECT_LT(relative_l2(float_values(yg), float_values(yc)), fast ? 3e-3 : 3e-4) << "fp8, fast accumulation " << fast;
   }
 }
 
@@ -111,7 +95,7 @@ TEST(TensorOpsOnBothBackends, MixedDevicesAreRefused) {
   const Tensor a({4, 16}, DType::F32), b({8, 16}, DType::F32, Device::Cuda);
   Tensor y({4, 8}, DType::F32, Device::Cuda);
   EXPECT_THROW(matmul(a, b, y), Error);
-  EXPECT_THROW(quantize_fp8(b, Fp8Format::E4M3, scalar(1.0f, Device::Cpu)), Error);
+  EXPECT_THROW(quantize_fp8(b, Fp8Format::E4M3, scalar_tensor(1.0f, Device::Cpu)), Error);
 }
 
 }  // namespace
