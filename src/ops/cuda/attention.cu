@@ -135,11 +135,13 @@ __device__ __forceinline__ void load_rows(const float* x, bool aligned, int b, i
   }
 }
 
-// load_rows of aligned rows without waiting: the copies land while the block computes; wait with
-// __pipeline_wait_prior(0) and a barrier.
+// load_rows without waiting when x is aligned: the copies land while the block computes; wait with
+// __pipeline_wait_prior(0) and a barrier. Unaligned rows are loaded at once (the wait then has nothing
+// to wait for).
 template <int kD>
-__device__ __forceinline__ void load_rows_async(const float* x, int b, int h, int T, int C, int first, int n,
-                                                float* dst) {
+__device__ __forceinline__ void load_rows_async(const float* x, bool aligned, int b, int h, int T, int C, int first,
+                                                int n, float* dst) {
+  if (!aligned) return load_rows<kD>(x, false, b, h, T, C, first, n, dst);
   constexpr int kQuads = kD / 4;
   for (int idx = threadIdx.x; idx < n * kQuads; idx += blockDim.x) {
     const int r = idx / kQuads, d = idx % kQuads * 4;
@@ -188,11 +190,7 @@ __global__ void __launch_bounds__(kThreads)
   }
   __syncthreads();
   // The keys are no longer needed: the values replace them while the softmax completes.
-  if (p.aligned) {
-    load_rows_async<kD>(v, b, h, T, C, 0, keys, kv);
-  } else {
-    load_rows<kD>(v, false, b, h, T, C, 0, keys, kv);
-  }
+  load_rows_async<kD>(v, p.aligned, b, h, T, C, 0, keys, kv);
   // Thread per row: the softmax sum, in key order.
   if (threadIdx.x < rows) {
     const int r = threadIdx.x, i = r0 + r;
@@ -314,11 +312,7 @@ __global__ void __launch_bounds__(kThreads)
   }
   __syncthreads();
   // The keys come back for dq while the row dots and ds complete.
-  if (p.aligned) {
-    load_rows_async<kD>(k, b, h, T, C, 0, keys, kv);
-  } else {
-    load_rows<kD>(k, false, b, h, T, C, 0, keys, kv);
-  }
+  load_rows_async<kD>(k, p.aligned, b, h, T, C, 0, keys, kv);
   // Thread per row: the softmax backward's row dot, in key order.
   if (threadIdx.x < rows) {
     const int r = threadIdx.x;

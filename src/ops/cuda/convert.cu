@@ -8,6 +8,7 @@
 #include <string>
 
 #include "base/error.h"
+#include "ops/cuda/batch.cuh"
 #include "ops/cuda/check.h"
 #include "ops/cuda/fp8_cast.cuh"
 
@@ -92,11 +93,8 @@ struct CastBatch {
 
 __global__ void __launch_bounds__(kTile * kTileRowsPerPass) cast_transpose_kernel(const __grid_constant__ CastBatch b) {
   __shared__ uint32_t tile[kTile][kTile + 1];  // bf16 bits; +1 against bank conflicts
-  const int64_t block = blockIdx.x;
-  int t = 0;
-  while (t + 1 < b.count && block >= b.first[t + 1]) ++t;
+  const auto [t, local] = batch_position(b.first, b.count, blockIdx.x);
   const CastBatch::One& p = b.c[t];
-  const int64_t local = block - b.first[t];
   const int64_t c0 = local % b.tiles_x[t] * kTile, r0 = local / b.tiles_x[t] * kTile;
   const LinearEpilogue& e = p.epilogue;
   const DeviceDropoutMask mask = p.gradient.dropout.mask();

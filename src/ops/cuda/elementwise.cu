@@ -6,6 +6,7 @@
 #include <string>
 
 #include "base/error.h"
+#include "ops/cuda/batch.cuh"
 #include "ops/cuda/check.h"
 #include "ops/cuda/dropout.cuh"
 #include "ops/cuda/linear_epilogue.h"
@@ -40,11 +41,9 @@ struct Outputs {
 };
 
 __global__ void linear_outputs_kernel(const __grid_constant__ Outputs b, bool bf16) {
-  const int64_t block = blockIdx.x;
-  int t = 0;
-  while (t + 1 < b.count && block >= b.first[t + 1]) ++t;
+  const auto [t, local] = batch_position(b.first, b.count, blockIdx.x);
   const Outputs::One& o = b.o[t];
-  const int64_t i = (block - b.first[t]) * blockDim.x + threadIdx.x;
+  const int64_t i = local * blockDim.x + threadIdx.x;
   if (i >= o.n) return;
   const float v = linear_epilogue(o.y[i], o.bias[i % o.cols], o.relu, bf16);
   o.y[i] = v;
@@ -117,11 +116,8 @@ struct Transposes {
 
 __global__ void __launch_bounds__(32 * 8) transpose_kernel(const __grid_constant__ Transposes b) {
   __shared__ float tile[32][33];
-  const int64_t block = blockIdx.x;
-  int t = 0;
-  while (t + 1 < b.count && block >= b.first[t + 1]) ++t;
+  const auto [t, local] = batch_position(b.first, b.count, blockIdx.x);
   const Transpose& p = b.m[t];
-  const int64_t local = block - b.first[t];
   const int64_t c0 = local % b.tiles_x[t] * 32, r0 = local / b.tiles_x[t] * 32;
   for (int k = threadIdx.y; k < 32; k += blockDim.y) {
     const int64_t r = r0 + k, c = c0 + threadIdx.x;

@@ -22,6 +22,7 @@
 #include <type_traits>
 
 #include "base/error.h"
+#include "ops/cuda/batch.cuh"
 #include "ops/cuda/check.h"
 #include "ops/cuda/fp8_cast.cuh"
 
@@ -234,10 +235,7 @@ struct Batch {
 
 template <typename T, Fp8Format F, bool Divide, int Passes>
 __global__ void __launch_bounds__(kThreads) quantize_batch_kernel(const __grid_constant__ Batch b) {
-  const int64_t block = blockIdx.x;
-  int t = 0;
-  while (t + 1 < b.count && block >= b.first[t + 1]) ++t;
-  const int64_t local = block - b.first[t];
+  const auto [t, local] = batch_position(b.first, b.count, blockIdx.x);
   quantize_tile<T, F, Divide, Passes>(b.p[t], local % b.grid_x[t], local / b.grid_x[t]);
 }
 
