@@ -20,56 +20,17 @@
 namespace fp8kit::cuda {
 namespace {
 
-TEST(CudaAttention, MatchesTheCpuOp) {
-  FP8KIT_REQUIRE_GPU();
-  for (const ops::AttentionShape s : {ops::AttentionShape{32, 200, 2, 16}, ops::AttentionShape{3, 37, 3, 32},
-                                      ops::AttentionShape{2, 5, 1, 64}, ops::AttentionShape{1, 1, 1, 16},
-                                      ops::AttentionShape{1, 250, 2, 64}}) {
-    const int64_t n = s.batch * s.seq * s.heads * s.head_dim;
-    const std::vector<float> q = testing::random_normal(n, 1, 1.5f), k = testing::random_normal(n, 2, 1.5f),
-                             v = testing::random_normal(n, 3), dout = testing::random_normal(n, 4);
-    DeviceBuffer<float> d_q(n), d_k(n), d_v(n), d_dout(n), d_out(n), d_dq(n), d_dk(n), d_dv(n),
-        d_stats(s.batch * s.heads * s.seq * 2);
-    d_q.upload(q);
-    d_k.upload(k);
-    d_v.upload(v);
-    d_dout.upload(dout);
-    DeviceBuffer<uint64_t> d_step(1);
-    d_step.upload(std::vector<uint64_t>{17});
-    for (bool dropout : {false, true})
-      for (bool bf16 : {false, true}) {
-        const ops::DropoutMask mask(5, 17, 1, 0.1f);
-        const DropoutSite site{5, d_step.data(), 1, 0.1f, dropout};
-        std::vector<float> probs(s.batch * s.heads * s.seq * s.seq, 0.0f), out(n), dq(n), dk(n), dv(n);
-        ops::causal_attention_forward(s, q.data(), k.data(), v.data(), dropout ? &mask : nullptr, 0.1f, bf16,
-                                      probs.data(), out.data());
-        ops::causal_attention_backward(s, q.data(), k.data(), v.data(), probs.data(), dropout ? &mask : nullptr, 0.1f,
-                                       bf16, dout.data(), dq.data(), dk.data(), dv.data());
-        causal_attention_forward(s, d_q.data(), d_k.data(), d_v.data(), site, bf16, d_stats.data(), d_out.data(),
-                                 nullptr);
-        causal_attention_backward(s, d_q.data(), d_k.data(), d_v.data(), d_stats.data(), site, bf16, d_dout.data(),
-                                  d_dq.data(), d_dk.data(), d_dv.data(), nullptr);
-        const double e_out = testing::relative_l2(d_out.to_host(), out),
-                     e_dq = testing::relative_l2(d_dq.to_host(), dq),
-                     e_dk = testing::relative_l2(d_dk.to_host(), dk), e_dv = testing::relative_l2(d_dv.to_host(), dv);
-        std::printf("attention %ldx%ldx%ldx%ld dropout %d bf16 %d: measured error out %.2e dq %.2e dk %.2e dv %.2e\n",
-                    long(s.batch), long(s.seq), long(s.heads), long(s.head_dim), dropout, bf16, e_out, e_dq, e_dk,
-                    e_dv);
-        EXPECT_LT(e_out, bf16 ? 1e-2 : 2e-5);
-        EXPECT_LT(e_dq, bf16 ? 1e-2 : 1e-4);
-        EXPECT_LT(e_dk, bf16 ? 1e-2 : 1e-4);
-        EXPECT_LT(e_dv, bf16 ? 1e-2 : 1e-4);
-      }
-  }
-}
+struct Errors {
+  double out, dq, dk, dv;  // relative L2 of the GPU's against the CPU op's
+};
 
-// 48 x 420 x 421 / 2 pairs: more than one backward launch's scratch holds, so two launches.
-TEST(CudaAttention, ManyHeadsRunInSeveralBackwardLaunches) {
-  FP8KIT_REQUIRE_GPU();
-  const ops::AttentionShape s{48, 420, 1, 16};
+// Forward and backward of random inputs (seeds seed .. seed + 3) through the CPU op and the GPU
+// kernels, dropout (rate 0.1, when on) keyed by (dropout_seed, step, site 1).
+Errors against_cpu(const ops::AttentionShape& s, uint32_t seed, uint64_t dropout_seed, uint64_t step, bool dropout,
+                   bool bf16) {
   const int64_t n = s.batch * s.seq * s.heads * s.head_dim;
-  const std::vector<float> q = testing::random_normal(n, 5, 1.5f), k = testing::random_normal(n, 6, 1.5f),
-                           v = testing::random_normal(n, 7), dout = testing::random_normal(n, 8);
+  const std::vector<float> q = testing::random_normal(n, seed, 1.5f), k = testing::random_normal(n, seed + 1, 1.5f),
+                           v = testing::random_normal(n, seed + 2), dout = testing::random_normal(n, seed + 3);
   DeviceBuffer<float> d_q(n), d_k(n), d_v(n), d_dout(n), d_out(n), d_dq(n), d_dk(n), d_dv(n),
       d_stats(s.batch * s.heads * s.seq * 2);
   d_q.upload(q);
@@ -77,20 +38,48 @@ TEST(CudaAttention, ManyHeadsRunInSeveralBackwardLaunches) {
   d_v.upload(v);
   d_dout.upload(dout);
   DeviceBuffer<uint64_t> d_step(1);
-  d_step.upload(std::vector<uint64_t>{3});
-  const ops::DropoutMask mask(9, 3, 1, 0.1f);
+  d_step.upload(std::vector<uint64_t>{step});
+  const ops::DropoutMask mask(dropout_seed, step, 1, 0.1f);
+  const DropoutSite site{dropout_seed, d_step.data(), 1, 0.1f, dropout};
   std::vector<float> probs(s.batch * s.heads * s.seq * s.seq, 0.0f), out(n), dq(n), dk(n), dv(n);
-  ops::causal_attention_forward(s, q.data(), k.data(), v.data(), &mask, 0.1f, false, probs.data(), out.data());
-  ops::causal_attention_backward(s, q.data(), k.data(), v.data(), probs.data(), &mask, 0.1f, false, dout.data(),
-                                 dq.data(), dk.data(), dv.data());
-  const DropoutSite site{9, d_step.data(), 1, 0.1f, true};
-  causal_attention_forward(s, d_q.data(), d_k.data(), d_v.data(), site, false, d_stats.data(), d_out.data(), nullptr);
-  causal_attention_backward(s, d_q.data(), d_k.data(), d_v.data(), d_stats.data(), site, false, d_dout.data(),
+  ops::causal_attention_forward(s, q.data(), k.data(), v.data(), dropout ? &mask : nullptr, 0.1f, bf16, probs.data(),
+                                out.data());
+  ops::causal_attention_backward(s, q.data(), k.data(), v.data(), probs.data(), dropout ? &mask : nullptr, 0.1f, bf16,
+                                 dout.data(), dq.data(), dk.data(), dv.data());
+  causal_attention_forward(s, d_q.data(), d_k.data(), d_v.data(), site, bf16, d_stats.data(), d_out.data(), nullptr);
+  causal_attention_backward(s, d_q.data(), d_k.data(), d_v.data(), d_stats.data(), site, bf16, d_dout.data(),
                             d_dq.data(), d_dk.data(), d_dv.data(), nullptr);
-  EXPECT_LT(testing::relative_l2(d_out.to_host(), out), 2e-5);
-  EXPECT_LT(testing::relative_l2(d_dq.to_host(), dq), 1e-4);
-  EXPECT_LT(testing::relative_l2(d_dk.to_host(), dk), 1e-4);
-  EXPECT_LT(testing::relative_l2(d_dv.to_host(), dv), 1e-4);
+  return {testing::relative_l2(d_out.to_host(), out), testing::relative_l2(d_dq.to_host(), dq),
+          testing::relative_l2(d_dk.to_host(), dk), testing::relative_l2(d_dv.to_host(), dv)};
+}
+
+TEST(CudaAttention, MatchesTheCpuOp) {
+  FP8KIT_REQUIRE_GPU();
+  for (const ops::AttentionShape s : {ops::AttentionShape{32, 200, 2, 16}, ops::AttentionShape{3, 37, 3, 32},
+                                      ops::AttentionShape{2, 5, 1, 64}, ops::AttentionShape{1, 1, 1, 16},
+                                      ops::AttentionShape{1, 250, 2, 64}}) {
+    for (bool dropout : {false, true})
+      for (bool bf16 : {false, true}) {
+        const Errors e = against_cpu(s, 1, 5, 17, dropout, bf16);
+        std::printf("attention %ldx%ldx%ldx%ld dropout %d bf16 %d: measured error out %.2e dq %.2e dk %.2e dv %.2e\n",
+                    long(s.batch), long(s.seq), long(s.heads), long(s.head_dim), dropout, bf16, e.out, e.dq, e.dk,
+                    e.dv);
+        EXPECT_LT(e.out, bf16 ? 1e-2 : 2e-5);
+        EXPECT_LT(e.dq, bf16 ? 1e-2 : 1e-4);
+        EXPECT_LT(e.dk, bf16 ? 1e-2 : 1e-4);
+        EXPECT_LT(e.dv, bf16 ? 1e-2 : 1e-4);
+      }
+  }
+}
+
+// 48 x 420 x 421 / 2 pairs: more than one backward launch's scratch holds, so two launches.
+TEST(CudaAttention, ManyHeadsRunInSeveralBackwardLaunches) {
+  FP8KIT_REQUIRE_GPU();
+  const Errors e = against_cpu({48, 420, 1, 16}, 5, 9, 3, true, false);
+  EXPECT_LT(e.out, 2e-5);
+  EXPECT_LT(e.dq, 1e-4);
+  EXPECT_LT(e.dk, 1e-4);
+  EXPECT_LT(e.dv, 1e-4);
 }
 
 // The seed model captures its step into a CUDA graph, possibly with the very first attention calls
