@@ -66,20 +66,13 @@ void time_calls(benchmark::State& state, cudaStream_t stream, Run&& run) {
   FP8KIT_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
   FP8KIT_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
   FP8KIT_CUDA_CHECK(cudaGraphLaunch(exec, stream));
-  cudaEvent_t start, stop;
-  FP8KIT_CUDA_CHECK(cudaEventCreate(&start));
-  FP8KIT_CUDA_CHECK(cudaEventCreate(&stop));
+  const cuda::Event start(true), stop(true);
   for (auto _ : state) {
-    FP8KIT_CUDA_CHECK(cudaEventRecord(start, stream));
+    FP8KIT_CUDA_CHECK(cudaEventRecord(start.get(), stream));
     FP8KIT_CUDA_CHECK(cudaGraphLaunch(exec, stream));
-    FP8KIT_CUDA_CHECK(cudaEventRecord(stop, stream));
-    FP8KIT_CUDA_CHECK(cudaEventSynchronize(stop));
-    float ms = 0.0f;
-    FP8KIT_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-    state.SetIterationTime(ms * 1e-3 / kCallsPerIteration);
+    FP8KIT_CUDA_CHECK(cudaEventRecord(stop.get(), stream));
+    state.SetIterationTime(cuda::elapsed_ms(start, stop) * 1e-3 / kCallsPerIteration);
   }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
 }

@@ -63,28 +63,21 @@ int main(int argc, char** argv) {
       models::SeedClassifier cpu(config, 42);
       cpu.set_precision(run.precision, run.recipe);
       models::SeedClassifierCuda gpu(cpu, 42, kBatch);
-      cudaEvent_t start, stop;
-      FP8KIT_CUDA_CHECK(cudaEventCreate(&start));
-      FP8KIT_CUDA_CHECK(cudaEventCreate(&stop));
+      const cuda::Event start(true), stop(true);
       std::vector<float> seconds;
       for (int epoch = 0; epoch < 4; ++epoch) {
         FP8KIT_CUDA_CHECK(cudaDeviceSynchronize());
-        FP8KIT_CUDA_CHECK(cudaEventRecord(start, nullptr));
+        FP8KIT_CUDA_CHECK(cudaEventRecord(start.get(), nullptr));
         for (int s = 0; s < steps; ++s)
           gpu.enqueue_train_step(d_tokens.data() + static_cast<size_t>(s) * kBatch * config.sequence_length,
                                  d_labels.data() + static_cast<size_t>(s) * kBatch);
         gpu.loss();  // waits for the stream
-        FP8KIT_CUDA_CHECK(cudaEventRecord(stop, nullptr));
-        FP8KIT_CUDA_CHECK(cudaEventSynchronize(stop));
-        float ms = 0.0f;
-        FP8KIT_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-        if (epoch > 0) seconds.push_back(ms / 1000.0f);
+        FP8KIT_CUDA_CHECK(cudaEventRecord(stop.get(), nullptr));
+        if (epoch > 0) seconds.push_back(cuda::elapsed_ms(start, stop) / 1000.0f);
       }
       std::sort(seconds.begin(), seconds.end());
       const float median = seconds[seconds.size() / 2];
       std::printf("%-16s %12.4f %12.1f %12.5f\n", run.name, median, 1e6 * median / steps, gpu.loss());
-      cudaEventDestroy(start);
-      cudaEventDestroy(stop);
     }
     return 0;
   } catch (const std::exception& e) {

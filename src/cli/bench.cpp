@@ -82,23 +82,16 @@ struct Timing {
 // events; returns the median and the fastest batch's ms per call.
 template <typename Run>
 Timing time_batches(int iters, int warmup, int repeats, Run&& run) {
-  cudaEvent_t start, stop;
-  FP8KIT_CUDA_CHECK(cudaEventCreate(&start));
-  FP8KIT_CUDA_CHECK(cudaEventCreate(&stop));
+  const cuda::Event start(true), stop(true);
   for (int i = 0; i < std::max(warmup * iters, 1); ++i) run(i);  // module load, heuristics, clocks
   FP8KIT_CUDA_CHECK(cudaDeviceSynchronize());
   std::vector<double> times;
   for (int r = 0; r < repeats; ++r) {
-    FP8KIT_CUDA_CHECK(cudaEventRecord(start));
+    FP8KIT_CUDA_CHECK(cudaEventRecord(start.get()));
     for (int i = 0; i < iters; ++i) run(i);
-    FP8KIT_CUDA_CHECK(cudaEventRecord(stop));
-    FP8KIT_CUDA_CHECK(cudaEventSynchronize(stop));
-    float ms = 0.0f;
-    FP8KIT_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-    times.push_back(ms / iters);
+    FP8KIT_CUDA_CHECK(cudaEventRecord(stop.get()));
+    times.push_back(cuda::elapsed_ms(start, stop) / iters);
   }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
   std::sort(times.begin(), times.end());
   return {times[times.size() / 2], times.front()};
 }

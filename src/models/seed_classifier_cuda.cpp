@@ -37,6 +37,7 @@
 namespace fp8kit::models {
 
 using cuda::DeviceBuffer;
+using cuda::Event;
 using nn::Precision;
 
 namespace {
@@ -98,19 +99,6 @@ struct LinearCuda {
         break;
     }
   }
-};
-
-// A CUDA event for ordering two streams (no timing); destroyed with its owner.
-class Event {
- public:
-  Event() { FP8KIT_CUDA_CHECK(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming)); }
-  ~Event() { cudaEventDestroy(event_); }
-  Event(const Event&) = delete;
-  Event& operator=(const Event&) = delete;
-  cudaEvent_t get() const { return event_; }
-
- private:
-  cudaEvent_t event_ = nullptr;
 };
 
 }  // namespace

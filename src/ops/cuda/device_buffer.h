@@ -1,5 +1,6 @@
 // Typed GPU arrays that free themselves (DeviceBuffer<T>, from the same allocator as CUDA tensors:
-// tensor/device_memory.h), owned streams (Stream), and explicit host <-> device copies on a stream.
+// tensor/device_memory.h), owned streams (Stream) and events (Event), and explicit host <-> device
+// copies on a stream.
 // Nothing is copied implicitly: every transfer is a named call.
 #pragma once
 
@@ -95,5 +96,34 @@ class Stream {
  private:
   cudaStream_t stream_ = nullptr;
 };
+
+// A CUDA event, destroyed with its owner. Plain events only order streams (cheaper); timing ones
+// also measure (elapsed_ms). Move-only.
+class Event {
+ public:
+  explicit Event(bool timing = false) {
+    FP8KIT_CUDA_CHECK(cudaEventCreateWithFlags(&event_, timing ? cudaEventDefault : cudaEventDisableTiming));
+  }
+  ~Event() {
+    if (event_ != nullptr) cudaEventDestroy(event_);
+  }
+  Event(Event&& other) noexcept : event_(std::exchange(other.event_, nullptr)) {}
+  Event& operator=(Event&&) = delete;
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+
+  cudaEvent_t get() const { return event_; }
+
+ private:
+  cudaEvent_t event_ = nullptr;
+};
+
+// Milliseconds between two recorded timing events; waits for `stop`.
+inline float elapsed_ms(const Event& start, const Event& stop) {
+  FP8KIT_CUDA_CHECK(cudaEventSynchronize(stop.get()));
+  float ms = 0.0f;
+  FP8KIT_CUDA_CHECK(cudaEventElapsedTime(&ms, start.get(), stop.get()));
+  return ms;
+}
 
 }  // namespace fp8kit::cuda

@@ -100,20 +100,6 @@ bool is_capturing(cudaStream_t stream) {
   return status != cudaStreamCaptureStatusNone;
 }
 
-// CUDA events destroyed on scope exit.
-struct Events {
-  std::vector<cudaEvent_t> events;
-  explicit Events(size_t n) : events(n, nullptr) {
-    for (cudaEvent_t& e : events) FP8KIT_CUDA_CHECK(cudaEventCreate(&e));
-  }
-  ~Events() {
-    for (cudaEvent_t e : events)
-      if (e != nullptr) cudaEventDestroy(e);
-  }
-  Events(const Events&) = delete;
-  Events& operator=(const Events&) = delete;
-};
-
 template <typename T>
 void set_attribute(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attribute, const T& value,
                    const std::string& context) {
@@ -238,21 +224,21 @@ void GemmContext::pick_fastest(Plan& plan, const GemmArgs& g, const std::vector<
   constexpr int kRounds = 7;
   constexpr float kMargin = 0.03f;
   const size_t n = runnable.size();
-  Events marks(kRounds * n * 2);  // start and end of every trial
+  std::vector<Event> marks;  // start and end of every trial
+  marks.reserve(kRounds * n * 2);
+  for (size_t i = 0; i < kRounds * n * 2; ++i) marks.emplace_back(true);
   for (int round = 0; round < kRounds; ++round) {
     for (size_t c = 0; c < n; ++c) {
-      FP8KIT_CUDA_CHECK(cudaEventRecord(marks.events[(round * n + c) * 2], stream));
+      FP8KIT_CUDA_CHECK(cudaEventRecord(marks[(round * n + c) * 2].get(), stream));
       FP8KIT_CUBLAS_CHECK(launch(plan, g, runnable[c], stream), plan.context);
-      FP8KIT_CUDA_CHECK(cudaEventRecord(marks.events[(round * n + c) * 2 + 1], stream));
+      FP8KIT_CUDA_CHECK(cudaEventRecord(marks[(round * n + c) * 2 + 1].get(), stream));
     }
   }
-  FP8KIT_CUDA_CHECK(cudaEventSynchronize(marks.events.back()));
   std::vector<float> medians(n);
   for (size_t c = 0; c < n; ++c) {
     std::vector<float> ms(kRounds);
     for (int round = 0; round < kRounds; ++round)
-      FP8KIT_CUDA_CHECK(cudaEventElapsedTime(&ms[round], marks.events[(round * n + c) * 2],
-                                             marks.events[(round * n + c) * 2 + 1]));
+      ms[round] = elapsed_ms(marks[(round * n + c) * 2], marks[(round * n + c) * 2 + 1]);
     std::nth_element(ms.begin(), ms.begin() + kRounds / 2, ms.end());
     medians[c] = ms[kRounds / 2];
   }

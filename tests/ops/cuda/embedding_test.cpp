@@ -63,8 +63,7 @@ TEST(CudaEmbedding, MatchesTheCpuLayerBitForBit) {
     layer.backward(dout);
     std::vector<float> first_tg, first_pg;
     Stream sort_stream, sums_stream;
-    cudaEvent_t sorted = nullptr;
-    FP8KIT_CUDA_CHECK(cudaEventCreateWithFlags(&sorted, cudaEventDisableTiming));
+    const Event sorted;
     for (int run = 0; run < 3; ++run) {
       d_tg.fill_bytes(0x7F);  // poisoned: the backward must overwrite every element
       d_pg.fill_bytes(0x7F);
@@ -75,8 +74,8 @@ TEST(CudaEmbedding, MatchesTheCpuLayerBitForBit) {
         FP8KIT_CUDA_CHECK(cudaDeviceSynchronize());
         embedding_backward_sort(shape, d_tokens.data(), d_tg.data(), workspace.data(), workspace.size(),
                                 sort_stream.get());
-        FP8KIT_CUDA_CHECK(cudaEventRecord(sorted, sort_stream.get()));
-        FP8KIT_CUDA_CHECK(cudaStreamWaitEvent(sums_stream.get(), sorted, 0));
+        FP8KIT_CUDA_CHECK(cudaEventRecord(sorted.get(), sort_stream.get()));
+        FP8KIT_CUDA_CHECK(cudaStreamWaitEvent(sums_stream.get(), sorted.get(), 0));
         embedding_backward_sums(shape, d_dout.data(), d_tg.data(), d_pg.data(), workspace.data(), workspace.size(),
                                 sums_stream.get());
         sums_stream.synchronize();
@@ -91,7 +90,6 @@ TEST(CudaEmbedding, MatchesTheCpuLayerBitForBit) {
         EXPECT_TRUE(same_bits(tg, first_tg) && same_bits(pg, first_pg)) << "two runs differ (run " << run << ")";
       }
     }
-    cudaEventDestroy(sorted);
   }
 }
 
