@@ -307,8 +307,7 @@ struct SeedClassifierCuda::Impl {
       cuda::small_fp8_gemm(m, n, k, a, af, b, bf, a_scale_inv, b_scale_inv, y, stream_of(lane));
       return;
     }
-    const auto type = [](Fp8Format f) { return f == Fp8Format::E4M3 ? DType::E4M3 : DType::E5M2; };
-    gemm(m, n, k, a, type(af), b, type(bf), y, a_scale_inv, b_scale_inv, fast, lane);
+    gemm(m, n, k, a, dtype_of(af), b, dtype_of(bf), y, a_scale_inv, b_scale_inv, fast, lane);
   }
 
   // bf16: the weights' GEMM operands (wb for dgrad when training, w_tb) and, when x is set, the cast of

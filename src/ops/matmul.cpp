@@ -128,8 +128,7 @@ void matmul(const Tensor& a, const Tensor& b, Tensor& y, const MatmulOptions& op
 void matmul(const Fp8Tensor& a, const Fp8Tensor& b, Tensor& y, const MatmulOptions& options) {
   const Operand oa{a.data, &a.scale_inv}, ob{b.data, &b.scale_inv};
   const GemmShape s = check(oa, ob, y, options);
-  const auto is_fp8 = [](const Tensor& t) { return t.dtype() == DType::E4M3 || t.dtype() == DType::E5M2; };
-  FP8KIT_CHECK(is_fp8(a.data) && is_fp8(b.data), "matmul: FP8 operands must hold e4m3 or e5m2 codes, got {} and {}",
+  FP8KIT_CHECK(is_fp8(a.data.dtype()) && is_fp8(b.data.dtype()), "matmul: FP8 operands must hold e4m3 or e5m2 codes, got {} and {}",
                name(a.data.dtype()), name(b.data.dtype()));
   FP8KIT_CHECK(!(a.data.dtype() == DType::E5M2 && b.data.dtype() == DType::E5M2),
                "matmul: e5m2 x e5m2 has no FP8 tensor-core GEMM: quantize one operand to e4m3");

@@ -31,10 +31,12 @@ std::string_view name(DType dtype) {
   return "?";
 }
 
+bool is_fp8(DType dtype) { return dtype == DType::E4M3 || dtype == DType::E5M2; }
+
 DType dtype_of(Fp8Format format) { return format == Fp8Format::E4M3 ? DType::E4M3 : DType::E5M2; }
 
 Fp8Format fp8_format(DType dtype) {
-  FP8KIT_CHECK(dtype == DType::E4M3 || dtype == DType::E5M2, "expected an FP8 tensor (e4m3 or e5m2), got {}",
+  FP8KIT_CHECK(is_fp8(dtype), "expected an FP8 tensor (e4m3 or e5m2), got {}",
                name(dtype));
   return dtype == DType::E4M3 ? Fp8Format::E4M3 : Fp8Format::E5M2;
 }
@@ -92,7 +94,7 @@ void Tensor::check(Device expected) const {
   bool ok = std::is_same_v<T, std::byte>;  // untyped bytes: any dtype
   if constexpr (std::is_same_v<T, float>) ok = dtype_ == DType::F32;
   if constexpr (std::is_same_v<T, uint16_t>) ok = dtype_ == DType::Bf16;
-  if constexpr (std::is_same_v<T, uint8_t>) ok = dtype_ == DType::E4M3 || dtype_ == DType::E5M2;
+  if constexpr (std::is_same_v<T, uint8_t>) ok = is_fp8(dtype_);
   if constexpr (std::is_same_v<T, int32_t>) ok = dtype_ == DType::I32;
   FP8KIT_CHECK(ok, "tensor access with the wrong element type: the tensor holds {}", name(dtype_));
 }

@@ -20,6 +20,7 @@ enum class DType : uint8_t { F32, Bf16, E4M3, E5M2, I32 };
 
 size_t dtype_size(DType dtype);
 std::string_view name(DType dtype);  // "f32", "bf16", "e4m3", "e5m2", "i32"
+bool is_fp8(DType dtype);  // E4M3 or E5M2
 DType dtype_of(Fp8Format format);
 Fp8Format fp8_format(DType dtype);  // E4M3 or E5M2, else throws
 

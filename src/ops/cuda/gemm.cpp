@@ -18,8 +18,6 @@
 namespace fp8kit::cuda {
 namespace {
 
-bool is_fp8(DType t) { return t == DType::E4M3 || t == DType::E5M2; }
-
 cudaDataType_t cuda_type(DType t) {
   switch (t) {
     case DType::F32: return CUDA_R_32F;
