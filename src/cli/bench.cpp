@@ -1,6 +1,7 @@
 // `fp8kit bench gemm|quantize`: GPU throughput. gemm: cuBLASLt bf16 vs FP8 GEMMs in TFLOP/s (median
 // and best of timed batches after warm-up batches, autotuned algorithms) and their ratio; quantize:
-// the FP8 cast (+ transpose + amax) kernel's bandwidth against a device-to-device copy. Needs the
+// the FP8 cast (+ transpose + amax) kernel's bandwidth against a device-to-device copy and the bf16
+// cast (+ transpose) that a bf16 step runs in its place. Needs the
 // CUDA backend and a GPU; says so and fails otherwise.
 #include "base/error.h"
 #include "cli/command.h"
@@ -199,8 +200,9 @@ void bench_quantize(const Options& options) {
   require_gpu();
   const std::vector<Shape> shapes = parse_shapes(options.shapes.empty() ? std::vector<std::string>{"16384x4096"} : options.shapes, 2);
   const int iters = options.iters > 0 ? options.iters : 20;
-  fmt::print("GB/s counting bytes read + written once each (fp32 in: 4 B, bf16 in: 2 B, each FP8 output 1 B per\n"
-             "element); %copy = against cudaMemcpy device-to-device of the fp32 tensor (read + write 8 B per element)\n");
+  fmt::print("GB/s counting bytes read + written once each (fp32 in: 4 B, bf16 in: 2 B, each FP8 output 1 B, each\n"
+             "bf16 output 2 B per element); %copy = against cudaMemcpy device-to-device of the fp32 tensor (read +\n"
+             "write 8 B per element)\n");
   fmt::print("{:>12} {:<36} {:>9} {:>9} {:>7}\n", "rows x cols", "kernel", "us", "GB/s", "%copy");
   for (const Shape& s : shapes) {
     const int64_t n = s.m * s.n;
@@ -218,6 +220,14 @@ void bench_quantize(const Options& options) {
     }).median_ms;
     const double copy_gbs = 8.0 * n / (copy_ms * 1e-3) / 1e9;
     fmt::print("{:>12} {:<36} {:>9.1f} {:>9.0f} {:>7}\n", shape, "cudaMemcpy D2D (fp32)", copy_ms * 1e3, copy_gbs, "100%");
+    // What a bf16 step does in the FP8 quantization's place: the cast to bf16 with its transposed copy.
+    DeviceBuffer<uint16_t> b(n), b_t(n);
+    const Bf16Cast cast{x.data(), s.m, s.n, b.data(), b_t.data()};
+    const double cast_ms =
+        time_batches(iters, options.warmup, options.repeats, [&](int) { float_to_bf16_transposed({&cast, 1}); }).median_ms;
+    const double cast_gbs = 8.0 * n / (cast_ms * 1e-3) / 1e9;
+    fmt::print("{:>12} {:<36} {:>9.1f} {:>9.0f} {:>6.0f}%\n", shape, "f32 -> bf16 + transposed (no amax)", cast_ms * 1e3,
+               cast_gbs, 100.0 * cast_gbs / copy_gbs);
 
     for (DType in : {DType::F32, DType::Bf16}) {
       for (bool transpose : {true, false}) {

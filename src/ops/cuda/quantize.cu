@@ -1,20 +1,29 @@
-// FP8 quantization kernel: cast + transpose + amax in one pass over x [rows, cols].
+// FP8 quantization kernel: cast + transpose + amax in one pass over x [rows, cols], in one of two tiles.
 //
-// A block of 256 threads casts a (64 * passes) x 64 tile (rows x cols). Each warp covers 16 rows x 32
-// columns as 4 x 8 lanes, each lane a 4 x 4 micro-tile, loaded as 4 row vectors (16 bytes of fp32, 8
-// of bf16) so that 8 lanes read one contiguous stretch of a row; each thread does `passes` such
-// micro-tiles, 64 rows apart, all loads issued (as raw registers) before the first use: 2 passes for
-// fp32 and 4 for bf16, so a block has 32 KB of loads in flight either way. fp32 tensors of under 2^20
-// elements take 1 pass: twice the blocks (a [6400, 32] activation gets 100), as a small tensor's time
-// is latency, not bandwidth. The straight output is
-// stored 4 bytes per row. For the transposed output the 4x4 codes are transposed in registers (byte
-// permutes) into 4 words, each 4 rows of one column, kept in shared memory [64 cols][16 * passes + 1
-// words]; the odd row stride makes the writes (lanes differ in column by 4 and in row-word by 1)
-// conflict-free, and the reads (16 bytes per lane) nearly so. amax: per-thread max of |x| bits, warp
-// max, one atomicMax per block. An optional Linear epilogue (bias + ReLU), or the backward of one
-// (ReLU mask, dropout), is applied to the fp32 values as they are loaded (elements outside the matrix
-// stay 0). quantize_fp8_batch runs the same tile code for several tensors in one
-// launch (a 1-D grid split among them), so its outputs are those of one launch per tensor.
+// Large tensors (2^20 elements and more; bandwidth-bound): a block of 256 threads casts a
+// (64 * passes) x 64 tile (rows x cols). Each warp covers 16 rows x 32 columns as 4 x 8 lanes, each
+// lane a 4 x 4 micro-tile, loaded as 4 row vectors (16 bytes of fp32, 8 of bf16) so that 8 lanes read
+// one contiguous stretch of a row; each thread does `passes` such micro-tiles, 64 rows apart, all
+// loads issued (as raw registers) before the first use: 2 passes for fp32 and 4 for bf16, so a block
+// has 32 KB of loads in flight either way. The straight output is stored 4 bytes per row. For the
+// transposed output the 4x4 codes are transposed in registers (byte permutes) into 4 words, each 4
+// rows of one column, kept in shared memory [64 cols][16 * passes + 1 words]; the odd row stride
+// makes the writes (lanes differ in column by 4 and in row-word by 1) conflict-free, and the reads
+// (16 bytes per lane) nearly so.
+//
+// Small tensors (latency-bound, like every activation of the seed model): a block of 256 threads
+// casts a 32 x 32 tile, each thread 4 consecutive rows of one column (a warp reads 4 rows of 32
+// columns, 128 contiguous bytes each of fp32). A [6400, 32] tensor gets 200 blocks of 4 elements per
+// thread instead of the large tile's 50 of 16 (half of whose threads would idle at 32 columns): a
+// small tensor's time is its longest thread's. The thread's 4 codes are one word of the transposed
+// output (4 rows of one column), staged in shared memory [32 cols][9 words] and stored 4 bytes per
+// lane, 8 lanes per transposed row.
+//
+// amax: per-thread max of |x| bits, warp max, one atomicMax per block. An optional Linear epilogue
+// (bias + ReLU), or the backward of one (ReLU mask, dropout), is applied to the fp32 values as they
+// are loaded (elements outside the matrix stay 0). quantize_fp8_batch runs the same tile code for
+// several tensors in one launch (a 1-D grid split among them), so its outputs are those of one launch
+// per tensor.
 #include "ops/cuda/quantize.h"
 
 #include <algorithm>
@@ -34,7 +43,9 @@ constexpr int kThreads = 256;
 // Micro-tile rows per thread (tile rows per block: 64 x passes) of large tensors, by input element.
 template <typename T>
 constexpr int kPasses = sizeof(T) == 4 ? 2 : 4;
-constexpr int64_t kSmallTensor = int64_t{1} << 20;  // elements; below, fp32 takes 1 pass
+constexpr int64_t kSmallTensor = int64_t{1} << 20;  // elements; below, the small tile
+constexpr int kSmall = 0;     // the kernels' Passes for the small tile
+constexpr int kSmallTile = 32;  // rows and columns of a small tile
 
 struct Params {
   const void* x;
@@ -98,21 +109,30 @@ __device__ __forceinline__ uint32_t encode_row(const float v[4], float scale) {
   return lo | (hi << 16);
 }
 
-// v = x[row, col .. col + 3] -> the epilogue's act(v + bias) where inside the matrix (outside: left 0),
-// stored to epilogue.y when set.
-__device__ __forceinline__ void apply_epilogue(const Params& p, int64_t row, int64_t col, float v[4]) {
+// x's value v at (row, col), inside the matrix, after the Linear epilogue or its gradient (when set).
+__device__ __forceinline__ float transformed(const Params& p, int64_t row, int64_t col, float v,
+                                            const DeviceDropoutMask& mask) {
   const LinearEpilogue& e = p.epilogue;
-#pragma unroll
-  for (int i = 0; i < 4; ++i)
-    if (col + i < p.cols) v[i] = linear_epilogue(v[i], e.bias[col + i], e.relu, e.bf16);
-  if (e.y == nullptr) return;
-  float* dst = e.y + row * p.cols + col;
-  if (p.vector_store_y && col + 3 < p.cols) {
-    *reinterpret_cast<float4*>(dst) = make_float4(v[0], v[1], v[2], v[3]);
-  } else {
-#pragma unroll
-    for (int i = 0; i < 4; ++i)
-      if (col + i < p.cols) dst[i] = v[i];
+  if (e.bias != nullptr) v = linear_epilogue(v, e.bias[col], e.relu, e.bf16);
+  if (p.gradient_active) v = p.gradient(v, row * p.cols + col, mask);
+  return v;
+}
+
+// The block's amax (per-thread maxima `amax`) into p.amax with one atomicMax, and scale_inv from the
+// first block. Ends with the block synchronized (shared memory written before it may be read).
+template <bool Divide>
+__device__ __forceinline__ void block_amax(const Params& p, uint32_t amax, float scale, bool first_block) {
+  __shared__ uint32_t warp_amax[kThreads / 32];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  amax = __reduce_max_sync(0xFFFFFFFFu, amax);
+  if (lane == 0) warp_amax[warp] = amax;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    if (p.amax != nullptr) {
+      for (int i = 1; i < kThreads / 32; ++i) amax = max(amax, warp_amax[i]);
+      if (amax > 0) atomicMax(reinterpret_cast<unsigned int*>(p.amax), amax);
+    }
+    if (p.scale_inv != nullptr && first_block) *p.scale_inv = Divide ? scale : 1.0f / scale;
   }
 }
 
@@ -121,7 +141,6 @@ template <typename T, Fp8Format F, bool Divide, int passes>
 __device__ __forceinline__ void quantize_tile(const Params& p, int64_t bx, int64_t by) {
   constexpr int stride = 16 * passes + 1;  // words per transposed row (+1 against bank conflicts)
   __shared__ uint32_t tile_t[kTileCols * stride];
-  __shared__ uint32_t warp_amax[kThreads / 32];
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int col_local = (warp & 1) * 32 + (lane & 7) * 4;
@@ -149,11 +168,20 @@ __device__ __forceinline__ void quantize_tile(const Params& p, int64_t bx, int64
       float v[4];
       to_floats(raw[pass][r], v);
       if constexpr (sizeof(T) == 4) {
-        if (p.epilogue.bias != nullptr && row < p.rows) apply_epilogue(p, row, col, v);
-        if (p.gradient_active && row < p.rows) {
+        if ((p.epilogue.bias != nullptr || p.gradient_active) && row < p.rows) {
 #pragma unroll
           for (int i = 0; i < 4; ++i)
-            if (col + i < p.cols) v[i] = p.gradient(v[i], row * p.cols + col + i, mask);
+            if (col + i < p.cols) v[i] = transformed(p, row, col + i, v[i], mask);
+          if (p.epilogue.y != nullptr) {
+            float* dst = p.epilogue.y + row * p.cols + col;
+            if (p.vector_store_y && col + 3 < p.cols) {
+              *reinterpret_cast<float4*>(dst) = make_float4(v[0], v[1], v[2], v[3]);
+            } else {
+#pragma unroll
+              for (int i = 0; i < 4; ++i)
+                if (col + i < p.cols) dst[i] = v[i];
+            }
+          }
         }
       }
 #pragma unroll
@@ -182,16 +210,7 @@ __device__ __forceinline__ void quantize_tile(const Params& p, int64_t bx, int64
     }
   }
 
-  amax = __reduce_max_sync(0xFFFFFFFFu, amax);
-  if (lane == 0) warp_amax[warp] = amax;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    if (p.amax != nullptr) {
-      for (int i = 1; i < kThreads / 32; ++i) amax = max(amax, warp_amax[i]);
-      if (amax > 0) atomicMax(reinterpret_cast<unsigned int*>(p.amax), amax);
-    }
-    if (p.scale_inv != nullptr && bx == 0 && by == 0) *p.scale_inv = Divide ? scale : 1.0f / scale;
-  }
+  block_amax<Divide>(p, amax, scale, bx == 0 && by == 0);
 
   if (p.q_t != nullptr) {
     // 64 transposed rows of 64 * passes bytes: 4 * passes lanes per row, 16 bytes each.
@@ -218,9 +237,82 @@ __device__ __forceinline__ void quantize_tile(const Params& p, int64_t bx, int64
   }
 }
 
+// Casts small tile (bx, by) of p: 32 x 32, thread (lane, warp) rows 4 warp .. 4 warp + 3 of column lane.
+template <typename T, Fp8Format F, bool Divide>
+__device__ __forceinline__ void quantize_small_tile(const Params& p, int64_t bx, int64_t by) {
+  constexpr int stride = kSmallTile / 4 + 1;  // words per transposed row (+1 against bank conflicts)
+  __shared__ uint32_t tile_t[kSmallTile * stride];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t col = bx * kSmallTile + lane, row0 = by * kSmallTile + 4 * warp;
+  const float scale = *p.scale;
+  const DeviceDropoutMask mask = sizeof(T) == 4 ? p.gradient.dropout.mask() : DeviceDropoutMask(0, 0, 0, 0);
+  const T* x = static_cast<const T*>(p.x);
+
+  float v[4] = {};  // +0 outside the matrix: neither raises amax nor gets stored
+#pragma unroll
+  for (int r = 0; r < 4; ++r) {
+    const int64_t row = row0 + r;
+    if (col >= p.cols || row >= p.rows) continue;
+    if constexpr (sizeof(T) == 4) {
+      v[r] = x[row * p.cols + col];
+    } else {
+      v[r] = bf16_to_float(x[row * p.cols + col]);
+    }
+  }
+  uint32_t amax = 0;
+#pragma unroll
+  for (int r = 0; r < 4; ++r) {
+    const int64_t row = row0 + r;
+    if constexpr (sizeof(T) == 4) {
+      if ((p.epilogue.bias != nullptr || p.gradient_active) && col < p.cols && row < p.rows) {
+        v[r] = transformed(p, row, col, v[r], mask);
+        if (p.epilogue.y != nullptr) p.epilogue.y[row * p.cols + col] = v[r];
+      }
+    }
+    amax = max(amax, amax_bits(__float_as_uint(v[r])));
+  }
+  const uint32_t w = encode_row<F, Divide>(v, scale);  // byte r: row row0 + r
+  if (p.q != nullptr && col < p.cols) {
+#pragma unroll
+    for (int r = 0; r < 4; ++r)
+      if (row0 + r < p.rows) p.q[(row0 + r) * p.cols + col] = static_cast<uint8_t>(w >> (8 * r));
+  }
+  if (p.q_t != nullptr) tile_t[lane * stride + warp] = w;
+
+  block_amax<Divide>(p, amax, scale, bx == 0 && by == 0);
+
+  if (p.q_t != nullptr) {
+    // 32 transposed rows of 8 words: thread t stores word t % 8 of row t / 8.
+    const int c = threadIdx.x / 8, word = threadIdx.x % 8;
+    const int64_t out_row = bx * kSmallTile + c;  // a column of x
+    const int64_t out_col = by * kSmallTile + 4 * word;
+    if (out_row < p.cols && out_col < p.rows) {
+      const uint32_t t = tile_t[c * stride + word];
+      uint8_t* dst = p.q_t + out_row * p.rows + out_col;
+      if (p.rows % 4 == 0 && reinterpret_cast<uintptr_t>(p.q_t) % 4 == 0) {
+        *reinterpret_cast<uint32_t*>(dst) = t;
+      } else {
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+          if (out_col + i < p.rows) dst[i] = static_cast<uint8_t>(t >> (8 * i));
+      }
+    }
+  }
+}
+
+// Tile (bx, by) of p in the tile that Passes names (kSmall or the large tile's passes).
+template <typename T, Fp8Format F, bool Divide, int Passes>
+__device__ __forceinline__ void quantize_any_tile(const Params& p, int64_t bx, int64_t by) {
+  if constexpr (Passes == kSmall) {
+    quantize_small_tile<T, F, Divide>(p, bx, by);
+  } else {
+    quantize_tile<T, F, Divide, Passes>(p, bx, by);
+  }
+}
+
 template <typename T, Fp8Format F, bool Divide, int Passes>
 __global__ void __launch_bounds__(kThreads) quantize_kernel(Params p) {
-  quantize_tile<T, F, Divide, Passes>(p, blockIdx.x, blockIdx.y);
+  quantize_any_tile<T, F, Divide, Passes>(p, blockIdx.x, blockIdx.y);
 }
 
 // Up to kMaxBatch tensors in one launch: a 1-D grid, tensor t owning blocks [first[t], first[t + 1]),
@@ -236,16 +328,17 @@ struct Batch {
 template <typename T, Fp8Format F, bool Divide, int Passes>
 __global__ void __launch_bounds__(kThreads) quantize_batch_kernel(const __grid_constant__ Batch b) {
   const auto [t, local] = batch_position(b.first, b.count, blockIdx.x);
-  quantize_tile<T, F, Divide, Passes>(b.p[t], local % b.grid_x[t], local / b.grid_x[t]);
+  quantize_any_tile<T, F, Divide, Passes>(b.p[t], local % b.grid_x[t], local / b.grid_x[t]);
 }
 
 dim3 grid_of(const Params& p, int passes) {
   const std::string shape = std::to_string(p.rows) + "x" + std::to_string(p.cols);
-  const int64_t tile_rows = 64 * passes;
+  const int64_t tile_rows = passes == kSmall ? kSmallTile : 64 * passes;
+  const int64_t tile_cols = passes == kSmall ? kSmallTile : kTileCols;
   if (p.rows > int64_t{65535} * tile_rows)
     throw Error("quantize_fp8: " + shape + " has more rows than one launch covers (" +
                 std::to_string(int64_t{65535} * tile_rows) + "); split it");
-  return dim3(static_cast<unsigned>(std::max<int64_t>(1, (p.cols + kTileCols - 1) / kTileCols)),
+  return dim3(static_cast<unsigned>(std::max<int64_t>(1, (p.cols + tile_cols - 1) / tile_cols)),
               static_cast<unsigned>(std::max<int64_t>(1, (p.rows + tile_rows - 1) / tile_rows)));
 }
 
@@ -259,11 +352,11 @@ void launch_passes(const Params& p, bool divide, cudaStream_t stream) {
   }
 }
 
+bool small(const Params& p) { return p.rows * p.cols < kSmallTensor; }
+
 template <typename T, Fp8Format F>
 void launch(const Params& p, bool divide, cudaStream_t stream) {
-  if constexpr (sizeof(T) == 4) {
-    if (p.rows * p.cols < kSmallTensor) return launch_passes<1, T, F>(p, divide, stream);
-  }
+  if (small(p)) return launch_passes<kSmall, T, F>(p, divide, stream);
   launch_passes<kPasses<T>, T, F>(p, divide, stream);
 }
 
@@ -284,13 +377,10 @@ void launch_batch_passes(const Params* p, int count, bool divide, cudaStream_t s
   }
 }
 
-// A batch takes 1 pass when every tensor in it is small (the same tile code: the same bytes).
+// A batch takes the small tile when every tensor in it is small (either tile gives the same bytes).
 template <typename T, Fp8Format F>
 void launch_batch(const Params* p, int count, bool divide, cudaStream_t stream) {
-  if constexpr (sizeof(T) == 4) {
-    if (std::all_of(p, p + count, [](const Params& q) { return q.rows * q.cols < kSmallTensor; }))
-      return launch_batch_passes<1, T, F>(p, count, divide, stream);
-  }
+  if (std::all_of(p, p + count, small)) return launch_batch_passes<kSmall, T, F>(p, count, divide, stream);
   launch_batch_passes<kPasses<T>, T, F>(p, count, divide, stream);
 }
 
