@@ -121,7 +121,7 @@ struct SeedClassifierCuda::Impl {
   // layer's gradient waits for. `side` has its own GEMM context (cuBLASLt workspace).
   cuda::Stream side;
   cuda::GemmContext side_gemms;
-  Event fork_event, sorted_event, join_event;
+  Event fork_event, sorted_event, gradients_event, join_event;
   // Key's and value's GEMMs (forward; dgrad, then bf16/FP8 wgrad) run beside query's on two more
   // streams ("lanes"), each with its own GEMM context, joined back before their results are used.
   enum Lane { kMainLane, kSideLane, kKeyLane, kValueLane };
@@ -570,6 +570,9 @@ struct SeedClassifierCuda::Impl {
                                     s());
     const OutputGrad qkv[] = {{&query, dq.data()}, {&key, dk.data(), {}, kKeyLane}, {&value, dv.data(), {}, kValueLane}};
     linear_backward(qkv);
+    // Every weight gradient of the side branch is queued: Adam waits for them (gradients_event), not
+    // for the FP8 scaling update queued after them, which runs beside Adam until join().
+    FP8KIT_CUDA_CHECK(cudaEventRecord(gradients_event.get(), side.get()));
     if (precision == Precision::Fp8) {
       // The FP8 scaling update on the side branch (every amax is in: query, key and value's gradients
       // were the last tensors quantized); then, once the main stream's last FP8 GEMMs have read this
@@ -589,8 +592,12 @@ struct SeedClassifierCuda::Impl {
     cuda::embedding_backward_sums(embedding, d_x0e.data(), grad(kToken), grad(kPosition), embedding_scratch.data(),
                                   embedding_scratch.size(), s());
     join_lanes();  // key's and value's wgrads
-    wait(s(), side.get(), join_event);  // the side branch's weight gradients (and FP8 scales) are in
+    FP8KIT_CUDA_CHECK(cudaStreamWaitEvent(s(), gradients_event.get(), 0));
   }
+
+  // The main stream waits for the rest of the side branch (the FP8 scaling update): ends a step, which
+  // a captured graph needs (every branch joined back) and the next step's quantization (its scales).
+  void join() { wait(s(), side.get(), join_event); }
 
   void update() {
     cuda::adam_step(adam, adam_iterations.data(), params.data(), grads.data(), adam_m.data(), adam_v.data(), total,
@@ -623,6 +630,7 @@ struct SeedClassifierCuda::Impl {
       try {
         forward_backward();
         update();
+        join();
       } catch (...) {
         cudaStreamEndCapture(s(), &captured);
         if (captured != nullptr) cudaGraphDestroy(captured);
@@ -750,6 +758,7 @@ float SeedClassifierCuda::forward_backward(std::span<const int32_t> tokens, std:
   Impl& m = *impl_;
   m.upload_batch(tokens, labels);
   m.forward_backward();
+  m.join();
   return m.read_loss();
 }
 
