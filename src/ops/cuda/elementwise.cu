@@ -82,12 +82,15 @@ __global__ void __launch_bounds__(kOrderedSumThreads)
   float sum[1];
   ordered_sum<1>(
       begin, end, col < cols,
-      [&](int64_t r, float(&v)[1], bool real) {
+      [&](int64_t r, float(&v)[1]) {
         const int64_t i = r * cols + column;
         v[0] = p.gradient(dy[i], i, mask);
-        if (real && g != nullptr) g[i] = v[0];
       },
-      [](float(&acc)[1], const float(&e)[1]) { acc[0] += e[0]; }, sum);
+      [](float(&acc)[1], const float(&e)[1]) { acc[0] += e[0]; },
+      [&](int64_t r, const float(&v)[1]) {
+        if (g != nullptr) g[r * cols + col] = v[0];
+      },
+      sum);
   if (threadIdx.x < 32 && col < cols) {
     if (last) {
       p.bias_grad[col] = __fadd_rn(0.0f, sum[0]);

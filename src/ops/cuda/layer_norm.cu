@@ -85,7 +85,7 @@ __global__ void __launch_bounds__(kOrderedSumThreads)
   float sums[2];
   ordered_sum<2>(
       begin, end, col < dim,
-      [&](int64_t r, float(&v)[2], bool) {
+      [&](int64_t r, float(&v)[2]) {
         v[0] = output_grad(dout, dout2, r * dim + column);
         v[1] = (x[r * dim + column] - mean[r]) * rstd[r];  // xhat
       },

@@ -24,7 +24,7 @@ __global__ void __launch_bounds__(kOrderedSumThreads)
   const int64_t column = col < dim ? col : dim - 1;  // for the loads of lanes past the last column
   float sum[1];
   ordered_sum<1>(
-      b * seq, (b + 1) * seq, col < dim, [&](int64_t r, float(&v)[1], bool) { v[0] = x[r * dim + column]; },
+      b * seq, (b + 1) * seq, col < dim, [&](int64_t r, float(&v)[1]) { v[0] = x[r * dim + column]; },
       [](float(&acc)[1], const float(&e)[1]) { acc[0] += e[0]; }, sum);
   if (threadIdx.x < 32 && col < dim) {
     const int64_t i = b * dim + col;

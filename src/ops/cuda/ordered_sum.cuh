@@ -18,36 +18,40 @@ constexpr int kOrderedSumWarps = 9;
 constexpr int kOrderedSumThreads = 32 * kOrderedSumWarps;
 
 // acc[t] (meaningful in warp 0) = add(... add(add(0, row begin), row begin + 1) ..., row end - 1), for
-// Terms values per row; `valid`: whether this lane's column exists. load(j, v, real) sets v[0..Terms)
-// of row j in [begin, end) for this lane's column (clamped by the caller to an existing one); it is
-// also called for padding (a round's rows past the end repeat row end - 1; invalid lanes), with real
-// false: its value is then dropped, and it must have no side effects. Calling it unconditionally keeps
-// the loads free of branches, so that they all get issued at once. add(acc, v) adds one row. Every
-// thread of the block must call this with the same begin and end (it synchronises the block).
-template <int Terms, typename Load, typename Add>
+// Terms values per row; `valid`: whether this lane's column exists. load(j, v) sets v[0..Terms) of row
+// j in [begin, end) for this lane's column (clamped by the caller to an existing one); it is also
+// called for padding (a round's rows past the end repeat row end - 1; invalid lanes), whose values are
+// then dropped, so it must have no side effects: calling it unconditionally keeps the loads free of
+// branches and stores, so that they all get issued at once. fetched(j, v) is called with each real
+// row's values once they have arrived (a round later), for side effects such as writing them out.
+// add(acc, v) adds one row. Every thread of the block must call this with the same begin and end (it
+// synchronises the block).
+template <int Terms, typename Load, typename Add, typename Fetched>
 __device__ __forceinline__ void ordered_sum(int64_t begin, int64_t end, bool valid, Load load, Add add,
-                                            float (&acc)[Terms]) {
+                                            Fetched fetched, float (&acc)[Terms]) {
   constexpr int kFetchWarps = kOrderedSumWarps - 1;
   constexpr int kRows = 128 / Terms;  // rows per round: 2 buffers x 16 KiB
   constexpr int kRowsPerWarp = kRows / kFetchWarps;
   __shared__ float tile[2][kRows][Terms][32];
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   float v[kRowsPerWarp][Terms];
+  const auto row = [&](int64_t first, int k) { return first + (warp - 1) + kFetchWarps * k; };
   const auto fetch = [&](int64_t first) {
 #pragma unroll
     for (int k = 0; k < kRowsPerWarp; ++k) {
-      const int64_t j = first + (warp - 1) + kFetchWarps * k;
-      const bool real = valid && j < end;
-      load(j < end ? j : end - 1, v[k], real);
-#pragma unroll
-      for (int t = 0; t < Terms; ++t) v[k][t] = real ? v[k][t] : 0.0f;
+      const int64_t j = row(first, k);
+      load(j < end ? j : end - 1, v[k]);
     }
   };
-  const auto stage = [&](int buffer) {
+  const auto stage = [&](int buffer, int64_t first) {
 #pragma unroll
-    for (int k = 0; k < kRowsPerWarp; ++k)
+    for (int k = 0; k < kRowsPerWarp; ++k) {
+      const int64_t j = row(first, k);
+      const bool real = valid && j < end;
+      if (real) fetched(j, v[k]);
 #pragma unroll
-      for (int t = 0; t < Terms; ++t) tile[buffer][(warp - 1) + kFetchWarps * k][t][lane] = v[k][t];
+      for (int t = 0; t < Terms; ++t) tile[buffer][(warp - 1) + kFetchWarps * k][t][lane] = real ? v[k][t] : 0.0f;
+    }
   };
 
 #pragma unroll
@@ -57,14 +61,14 @@ __device__ __forceinline__ void ordered_sum(int64_t begin, int64_t end, bool val
   const int64_t rounds = (end - begin + kRows - 1) / kRows;
   if (warp > 0 && rounds > 0) {
     fetch(begin);
-    stage(0);
+    stage(0, begin);
     if (rounds > 1) fetch(begin + kRows);
   }
   __syncthreads();
   for (int64_t round = 0; round < rounds; ++round) {
     if (warp > 0) {
       if (round + 1 < rounds) {
-        stage((round + 1) & 1);
+        stage((round + 1) & 1, begin + (round + 1) * kRows);
         if (round + 2 < rounds) fetch(begin + (round + 2) * kRows);
       }
     } else {
@@ -80,6 +84,13 @@ __device__ __forceinline__ void ordered_sum(int64_t begin, int64_t end, bool val
     }
     __syncthreads();
   }
+}
+
+// ordered_sum without side effects on the rows.
+template <int Terms, typename Load, typename Add>
+__device__ __forceinline__ void ordered_sum(int64_t begin, int64_t end, bool valid, Load load, Add add,
+                                            float (&acc)[Terms]) {
+  ordered_sum<Terms>(begin, end, valid, load, add, [](int64_t, const float(&)[Terms]) {}, acc);
 }
 
 // Rows cut into pieces of a fixed number of rows (the CPU's partial sums): pieces for `rows` rows.
