@@ -1,7 +1,10 @@
 // Embedding kernels. Forward: one thread per output element. Backward, deterministic and in the CPU
 // layer's order: the token ids are sorted stably (CUB radix sort, so equal ids keep their positions'
-// order), each distinct id's rows of dout are added one after the other (ops/cuda/ordered_sum.cuh),
-// and each position's rows over the batch likewise.
+// order), each distinct id's rows of dout are added one after the other, and each position's rows over
+// the batch likewise. Runs of one id are mostly short (a few rows): a warp per sorted position sums the
+// run starting there, lane = column, its loads all in flight at once. Runs longer than a warp (padding,
+// frequent words: hundreds of rows) would keep a warp waiting on load after load; the sort lists
+// them, and a few blocks sum them with ops/cuda/ordered_sum.cuh (8 warps fetching, one adding).
 #include "ops/cuda/embedding.h"
 
 #include <cub/device/device_radix_sort.cuh>
@@ -19,7 +22,6 @@ namespace fp8kit::cuda {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr unsigned kMaxTokenBlocks = 1024;  // blocks that walk the sorted ids (about one wave)
 
 __global__ void forward_kernel(EmbeddingShape s, const int32_t* tokens, const float* token, const float* position,
                                bool bf16, DropoutArgs dropout, float* out) {
@@ -31,49 +33,76 @@ __global__ void forward_kernel(EmbeddingShape s, const int32_t* tokens, const fl
 }
 
 
-// run_end[id] = one past the last sorted position holding id (written for the ids present only).
-__global__ void run_end_kernel(int32_t n, const uint32_t* sorted, int32_t* run_end) {
+constexpr int kShortRun = 32;       // rows: a warp's run (one sorted position per lane)
+constexpr unsigned kLongBlocks = 64;  // blocks that take the long runs (there are a few dozen at most)
+constexpr int kShortWarps = kOrderedSumWarps;  // warps (sorted positions) per block of the short runs
+
+// run_end[id] = one past the last sorted position holding id (written for the ids present only); the
+// starts of runs longer than kShortRun appended to long_runs (in any order: each is summed alone).
+__global__ void run_end_kernel(int32_t n, const uint32_t* sorted, int32_t* run_end, int32_t* long_runs,
+                               int32_t* long_count) {
   const int32_t i = static_cast<int32_t>(blockIdx.x * blockDim.x + threadIdx.x);
-  if (i < n && (i == n - 1 || sorted[i + 1] != sorted[i])) run_end[sorted[i]] = i + 1;
+  if (i >= n) return;
+  const uint32_t id = sorted[i];
+  if (i == n - 1 || sorted[i + 1] != id) run_end[id] = i + 1;
+  if ((i == 0 || sorted[i - 1] != id) && i + kShortRun < n && sorted[i + kShortRun] == id)
+    long_runs[atomicAdd(long_count, 1)] = i;
 }
 
-// The gradient sums in one launch. Blocks x < token_blocks, (k, 32 columns), take the runs of equal
-// ids starting at sorted positions k, k + token_blocks, ...: token_grad[id, col] = sum of
-// dout[order[j], col] over the run, j increasing (= batch order). The blocks after them (y = 0) take
-// position_grad[t, d] = sum over b = 0, 1, ... of dout[b, t, d], a thread per element.
+// The gradient sums in one launch; blockIdx.y: 32 columns. token_grad[id, col] = sum of
+// dout[order[j], col] over id's run of sorted positions j, j increasing (= batch order), from 0.
+// Blocks [0, kLongBlocks) take the listed long runs, k, k + kLongBlocks, ...; the next short_blocks
+// blocks a sorted position per warp, summing the run that starts there unless it is long; the blocks
+// after them position_grad[t, d] = sum over b = 0, 1, ... of dout[b, t, d], a thread per element.
 __global__ void __launch_bounds__(kOrderedSumThreads)
-    sums_kernel(EmbeddingShape s, unsigned token_blocks, const uint32_t* sorted, const int32_t* order,
-                const int32_t* run_end, const float* dout, float* token_grad, float* position_grad) {
-  if (blockIdx.x >= token_blocks) {  // the same for the whole block
-    const int64_t i = static_cast<int64_t>(blockIdx.x - token_blocks) * blockDim.x + threadIdx.x;
-    if (blockIdx.y != 0 || i >= s.seq * s.dim) return;
-    float sum = 0.0f;
-#pragma unroll 8
-    for (int64_t b = 0; b < s.batch; ++b) sum += dout[b * s.seq * s.dim + i];
-    position_grad[i] = sum;
-    return;
-  }
+    sums_kernel(EmbeddingShape s, unsigned short_blocks, const uint32_t* sorted, const int32_t* order,
+                const int32_t* run_end, const int32_t* long_runs, const int32_t* long_count, const float* dout,
+                float* token_grad, float* position_grad) {
   const int32_t n = static_cast<int32_t>(s.batch * s.seq);
   const int64_t dim = s.dim;
-  const int64_t col = static_cast<int64_t>(blockIdx.y) * 32 + threadIdx.x % 32;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int64_t col = static_cast<int64_t>(blockIdx.y) * 32 + lane;
   const int64_t column = col < dim ? col : dim - 1;  // for the loads of lanes past the last column
-  for (int32_t i = blockIdx.x; i < n; i += token_blocks) {
-    const uint32_t id = sorted[i];
-    if (i > 0 && sorted[i - 1] == id) continue;  // not the start of a run (the same for the whole block)
-    float sum[1];
-    ordered_sum<1>(
-        i, run_end[id], col < dim, [&](int64_t j, float(&v)[1], bool) { v[0] = dout[order[j] * dim + column]; },
-        [](float(&acc)[1], const float(&e)[1]) { acc[0] += e[0]; }, sum);
-    if (threadIdx.x < 32 && col < dim) token_grad[id * dim + col] = sum[0];
+  if (blockIdx.x < kLongBlocks) {  // the same for the whole block
+    for (int32_t k = blockIdx.x; k < *long_count; k += kLongBlocks) {
+      const int32_t i = long_runs[k];
+      const uint32_t id = sorted[i];
+      float sum[1];
+      ordered_sum<1>(
+          i, run_end[id], col < dim, [&](int64_t j, float(&v)[1]) { v[0] = dout[order[j] * dim + column]; },
+          [](float(&acc)[1], const float(&e)[1]) { acc[0] += e[0]; }, sum);
+      if (warp == 0 && col < dim) token_grad[id * dim + col] = sum[0];
+    }
+    return;
   }
+  if (blockIdx.x < kLongBlocks + short_blocks) {
+    const int64_t i = static_cast<int64_t>(blockIdx.x - kLongBlocks) * kShortWarps + warp;
+    if (i >= n) return;
+    const uint32_t id = sorted[i];
+    if ((i > 0 && sorted[i - 1] == id) || (i + kShortRun < n && sorted[i + kShortRun] == id)) return;
+    const int32_t rows = run_end[id] - static_cast<int32_t>(i);  // 1 .. kShortRun
+    const int32_t mine = lane < rows ? order[i + lane] : 0;     // lane k: the position of the run's row k
+    float sum = 0.0f;
+#pragma unroll 8
+    for (int k = 0; k < rows; ++k) sum += dout[static_cast<int64_t>(__shfl_sync(0xFFFFFFFFu, mine, k)) * dim + column];
+    if (col < dim) token_grad[id * dim + col] = sum;
+    return;
+  }
+  const int64_t i = static_cast<int64_t>(blockIdx.x - kLongBlocks - short_blocks) * blockDim.x + threadIdx.x;
+  if (blockIdx.y != 0 || i >= s.seq * s.dim) return;
+  float sum = 0.0f;
+#pragma unroll 8
+  for (int64_t b = 0; b < s.batch; ++b) sum += dout[b * s.seq * s.dim + i];
+  position_grad[i] = sum;
 }
 
-// The sort's first step: token_grad zeroed (rows of absent ids stay 0) and positions[i] = i (the values
-// the sort permutes), thread i doing each that has an element i.
-__global__ void prepare_kernel(EmbeddingShape s, float* token_grad, int32_t* positions) {
+// The sort's first step: token_grad zeroed (rows of absent ids stay 0), positions[i] = i (the values
+// the sort permutes), thread i doing each that has an element i, and the list of long runs emptied.
+__global__ void prepare_kernel(EmbeddingShape s, float* token_grad, int32_t* positions, int32_t* long_count) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < s.vocabulary * s.dim) token_grad[i] = 0.0f;
   if (i < s.batch * s.seq) positions[i] = static_cast<int32_t>(i);
+  if (i == 0) *long_count = 0;
 }
 
 int key_bits(int64_t vocabulary) {
@@ -84,13 +113,16 @@ int key_bits(int64_t vocabulary) {
 
 size_t align256(size_t bytes) { return (bytes + 255) / 256 * 256; }
 
-// The backward's scratch, carved from one workspace: sorted ids, positions (iota) and their sorted
-// order [n], run ends [vocabulary], then CUB's temporary storage.
+// The backward's scratch, carved from one workspace: sorted ids, positions (iota), their sorted order
+// and the long runs' starts [n], run ends [vocabulary], the long runs' count, then CUB's temporary
+// storage.
 struct Scratch {
   uint32_t* sorted = nullptr;
   int32_t* positions = nullptr;
   int32_t* order = nullptr;
+  int32_t* long_runs = nullptr;
   int32_t* run_end = nullptr;
+  int32_t* long_count = nullptr;
   void* sort_storage = nullptr;
   size_t sort_bytes = 0;
   size_t total = 0;
@@ -110,14 +142,16 @@ Scratch scratch_for(const EmbeddingShape& s, void* base) {
                                                     static_cast<int32_t*>(nullptr), static_cast<int>(n), 0,
                                                     key_bits(s.vocabulary)));
   const size_t ids = align256(static_cast<size_t>(n) * 4), runs = align256(static_cast<size_t>(s.vocabulary) * 4);
-  r.total = 3 * ids + runs + r.sort_bytes;
+  r.total = 4 * ids + runs + 256 + r.sort_bytes;
   char* p = static_cast<char*>(base);
   if (p != nullptr) {
     r.sorted = reinterpret_cast<uint32_t*>(p);
     r.positions = reinterpret_cast<int32_t*>(p + ids);
     r.order = reinterpret_cast<int32_t*>(p + 2 * ids);
-    r.run_end = reinterpret_cast<int32_t*>(p + 3 * ids);
-    r.sort_storage = p + 3 * ids + runs;
+    r.long_runs = reinterpret_cast<int32_t*>(p + 3 * ids);
+    r.run_end = reinterpret_cast<int32_t*>(p + 4 * ids);
+    r.long_count = reinterpret_cast<int32_t*>(p + 4 * ids + runs);
+    r.sort_storage = p + 4 * ids + runs + 256;
   }
   return r;
 }
@@ -163,13 +197,15 @@ void embedding_backward_sort(const EmbeddingShape& shape, const int32_t* tokens,
   const int64_t threads = std::max(shape.vocabulary * shape.dim, int64_t{n});
   if (threads >= (int64_t{1} << 31) * kThreads)
     throw Error("embedding_backward: " + std::to_string(threads) + " elements are too many for one launch");
-  prepare_kernel<<<blocks_for(threads, kThreads), kThreads, 0, stream>>>(shape, token_grad, w.positions);
+  prepare_kernel<<<blocks_for(threads, kThreads), kThreads, 0, stream>>>(shape, token_grad, w.positions,
+                                                                         w.long_count);
   check_launch("embedding_backward");
   size_t sort_bytes = w.sort_bytes;
   FP8KIT_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(w.sort_storage, sort_bytes,
                                                     reinterpret_cast<const uint32_t*>(tokens), w.sorted, w.positions,
                                                     w.order, n, 0, key_bits(shape.vocabulary), stream));
-  run_end_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(n, w.sorted, w.run_end);
+  run_end_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(n, w.sorted, w.run_end, w.long_runs,
+                                                                   w.long_count);
   check_launch("embedding_backward");
 }
 
@@ -182,14 +218,15 @@ void embedding_backward_sums(const EmbeddingShape& shape, const float* dout, flo
     FP8KIT_CUDA_CHECK(cudaMemsetAsync(position_grad, 0, shape.seq * shape.dim * sizeof(float), stream));
     return;
   }
-  const unsigned token_blocks = n < static_cast<int32_t>(kMaxTokenBlocks) ? static_cast<unsigned>(n) : kMaxTokenBlocks;
+  const int64_t short_blocks = (n + kShortWarps - 1) / kShortWarps;
   const int64_t position_blocks = (shape.seq * shape.dim + kOrderedSumThreads - 1) / kOrderedSumThreads;
-  if (token_blocks + position_blocks >= (int64_t{1} << 31))
-    throw Error("embedding_backward: seq " + std::to_string(shape.seq) + " x dim " + std::to_string(shape.dim) +
-                " is too large for one launch");
-  const dim3 grid(token_blocks + static_cast<unsigned>(position_blocks), blocks_for(shape.dim, 32));
-  sums_kernel<<<grid, kOrderedSumThreads, 0, stream>>>(shape, token_blocks, w.sorted, w.order, w.run_end, dout,
-                                                       token_grad, position_grad);
+  if (kLongBlocks + short_blocks + position_blocks >= (int64_t{1} << 31))
+    throw Error("embedding_backward: batch x seq " + std::to_string(n) + " and seq x dim " +
+                std::to_string(shape.seq * shape.dim) + " are too large for one launch");
+  const dim3 grid(kLongBlocks + static_cast<unsigned>(short_blocks + position_blocks), blocks_for(shape.dim, 32));
+  sums_kernel<<<grid, kOrderedSumThreads, 0, stream>>>(shape, static_cast<unsigned>(short_blocks), w.sorted, w.order,
+                                                       w.run_end, w.long_runs, w.long_count, dout, token_grad,
+                                                       position_grad);
   check_launch("embedding_backward");
 }
 

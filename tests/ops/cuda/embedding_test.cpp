@@ -1,10 +1,11 @@
 // GPU token + position embedding against nn::TokenAndPositionEmbedding: the forward bit for bit (one
-// addition, then the fused dropout against ops::dropout_forward), and the backward too (the GPU adds each gradient row in the CPU's order), the same bits
-// on every run.
+// addition, then the fused dropout against ops::dropout_forward), and the backward too (the GPU adds
+// each gradient row in the CPU's order), the same bits on every run.
 #include "ops/cuda/embedding.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -26,17 +27,27 @@ TEST(CudaEmbedding, MatchesTheCpuLayerBitForBit) {
   FP8KIT_REQUIRE_GPU();
   struct Case {
     int64_t batch, seq, dim, vocabulary;
+    bool boundary_runs = false;  // ids 0..5 on 32, 33, 1, 31, 65 and 38 positions (a warp's run is 32)
   };
   // The seed's shape (token 0 on ~1/8 of the positions: a run of ~800 rows); one id only (a run over
-  // all rows, 40 columns: a partial second column block); tiny ones.
-  for (const Case c :
-       {Case{32, 200, 32, 20000}, Case{4, 100, 40, 1}, Case{3, 7, 5, 11}, Case{1, 1, 1, 1}, Case{2, 3, 33, 70000}}) {
+  // all rows, 40 columns: a partial second column block); runs about the length where the GPU changes
+  // method; tiny ones.
+  for (const Case c : {Case{32, 200, 32, 20000}, Case{4, 100, 40, 1}, Case{2, 100, 33, 6, true}, Case{3, 7, 5, 11},
+                       Case{1, 1, 1, 1}, Case{2, 3, 33, 70000}}) {
     nn::TokenAndPositionEmbedding layer("e", c.vocabulary, c.seq, c.dim);
     layer.token.value = testing::random_normal(layer.token.value.size(), 1, 0.05f);
     layer.position.value = testing::random_normal(layer.position.value.size(), 2, 0.05f);
     std::mt19937 rng(3);
-    std::vector<int32_t> tokens(static_cast<size_t>(c.batch * c.seq));
-    for (int32_t& t : tokens) t = static_cast<int32_t>(rng() % 8 == 0 ? 0 : rng() % c.vocabulary);  // repeats
+    std::vector<int32_t> tokens;
+    if (c.boundary_runs) {
+      const int lengths[] = {32, 33, 1, 31, 65, 38};
+      for (int id = 0; id < 6; ++id) tokens.insert(tokens.end(), lengths[id], id);
+      std::shuffle(tokens.begin(), tokens.end(), rng);
+    } else {
+      tokens.resize(static_cast<size_t>(c.batch * c.seq));
+      for (int32_t& t : tokens) t = static_cast<int32_t>(rng() % 8 == 0 ? 0 : rng() % c.vocabulary);  // repeats
+    }
+    ASSERT_EQ(static_cast<int64_t>(tokens.size()), c.batch * c.seq);
     const std::vector<float> dout = testing::random_normal(static_cast<size_t>(c.batch * c.seq * c.dim), 4);
     const EmbeddingShape shape{c.batch, c.seq, c.dim, c.vocabulary};
     DeviceBuffer<int32_t> d_tokens(tokens.size());
