@@ -1,6 +1,7 @@
 // Times one epoch of the seed experiment's training on the GPU (625 steps of batch 32, random tokens
 // and labels, SeedClassifierCuda with its CUDA graph) per precision: CUDA events around the 625
-// replays, 1 warm-up epoch, median of 3 timed epochs. Prints seconds per epoch and the last loss.
+// replays; the precisions take turns epoch by epoch, 1 warm-up round and 5 timed ones. Prints the
+// median and best seconds per epoch, and the last loss.
 // Usage: bench_cuda_seed_epoch [steps per epoch, default 625] [precision prefix, e.g. "fp8", default all]
 #include "models/seed_classifier_cuda.h"
 #include "ops/cuda/check.h"
@@ -11,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -57,27 +59,41 @@ int main(int argc, char** argv) {
                         {"bf16", nn::Precision::Bf16, {}},
                         {"fp8 (te lag)", nn::Precision::Fp8, {}},
                         {"fp8 (keras lag)", nn::Precision::Fp8, keras}};
-    std::printf("%-16s %12s %12s %12s\n", "precision", "s/epoch", "us/step", "last loss");
+    // The precisions take turns, one epoch each per round (1 warm-up round, kRounds timed), so that a
+    // drift of the machine's speed during the run falls on all of them alike.
+    constexpr int kRounds = 5;
+    struct Model {
+      const Run* run;
+      models::SeedClassifier cpu;
+      std::unique_ptr<models::SeedClassifierCuda> gpu;
+      std::vector<float> seconds;
+    };
+    std::vector<Model> models;
     for (const Run& run : runs) {
       if (std::string(run.name).rfind(only, 0) != 0) continue;
-      models::SeedClassifier cpu(config, 42);
-      cpu.set_precision(run.precision, run.recipe);
-      models::SeedClassifierCuda gpu(cpu, 42, kBatch);
-      const cuda::Event start(true), stop(true);
-      std::vector<float> seconds;
-      for (int epoch = 0; epoch < 4; ++epoch) {
+      Model& m = models.emplace_back(Model{&run, models::SeedClassifier(config, 42), nullptr, {}});
+      m.cpu.set_precision(run.precision, run.recipe);
+      m.gpu = std::make_unique<models::SeedClassifierCuda>(m.cpu, 42, kBatch);
+    }
+    const cuda::Event start(true), stop(true);
+    for (int round = 0; round <= kRounds; ++round) {
+      for (Model& m : models) {
         FP8KIT_CUDA_CHECK(cudaDeviceSynchronize());
         FP8KIT_CUDA_CHECK(cudaEventRecord(start.get(), nullptr));
         for (int s = 0; s < steps; ++s)
-          gpu.enqueue_train_step(d_tokens.data() + static_cast<size_t>(s) * kBatch * config.sequence_length,
-                                 d_labels.data() + static_cast<size_t>(s) * kBatch);
-        gpu.loss();  // waits for the stream
+          m.gpu->enqueue_train_step(d_tokens.data() + static_cast<size_t>(s) * kBatch * config.sequence_length,
+                                    d_labels.data() + static_cast<size_t>(s) * kBatch);
+        m.gpu->loss();  // waits for the stream
         FP8KIT_CUDA_CHECK(cudaEventRecord(stop.get(), nullptr));
-        if (epoch > 0) seconds.push_back(cuda::elapsed_ms(start, stop) / 1000.0f);
+        if (round > 0) m.seconds.push_back(cuda::elapsed_ms(start, stop) / 1000.0f);
       }
-      std::sort(seconds.begin(), seconds.end());
-      const float median = seconds[seconds.size() / 2];
-      std::printf("%-16s %12.4f %12.1f %12.5f\n", run.name, median, 1e6 * median / steps, gpu.loss());
+    }
+    std::printf("%-16s %12s %12s %12s %12s\n", "precision", "s/epoch", "best", "us/step", "last loss");
+    for (Model& m : models) {
+      std::sort(m.seconds.begin(), m.seconds.end());
+      const float median = m.seconds[m.seconds.size() / 2];
+      std::printf("%-16s %12.4f %12.4f %12.1f %12.5f\n", m.run->name, median, m.seconds.front(), 1e6 * median / steps,
+                  m.gpu->loss());
     }
     return 0;
   } catch (const std::exception& e) {
