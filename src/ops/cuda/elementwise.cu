@@ -80,17 +80,20 @@ __global__ void __launch_bounds__(kOrderedSumThreads)
   const int64_t begin = static_cast<int64_t>(blockIdx.x) * kBiasPieceRows;
   const int64_t end = rows < begin + kBiasPieceRows ? rows : begin + kBiasPieceRows;
   float sum[1];
-  ordered_sum<1>(
+  // The ReLU's mask source (dy itself, never read as one, without a ReLU): loaded unconditionally.
+  const float* y = p.gradient.relu ? p.gradient.y : dy;
+  ordered_sum_prepared<1, 2>(
       begin, end, col < cols,
-      [&](int64_t r, float(&v)[1]) {
-        const int64_t i = r * cols + column;
-        v[0] = p.gradient(dy[i], i, mask);
+      [&](int64_t r, float(&raw)[2]) {
+        raw[0] = dy[r * cols + column];
+        raw[1] = y[r * cols + column];
       },
-      [](float(&acc)[1], const float(&e)[1]) { acc[0] += e[0]; },
-      [&](int64_t r, const float(&v)[1]) {
-        if (g != nullptr) g[r * cols + col] = v[0];
+      [&](int64_t r, const float(&raw)[2], float(&e)[1]) {
+        const int64_t i = r * cols + col;
+        e[0] = p.gradient.with_y(raw[0], raw[1], i, mask);
+        if (g != nullptr) g[i] = e[0];
       },
-      sum);
+      [](float(&acc)[1], const float(&e)[1]) { acc[0] += e[0]; }, sum);
   if (threadIdx.x < 32 && col < cols) {
     if (last) {
       p.bias_grad[col] = __fadd_rn(0.0f, sum[0]);

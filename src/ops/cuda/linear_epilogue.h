@@ -55,7 +55,11 @@ struct EpilogueGradientArgs {
 
   // g at element i (row-major index) from dy there; mask: dropout.mask(), derived once per thread.
   __device__ float operator()(float dy, int64_t i, const DeviceDropoutMask& mask) const {
-    return relu && !(y[i] > 0.0f) ? 0.0f : dropout.backward(dy, static_cast<uint32_t>(i), mask);
+    return with_y(dy, relu ? y[i] : 0.0f, i, mask);
+  }
+  // The same with y[i] given (read by the caller; ignored without ReLU).
+  __device__ float with_y(float dy, float y_i, int64_t i, const DeviceDropoutMask& mask) const {
+    return relu && !(y_i > 0.0f) ? 0.0f : dropout.backward(dy, static_cast<uint32_t>(i), mask);
   }
 };
 

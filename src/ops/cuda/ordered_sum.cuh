@@ -18,23 +18,24 @@ constexpr int kOrderedSumWarps = 9;
 constexpr int kOrderedSumThreads = 32 * kOrderedSumWarps;
 
 // acc[t] (meaningful in warp 0) = add(... add(add(0, row begin), row begin + 1) ..., row end - 1), for
-// Terms values per row; `valid`: whether this lane's column exists. load(j, v) sets v[0..Terms) of row
-// j in [begin, end) for this lane's column (clamped by the caller to an existing one); it is also
+// Terms values per row; `valid`: whether this lane's column exists. load(j, raw) sets raw[0..Raw) of
+// row j in [begin, end) for this lane's column (clamped by the caller to an existing one); it is also
 // called for padding (a round's rows past the end repeat row end - 1; invalid lanes), whose values are
-// then dropped, so it must have no side effects: calling it unconditionally keeps the loads free of
-// branches and stores, so that they all get issued at once. fetched(j, v) is called with each real
-// row's values once they have arrived (a round later), for side effects such as writing them out.
-// add(acc, v) adds one row. Every thread of the block must call this with the same begin and end (it
-// synchronises the block).
-template <int Terms, typename Load, typename Add, typename Fetched>
-__device__ __forceinline__ void ordered_sum(int64_t begin, int64_t end, bool valid, Load load, Add add,
-                                            Fetched fetched, float (&acc)[Terms]) {
+// then dropped. It should only load, without branches (no conditions on the values, no divisions):
+// then a round's loads all get issued at once, whereas a branch would make each row's loads wait for
+// the previous row's. prepare(j, raw, e) turns a real row's raw values into its Terms values e once
+// they have arrived (a round later); it may branch and have side effects (writing e out). add(acc, e)
+// adds one row. Every thread of the block must call this with the same begin and end (it synchronises
+// the block).
+template <int Terms, int Raw, typename Load, typename Prepare, typename Add>
+__device__ __forceinline__ void ordered_sum_prepared(int64_t begin, int64_t end, bool valid, Load load,
+                                                     Prepare prepare, Add add, float (&acc)[Terms]) {
   constexpr int kFetchWarps = kOrderedSumWarps - 1;
   constexpr int kRows = 128 / Terms;  // rows per round: 2 buffers x 16 KiB
   constexpr int kRowsPerWarp = kRows / kFetchWarps;
   __shared__ float tile[2][kRows][Terms][32];
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  float v[kRowsPerWarp][Terms];
+  float v[kRowsPerWarp][Raw];
   const auto row = [&](int64_t first, int k) { return first + (warp - 1) + kFetchWarps * k; };
   const auto fetch = [&](int64_t first) {
 #pragma unroll
@@ -47,10 +48,10 @@ __device__ __forceinline__ void ordered_sum(int64_t begin, int64_t end, bool val
 #pragma unroll
     for (int k = 0; k < kRowsPerWarp; ++k) {
       const int64_t j = row(first, k);
-      const bool real = valid && j < end;
-      if (real) fetched(j, v[k]);
+      float e[Terms] = {};
+      if (valid && j < end) prepare(j, v[k], e);
 #pragma unroll
-      for (int t = 0; t < Terms; ++t) tile[buffer][(warp - 1) + kFetchWarps * k][t][lane] = real ? v[k][t] : 0.0f;
+      for (int t = 0; t < Terms; ++t) tile[buffer][(warp - 1) + kFetchWarps * k][t][lane] = e[t];
     }
   };
 
@@ -86,11 +87,17 @@ __device__ __forceinline__ void ordered_sum(int64_t begin, int64_t end, bool val
   }
 }
 
-// ordered_sum without side effects on the rows.
+// ordered_sum_prepared whose loads are the values to add.
 template <int Terms, typename Load, typename Add>
 __device__ __forceinline__ void ordered_sum(int64_t begin, int64_t end, bool valid, Load load, Add add,
                                             float (&acc)[Terms]) {
-  ordered_sum<Terms>(begin, end, valid, load, add, [](int64_t, const float(&)[Terms]) {}, acc);
+  ordered_sum_prepared<Terms, Terms>(
+      begin, end, valid, load,
+      [](int64_t, const float(&raw)[Terms], float(&e)[Terms]) {
+#pragma unroll
+        for (int t = 0; t < Terms; ++t) e[t] = raw[t];
+      },
+      add, acc);
 }
 
 // Rows cut into pieces of a fixed number of rows (the CPU's partial sums): pieces for `rows` rows.
