@@ -14,6 +14,26 @@ struct AttentionShape {
   int64_t batch, seq, heads, head_dim;
 };
 
+// The kernels' instance for head_dim and bf16: calls f.template operator()<kD, kBf16>() with kD =
+// head_dim when it is 16, 32 or 64 (compiled loops), else kD = kOtherDims (CPU: 0, a runtime loop;
+// CUDA: unused, as it refuses other head dims first).
+template <int kOtherDims, typename F>
+void dispatch_head_dim(int64_t head_dim, bool bf16, F&& f) {
+  auto by_dim = [&]<bool kBf16>() {
+    switch (head_dim) {
+      case 16: return f.template operator()<16, kBf16>();
+      case 32: return f.template operator()<32, kBf16>();
+      case 64: return f.template operator()<64, kBf16>();
+      default: return f.template operator()<kOtherDims, kBf16>();
+    }
+  };
+  if (bf16) {
+    by_dim.template operator()<true>();
+  } else {
+    by_dim.template operator()<false>();
+  }
+}
+
 // q, k, v, out: [batch, seq, heads * head_dim], row-major; head h owns columns [h*head_dim, (h+1)*head_dim).
 // probs: [batch, heads, seq, seq], the softmax before dropout, saved for the backward; its upper
 // triangle is never written (keep it zero). mask == nullptr: no dropout.

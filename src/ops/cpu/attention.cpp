@@ -313,30 +313,12 @@ void backward_impl(const AttentionShape& shape, const float* q, const float* k, 
   }
 }
 
-// Calls f.template operator()<kD, kBf16>() for the instance matching head_dim and bf16.
-template <typename F>
-void dispatch(int64_t head_dim, bool bf16, F&& f) {
-  auto by_dim = [&]<bool kBf16>() {
-    switch (head_dim) {
-      case 16: return f.template operator()<16, kBf16>();
-      case 32: return f.template operator()<32, kBf16>();
-      case 64: return f.template operator()<64, kBf16>();
-      default: return f.template operator()<0, kBf16>();
-    }
-  };
-  if (bf16) {
-    by_dim.template operator()<true>();
-  } else {
-    by_dim.template operator()<false>();
-  }
-}
-
 }  // namespace
 
 void causal_attention_forward(const AttentionShape& shape, const float* q, const float* k, const float* v,
                               const DropoutMask* mask, float rate, bool bf16, float* probs, float* out) {
   check(shape);
-  dispatch(shape.head_dim, bf16, [&]<int64_t kD, bool kBf16>() {
+  ops::dispatch_head_dim<0>(shape.head_dim, bf16, [&]<int64_t kD, bool kBf16>() {
     forward_impl<kD, kBf16>(shape, q, k, v, mask, rate, probs, out);
   });
 }
@@ -345,7 +327,7 @@ void causal_attention_backward(const AttentionShape& shape, const float* q, cons
                                const float* probs, const DropoutMask* mask, float rate, bool bf16,
                                const float* dout, float* dq, float* dk, float* dv) {
   check(shape);
-  dispatch(shape.head_dim, bf16, [&]<int64_t kD, bool kBf16>() {
+  ops::dispatch_head_dim<0>(shape.head_dim, bf16, [&]<int64_t kD, bool kBf16>() {
     backward_impl<kD, kBf16>(shape, q, k, v, probs, mask, rate, dout, dq, dk, dv);
   });
 }

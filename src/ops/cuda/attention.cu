@@ -82,6 +82,22 @@ __device__ __forceinline__ void load_row(const float* src, float* dst) {
   }
 }
 
+// acc = sum over keys j = 0 .. i of w[j] * m[j kP .. j kP + kPer) in key order (an fma chain per
+// element), m in shared memory: a query row's output (pd x v) in the forward, its dq (ds x k).
+template <int kPer, int kP>
+__device__ __forceinline__ void key_order_sum(const float* w, const float* m, int i, float (&acc)[kPer]) {
+#pragma unroll
+  for (int e = 0; e < kPer; ++e) acc[e] = 0.0f;
+#pragma unroll 4
+  for (int j = 0; j <= i; ++j) {
+    const float wj = w[j];
+    float mj[kPer];
+    load_row<kPer>(m + j * kP, mj);
+#pragma unroll
+    for (int e = 0; e < kPer; ++e) acc[e] = fmaf(wj, mj[e], acc[e]);
+  }
+}
+
 template <int kD>
 __device__ __forceinline__ float dot(const float* a, const float* b) {
   float s = 0.0f;
@@ -225,18 +241,8 @@ __global__ void __launch_bounds__(kThreads)
   const int r = threadIdx.x / kChainThreads, d0 = threadIdx.x % kChainThreads * kPer;
   if (r < rows) {
     const int i = r0 + r;
-    const float* row = pairs + r * stride;
     float acc[kPer];
-#pragma unroll
-    for (int e = 0; e < kPer; ++e) acc[e] = 0.0f;
-#pragma unroll 4
-    for (int j = 0; j <= i; ++j) {
-      const float pd = row[j];
-      float vj[kPer];
-      load_row<kPer>(kv + j * kP + d0, vj);
-#pragma unroll
-      for (int e = 0; e < kPer; ++e) acc[e] = fmaf(pd, vj[e], acc[e]);
-    }
+    key_order_sum<kPer, kP>(pairs + r * stride, kv + d0, i, acc);
     const int64_t at = (static_cast<int64_t>(b) * T + i) * C + h * kD + d0;
 #pragma unroll
     for (int e = 0; e < kPer; ++e) out[at + e] = maybe_bf16(acc[e], kBf16);
@@ -340,16 +346,7 @@ __global__ void __launch_bounds__(kThreads)
   if (r < rows) {
     const int i = r0 + r;
     float acc[kPer];
-#pragma unroll
-    for (int e = 0; e < kPer; ++e) acc[e] = 0.0f;
-#pragma unroll 4
-    for (int j = 0; j <= i; ++j) {
-      const float ds = probs[r * stride + j];
-      float kj[kPer];
-      load_row<kPer>(kv + j * kP + d0, kj);
-#pragma unroll
-      for (int e = 0; e < kPer; ++e) acc[e] = fmaf(ds, kj[e], acc[e]);
-    }
+    key_order_sum<kPer, kP>(probs + r * stride, kv + d0, i, acc);
     const int64_t at = (static_cast<int64_t>(b) * T + i) * C + h * kD + d0;
 #pragma unroll
     for (int e = 0; e < kPer; ++e) dq[at + e] = acc[e] * p.scale;
@@ -454,23 +451,6 @@ size_t shared_memory(int64_t floats, const ops::AttentionShape& s, const char* w
   return bytes;
 }
 
-// Calls f.template operator()<kD, kBf16>().
-template <typename F>
-void dispatch(int64_t head_dim, bool bf16, F&& f) {
-  auto by_dim = [&]<bool kBf16>() {
-    switch (head_dim) {
-      case 16: return f.template operator()<16, kBf16>();
-      case 32: return f.template operator()<32, kBf16>();
-      default: return f.template operator()<64, kBf16>();
-    }
-  };
-  if (bf16) {
-    by_dim.template operator()<true>();
-  } else {
-    by_dim.template operator()<false>();
-  }
-}
-
 // Blocks: heads (of batch x heads) x tiles.
 dim3 grid(int64_t heads, int64_t seq) {
   return dim3(static_cast<unsigned>(heads), static_cast<unsigned>((seq + kTile - 1) / kTile));
@@ -483,7 +463,7 @@ void causal_attention_forward(const ops::AttentionShape& shape, const float* q, 
   const char* what = "causal_attention_forward";
   Params p = params(shape, dropout, bf16, what);
   p.aligned = aligned16({q, k, v});
-  dispatch(shape.head_dim, bf16, [&]<int kD, bool kBf16>() {
+  ops::dispatch_head_dim<64>(shape.head_dim, bf16, [&]<int kD, bool kBf16>() {
     const size_t smem = shared_memory<forward_kernel<kD, kBf16>>(forward_floats<kD>(shape.seq), shape, what);
     if (shape.batch == 0) return;
     forward_kernel<kD, kBf16><<<grid(shape.batch * shape.heads, shape.seq), kThreads, smem, stream>>>(p, q, k, v, stats, out);
@@ -497,7 +477,7 @@ void causal_attention_backward(const ops::AttentionShape& shape, const float* q,
   const char* what = "causal_attention_backward";
   Params p = params(shape, dropout, bf16, what);
   p.aligned = aligned16({q, k, v, dout});
-  dispatch(shape.head_dim, bf16, [&]<int kD, bool kBf16>() {
+  ops::dispatch_head_dim<64>(shape.head_dim, bf16, [&]<int kD, bool kBf16>() {
     const size_t dq_smem = shared_memory<backward_dq_kernel<kD, kBf16>>(dq_floats<kD>(shape.seq), shape, what);
     const size_t dkv_smem = shared_memory<backward_dkv_kernel<kD, kBf16>>(dkv_floats<kD>(shape.seq), shape, what);
     if (shape.batch == 0) return;
