@@ -5,6 +5,7 @@
 // CUDA backend and a GPU; says so and fails otherwise.
 #include "base/error.h"
 #include "cli/command.h"
+#include "tensor/device_memory.h"
 
 #include <fmt/format.h>
 
@@ -67,8 +68,8 @@ std::vector<Shape> parse_shapes(const std::vector<std::string>& texts, int dims)
 
 
 void require_gpu() {
+  require_cuda();
   const auto devices = list_devices();
-  FP8KIT_CHECK(!devices.empty(), "no CUDA GPU found (fp8kit bench needs one; check nvidia-smi)");
   FP8KIT_CHECK(devices[0].has_fp8(), "GPU 0 ({}, compute {}.{}) has no FP8 tensor cores (needs 8.9 or later)",
                devices[0].name, devices[0].major, devices[0].minor);
   fmt::print("device: {} ({} SMs, compute {}.{})\n", devices[0].name, devices[0].multiprocessors, devices[0].major,
@@ -251,13 +252,9 @@ void bench_quantize(const Options& options) {
     }
   }
 }
-#else
-[[noreturn]] void no_cuda() {
-  fail("this fp8kit was built without the CUDA backend, so `fp8kit bench` cannot run: rebuild on a machine with "
-       "nvcc (cmake -DFP8KIT_CUDA=ON) and run it where an NVIDIA GPU is present");
-}
-void bench_gemm(const Options&) { no_cuda(); }
-void bench_quantize(const Options&) { no_cuda(); }
+#else  // require_cuda() says why the benchmarks cannot run in this build
+void bench_gemm(const Options&) { require_cuda(); }
+void bench_quantize(const Options&) { require_cuda(); }
 #endif
 
 void add_common(CLI::App* app, Options& options, const char* shapes_help) {

@@ -1,6 +1,7 @@
 // `fp8kit device`: the CUDA GPUs fp8kit sees and whether they have FP8 tensor cores.
 #include "base/error.h"
 #include "cli/command.h"
+#include "tensor/device_memory.h"
 
 #include <fmt/format.h>
 
@@ -12,16 +13,13 @@ namespace fp8kit::cli {
 namespace {
 
 void run() {
+  require_cuda();  // says why not: no CUDA backend in this build, no GPU or driver
 #if FP8KIT_HAVE_CUDA
-  const auto devices = cuda::list_devices();
-  FP8KIT_CHECK(!devices.empty(), "no CUDA GPU found (is the NVIDIA driver loaded? try nvidia-smi)");
-  for (const auto& d : devices) {
+  for (const auto& d : cuda::list_devices()) {
     fmt::print("{}: {}, compute {}.{}, {} SMs, {:.1f} GiB, L2 {:.0f} MiB, FP8 tensor cores: {}\n", d.index, d.name,
                d.major, d.minor, d.multiprocessors, d.global_memory_bytes / double(1 << 30),
                d.l2_bytes / double(1 << 20), d.has_fp8() ? "yes" : "no");
   }
-#else
-  fail("this fp8kit was built without the CUDA backend: rebuild with nvcc on PATH (cmake -DFP8KIT_CUDA=ON)");
 #endif
 }
 

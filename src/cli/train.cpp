@@ -3,6 +3,7 @@
 #include "base/error.h"
 #include "cli/command.h"
 #include "data/imdb.h"
+#include "tensor/device_memory.h"
 #include "text/wordpiece_tokenizer.h"
 #include "train/metrics_log.h"
 #include "train/trainer.h"
@@ -91,13 +92,17 @@ train::TokenDataset tokenize(const text::WordPieceTokenizer& tokenizer, const da
 std::function<std::unique_ptr<train::StepDevice>(models::SeedClassifier&, optim::Adam&)> step_device(const Args& args) {
   if (args.device == "cpu") return {};
   FP8KIT_CHECK(args.device == "cuda", "--device must be cpu or cuda, not {}", args.device);
+  try {
+    require_cuda();  // before the data is read: says why not (no CUDA backend in this build, no GPU)
+  } catch (const Error& e) {
+    fail("--device cuda: {}", e.what());
+  }
 #if FP8KIT_HAVE_CUDA
   return [seed = args.seed, batch_size = args.batch_size](models::SeedClassifier& model, optim::Adam& adam) {
     return train::cuda_step_device(model, adam, seed, batch_size);
   };
 #else
-  fail("--device cuda: this fp8kit was built without the CUDA backend: rebuild with nvcc on PATH "
-       "(cmake -DFP8KIT_CUDA=ON)");
+  return {};  // not reached: require_cuda() throws in a build without the CUDA backend
 #endif
 }
 

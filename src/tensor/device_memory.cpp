@@ -58,8 +58,8 @@ void require_cuda() {
          cudaGetErrorString(status), cudaGetErrorName(status));
   if (count == 0) fail("no CUDA GPU is visible (check CUDA_VISIBLE_DEVICES), or use the CPU");
 #else
-  fail("this fp8kit was built without the CUDA backend (no nvcc at configure time): rebuild with the CUDA "
-       "toolkit on PATH, or use the CPU");
+  fail("this fp8kit was built without the CUDA backend (no nvcc when it was configured, or -DFP8KIT_CUDA=OFF): "
+       "rebuild with the CUDA toolkit on PATH (cmake -DFP8KIT_CUDA=ON), or use the CPU");
 #endif
 }
 

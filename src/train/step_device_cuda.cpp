@@ -4,7 +4,7 @@
 
 #include "base/error.h"
 #include "models/seed_classifier_cuda.h"
-#include "ops/cuda/device.h"
+#include "tensor/device_memory.h"
 
 #include <algorithm>
 #include <cmath>
@@ -18,8 +18,7 @@ class CudaStepDevice final : public StepDevice {
  public:
   CudaStepDevice(models::SeedClassifier& model, optim::Adam& adam, uint64_t seed, int batch_size)
       : model_(model), adam_(adam), seed_(seed) {
-    FP8KIT_CHECK(!cuda::list_devices().empty(),
-                 "--device cuda: no CUDA GPU found (is the NVIDIA driver loaded? try nvidia-smi)");
+    require_cuda();
     current_ = &instance(batch_size);
     current_->load_state(model_, adam_);
   }
