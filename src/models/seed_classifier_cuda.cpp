@@ -5,7 +5,9 @@
 // transposed copies, bf16 ones from float_to_bf16_transposed (copy + transposed copy in one pass),
 // the 8 weights (and the input query, key and value share) in one launch per step. The step is
 // launch-bound (every GEMM is about 6400x32x32), so kernels are fused where the CPU's rounding points
-// allow it: a Linear's bias + ReLU runs with the dropout and residual sum after it
+// allow it: an FP8 Linear's input (or output gradient) is quantized and multiplied in one launch
+// (cuda::quantize_fp8_gemm, tensor-core MMAs) where its shape fits; a Linear's bias + ReLU runs with
+// the dropout and residual sum after it
 // (cuda::linear_outputs) or inside the next Linear's input cast, its backward (ReLU mask, dropout)
 // inside the cast or quantization of its output gradient. Weight gradients (wgrad GEMMs, bias and
 // LayerNorm parameter sums) and the embedding gradient's sort run on a second stream that the main
@@ -251,12 +253,6 @@ struct SeedClassifierCuda::Impl {
                          training ? scale.data() : eval_scale.data(), gemm_scale_inv.data(), 4, s());
   }
 
-  void quantize(int i, Fp8Format format, const float* x, int64_t rows, int64_t cols, uint8_t* q, uint8_t* q_t,
-                bool training, cuda::LinearEpilogue epilogue = {}) {
-    const cuda::QuantizeArgs args = quantize_args(i, format, x, rows, cols, q, q_t, training, epilogue);
-    if (current_scaling()) current_scales({args}, {i}, training);
-    cuda::quantize_fp8(args, s());
-  }
 
   // FP8: all 8 weights, and the input x0d that query, key and value share (each with its own scale),
   // quantized up front in one launch instead of 11 (weights do not change within a forward); current
@@ -369,7 +365,17 @@ struct SeedClassifierCuda::Impl {
       }
       case Precision::Fp8: {
         const Fp8Format f = recipe.forward_format;
-        if (!x_ready) quantize(l.scaling, f, x, M, K, l.xq.data(), l.xq_t.data(), training, pending);
+        if (!x_ready) {
+          const cuda::QuantizeArgs args =
+              quantize_args(l.scaling, f, x, M, K, l.xq.data(), l.xq_t.data(), training, pending);
+          if (current_scaling()) current_scales({args}, {l.scaling}, training);
+          if (cuda::quantize_fp8_gemm_fits(K, N)) {  // the quantization and the GEMM in one launch
+            cuda::quantize_fp8_gemm(args, l.wq_t.data(), f, N, gemm_scale(l.scaling), gemm_scale(l.scaling + 1),
+                                    l.y.data(), s());
+            break;
+          }
+          cuda::quantize_fp8(args, s());
+        }
         fp8_gemm(M, N, K, l.xq.data(), f, l.wq_t.data(), f, l.y.data(), gemm_scale(l.scaling),
                  gemm_scale(l.scaling + 1), true, lane);
         break;
@@ -457,16 +463,27 @@ struct SeedClassifierCuda::Impl {
           states.push_back(l.scaling + 2);
         }
         if (current_scaling()) current_scales(args, states, true);
-        cuda::quantize_fp8_batch(args, s());
+        // One Linear on the main stream: its gradient's quantization and the dgrad GEMM in one launch
+        // when the shape fits (k = 32: one tensor-core instruction per output tile, so the split
+        // accumulator that dgrad asks for makes no difference).
+        const bool fused = group.size() == 1 && !lanes && cuda::quantize_fp8_gemm_fits(N, K);
+        if (fused) {
+          cuda::quantize_fp8_gemm(args[0], first.wq.data(), ff, K, gemm_scale(first.scaling + 2),
+                                  gemm_scale(first.scaling + 1), first.dx.data(), s());
+        } else {
+          cuda::quantize_fp8_batch(args, s());
+        }
         fork();
         if (lanes) fork_lanes();
         cuda::bias_backward(bias, M, N, sum_scratch.data(), side.get());
         for (const OutputGrad& o : group) {
           LinearCuda& l = *o.l;
           const int i = l.scaling;
-          fp8_gemm(M, K, N, l.gq.data(), fb, l.wq.data(), ff, l.dx.data(), gemm_scale(i + 2), gemm_scale(i + 1),
-                   false, o.lane);
-          dgrad_done(o.lane);
+          if (!fused) {
+            fp8_gemm(M, K, N, l.gq.data(), fb, l.wq.data(), ff, l.dx.data(), gemm_scale(i + 2), gemm_scale(i + 1),
+                     false, o.lane);
+            dgrad_done(o.lane);
+          }
           fp8_gemm(K, N, M, l.xq_t.data(), ff, l.gq_t.data(), fb, l.dw, gemm_scale(i), gemm_scale(i + 2), false,
                    wgrad_lane(o.lane));
         }

@@ -238,8 +238,11 @@ __device__ __forceinline__ void quantize_tile(const Params& p, int64_t bx, int64
 }
 
 // Casts small tile (bx, by) of p: 32 x 32, thread (lane, warp) rows 4 warp .. 4 warp + 3 of column lane.
+// With `codes` set (quantize_fp8_gemm), the tile's codes also go there, row-major, `stride` bytes per
+// row (zeros outside the matrix).
 template <typename T, Fp8Format F, bool Divide>
-__device__ __forceinline__ void quantize_small_tile(const Params& p, int64_t bx, int64_t by) {
+__device__ __forceinline__ void quantize_small_tile(const Params& p, int64_t bx, int64_t by,
+                                                    uint8_t* codes = nullptr, int stride_codes = 0) {
   constexpr int stride = kSmallTile / 4 + 1;  // words per transposed row (+1 against bank conflicts)
   __shared__ uint32_t tile_t[kSmallTile * stride];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -278,6 +281,10 @@ __device__ __forceinline__ void quantize_small_tile(const Params& p, int64_t bx,
       if (row0 + r < p.rows) p.q[(row0 + r) * p.cols + col] = static_cast<uint8_t>(w >> (8 * r));
   }
   if (p.q_t != nullptr) tile_t[lane * stride + warp] = w;
+  if (codes != nullptr) {
+#pragma unroll
+    for (int r = 0; r < 4; ++r) codes[(4 * warp + r) * stride_codes + lane] = static_cast<uint8_t>(w >> (8 * r));
+  }
 
   block_amax<Divide>(p, amax, scale, bx == 0 && by == 0);
 
@@ -384,6 +391,100 @@ void launch_batch(const Params* p, int count, bool divide, cudaStream_t stream) 
   launch_batch_passes<kPasses<T>, T, F>(p, count, divide, stream);
 }
 
+// quantize_fp8_gemm: block y covers rows [32 y, 32 y + 32) of x: the small tiles of those rows (codes
+// kept in shared memory), then the block's [32, n] of the GEMM, warp per 16 x 8 output tile
+// (mma.sync m16n8k32: one instruction per 32 of k, fp32 accumulation), w staged in shared memory
+// (its loads issued before the quantization, which hides them).
+constexpr int kMaxGemmK = 128;        // x's cols
+constexpr int kMaxGemmWords = 4;      // w's bytes per thread / 4: n * k <= 4096
+constexpr int kCodesStride = kMaxGemmK + 16;  // bytes per row of the codes tile (+16: fewer bank conflicts)
+
+// d += a b for one m16n8k32 tile of FP8 codes (A row-major 16 x 32, B "col" = w rows 8 x 32).
+template <Fp8Format A, Fp8Format B>
+__device__ __forceinline__ void mma_fp8(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+#define FP8KIT_MMA(types)                                                                                    \
+  asm volatile("mma.sync.aligned.m16n8k32.row.col.f32." types ".f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, " \
+               "{%0,%1,%2,%3};\n"                                                                            \
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])                                              \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]))
+  if constexpr (A == Fp8Format::E4M3 && B == Fp8Format::E4M3) {
+    FP8KIT_MMA("e4m3.e4m3");
+  } else if constexpr (A == Fp8Format::E4M3) {
+    FP8KIT_MMA("e4m3.e5m2");
+  } else if constexpr (B == Fp8Format::E4M3) {
+    FP8KIT_MMA("e5m2.e4m3");
+  } else {
+    FP8KIT_MMA("e5m2.e5m2");
+  }
+#undef FP8KIT_MMA
+}
+
+struct GemmOperand {
+  const uint8_t* w;  // [n, k] codes, row-major
+  int64_t n;
+  const float* x_scale_inv;
+  const float* w_scale_inv;
+  float* y;  // [rows, n]
+};
+
+template <Fp8Format F, Fp8Format W, bool Divide>
+__global__ void __launch_bounds__(kThreads) quantize_gemm_kernel(Params p, GemmOperand g) {
+  __shared__ __align__(16) uint8_t codes[kSmallTile * kCodesStride];
+  __shared__ uint32_t w_words[kThreads * kMaxGemmWords];
+  const int k = static_cast<int>(p.cols), n = static_cast<int>(g.n), words = n * k / 4;
+  uint32_t w_mine[kMaxGemmWords];
+#pragma unroll
+  for (int i = 0; i < kMaxGemmWords; ++i) {
+    const int word = threadIdx.x + kThreads * i;
+    if (word < words) w_mine[i] = reinterpret_cast<const uint32_t*>(g.w)[word];
+  }
+  for (int chunk = 0; chunk < k / kSmallTile; ++chunk) {
+    if (chunk > 0) __syncthreads();  // the tile's transposed words of the previous chunk are read
+    quantize_small_tile<float, F, Divide>(p, chunk, blockIdx.y, codes + kSmallTile * chunk, kCodesStride);
+  }
+#pragma unroll
+  for (int i = 0; i < kMaxGemmWords; ++i) {
+    const int word = threadIdx.x + kThreads * i;
+    if (word < words) w_words[word] = w_mine[i];
+  }
+  __syncthreads();
+
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, group = lane / 4, quad = lane % 4;
+  const float alpha = __fmul_rn(g.x_scale_inv != nullptr ? *g.x_scale_inv : 1.0f,
+                                g.w_scale_inv != nullptr ? *g.w_scale_inv : 1.0f);
+  const uint8_t* w_bytes = reinterpret_cast<const uint8_t*>(w_words);
+  for (int tile = warp; tile < 2 * (n / 8); tile += kThreads / 32) {
+    const int m0 = 16 * (tile % 2), n0 = 8 * (tile / 2);
+    float d[4] = {};
+    for (int k0 = 0; k0 < k; k0 += 32) {
+      const uint8_t* a_row = codes + (m0 + group) * kCodesStride + k0 + 4 * quad;
+      const uint32_t a[4] = {*reinterpret_cast<const uint32_t*>(a_row),
+                             *reinterpret_cast<const uint32_t*>(a_row + 8 * kCodesStride),
+                             *reinterpret_cast<const uint32_t*>(a_row + 16),
+                             *reinterpret_cast<const uint32_t*>(a_row + 8 * kCodesStride + 16)};
+      const uint8_t* b_row = w_bytes + (n0 + group) * k + k0 + 4 * quad;
+      const uint32_t b[2] = {*reinterpret_cast<const uint32_t*>(b_row), *reinterpret_cast<const uint32_t*>(b_row + 16)};
+      mma_fp8<F, W>(d, a, b);
+    }
+    const int64_t row = static_cast<int64_t>(blockIdx.y) * kSmallTile + m0 + group;
+    const int col = n0 + 2 * quad;
+    if (row < p.rows) *reinterpret_cast<float2*>(g.y + row * n + col) = make_float2(__fmul_rn(alpha, d[0]), __fmul_rn(alpha, d[1]));
+    if (row + 8 < p.rows)
+      *reinterpret_cast<float2*>(g.y + (row + 8) * n + col) = make_float2(__fmul_rn(alpha, d[2]), __fmul_rn(alpha, d[3]));
+  }
+}
+
+template <Fp8Format F, Fp8Format W>
+void launch_gemm(const Params& p, const GemmOperand& g, bool divide, cudaStream_t stream) {
+  const dim3 grid = grid_of(p, kSmall);
+  const dim3 one_column(1, grid.y);  // the kernel walks k itself
+  if (divide) {
+    quantize_gemm_kernel<F, W, true><<<one_column, kThreads, 0, stream>>>(p, g);
+  } else {
+    quantize_gemm_kernel<F, W, false><<<one_column, kThreads, 0, stream>>>(p, g);
+  }
+}
+
 bool aligned(const void* p, size_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
 
 // Checks args (naming what is wrong) and derives the kernel's parameters.
@@ -448,6 +549,37 @@ void quantize_fp8_batch(std::span<const QuantizeArgs> args, cudaStream_t stream)
     }
     check_launch("quantize_fp8_batch");
   }
+}
+
+bool quantize_fp8_gemm_fits(int64_t k, int64_t n) {
+  return k > 0 && k % kSmallTile == 0 && k <= kMaxGemmK && n > 0 && n % 8 == 0 && n * k <= 4 * kThreads * kMaxGemmWords;
+}
+
+void quantize_fp8_gemm(const QuantizeArgs& x, const uint8_t* w, Fp8Format w_format, int64_t n,
+                       const float* x_scale_inv, const float* w_scale_inv, float* y, cudaStream_t stream) {
+  const std::string shape = std::to_string(x.rows) + "x" + std::to_string(x.cols) + " . " + std::to_string(n) +
+                            "x" + std::to_string(x.cols);
+  if (!quantize_fp8_gemm_fits(x.cols, n))
+    throw Error("quantize_fp8_gemm: " + shape + " does not fit (k a multiple of 32 up to 128, n a multiple of 8, "
+                "n k <= 4096); quantize and multiply apart");
+  if (x.x_type != DType::F32) throw Error("quantize_fp8_gemm: x must be f32");
+  if (x.scale_inv != nullptr && x_scale_inv == x.scale_inv)
+    throw Error("quantize_fp8_gemm: x_scale_inv must not be x.scale_inv (the launch writes that while blocks read "
+                "this); pass the scale_inv that the codes were made for");
+  if (w == nullptr || y == nullptr || reinterpret_cast<uintptr_t>(w) % 4 != 0 || reinterpret_cast<uintptr_t>(y) % 8 != 0)
+    throw Error("quantize_fp8_gemm: w (4-byte aligned) and y (8-byte aligned) must be device pointers");
+  const Params p = params_of(x);
+  if (x.rows == 0) return;
+  const GemmOperand g{w, n, x_scale_inv, w_scale_inv, y};
+  const bool e4m3 = x.format == Fp8Format::E4M3, w_e4m3 = w_format == Fp8Format::E4M3;
+  if (e4m3) {
+    w_e4m3 ? launch_gemm<Fp8Format::E4M3, Fp8Format::E4M3>(p, g, x.divide, stream)
+           : launch_gemm<Fp8Format::E4M3, Fp8Format::E5M2>(p, g, x.divide, stream);
+  } else {
+    w_e4m3 ? launch_gemm<Fp8Format::E5M2, Fp8Format::E4M3>(p, g, x.divide, stream)
+           : launch_gemm<Fp8Format::E5M2, Fp8Format::E5M2>(p, g, x.divide, stream);
+  }
+  check_launch("quantize_fp8_gemm");
 }
 
 }  // namespace fp8kit::cuda
