@@ -3,7 +3,8 @@
 // 256-byte aligned offset), so Adam is one launch. Mixed bf16 rounds where the CPU rounds; GEMM
 // operands are laid out K-major for cuBLASLt: FP8 operands come from quantize_fp8 with their
 // transposed copies, bf16 ones from float_to_bf16_transposed (copy + transposed copy in one pass),
-// the 8 weights (and the input query, key and value share) in one launch per step. The step is
+// the 8 weights in one launch per step (bf16: with the input query, key and value share; FP8: on the
+// key lane, beside the embedding). The step is
 // launch-bound (every GEMM is about 6400x32x32), so kernels are fused where the CPU's rounding points
 // allow it: an FP8 Linear's input (or output gradient) is quantized and multiplied in one launch
 // (cuda::quantize_fp8_gemm, tensor-core MMAs) where its shape fits; a Linear's bias + ReLU runs with
@@ -124,8 +125,9 @@ struct SeedClassifierCuda::Impl {
   cuda::Stream side;
   cuda::GemmContext side_gemms;
   Event fork_event, sorted_event, gradients_event, join_event;
-  // Key's and value's GEMMs (forward; dgrad, then bf16/FP8 wgrad) run beside query's on two more
-  // streams ("lanes"), each with its own GEMM context, joined back before their results are used.
+  // Key's and value's GEMMs (forward; dgrad, then bf16/FP8 wgrad), with their FP8 quantizations, run
+  // beside query's on two more streams ("lanes"), each with its own GEMM context, joined back before
+  // their results are used; the FP8 weights are quantized on the key lane at the step's start.
   enum Lane { kMainLane, kSideLane, kKeyLane, kValueLane };
   cuda::Stream key_lane, value_lane;
   cuda::GemmContext key_gemms, value_gemms;
@@ -238,9 +240,11 @@ struct SeedClassifierCuda::Impl {
   }
 
   // Current scaling, before `args` (of states `states`) are quantized: their own amaxes (a quantize
-  // pass without outputs), then their scales and the GEMMs' scale_invs, on the device. Training
-  // writes the state (amax, recorded by update_scaling, and scale); evaluation its own copies.
-  void current_scales(std::vector<cuda::QuantizeArgs> args, const std::vector<int>& states, bool training) {
+  // pass without outputs), then their scales and the GEMMs' scale_invs, on the device (queued on
+  // `stream`). Training writes the state (amax, recorded by update_scaling, and scale); evaluation its
+  // own copies.
+  void current_scales(std::vector<cuda::QuantizeArgs> args, const std::vector<int>& states, bool training,
+                      cudaStream_t stream) {
     float* amaxes = training ? amax.data() : eval_amax.data();
     for (size_t k = 0; k < args.size(); ++k) {
       args[k].q = nullptr;
@@ -248,16 +252,15 @@ struct SeedClassifierCuda::Impl {
       args[k].amax = amaxes + states[k];
       args[k].epilogue.y = nullptr;  // the quantization pass writes the epilogue's output
     }
-    cuda::quantize_fp8_batch(args, s());
+    cuda::quantize_fp8_batch(args, stream);
     cuda::current_scales(states, amaxes, fp8_max.data(), recipe.scale_options,
-                         training ? scale.data() : eval_scale.data(), gemm_scale_inv.data(), 4, s());
+                         training ? scale.data() : eval_scale.data(), gemm_scale_inv.data(), 4, stream);
   }
 
 
-  // FP8: all 8 weights, and the input x0d that query, key and value share (each with its own scale),
-  // quantized up front in one launch instead of 11 (weights do not change within a forward); current
-  // scaling adds 2 launches before it for the amaxes and scales.
-  void quantize_weights_and_qkv_input(const float* x, bool training) {
+  // FP8: all 8 weights quantized up front in one launch on `stream` (weights do not change within a
+  // forward); current scaling adds 2 launches before it for the amaxes and scales.
+  void quantize_weights(bool training, cudaStream_t stream) {
     const Fp8Format f = recipe.forward_format;
     std::vector<cuda::QuantizeArgs> args;
     std::vector<int> states;
@@ -265,12 +268,8 @@ struct SeedClassifierCuda::Impl {
       args.push_back(quantize_args(l->scaling + 1, f, l->w, l->in, l->out, l->wq.data(), l->wq_t.data(), training));
       states.push_back(l->scaling + 1);
     }
-    for (LinearCuda* l : {&query, &key, &value}) {
-      args.push_back(quantize_args(l->scaling, f, x, l->rows, l->in, l->xq.data(), l->xq_t.data(), training));
-      states.push_back(l->scaling);
-    }
-    if (current_scaling()) current_scales(args, states, training);
-    cuda::quantize_fp8_batch(args, s());
+    if (current_scaling()) current_scales(args, states, training, stream);
+    cuda::quantize_fp8_batch(args, stream);
   }
 
   // Queued on `lane`'s stream, with its GEMM context.
@@ -333,13 +332,15 @@ struct SeedClassifierCuda::Impl {
   }
 
   // The GEMM of l's forward, l.y = x W, after x's cast (bf16) or quantization (FP8) unless x_ready (made
-  // up front by quantize_weights_and_qkv_input / cast_weights_and_qkv_input, as the weights' always
-  // are). l's epilogue is the caller's: cuda::linear_outputs(output(l, ...)), or, when x is the output
-  // of a Linear `producer` whose epilogue is still to do, fused into x's cast here. The GEMM runs on
-  // `lane` (only with x_ready: the casts are the main stream's).
+  // up front by cast_weights_and_qkv_input; the weights' operands always are). l's epilogue is the
+  // caller's: cuda::linear_outputs(output(l, ...)), or, when x is the output of a Linear `producer`
+  // whose epilogue is still to do, fused into x's cast here. The GEMM runs on `lane`, and so does an
+  // FP8 quantization (a bf16 cast is the main stream's: another lane needs x_ready).
   void linear_forward(LinearCuda& l, const float* x, bool training, bool x_ready = false,
                       LinearCuda* producer = nullptr, Lane lane = kMainLane) {
-    FP8KIT_CHECK(lane == kMainLane || x_ready, "a GEMM on another lane needs its operands made up front");
+    FP8KIT_CHECK(lane == kMainLane || x_ready || precision == Precision::Fp8,
+                 "a bf16 or fp32 GEMM on another lane needs its operands made up front");
+    const cudaStream_t stream = stream_of(lane);
     l.x = x;
     const int64_t M = l.rows, N = l.out, K = l.in;
     cuda::LinearEpilogue pending{};
@@ -368,13 +369,13 @@ struct SeedClassifierCuda::Impl {
         if (!x_ready) {
           const cuda::QuantizeArgs args =
               quantize_args(l.scaling, f, x, M, K, l.xq.data(), l.xq_t.data(), training, pending);
-          if (current_scaling()) current_scales({args}, {l.scaling}, training);
+          if (current_scaling()) current_scales({args}, {l.scaling}, training, stream);
           if (cuda::quantize_fp8_gemm_fits(K, N)) {  // the quantization and the GEMM in one launch
             cuda::quantize_fp8_gemm(args, l.wq_t.data(), f, N, gemm_scale(l.scaling), gemm_scale(l.scaling + 1),
-                                    l.y.data(), s());
+                                    l.y.data(), stream);
             break;
           }
-          cuda::quantize_fp8(args, s());
+          cuda::quantize_fp8(args, stream);
         }
         fp8_gemm(M, N, K, l.xq.data(), f, l.wq_t.data(), f, l.y.data(), gemm_scale(l.scaling),
                  gemm_scale(l.scaling + 1), true, lane);
@@ -462,19 +463,27 @@ struct SeedClassifierCuda::Impl {
           args.back().gradient = bias[t].gradient;
           states.push_back(l.scaling + 2);
         }
-        if (current_scaling()) current_scales(args, states, true);
-        // One Linear on the main stream: its gradient's quantization and the dgrad GEMM in one launch
-        // when the shape fits (k = 32: one tensor-core instruction per output tile, so the split
-        // accumulator that dgrad asks for makes no difference).
-        const bool fused = group.size() == 1 && !lanes && cuda::quantize_fp8_gemm_fits(N, K);
+        // Each Linear's gradient quantization and dgrad GEMM in one launch on its lane when the shape
+        // fits (k = 32: one tensor-core instruction per output tile, so the split accumulator that
+        // dgrad asks for makes no difference); else the quantizations in one launch, then the GEMMs.
+        const bool fused = cuda::quantize_fp8_gemm_fits(N, K);
         if (fused) {
-          cuda::quantize_fp8_gemm(args[0], first.wq.data(), ff, K, gemm_scale(first.scaling + 2),
-                                  gemm_scale(first.scaling + 1), first.dx.data(), s());
+          if (lanes) fork_lanes();
+          for (size_t t = 0; t < group.size(); ++t) {
+            LinearCuda& l = *group[t].l;
+            const cudaStream_t stream = stream_of(group[t].lane);
+            if (current_scaling()) current_scales({args[t]}, {states[t]}, true, stream);
+            cuda::quantize_fp8_gemm(args[t], l.wq.data(), ff, K, gemm_scale(l.scaling + 2), gemm_scale(l.scaling + 1),
+                                    l.dx.data(), stream);
+            dgrad_done(group[t].lane);
+          }
+          fork();
         } else {
+          if (current_scaling()) current_scales(args, states, true, s());
           cuda::quantize_fp8_batch(args, s());
+          fork();
+          if (lanes) fork_lanes();
         }
-        fork();
-        if (lanes) fork_lanes();
         cuda::bias_backward(bias, M, N, sum_scratch.data(), side.get());
         for (const OutputGrad& o : group) {
           LinearCuda& l = *o.l;
@@ -512,16 +521,23 @@ struct SeedClassifierCuda::Impl {
   // which sigmoid() applies.
   const float* forward(bool training) {
     if (current_scaling() && !training) eval_amax.fill_bytes(0, s());
+    if (precision == Precision::Fp8) {  // the weights' quantization on the key lane, beside the embedding
+      wait(key_lane.get(), s(), fork_event);
+      quantize_weights(training, key_lane.get());
+      FP8KIT_CUDA_CHECK(cudaEventRecord(key_done.get(), key_lane.get()));
+    }
     cuda::embedding_forward({B, T, D, config.vocabulary_size}, tokens.data(), param(kToken), param(kPosition), bf16,
                             site(kEmbeddingDropout, training), x0d.data(), s());
-    if (precision == Precision::Fp8) quantize_weights_and_qkv_input(x0d.data(), training);
+    if (precision == Precision::Fp8) FP8KIT_CUDA_CHECK(cudaStreamWaitEvent(s(), key_done.get(), 0));  // weights
     if (precision == Precision::Bf16) cast_weights_and_qkv_input(x0d.data(), training);
     if (precision == Precision::Fp32) transpose_weights();
-    // Query's, key's and value's GEMMs side by side (their operands are ready: fp32 reads x0d as it is).
+    // Query's, key's and value's GEMMs side by side: FP8 quantizes x0d on each lane (each with its own
+    // scale, fused with the GEMM); bf16's operands are cast above, fp32 reads x0d as it is.
     fork_lanes();
-    linear_forward(query, x0d.data(), training, true);
-    linear_forward(key, x0d.data(), training, true, nullptr, kKeyLane);
-    linear_forward(value, x0d.data(), training, true, nullptr, kValueLane);
+    const bool x_ready = precision != Precision::Fp8;
+    linear_forward(query, x0d.data(), training, x_ready);
+    linear_forward(key, x0d.data(), training, x_ready, nullptr, kKeyLane);
+    linear_forward(value, x0d.data(), training, x_ready, nullptr, kValueLane);
     join_lanes();
     const cuda::LinearOutput qkv[] = {output(query), output(key), output(value)};
     cuda::linear_outputs(qkv, bf16, s());
