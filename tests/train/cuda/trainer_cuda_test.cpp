@@ -3,8 +3,9 @@
 // GPU evaluation against CPU evaluation of the same weights, and checkpoints that resume on either
 // device (on the GPU bit for bit: the GPU step is deterministic). Tolerances: the epoch's mean
 // training loss differs by summation order (fp32) and by values landing on the other side of a bf16 /
-// FP8 rounding boundary (see the model test): bounds 1e-4 (fp32), 2e-3 (bf16), 1e-2 (FP8) on a loss
-// of about 0.69; the measured differences are printed.
+// FP8 rounding boundary (see the model test): bounds 1e-4 (fp32) and 2e-3 (bf16, FP8) on a loss of
+// about 0.69; the measured differences are printed (H100: 6e-8 in each precision; the furthest apart,
+// a CPU run resumed from the GPU's checkpoint against the straight one, 1e-4 in bf16, 3.5e-4 in FP8).
 #include "train/step_device_cuda.h"
 
 #include <gtest/gtest.h>
@@ -142,8 +143,8 @@ TEST_P(TrainerCudaTest, EpochMatchesTheCpuAndCheckpointsResumeOnEitherDevice) {
 INSTANTIATE_TEST_SUITE_P(Precisions, TrainerCudaTest,
                          ::testing::Values(Case{"fp32", nn::Precision::Fp32, ScalingLag::Te, 1e-4},
                                            Case{"bf16", nn::Precision::Bf16, ScalingLag::Te, 2e-3},
-                                           Case{"fp8_te", nn::Precision::Fp8, ScalingLag::Te, 1e-2},
-                                           Case{"fp8_keras", nn::Precision::Fp8, ScalingLag::Keras, 1e-2}),
+                                           Case{"fp8_te", nn::Precision::Fp8, ScalingLag::Te, 2e-3},
+                                           Case{"fp8_keras", nn::Precision::Fp8, ScalingLag::Keras, 2e-3}),
                          [](const auto& info) { return info.param.name; });
 
 }  // namespace
