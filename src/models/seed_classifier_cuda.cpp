@@ -257,7 +257,6 @@ struct SeedClassifierCuda::Impl {
                          training ? scale.data() : eval_scale.data(), gemm_scale_inv.data(), 4, stream);
   }
 
-
   // FP8: all 8 weights quantized up front in one launch on `stream` (weights do not change within a
   // forward); current scaling adds 2 launches before it for the amaxes and scales.
   void quantize_weights(bool training, cudaStream_t stream) {
@@ -367,10 +366,11 @@ struct SeedClassifierCuda::Impl {
       case Precision::Fp8: {
         const Fp8Format f = recipe.forward_format;
         if (!x_ready) {
-          const cuda::QuantizeArgs args =
+          cuda::QuantizeArgs args =
               quantize_args(l.scaling, f, x, M, K, l.xq.data(), l.xq_t.data(), training, pending);
           if (current_scaling()) current_scales({args}, {l.scaling}, training, stream);
           if (cuda::quantize_fp8_gemm_fits(K, N)) {  // the quantization and the GEMM in one launch
+            args.q = nullptr;  // only the transposed codes (wgrad's) are read after it
             cuda::quantize_fp8_gemm(args, l.wq_t.data(), f, N, gemm_scale(l.scaling), gemm_scale(l.scaling + 1),
                                     l.y.data(), stream);
             break;
@@ -396,9 +396,10 @@ struct SeedClassifierCuda::Impl {
   // The backward of Linears of one shape whose output gradients are ready together (query, key and
   // value after the attention's backward). Main stream: each one's gradient g (the backward of its
   // ReLU and of the dropout after it, from dy) cast to bf16 or quantized, with its transposed copy, in
-  // one launch, then the dgrad GEMMs. Side branch: the bias gradients (recomputing g from dy, in one
-  // pass) and the wgrad GEMMs. fp32 has no cast to fold g into: its bias pass writes g on the main
-  // stream.
+  // one launch, then the dgrad GEMMs on their lanes; FP8 where the shape fits: each one's quantization
+  // and dgrad in one launch on its lane. Side branch: the bias gradients (recomputing g from dy, in one
+  // pass) and the wgrad GEMMs (a lane's on the lane). fp32 has no cast to fold g into: its bias pass
+  // writes g on the main stream.
   void linear_backward(std::span<const OutputGrad> group) {
     LinearCuda& first = *group[0].l;
     const int64_t M = first.rows, N = first.out, K = first.in;
@@ -464,8 +465,8 @@ struct SeedClassifierCuda::Impl {
           states.push_back(l.scaling + 2);
         }
         // Each Linear's gradient quantization and dgrad GEMM in one launch on its lane when the shape
-        // fits (k = 32: one tensor-core instruction per output tile, so the split accumulator that
-        // dgrad asks for makes no difference); else the quantizations in one launch, then the GEMMs.
+        // fits (its MMAs accumulate in fp32 registers, as the split accumulator that dgrad asks for);
+        // else the quantizations in one launch, then the GEMMs.
         const bool fused = cuda::quantize_fp8_gemm_fits(N, K);
         if (fused) {
           if (lanes) fork_lanes();
@@ -473,6 +474,7 @@ struct SeedClassifierCuda::Impl {
             LinearCuda& l = *group[t].l;
             const cudaStream_t stream = stream_of(group[t].lane);
             if (current_scaling()) current_scales({args[t]}, {states[t]}, true, stream);
+            args[t].q = nullptr;  // only the transposed codes (wgrad's) are read after it
             cuda::quantize_fp8_gemm(args[t], l.wq.data(), ff, K, gemm_scale(l.scaling + 2), gemm_scale(l.scaling + 1),
                                     l.dx.data(), stream);
             dgrad_done(group[t].lane);
@@ -607,10 +609,13 @@ struct SeedClassifierCuda::Impl {
     // for the FP8 scaling update queued after them, which runs beside Adam until join().
     FP8KIT_CUDA_CHECK(cudaEventRecord(gradients_event.get(), side.get()));
     if (precision == Precision::Fp8) {
-      // The FP8 scaling update on the side branch (every amax is in: query, key and value's gradients
-      // were the last tensors quantized); then, once the main stream's last FP8 GEMMs have read this
-      // step's scales, the next step's GEMM scale_invs, and its amaxes cleared. (Current scaling
-      // computes every GEMM scale_inv right before its use, and clears the amaxes at the step's start.)
+      // The FP8 scaling update on the side branch, after the main stream, which has waited for query's,
+      // key's and value's gradient quantizations on their lanes (the last tensors quantized: every
+      // amax is in, and no quantization still reads this step's scales); then, once the main stream's
+      // last FP8 GEMMs have read this step's scales, the next step's GEMM scale_invs, and its amaxes
+      // cleared. (Current scaling computes every GEMM scale_inv right before its use, and clears the
+      // amaxes at the step's start.)
+      fork();
       cuda::update_scaling(scaling, recipe, side.get());
       if (!current_scaling()) {
         wait(side.get(), s(), fork_event);
