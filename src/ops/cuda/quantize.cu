@@ -338,12 +338,12 @@ __global__ void __launch_bounds__(kThreads) quantize_batch_kernel(const __grid_c
   quantize_any_tile<T, F, Divide, Passes>(b.p[t], local % b.grid_x[t], local / b.grid_x[t]);
 }
 
-dim3 grid_of(const Params& p, int passes) {
+dim3 grid_of(const Params& p, int passes, const char* what) {
   const std::string shape = std::to_string(p.rows) + "x" + std::to_string(p.cols);
   const int64_t tile_rows = passes == kSmall ? kSmallTile : 64 * passes;
   const int64_t tile_cols = passes == kSmall ? kSmallTile : kTileCols;
   if (p.rows > int64_t{65535} * tile_rows)
-    throw Error("quantize_fp8: " + shape + " has more rows than one launch covers (" +
+    throw Error(std::string(what) + ": " + shape + " has more rows than one launch covers (" +
                 std::to_string(int64_t{65535} * tile_rows) + "); split it");
   return dim3(static_cast<unsigned>(std::max<int64_t>(1, (p.cols + tile_cols - 1) / tile_cols)),
               static_cast<unsigned>(std::max<int64_t>(1, (p.rows + tile_rows - 1) / tile_rows)));
@@ -351,7 +351,7 @@ dim3 grid_of(const Params& p, int passes) {
 
 template <int Passes, typename T, Fp8Format F>
 void launch_passes(const Params& p, bool divide, cudaStream_t stream) {
-  const dim3 grid = grid_of(p, Passes);
+  const dim3 grid = grid_of(p, Passes, "quantize_fp8");
   if (divide) {
     quantize_kernel<T, F, true, Passes><<<grid, kThreads, 0, stream>>>(p);
   } else {
@@ -372,7 +372,7 @@ void launch_batch_passes(const Params* p, int count, bool divide, cudaStream_t s
   Batch b{};
   b.count = count;
   for (int t = 0; t < count; ++t) {
-    const dim3 grid = grid_of(p[t], Passes);
+    const dim3 grid = grid_of(p[t], Passes, "quantize_fp8_batch");
     b.p[t] = p[t];
     b.grid_x[t] = grid.x;
     b.first[t + 1] = b.first[t] + int64_t{grid.x} * grid.y;
@@ -397,7 +397,9 @@ void launch_batch(const Params* p, int count, bool divide, cudaStream_t stream) 
 // (its loads issued before the quantization, which hides them).
 constexpr int kMaxGemmK = 128;        // x's cols
 constexpr int kMaxGemmWords = 4;      // w's bytes per thread / 4: n * k <= 4096
-constexpr int kCodesStride = kMaxGemmK + 16;  // bytes per row of the codes tile (+16: fewer bank conflicts)
+constexpr int kMaxGemmN = 4 * kThreads * kMaxGemmWords / kSmallTile;  // n at k = 32
+constexpr int kPad = 16;  // bytes after each row of codes and of w in shared memory: no bank conflicts
+constexpr int kCodesStride = kMaxGemmK + kPad;
 
 // d += a b for one m16n8k32 tile of FP8 codes (A row-major 16 x 32, B "col" = w rows 8 x 32).
 template <Fp8Format A, Fp8Format B>
@@ -430,8 +432,9 @@ struct GemmOperand {
 template <Fp8Format F, Fp8Format W, bool Divide>
 __global__ void __launch_bounds__(kThreads) quantize_gemm_kernel(Params p, GemmOperand g) {
   __shared__ __align__(16) uint8_t codes[kSmallTile * kCodesStride];
-  __shared__ uint32_t w_words[kThreads * kMaxGemmWords];
+  __shared__ uint32_t w_words[kThreads * kMaxGemmWords + kMaxGemmN * kPad / 4];  // rows of k + kPad bytes
   const int k = static_cast<int>(p.cols), n = static_cast<int>(g.n), words = n * k / 4;
+  const int row_words = k / 4, stride_words = row_words + kPad / 4;
   uint32_t w_mine[kMaxGemmWords];
 #pragma unroll
   for (int i = 0; i < kMaxGemmWords; ++i) {
@@ -445,7 +448,7 @@ __global__ void __launch_bounds__(kThreads) quantize_gemm_kernel(Params p, GemmO
 #pragma unroll
   for (int i = 0; i < kMaxGemmWords; ++i) {
     const int word = threadIdx.x + kThreads * i;
-    if (word < words) w_words[word] = w_mine[i];
+    if (word < words) w_words[word / row_words * stride_words + word % row_words] = w_mine[i];
   }
   __syncthreads();
 
@@ -462,7 +465,7 @@ __global__ void __launch_bounds__(kThreads) quantize_gemm_kernel(Params p, GemmO
                              *reinterpret_cast<const uint32_t*>(a_row + 8 * kCodesStride),
                              *reinterpret_cast<const uint32_t*>(a_row + 16),
                              *reinterpret_cast<const uint32_t*>(a_row + 8 * kCodesStride + 16)};
-      const uint8_t* b_row = w_bytes + (n0 + group) * k + k0 + 4 * quad;
+      const uint8_t* b_row = w_bytes + (n0 + group) * 4 * stride_words + k0 + 4 * quad;
       const uint32_t b[2] = {*reinterpret_cast<const uint32_t*>(b_row), *reinterpret_cast<const uint32_t*>(b_row + 16)};
       mma_fp8<F, W>(d, a, b);
     }
@@ -476,7 +479,7 @@ __global__ void __launch_bounds__(kThreads) quantize_gemm_kernel(Params p, GemmO
 
 template <Fp8Format F, Fp8Format W>
 void launch_gemm(const Params& p, const GemmOperand& g, bool divide, cudaStream_t stream) {
-  const dim3 grid = grid_of(p, kSmall);
+  const dim3 grid = grid_of(p, kSmall, "quantize_fp8_gemm");
   const dim3 one_column(1, grid.y);  // the kernel walks k itself
   if (divide) {
     quantize_gemm_kernel<F, W, true><<<one_column, kThreads, 0, stream>>>(p, g);
@@ -562,14 +565,26 @@ void quantize_fp8_gemm(const QuantizeArgs& x, const uint8_t* w, Fp8Format w_form
   if (!quantize_fp8_gemm_fits(x.cols, n))
     throw Error("quantize_fp8_gemm: " + shape + " does not fit (k a multiple of 32 up to 128, n a multiple of 8, "
                 "n k <= 4096); quantize and multiply apart");
-  if (x.x_type != DType::F32) throw Error("quantize_fp8_gemm: x must be f32");
-  if (x.scale_inv != nullptr && x_scale_inv == x.scale_inv)
-    throw Error("quantize_fp8_gemm: x_scale_inv must not be x.scale_inv (the launch writes that while blocks read "
-                "this); pass the scale_inv that the codes were made for");
-  if (w == nullptr || y == nullptr || reinterpret_cast<uintptr_t>(w) % 4 != 0 || reinterpret_cast<uintptr_t>(y) % 8 != 0)
-    throw Error("quantize_fp8_gemm: w (4-byte aligned) and y (8-byte aligned) must be device pointers");
+  if (x.x_type != DType::F32)
+    throw Error("quantize_fp8_gemm: x is " + std::string(name(x.x_type)) +
+                "; it takes f32 only (quantize_fp8, then the GEMM, for bf16)");
+  if (x.scale_inv != nullptr && (x_scale_inv == x.scale_inv || w_scale_inv == x.scale_inv))
+    throw Error("quantize_fp8_gemm: x.scale_inv is written during the launch, while the GEMM reads its scale_invs; "
+                "pass the GEMM other pointers (e.g. the scale_inv the codes were made for, kept apart)");
+  if (w == nullptr || reinterpret_cast<uintptr_t>(w) % 4 != 0)
+    throw Error("quantize_fp8_gemm: w must be a 4-byte aligned device pointer");
+  if (y == nullptr || reinterpret_cast<uintptr_t>(y) % 8 != 0)
+    throw Error("quantize_fp8_gemm: y must be an 8-byte aligned device pointer");
+  const auto overlaps = [&](const void* other, int64_t bytes) {
+    const auto a = reinterpret_cast<uintptr_t>(y), b = reinterpret_cast<uintptr_t>(other);
+    return other != nullptr && a < b + bytes && b < a + x.rows * n * sizeof(float);
+  };
+  const int64_t elements = x.rows * x.cols;
+  if (overlaps(x.x, elements * 4) || overlaps(x.q, elements) || overlaps(x.q_t, elements) ||
+      overlaps(x.epilogue.y, elements * 4))
+    throw Error("quantize_fp8_gemm: y overlaps x, q, q_t or epilogue.y, which other blocks still read or write; "
+                "give y its own memory");
   const Params p = params_of(x);
-  if (x.rows == 0) return;
   const GemmOperand g{w, n, x_scale_inv, w_scale_inv, y};
   const bool e4m3 = x.format == Fp8Format::E4M3, w_e4m3 = w_format == Fp8Format::E4M3;
   if (e4m3) {

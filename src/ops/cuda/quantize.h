@@ -48,8 +48,8 @@ void quantize_fp8_batch(std::span<const QuantizeArgs> args, cudaStream_t stream 
 // TN b), on the tensor cores (mma.sync m16n8k32, fp32 accumulation; scale pointers may be null: 1).
 // One launch instead of two for the small K of a narrow model's Linears, whose time is latency:
 // needs quantize_fp8_gemm_fits(x.cols, n) and an f32 x; q, q_t, amax, scale_inv, epilogue and
-// gradient are quantize_fp8's, bit for bit. x_scale_inv is read during the launch, so it cannot be
-// x.scale_inv (written during it).
+// gradient are quantize_fp8's, bit for bit. The GEMM's scale_invs are read during the launch, so
+// neither can be x.scale_inv (written during it), and y must not overlap x, q, q_t or epilogue.y.
 bool quantize_fp8_gemm_fits(int64_t k, int64_t n);
 void quantize_fp8_gemm(const QuantizeArgs& x, const uint8_t* w, Fp8Format w_format, int64_t n,
                        const float* x_scale_inv, const float* w_scale_inv, float* y, cudaStream_t stream = nullptr);

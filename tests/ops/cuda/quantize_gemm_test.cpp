@@ -3,7 +3,8 @@
 // those codes: decoded and multiplied in double precision, within the fp32 accumulation's error
 // (the tensor cores add 32 exact products per instruction with their own rounding; bound: 2^-12 of
 // the sum of |products|, times alpha). Shapes: the seed model's ([6400, 32] . [32, 32], the head's
-// [32, 32] . [32, 32]), ragged rows, every k and a wide n that fit, both format pairs of the model.
+// [32, 32] . [32, 32]), ragged rows, every k and a wide n that fit; every format pair; without the
+// codes' outputs; no rows.
 #include "ops/cuda/quantize.h"
 
 #include <gtest/gtest.h>
@@ -27,10 +28,11 @@ struct Result {
   std::vector<float> y;
 };
 
-// x [rows, k] quantized with scale 2.5 (and w's codes multiplied when fused), on fresh buffers.
+// x [rows, k] quantized with scale 2.5 (and w's codes multiplied when fused), on fresh buffers; with
+// `codes` false, fused without the q and q_t outputs.
 Result run(bool fused, const std::vector<float>& x, int64_t rows, int64_t k, Fp8Format format,
            const std::vector<uint8_t>& w, int64_t n, Fp8Format w_format, const EpilogueGradient& gradient,
-           const DeviceBuffer<float>& bias) {
+           const DeviceBuffer<float>& bias, bool codes = true) {
   DeviceBuffer<float> d_x(x.size()), scalars(5), d_y(std::max<int64_t>(1, rows * n));
   DeviceBuffer<uint8_t> q(x.size()), q_t(x.size()), d_w(w.size());
   d_x.upload(x);
@@ -43,8 +45,8 @@ Result run(bool fused, const std::vector<float>& x, int64_t rows, int64_t k, Fp8
   args.cols = k;
   args.format = format;
   args.scale = scalars.data();
-  args.q = q.data();
-  args.q_t = q_t.data();
+  args.q = codes ? q.data() : nullptr;
+  args.q_t = codes ? q_t.data() : nullptr;
   args.amax = scalars.data() + 1;
   args.scale_inv = scalars.data() + 2;
   args.gradient = gradient;
@@ -68,25 +70,31 @@ TEST(CudaQuantizeGemm, CodesAreQuantizeFp8sAndYTheirProduct) {
   uint32_t seed = 1;
   for (const Shape& s : {Shape{6400, 32, 32}, Shape{32, 32, 32}, Shape{37, 32, 8}, Shape{1, 64, 16},
                          Shape{100, 128, 32}, Shape{65, 96, 40}, Shape{64, 32, 128}})
-    for (int mode = 0; mode < 3; ++mode) {  // plain (E4M3 x E4M3); bias + ReLU first; a gradient (E5M2 x E4M3)
-      const Fp8Format format = mode == 2 ? Fp8Format::E5M2 : Fp8Format::E4M3, w_format = Fp8Format::E4M3;
-      const std::vector<float> x = testing::random_normal(s.rows * s.k, ++seed, mode == 2 ? 0.01f : 3.0f);
+    // x . w: plain E4M3 x E4M3; bias + ReLU first; a gradient, E5M2 x E4M3; plain E4M3 x E5M2; a gradient
+    // E5M2 x E5M2 without the codes' outputs (q, q_t: compared only with codes).
+    for (int mode = 0; mode < 5; ++mode) {
+      const bool gradient_mode = mode == 2 || mode == 4, codes = mode != 4;
+      const Fp8Format format = gradient_mode ? Fp8Format::E5M2 : Fp8Format::E4M3;
+      const Fp8Format w_format = mode >= 3 ? Fp8Format::E5M2 : Fp8Format::E4M3;
+      const std::vector<float> x = testing::random_normal(s.rows * s.k, ++seed, gradient_mode ? 0.01f : 3.0f);
       std::vector<uint8_t> w(s.n * s.k);
       const std::vector<float> w_values = testing::random_normal(w.size(), ++seed, 100.0f);
       for (size_t i = 0; i < w.size(); ++i) w[i] = encode_fp8(w_values[i], w_format);
-      DeviceBuffer<float> bias(mode == 1 ? s.k : 0), y_fwd(mode == 2 ? s.rows * s.k : 0);
+      DeviceBuffer<float> bias(mode == 1 ? s.k : 0), y_fwd(gradient_mode ? s.rows * s.k : 0);
       if (mode == 1) bias.upload(testing::random_normal(s.k, ++seed, 2.0f));
       EpilogueGradient gradient{};
-      if (mode == 2) {
+      if (gradient_mode) {
         y_fwd.upload(testing::random_normal(s.rows * s.k, ++seed));
         gradient = {true, y_fwd.data(), {7, step.data(), 4, 0.1f, true}, false};
       }
       const std::string what = std::to_string(s.rows) + "x" + std::to_string(s.k) + " . " + std::to_string(s.n) +
                                " mode " + std::to_string(mode);
-      const Result fused = run(true, x, s.rows, s.k, format, w, s.n, w_format, gradient, bias);
+      const Result fused = run(true, x, s.rows, s.k, format, w, s.n, w_format, gradient, bias, codes);
       const Result apart = run(false, x, s.rows, s.k, format, w, s.n, w_format, gradient, bias);
-      EXPECT_EQ(fused.q, apart.q) << what;
-      EXPECT_EQ(fused.q_t, apart.q_t) << what;
+      if (codes) {
+        EXPECT_EQ(fused.q, apart.q) << what;
+        EXPECT_EQ(fused.q_t, apart.q_t) << what;
+      }
       EXPECT_EQ(fused.scalars, apart.scalars) << what;
       const double alpha = 0.4 * 0.75;  // x's scale_inv (1 / 2.5) times w's
       int bad = 0;
@@ -94,7 +102,7 @@ TEST(CudaQuantizeGemm, CodesAreQuantizeFp8sAndYTheirProduct) {
         for (int64_t j = 0; j < s.n; ++j) {
           double sum = 0.0, magnitude = 0.0;
           for (int64_t p = 0; p < s.k; ++p) {
-            const double product = static_cast<double>(decode_fp8(fused.q[i * s.k + p], format)) *
+            const double product = static_cast<double>(decode_fp8(apart.q[i * s.k + p], format)) *
                                    decode_fp8(w[j * s.k + p], w_format);
             sum += product;
             magnitude += std::fabs(product);
@@ -105,6 +113,14 @@ TEST(CudaQuantizeGemm, CodesAreQuantizeFp8sAndYTheirProduct) {
         }
       EXPECT_EQ(bad, 0) << what;
     }
+}
+
+// No rows: nothing to multiply, but scale_inv is written, as quantize_fp8 writes it.
+TEST(CudaQuantizeGemm, NoRowsStillWritesScaleInv) {
+  FP8KIT_REQUIRE_GPU();
+  const Result r = run(true, {}, 0, 32, Fp8Format::E4M3, std::vector<uint8_t>(32 * 8, 0x38), 8, Fp8Format::E4M3, {},
+                       DeviceBuffer<float>(0));
+  EXPECT_EQ(r.scalars, (std::vector<float>{0.0f, 0.4f}));
 }
 
 TEST(CudaQuantizeGemm, RefusesShapesThatDoNotFit) {
