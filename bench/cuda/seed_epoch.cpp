@@ -68,16 +68,16 @@ int main(int argc, char** argv) {
       std::unique_ptr<models::SeedClassifierCuda> gpu;
       std::vector<float> seconds;
     };
-    std::vector<Model> models;
+    std::vector<Model> entries;
     for (const Run& run : runs) {
       if (std::string(run.name).rfind(only, 0) != 0) continue;
-      Model& m = models.emplace_back(Model{&run, models::SeedClassifier(config, 42), nullptr, {}});
+      Model& m = entries.emplace_back(Model{&run, models::SeedClassifier(config, 42), nullptr, {}});
       m.cpu.set_precision(run.precision, run.recipe);
       m.gpu = std::make_unique<models::SeedClassifierCuda>(m.cpu, 42, kBatch);
     }
     const cuda::Event start(true), stop(true);
     for (int round = 0; round <= kRounds; ++round) {
-      for (Model& m : models) {
+      for (Model& m : entries) {
         FP8KIT_CUDA_CHECK(cudaDeviceSynchronize());
         FP8KIT_CUDA_CHECK(cudaEventRecord(start.get(), nullptr));
         for (int s = 0; s < steps; ++s)
@@ -89,7 +89,7 @@ int main(int argc, char** argv) {
       }
     }
     std::printf("%-16s %12s %12s %12s %12s\n", "precision", "s/epoch", "best", "us/step", "last loss");
-    for (Model& m : models) {
+    for (Model& m : entries) {
       std::sort(m.seconds.begin(), m.seconds.end());
       const float median = m.seconds[m.seconds.size() / 2];
       std::printf("%-16s %12.4f %12.4f %12.1f %12.5f\n", m.run->name, median, m.seconds.front(), 1e6 * median / steps,

@@ -1,8 +1,8 @@
 // `fp8kit bench gemm|quantize`: GPU throughput. gemm: cuBLASLt bf16 vs FP8 GEMMs in TFLOP/s (median
 // and best of timed batches after warm-up batches, autotuned algorithms) and their ratio; quantize:
 // the FP8 cast (+ transpose + amax) kernel's bandwidth against a device-to-device copy and the bf16
-// cast (+ transpose) that a bf16 step runs in its place. Needs the
-// CUDA backend and a GPU; says so and fails otherwise.
+// cast (+ transpose) that a bf16 step runs in its place. Needs the CUDA backend and a GPU; says so
+// and fails otherwise.
 #include "base/error.h"
 #include "cli/command.h"
 #include "tensor/device_memory.h"

@@ -102,7 +102,7 @@ std::function<std::unique_ptr<train::StepDevice>(models::SeedClassifier&, optim:
     return train::cuda_step_device(model, adam, seed, batch_size);
   };
 #else
-  return {};  // not reached: require_cuda() throws in a build without the CUDA backend
+  fail("--device cuda: this fp8kit has no CUDA backend");  // not reached: require_cuda() said why
 #endif
 }
 

@@ -32,7 +32,6 @@ __global__ void forward_kernel(EmbeddingShape s, const int32_t* tokens, const fl
   out[i] = dropout.forward(bf16 ? round_bf16(round_bf16(t) + round_bf16(p)) : t + p, static_cast<uint32_t>(i), bf16);
 }
 
-
 constexpr int kShortRun = 32;       // rows: a warp's run (one sorted position per lane)
 constexpr unsigned kLongBlocks = 64;  // blocks that take the long runs (there are a few dozen at most)
 constexpr int kShortWarps = kOrderedSumWarps;  // warps (sorted positions) per block of the short runs
