@@ -4,8 +4,8 @@
 # runs the GPU tests (and the CPU suite), then the GEMM and quantize benchmarks.
 # Writes summary.txt and logs to $OUT (default /tmp/out). Usage: scripts/device-check.sh [ctest -R regex]
 #   scripts/device-check.sh model: all GPU tests, then the seed model's epoch benchmark per precision
-#   (bench_cuda_seed_epoch) and the attention kernels' (bench_cuda_attention) instead of the
-#   GEMM/quantize benchmarks and the CPU suite.
+#   (bench_cuda_seed_epoch), the attention kernels' (bench_cuda_attention) and one Linear's
+#   (bench_cuda_linear) instead of the GEMM/quantize benchmarks and the CPU suite.
 #   scripts/device-check.sh train: builds everything; `fp8kit train --device cuda --compare bf16,fp8
 #   --epochs 3 --seed 1` on IMDB; every test (GPU and CPU); `fp8kit bench gemm`; seeds 2 and 3 as time
 #   allows (the device call has about 9 minutes). Needs data/aclImdb_v1.tar.gz (carry "data");
@@ -48,7 +48,7 @@ fi
 # The GPU targets first, so that a broken CPU test elsewhere cannot block them.
 mode=${1:-}
 targets="test_cuda fp8kit_cli"
-[ "$mode" = model ] && targets="$targets bench_cuda_seed_epoch bench_cuda_attention"
+[ "$mode" = model ] && targets="$targets bench_cuda_seed_epoch bench_cuda_attention bench_cuda_linear"
 [ "$mode" = train ] && targets="all"
 if ! cmake --build $build -j16 --target $targets >"$OUT/build.log" 2>&1; then
   note "FAIL: build (build.log)"; grep -m20 -B2 -A8 "error" "$OUT/build.log" | head -80; exit 1
@@ -103,6 +103,8 @@ if [ "$mode" = model ]; then
   ./bench/bench_cuda_attention --benchmark_repetitions=3 --benchmark_report_aggregates_only=true \
     >"$OUT/bench-attention.txt" 2>&1 || note "FAIL: bench_cuda_attention"
   grep -E "median" "$OUT/bench-attention.txt" >>"$summary"
+  ./bench/bench_cuda_linear --benchmark_repetitions=3 --benchmark_report_aggregates_only=true 2>&1 |
+    grep -E "median" >>"$summary" || note "FAIL: bench_cuda_linear"
   # With NCU=1: per-kernel GPU times of one step (4 replays of a 1-step epoch), for finding slow kernels.
   ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
   [ "${NCU:-0}" = 1 ] && for p in bf16 "fp8 (te"; do

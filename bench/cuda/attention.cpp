@@ -14,6 +14,7 @@
 #include <random>
 #include <vector>
 
+#include "graph_timing.h"
 #include "ops/cuda/check.h"
 #include "ops/cuda/device.h"
 #include "ops/cuda/device_buffer.h"
@@ -21,8 +22,7 @@
 namespace {
 
 using namespace fp8kit;
-
-constexpr int kCallsPerIteration = 50;
+using bench::time_calls;
 
 // Inputs, outputs and the step counter of one attention call, filled with normal(0, 1) values.
 struct Buffers {
@@ -52,29 +52,6 @@ uint64_t fnv1a(uint64_t h, const cuda::DeviceBuffer<float>& b) {
     for (int i = 0; i < 4; ++i) h = (h ^ ((bits >> (8 * i)) & 0xFF)) * 1099511628211ull;
   }
   return h;
-}
-
-// Times a graph of kCallsPerIteration calls of run() (which queues on `stream`) per benchmark
-// iteration; reports the time per call.
-template <typename Run>
-void time_calls(benchmark::State& state, cudaStream_t stream, Run&& run) {
-  for (int i = 0; i < 3; ++i) run();  // warm-up: module load, clocks
-  cudaGraph_t graph = nullptr;
-  cudaGraphExec_t exec = nullptr;
-  FP8KIT_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-  for (int i = 0; i < kCallsPerIteration; ++i) run();
-  FP8KIT_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
-  FP8KIT_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-  FP8KIT_CUDA_CHECK(cudaGraphLaunch(exec, stream));
-  const cuda::Event start(true), stop(true);
-  for (auto _ : state) {
-    FP8KIT_CUDA_CHECK(cudaEventRecord(start.get(), stream));
-    FP8KIT_CUDA_CHECK(cudaGraphLaunch(exec, stream));
-    FP8KIT_CUDA_CHECK(cudaEventRecord(stop.get(), stream));
-    state.SetIterationTime(cuda::elapsed_ms(start, stop) * 1e-3 / kCallsPerIteration);
-  }
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
 }
 
 void attention(benchmark::State& state, bool backward) {
