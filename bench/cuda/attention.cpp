@@ -62,15 +62,17 @@ void attention(benchmark::State& state, bool backward) {
   const bool bf16 = state.range(0) != 0;
   Buffers b({32, 200, 2, 16});
   const cuda::DropoutSite site{5, b.step.data(), 1, 0.1f, true};
-  cudaStream_t stream = nullptr;
-  FP8KIT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  const cuda::Stream owned;
+  const cudaStream_t stream = owned.get();
   const auto forward = [&] {
     cuda::causal_attention_forward(b.shape, b.q.data(), b.k.data(), b.v.data(), site, bf16, b.stats.data(),
                                    b.out.data(), stream);
   };
+  cuda::DeviceBuffer<uint8_t> scratch(cuda::causal_attention_backward_workspace(b.shape));
   const auto run_backward = [&] {
     cuda::causal_attention_backward(b.shape, b.q.data(), b.k.data(), b.v.data(), b.stats.data(), site, bf16,
-                                    b.dout.data(), b.dq.data(), b.dk.data(), b.dv.data(), stream);
+                                    b.dout.data(), b.dq.data(), b.dk.data(), b.dv.data(), scratch.data(),
+                                    scratch.size(), stream);
   };
   forward();
   if (backward) {
@@ -78,8 +80,7 @@ void attention(benchmark::State& state, bool backward) {
   } else {
     time_calls(state, stream, forward);
   }
-  FP8KIT_CUDA_CHECK(cudaStreamSynchronize(stream));
-  cudaStreamDestroy(stream);
+  owned.synchronize();
   uint64_t hash = 14695981039346656037ull;
   for (const cuda::DeviceBuffer<float>* out : backward ? std::vector{&b.dq, &b.dk, &b.dv} : std::vector{&b.out, &b.stats})
     hash = fnv1a(hash, *out);

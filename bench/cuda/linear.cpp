@@ -50,18 +50,17 @@ void linear(benchmark::State& state, Variant variant) {
   wq.upload(w_codes);
   wb.upload(w_bf16);
   scalars.upload(std::vector<float>{1.0f, 0, 0, 0, 1.0f, 0, 0, 0, 1.0f, 0, 0, 0});
-  cudaStream_t stream = nullptr;
-  FP8KIT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  const cuda::Stream owned;
+  const cudaStream_t stream = owned.get();
   cuda::GemmContext gemms;
 
-  cuda::QuantizeArgs quantize;
-  quantize.x = d_x.data();
-  quantize.rows = rows;
-  quantize.cols = kIn;
-  quantize.scale = scalars.data();
-  quantize.q = q.data();
-  quantize.q_t = q_t.data();
-  quantize.amax = scalars.data() + 1;
+  const cuda::QuantizeArgs quantize{.x = d_x.data(),
+                                    .rows = rows,
+                                    .cols = kIn,
+                                    .scale = scalars.data(),
+                                    .q = q.data(),
+                                    .q_t = q_t.data(),
+                                    .amax = scalars.data() + 1};
   cuda::GemmArgs gemm;
   gemm.m = rows;
   gemm.n = kOut;
@@ -93,8 +92,7 @@ void linear(benchmark::State& state, Variant variant) {
     }
   };
   bench::time_calls(state, stream, run);
-  FP8KIT_CUDA_CHECK(cudaStreamSynchronize(stream));
-  cudaStreamDestroy(stream);
+  owned.synchronize();
 }
 
 // A fixed count: the manual time is per call, so a time-based count would run 50 times too long.

@@ -161,9 +161,9 @@ struct SeedClassifierCuda::Impl {
 
   // Scratch of the deterministic gradient sums: bias and LayerNorm partial sums (floats; on the side
   // stream, one after the other; fp32 sums its bias gradients on the main stream, in main_sum_scratch),
-  // the embedding backward's token sort (bytes).
+  // the embedding backward's token sort (bytes); and the attention backward's per-pair values.
   DeviceBuffer<float> sum_scratch, main_sum_scratch;
-  DeviceBuffer<uint8_t> embedding_scratch;
+  DeviceBuffer<uint8_t> embedding_scratch, attention_scratch;
 
   cudaGraphExec_t graph = nullptr;
 
@@ -602,7 +602,7 @@ struct SeedClassifierCuda::Impl {
     const float* d_context = linear_backward(attn_out, d_r1.data(), site(kAttentionDropout, true));
     cuda::causal_attention_backward({B, T, H, D / H}, query.y.data(), key.y.data(), value.y.data(), stats.data(),
                                     site(kAttentionProbs, true), bf16, d_context, dq.data(), dk.data(), dv.data(),
-                                    s());
+                                    attention_scratch.data(), attention_scratch.size(), s());
     const OutputGrad qkv[] = {{&query, dq.data()}, {&key, dk.data(), {}, kKeyLane}, {&value, dv.data(), {}, kValueLane}};
     linear_backward(qkv);
     // Every weight gradient of the side branch is queued: Adam waits for them (gradients_event), not
@@ -642,15 +642,19 @@ struct SeedClassifierCuda::Impl {
                     s(), step_counter.data());
   }
 
-  void upload_batch(std::span<const int32_t> host_tokens, std::span<const float> host_labels) {
+  void upload_tokens(std::span<const int32_t> host_tokens) {
     FP8KIT_CHECK(static_cast<int64_t>(host_tokens.size()) == B * T, "token batch has {} ids, expected {} x {}",
                  host_tokens.size(), B, T);
-    FP8KIT_CHECK(static_cast<int64_t>(host_labels.size()) == B, "{} labels for a batch of {}", host_labels.size(), B);
     for (size_t i = 0; i < host_tokens.size(); ++i)
       FP8KIT_CHECK(host_tokens[i] >= 0 && host_tokens[i] < config.vocabulary_size,
                    "token id {} at position {} is outside the vocabulary [0, {})", host_tokens[i], i,
                    config.vocabulary_size);
     tokens.upload(host_tokens, s());
+  }
+
+  void upload_batch(std::span<const int32_t> host_tokens, std::span<const float> host_labels) {
+    FP8KIT_CHECK(static_cast<int64_t>(host_labels.size()) == B, "{} labels for a batch of {}", host_labels.size(), B);
+    upload_tokens(host_tokens);
     labels.upload(host_labels, s());
   }
 
@@ -765,6 +769,7 @@ SeedClassifierCuda::SeedClassifierCuda(SeedClassifier& cpu, uint64_t seed, int b
   m.sum_scratch = DeviceBuffer<float>(std::max(bias_sums, cuda::layer_norm_backward_workspace(BT, D)));
   if (m.precision == Precision::Fp32) m.main_sum_scratch = DeviceBuffer<float>(bias_sums);
   m.embedding_scratch = DeviceBuffer<uint8_t>(cuda::embedding_backward_workspace({B, T, D, m.config.vocabulary_size}));
+  m.attention_scratch = DeviceBuffer<uint8_t>(cuda::causal_attention_backward_workspace({B, T, m.H, D / m.H}));
   m.tokens = DeviceBuffer<int32_t>(BT);
   m.labels = DeviceBuffer<float>(B);
   for (auto* b : {&m.x0d, &m.context, &m.r1, &m.x1, &m.r2, &m.x2, &m.d_pooled_x, &m.d_r2, &m.d_r1, &m.dq, &m.dk,
@@ -824,8 +829,7 @@ float SeedClassifierCuda::loss() const { return impl_->read_loss(); }
 
 std::vector<float> SeedClassifierCuda::predict(std::span<const int32_t> tokens) {
   Impl& m = *impl_;
-  const std::vector<float> no_labels(static_cast<size_t>(m.B), 0.0f);
-  m.upload_batch(tokens, no_labels);
+  m.upload_tokens(tokens);
   const float* z = m.forward(false);
   m.sigmoid(z, nullptr, nullptr, nullptr);
   return m.probs.to_host(m.s());

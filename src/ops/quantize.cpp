@@ -86,15 +86,8 @@ float amax_of(const Tensor& x, Matrix m) {
   return host_scalar(result);
 }
 
-}  // namespace
-
-Fp8Tensor quantize_fp8(const Tensor& x, Fp8Format format, const Tensor& scale, bool transpose) {
-  const Matrix m = input_matrix(x);
-  FP8KIT_CHECK(scale.dtype() == DType::F32 && scale.numel() == 1 && scale.device() == x.device(),
-               "quantize_fp8: scale must be one f32 on {} (x's device), got {} [{}] on {}", name(x.device()),
-               name(scale.dtype()), fmt::join(scale.shape(), ", "), name(scale.device()));
-  const float s = host_scalar(scale);
-  FP8KIT_CHECK(std::isfinite(s) && s > 0, "quantize_fp8: scale must be finite and > 0, got {}", s);
+// quantize_fp8 with `scale` checked, and its value s on the host.
+Fp8Tensor quantize_checked(const Tensor& x, Matrix m, Fp8Format format, const Tensor& scale, float s, bool transpose) {
   const Device device = x.device();
   Fp8Tensor out{Tensor(x.rank() == 1 ? std::vector<int64_t>{m.cols} : std::vector<int64_t>{m.rows, m.cols},
                        dtype_of(format), device),
@@ -115,9 +108,22 @@ Fp8Tensor quantize_fp8(const Tensor& x, Fp8Format format, const Tensor& scale, b
   return out;
 }
 
+}  // namespace
+
+Fp8Tensor quantize_fp8(const Tensor& x, Fp8Format format, const Tensor& scale, bool transpose) {
+  const Matrix m = input_matrix(x);
+  FP8KIT_CHECK(scale.dtype() == DType::F32 && scale.numel() == 1 && scale.device() == x.device(),
+               "quantize_fp8: scale must be one f32 on {} (x's device), got {} [{}] on {}", name(x.device()),
+               name(scale.dtype()), fmt::join(scale.shape(), ", "), name(scale.device()));
+  const float s = host_scalar(scale);
+  FP8KIT_CHECK(std::isfinite(s) && s > 0, "quantize_fp8: scale must be finite and > 0, got {}", s);
+  return quantize_checked(x, m, format, scale, s, transpose);
+}
+
 Fp8Tensor quantize_fp8_current(const Tensor& x, Fp8Format format, ScaleOptions options, bool transpose) {
-  const float x_amax = amax_of(x, input_matrix(x));
-  return quantize_fp8(x, format, scalar(current_scale(x_amax, format, options), x.device()), transpose);
+  const Matrix m = input_matrix(x);
+  const float s = current_scale(amax_of(x, m), format, options);  // finite and > 0
+  return quantize_checked(x, m, format, scalar(s, x.device()), s, transpose);
 }
 
 Tensor dequantize(const Fp8Tensor& q) {

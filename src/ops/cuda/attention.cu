@@ -30,12 +30,9 @@ namespace {
 
 struct Params {
   int batch, seq, heads;
-  float scale, keep;  // query scale (bf16-rounded when bf16), dropout keep probability
-  bool dropout;
+  float scale;   // query scale (bf16-rounded when bf16)
   bool aligned;  // q, k, v (and dout) 16-byte aligned: rows are read in 16-byte pieces
-  uint64_t seed;
-  const uint64_t* step;
-  uint32_t site, threshold;
+  DropoutArgs dropout;  // on the probabilities
 };
 
 constexpr int kThreads = 256;  // 8 warps
@@ -220,7 +217,7 @@ __global__ void __launch_bounds__(kThreads)
   }
   __syncthreads();
   // Warp per row: probabilities, dropped.
-  const DeviceDropoutMask mask(p.seed, p.dropout ? *p.step : 0, p.site, p.threshold);
+  const DeviceDropoutMask mask = p.dropout.mask();
   for (int r = warp; r < rows; r += kWarps) {
     const int i = r0 + r;
     const float sum = row_sum[r];
@@ -228,9 +225,7 @@ __global__ void __launch_bounds__(kThreads)
     const uint32_t first = static_cast<uint32_t>((static_cast<int64_t>(bh) * T + i) * T);
 #pragma unroll 2
     for (int j = lane; j <= i; j += 32) {
-      float pd = probability<kBf16>(row[j], sum);
-      if (p.dropout) pd = mask.apply(maybe_bf16(pd / p.keep, kBf16), first + j);
-      row[j] = pd;
+      row[j] = p.dropout.forward(probability<kBf16>(row[j], sum), first + j, kBf16, mask);
     }
   }
   __pipeline_wait_prior(0);
@@ -296,7 +291,7 @@ __global__ void __launch_bounds__(kThreads)
   load_rows<kD>(v, p.aligned, b, h, T, C, 0, keys, kv);
   __syncthreads();
   // Warp per row, lanes over keys: dp_ij and pd_ij.
-  const DeviceDropoutMask mask(p.seed, p.dropout ? *p.step : 0, p.site, p.threshold);
+  const DeviceDropoutMask mask = p.dropout.mask();
   for (int r = warp; r < rows; r += kWarps) {
     const int i = r0 + r;
     float gr[kD];
@@ -307,11 +302,8 @@ __global__ void __launch_bounds__(kThreads)
       float vj[kD];
       load_row<kD>(kv + j * kP, vj);
       const float P = probs[r * stride + j];
-      float dp = dot<kD>(gr, vj), pd = P;
-      if (p.dropout) {
-        pd = mask.apply(maybe_bf16(P / p.keep, kBf16), first + j);
-        dp = mask.apply(dp / p.keep, first + j);
-      }
+      const float pd = p.dropout.forward(P, first + j, kBf16, mask);
+      const float dp = p.dropout.backward(dot<kD>(gr, vj), first + j, mask);
       dps[r * stride + j] = dp;
       pd_pairs[pairs + triangle(i, j)] = pd;
     }
@@ -414,7 +406,7 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 bool aligned16(std::initializer_list<const float*> pointers) {
-  return std::all_of(pointers.begin(), pointers.end(), [](const float* x) { return reinterpret_cast<uintptr_t>(x) % 16 == 0; });
+  return std::all_of(pointers.begin(), pointers.end(), [](const float* x) { return aligned(x, 16); });
 }
 
 Params params(const ops::AttentionShape& s, const DropoutSite& dropout, bool bf16, const char* what) {
@@ -424,12 +416,10 @@ Params params(const ops::AttentionShape& s, const DropoutSite& dropout, bool bf1
     throw Error(std::string(what) + ": head_dim " + std::to_string(s.head_dim) + " is not one of 16, 32, 64");
   if (s.batch * s.heads * s.seq * s.seq > int64_t{UINT32_MAX})
     throw Error(std::string(what) + ": attention probabilities are limited to 2^32 elements (dropout indices)");
-  if (dropout.active && dropout.step == nullptr) throw Error(std::string(what) + ": dropout needs the step counter");
   float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.head_dim)));
   if (bf16) scale = ::fp8kit::round_bf16(scale);
-  return Params{static_cast<int>(s.batch), static_cast<int>(s.seq), static_cast<int>(s.heads), scale,
-                ops::dropout_keep_prob(dropout.rate, bf16), dropout.active, false, dropout.seed, dropout.step,
-                dropout.site, dropout_threshold(dropout.rate)};
+  return Params{static_cast<int>(s.batch), static_cast<int>(s.seq), static_cast<int>(s.heads), scale, false,
+                dropout_args(dropout, bf16, what, s.batch * s.heads * s.seq * s.seq)};
 }
 
 // Checks that `floats` of dynamic shared memory fit in a block of this GPU (throws otherwise) and
@@ -471,42 +461,52 @@ void causal_attention_forward(const ops::AttentionShape& shape, const float* q, 
   });
 }
 
+namespace {
+
+// The backward's pd and ds of every pair, from the dq kernel to the dk/dv kernel: [heads, triangle]
+// floats each, for at most kScratchPairs pairs (32 MB) a launch; more heads run in several launches.
+struct Scratch {
+  int64_t triangle, heads, per_launch;
+  size_t bytes() const { return 2 * static_cast<size_t>(per_launch * triangle) * sizeof(float); }
+};
+
+Scratch scratch_for(const ops::AttentionShape& s) {
+  constexpr int64_t kScratchPairs = int64_t{1} << 22;
+  const int64_t triangle = s.seq * (s.seq + 1) / 2, heads = s.batch * s.heads;
+  if (heads <= 0 || triangle <= 0) return {triangle, heads, 0};  // nothing to do (or a shape params() refuses)
+  return {triangle, heads, std::clamp<int64_t>(kScratchPairs / triangle, 1, heads)};
+}
+
+}  // namespace
+
+size_t causal_attention_backward_workspace(const ops::AttentionShape& shape) { return scratch_for(shape).bytes(); }
+
 void causal_attention_backward(const ops::AttentionShape& shape, const float* q, const float* k, const float* v,
                                const float* stats, const DropoutSite& dropout, bool bf16, const float* dout,
-                               float* dq, float* dk, float* dv, cudaStream_t stream) {
+                               float* dq, float* dk, float* dv, void* workspace, size_t workspace_bytes,
+                               cudaStream_t stream) {
   const char* what = "causal_attention_backward";
   Params p = params(shape, dropout, bf16, what);
   p.aligned = aligned16({q, k, v, dout});
   ops::dispatch_head_dim<64>(shape.head_dim, bf16, [&]<int kD, bool kBf16>() {
     const size_t dq_smem = shared_memory<backward_dq_kernel<kD, kBf16>>(dq_floats<kD>(shape.seq), shape, what);
     const size_t dkv_smem = shared_memory<backward_dkv_kernel<kD, kBf16>>(dkv_floats<kD>(shape.seq), shape, what);
+    const Scratch scratch = scratch_for(shape);
+    if (workspace == nullptr || workspace_bytes < scratch.bytes())
+      throw Error(std::string(what) + ": the workspace has " + std::to_string(workspace_bytes) + " bytes, " +
+                  std::to_string(scratch.bytes()) + " needed (causal_attention_backward_workspace)");
     if (shape.batch == 0) return;
-    // pd and ds of every pair, from the dq kernel to the dk/dv kernel: [heads, triangle] floats each,
-    // stream-ordered (an allocation node in a captured graph); at most kScratchPairs pairs (32 MB) a launch,
-    // so large batches run in several launches of whole heads.
-    constexpr int64_t kScratchPairs = int64_t{1} << 22;
-    const int64_t seq = shape.seq, triangle = seq * (seq + 1) / 2, heads = shape.batch * shape.heads;
-    const int64_t per_launch = std::clamp<int64_t>(kScratchPairs / triangle, 1, heads);
-    float* scratch = nullptr;
-    FP8KIT_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&scratch),
-                                      2 * per_launch * triangle * sizeof(float), stream));
-    try {
-      for (int64_t bh0 = 0; bh0 < heads; bh0 += per_launch) {
-        const dim3 blocks = grid(std::min(per_launch, heads - bh0), seq);
-        float* pd_pairs = scratch;
-        float* ds_pairs = scratch + per_launch * triangle;
-        backward_dq_kernel<kD, kBf16><<<blocks, kThreads, dq_smem, stream>>>(p, static_cast<int>(bh0), q, k, v, stats,
-                                                                             dout, dq, pd_pairs, ds_pairs);
-        check_launch(what);
-        backward_dkv_kernel<kD, kBf16><<<blocks, kThreads, dkv_smem, stream>>>(p, static_cast<int>(bh0), q, dout,
-                                                                               pd_pairs, ds_pairs, dk, dv);
-        check_launch(what);
-      }
-    } catch (...) {
-      cudaFreeAsync(scratch, stream);
-      throw;
+    float* pd_pairs = static_cast<float*>(workspace);
+    float* ds_pairs = pd_pairs + scratch.per_launch * scratch.triangle;
+    for (int64_t bh0 = 0; bh0 < scratch.heads; bh0 += scratch.per_launch) {
+      const dim3 blocks = grid(std::min(scratch.per_launch, scratch.heads - bh0), shape.seq);
+      backward_dq_kernel<kD, kBf16><<<blocks, kThreads, dq_smem, stream>>>(p, static_cast<int>(bh0), q, k, v, stats,
+                                                                           dout, dq, pd_pairs, ds_pairs);
+      check_launch(what);
+      backward_dkv_kernel<kD, kBf16><<<blocks, kThreads, dkv_smem, stream>>>(p, static_cast<int>(bh0), q, dout,
+                                                                             pd_pairs, ds_pairs, dk, dv);
+      check_launch(what);
     }
-    FP8KIT_CUDA_CHECK(cudaFreeAsync(scratch, stream));
   });
 }
 

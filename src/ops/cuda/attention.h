@@ -21,11 +21,14 @@ namespace fp8kit::cuda {
 // Hopper (227 KB) seq <= 544, 416, 288 for head_dim 16, 32, 64; larger shapes throw.
 void causal_attention_forward(const ops::AttentionShape& shape, const float* q, const float* k, const float* v,
                               const DropoutSite& dropout, bool bf16, float* stats, float* out, cudaStream_t stream);
-// dq, dk, dv overwritten (float32 math), from the forward's inputs and stats. Allocates a scratch on
-// the stream (cudaMallocAsync; an allocation node in a graph) for two floats per pair j <= i:
-// 4 x batch x heads x seq x (seq + 1) bytes, at most 32 MB (more heads run in several launches).
+// dq, dk, dv overwritten (float32 math), from the forward's inputs and stats. workspace: device
+// scratch of causal_attention_backward_workspace(shape) bytes, two floats per pair j <= i of each
+// head: 4 x batch x heads x seq x (seq + 1) bytes, at most 32 MB (more heads run in several launches).
+// Queues work only (no allocation), so it can be captured in a CUDA graph.
 void causal_attention_backward(const ops::AttentionShape& shape, const float* q, const float* k, const float* v,
                                const float* stats, const DropoutSite& dropout, bool bf16, const float* dout,
-                               float* dq, float* dk, float* dv, cudaStream_t stream);
+                               float* dq, float* dk, float* dv, void* workspace, size_t workspace_bytes,
+                               cudaStream_t stream);
+size_t causal_attention_backward_workspace(const ops::AttentionShape& shape);
 
 }  // namespace fp8kit::cuda

@@ -55,8 +55,7 @@ void sigmoid_binary_crossentropy(const float* z, const float* labels, int64_t ba
   if (batch <= 0 || batch > kMaxBatch)
     throw Error("sigmoid_binary_crossentropy: batch " + std::to_string(batch) + " must be in [1, 1024]");
   const int threads = static_cast<int>((batch + 31) / 32 * 32);
-  if (epilogue.bias == nullptr && epilogue.y != nullptr)
-    throw Error("sigmoid_binary_crossentropy: an epilogue output y needs the epilogue's bias");
+  check_epilogue(epilogue, {}, "sigmoid_binary_crossentropy");
   kernel<<<1, threads, 0, stream>>>(z, labels, static_cast<int>(batch), bf16, probs, loss, dz, epilogue);
   check_launch("sigmoid_binary_crossentropy");
 }

@@ -23,8 +23,6 @@ unsigned blocks_for(int64_t count) {
   return static_cast<unsigned>(std::clamp<int64_t>((groups + kThreads - 1) / kThreads, 1, 132 * 16));
 }
 
-bool aligned(const void* p, size_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
-
 // Calls f(i) for each element i of this thread's groups of 4; vector(i) for a whole aligned group.
 template <typename Scalar, typename Vector>
 __device__ __forceinline__ void for_each_group(int64_t count, bool vector_ok, Scalar scalar, Vector vector) {
@@ -72,30 +70,25 @@ __global__ void bf16_to_float_kernel(const uint16_t* x, int64_t count, float* ou
       });
 }
 
-// Up to kMaxCasts matrices in one launch: matrix t owns blocks [first[t], first[t + 1]), its tiles
-// tiles_x[t] per row of tiles.
+// Up to kMaxCasts matrices in one launch, a block per kTile x kTile tile.
 constexpr int kMaxCasts = 16;
 constexpr int kTile = 32, kTileRowsPerPass = 8;
-struct CastBatch {
-  struct One {
-    const float* x;
-    int64_t rows, cols;
-    uint16_t* out;
-    uint16_t* out_t;
-    LinearEpilogue epilogue;
-    bool gradient_active;
-    EpilogueGradientArgs gradient;
-  } c[kMaxCasts];
-  int64_t tiles_x[kMaxCasts];
-  int64_t first[kMaxCasts + 1];
-  int count;
+struct Cast {
+  const float* x;
+  int64_t rows, cols;
+  uint16_t* out;
+  uint16_t* out_t;
+  LinearEpilogue epilogue;
+  bool gradient_active;
+  EpilogueGradientArgs gradient;
 };
+using CastBatch = LaunchBatch<Cast, kMaxCasts>;
 
 __global__ void __launch_bounds__(kTile * kTileRowsPerPass) cast_transpose_kernel(const __grid_constant__ CastBatch b) {
   __shared__ uint32_t tile[kTile][kTile + 1];  // bf16 bits; +1 against bank conflicts
-  const auto [t, local] = batch_position(b.first, b.count, blockIdx.x);
-  const CastBatch::One& p = b.c[t];
-  const int64_t c0 = local % b.tiles_x[t] * kTile, r0 = local / b.tiles_x[t] * kTile;
+  const BatchTile at = b.tile(blockIdx.x);
+  const Cast& p = b.m[at.member];
+  const int64_t c0 = at.x * kTile, r0 = at.y * kTile;
   const LinearEpilogue& e = p.epilogue;
   const DeviceDropoutMask mask = p.gradient.dropout.mask();
   for (int k = threadIdx.y; k < kTile; k += kTileRowsPerPass) {
@@ -152,27 +145,21 @@ void float_to_bf16(const float* x, int64_t count, uint16_t* out, cudaStream_t st
 void float_to_bf16_transposed(std::span<const Bf16Cast> casts, cudaStream_t stream) {
   for (size_t start = 0; start < casts.size(); start += kMaxCasts) {
     CastBatch b{};
-    b.count = static_cast<int>(std::min<size_t>(kMaxCasts, casts.size() - start));
-    for (int t = 0; t < b.count; ++t) {
+    const int count = static_cast<int>(std::min<size_t>(kMaxCasts, casts.size() - start));
+    for (int t = 0; t < count; ++t) {
       const Bf16Cast& c = casts[start + t];
       const std::string what = "float_to_bf16_transposed: matrix " + std::to_string(start + t) + " (" +
                                std::to_string(c.rows) + "x" + std::to_string(c.cols) + ")";
       if (c.rows < 0 || c.cols < 0) throw Error(what + " has a negative shape");
       if (c.rows * c.cols > 0 && c.x == nullptr) throw Error(what + ": x is null");
-      if (c.epilogue.bias == nullptr && c.epilogue.y != nullptr)
-        throw Error(what + ": an epilogue output y needs the epilogue's bias");
-      if (c.epilogue.bias != nullptr && c.gradient.active())
-        throw Error(what + ": an epilogue and an epilogue gradient together");
-      b.c[t] = {c.x, c.rows, c.cols, c.out, c.out_t, c.epilogue, c.gradient.active(),
-                epilogue_gradient_args(c.gradient, c.rows, c.cols, "float_to_bf16_transposed")};
-      b.tiles_x[t] = std::max<int64_t>(1, (c.cols + kTile - 1) / kTile);
-      const int64_t tiles = c.rows * c.cols == 0 ? 0 : b.tiles_x[t] * ((c.rows + kTile - 1) / kTile);
-      b.first[t + 1] = b.first[t] + tiles;
+      check_epilogue(c.epilogue, c.gradient, what);
+      b.add_matrix({c.x, c.rows, c.cols, c.out, c.out_t, c.epilogue, c.gradient.active(),
+                    epilogue_gradient_args(c.gradient, c.rows, c.cols, "float_to_bf16_transposed")},
+                   c.rows, c.cols, kTile);
     }
-    const int64_t blocks = b.first[b.count];
+    const unsigned blocks = b.blocks("float_to_bf16_transposed");
     if (blocks == 0) continue;
-    if (blocks >= (int64_t{1} << 31)) throw Error("float_to_bf16_transposed: too many tiles for one launch; split the matrices");
-    cast_transpose_kernel<<<static_cast<unsigned>(blocks), dim3(kTile, kTileRowsPerPass), 0, stream>>>(b);
+    cast_transpose_kernel<<<blocks, dim3(kTile, kTileRowsPerPass), 0, stream>>>(b);
     check_launch("float_to_bf16_transposed");
   }
 }

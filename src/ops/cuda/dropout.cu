@@ -28,7 +28,7 @@ void launch(const DropoutSite& s, bool bf16_quotient, bool bf16, const float* in
     if (in != out) FP8KIT_CUDA_CHECK(cudaMemcpyAsync(out, in, n * sizeof(float), cudaMemcpyDeviceToDevice, stream));
     return;
   }
-  const DropoutArgs d = dropout_args(s, bf16, what);
+  const DropoutArgs d = dropout_args(s, bf16, what, n);
   if (bf16_quotient) {
     dropout_kernel<true><<<blocks_for(n, kThreads), kThreads, 0, stream>>>(d, in, out, static_cast<uint32_t>(n));
   } else {
@@ -39,9 +39,11 @@ void launch(const DropoutSite& s, bool bf16_quotient, bool bf16, const float* in
 
 }  // namespace
 
-DropoutArgs dropout_args(const DropoutSite& site, bool bf16, const char* what) {
+DropoutArgs dropout_args(const DropoutSite& site, bool bf16, const char* what, int64_t elements) {
   if (!site.active) return {};
   if (site.step == nullptr) throw Error(std::string(what) + ": an active dropout site needs the device step counter");
+  if (elements > int64_t{UINT32_MAX})  // the mask is a hash of a 32-bit element index
+    throw Error(std::string(what) + ": dropout is limited to 2^32 elements, got " + std::to_string(elements));
   return {site.seed, site.step, site.site, dropout_threshold(site.rate), ops::dropout_keep_prob(site.rate, bf16), true};
 }
 

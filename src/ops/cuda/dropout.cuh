@@ -38,25 +38,23 @@ struct DropoutArgs {
   float keep = 1.0f;
   bool active = false;
 
+  // The step's mask (the step counter read, three splitmix64): kernels that take many elements per
+  // thread derive it once and pass it to the calls below.
+  __device__ DeviceDropoutMask mask() const { return DeviceDropoutMask(seed, active ? *step : 0, site, threshold); }
   // keep ? x / keep_prob (rounded to bf16 when bf16) : +0; x itself when inactive.
-  __device__ float forward(float x, uint32_t i, bool bf16) const {
-    if (!active) return x;
-    const float q = x / keep;
-    return DeviceDropoutMask(seed, *step, site, threshold).apply(bf16 ? round_bf16(q) : q, i);
+  __device__ float forward(float x, uint32_t i, bool bf16, const DeviceDropoutMask& m) const {
+    return active ? m.apply(bf16 ? round_bf16(x / keep) : x / keep, i) : x;
   }
   // keep ? dy / keep_prob : +0 (float32).
+  __device__ float backward(float dy, uint32_t i, const DeviceDropoutMask& m) const { return forward(dy, i, false, m); }
+  // The same, the mask derived for this element alone.
+  __device__ float forward(float x, uint32_t i, bool bf16) const { return active ? forward(x, i, bf16, mask()) : x; }
   __device__ float backward(float dy, uint32_t i) const { return forward(dy, i, false); }
-
-  // The step's mask, derived once per thread (the step counter read, three splitmix64) for kernels
-  // that take many elements per thread; then backward(dy, i, mask) is backward(dy, i).
-  __device__ DeviceDropoutMask mask() const { return DeviceDropoutMask(seed, active ? *step : 0, site, threshold); }
-  __device__ float backward(float dy, uint32_t i, const DeviceDropoutMask& m) const {
-    return active ? m.apply(dy / keep, i) : dy;
-  }
 };
 
-// The kernel argument of `site` (keep_prob as ops::dropout_keep_prob(rate, bf16)). Throws, naming
-// `what`, for an active site without the device step counter.
-DropoutArgs dropout_args(const DropoutSite& site, bool bf16, const char* what);
+// The kernel argument of `site` for a tensor of `elements` (keep_prob as ops::dropout_keep_prob(rate,
+// bf16)). Throws, naming `what`, for an active site without the device step counter or over more than
+// 2^32 elements (the mask hashes a 32-bit element index).
+DropoutArgs dropout_args(const DropoutSite& site, bool bf16, const char* what, int64_t elements);
 
 }  // namespace fp8kit::cuda

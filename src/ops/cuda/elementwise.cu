@@ -24,26 +24,23 @@ __global__ void residual_gradient_kernel(const float* a, const float* b, const f
   if (i < n) out[i] = dropout.backward(a[i] + ((b[i] + c[i]) + d[i]), static_cast<uint32_t>(i));
 }
 
-// Up to kMaxOutputs LinearOutputs in one launch: output t owns blocks [first[t], first[t + 1]).
+// Up to kMaxOutputs LinearOutputs in one launch, a row of blocks each.
 constexpr int kMaxOutputs = 4;
-struct Outputs {
-  struct One {
-    float* y;
-    const float* bias;
-    int64_t n, cols;
-    bool relu;
-    DropoutArgs dropout;
-    const float* residual;
-    float* out;
-  } o[kMaxOutputs];
-  int64_t first[kMaxOutputs + 1];
-  int count;
+struct Output {
+  float* y;
+  const float* bias;
+  int64_t n, cols;
+  bool relu;
+  DropoutArgs dropout;
+  const float* residual;
+  float* out;
 };
+using Outputs = LaunchBatch<Output, kMaxOutputs>;
 
 __global__ void linear_outputs_kernel(const __grid_constant__ Outputs b, bool bf16) {
-  const auto [t, local] = batch_position(b.first, b.count, blockIdx.x);
-  const Outputs::One& o = b.o[t];
-  const int64_t i = local * blockDim.x + threadIdx.x;
+  const BatchTile at = b.tile(blockIdx.x);
+  const Output& o = b.m[at.member];
+  const int64_t i = at.x * blockDim.x + threadIdx.x;
   if (i >= o.n) return;
   const float v = linear_epilogue(o.y[i], o.bias[i % o.cols], o.relu, bf16);
   o.y[i] = v;
@@ -111,20 +108,15 @@ __global__ void spread_kernel(const float* x, int64_t count, int64_t stride, flo
 }
 
 // Up to kMaxTransposes matrices in one launch, 32 x 32 tiles through shared memory (coalesced both
-// ways): matrix t owns blocks [first[t], first[t + 1]), tiles_x[t] tiles per row of tiles.
+// ways).
 constexpr int kMaxTransposes = 16;
-struct Transposes {
-  Transpose m[kMaxTransposes];
-  int64_t tiles_x[kMaxTransposes];
-  int64_t first[kMaxTransposes + 1];
-  int count;
-};
+using Transposes = LaunchBatch<Transpose, kMaxTransposes>;
 
 __global__ void __launch_bounds__(32 * 8) transpose_kernel(const __grid_constant__ Transposes b) {
   __shared__ float tile[32][33];
-  const auto [t, local] = batch_position(b.first, b.count, blockIdx.x);
-  const Transpose& p = b.m[t];
-  const int64_t c0 = local % b.tiles_x[t] * 32, r0 = local / b.tiles_x[t] * 32;
+  const BatchTile at = b.tile(blockIdx.x);
+  const Transpose& p = b.m[at.member];
+  const int64_t c0 = at.x * 32, r0 = at.y * 32;
   for (int k = threadIdx.y; k < 32; k += blockDim.y) {
     const int64_t r = r0 + k, c = c0 + threadIdx.x;
     if (r < p.rows && c < p.cols) tile[k][threadIdx.x] = p.x[r * p.cols + c];
@@ -141,18 +133,16 @@ __global__ void __launch_bounds__(32 * 8) transpose_kernel(const __grid_constant
 void residual_gradient(const float* a, const float* b, const float* c, const float* d, const DropoutSite& dropout,
                        bool bf16, float* out, int64_t n, cudaStream_t stream) {
   if (n <= 0) return;
-  if (dropout.active && n > int64_t{UINT32_MAX})
-    throw Error("residual_gradient: dropout is limited to 2^32 elements, got " + std::to_string(n));
   residual_gradient_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(
-      a, b, c, d, dropout_args(dropout, bf16, "residual_gradient"), out, n);
+      a, b, c, d, dropout_args(dropout, bf16, "residual_gradient", n), out, n);
   check_launch("residual_gradient");
 }
 
 void linear_outputs(std::span<const LinearOutput> outputs, bool bf16, cudaStream_t stream) {
   for (size_t start = 0; start < outputs.size(); start += kMaxOutputs) {
     Outputs b{};
-    b.count = static_cast<int>(std::min<size_t>(kMaxOutputs, outputs.size() - start));
-    for (int t = 0; t < b.count; ++t) {
+    const int count = static_cast<int>(std::min<size_t>(kMaxOutputs, outputs.size() - start));
+    for (int t = 0; t < count; ++t) {
       const LinearOutput& o = outputs[start + t];
       const int64_t n = o.rows * o.cols;
       const std::string what = "linear_outputs: output " + std::to_string(start + t);
@@ -160,12 +150,13 @@ void linear_outputs(std::span<const LinearOutput> outputs, bool bf16, cudaStream
         throw Error(what + ": shape " + std::to_string(o.rows) + "x" + std::to_string(o.cols) +
                     " is negative or has 2^32 elements or more");
       if (n > 0 && (o.y == nullptr || o.bias == nullptr)) throw Error(what + ": y and bias must be device pointers");
-      b.o[t] = {o.y, o.bias, n, o.cols, o.relu, o.out != nullptr ? dropout_args(o.dropout, bf16, "linear_outputs")
-                                                                   : DropoutArgs{}, o.residual, o.out};
-      b.first[t + 1] = b.first[t] + (n + kThreads - 1) / kThreads;
+      b.add({o.y, o.bias, n, o.cols, o.relu,
+             o.out != nullptr ? dropout_args(o.dropout, bf16, "linear_outputs", n) : DropoutArgs{}, o.residual, o.out},
+            (n + kThreads - 1) / kThreads, 1);
     }
-    if (b.first[b.count] == 0) continue;
-    linear_outputs_kernel<<<static_cast<unsigned>(b.first[b.count]), kThreads, 0, stream>>>(b, bf16);
+    const unsigned blocks = b.blocks("linear_outputs");
+    if (blocks == 0) continue;
+    linear_outputs_kernel<<<blocks, kThreads, 0, stream>>>(b, bf16);
     check_launch("linear_outputs");
   }
 }
@@ -213,22 +204,18 @@ void bias_backward(std::span<const BiasBackward> tensors, int64_t rows, int64_t 
 void transpose(std::span<const Transpose> matrices, cudaStream_t stream) {
   for (size_t start = 0; start < matrices.size(); start += kMaxTransposes) {
     Transposes b{};
-    b.count = static_cast<int>(std::min<size_t>(kMaxTransposes, matrices.size() - start));
-    for (int t = 0; t < b.count; ++t) {
+    const int count = static_cast<int>(std::min<size_t>(kMaxTransposes, matrices.size() - start));
+    for (int t = 0; t < count; ++t) {
       const Transpose& m = matrices[start + t];
       const std::string what = "transpose: matrix " + std::to_string(start + t) + " (" + std::to_string(m.rows) +
                                "x" + std::to_string(m.cols) + ")";
       if (m.rows < 0 || m.cols < 0) throw Error(what + " has a negative shape");
       if (m.rows * m.cols > 0 && (m.x == nullptr || m.out == nullptr)) throw Error(what + ": x or out is null");
-      b.m[t] = m;
-      b.tiles_x[t] = std::max<int64_t>(1, (m.cols + 31) / 32);
-      const int64_t tiles = m.rows * m.cols == 0 ? 0 : b.tiles_x[t] * ((m.rows + 31) / 32);
-      b.first[t + 1] = b.first[t] + tiles;
+      b.add_matrix(m, m.rows, m.cols, 32);
     }
-    const int64_t blocks = b.first[b.count];
+    const unsigned blocks = b.blocks("transpose");
     if (blocks == 0) continue;
-    if (blocks >= (int64_t{1} << 31)) throw Error("transpose: too many tiles for one launch; split the matrices");
-    transpose_kernel<<<static_cast<unsigned>(blocks), dim3(32, 8), 0, stream>>>(b);
+    transpose_kernel<<<blocks, dim3(32, 8), 0, stream>>>(b);
     check_launch("transpose");
   }
 }

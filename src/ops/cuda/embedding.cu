@@ -161,10 +161,8 @@ void embedding_forward(const EmbeddingShape& shape, const int32_t* tokens, const
                        bool bf16, const DropoutSite& dropout, float* out, cudaStream_t stream) {
   const int64_t n = shape.batch * shape.seq * shape.dim;
   if (n == 0) return;
-  if (dropout.active && n > int64_t{UINT32_MAX})
-    throw Error("embedding_forward: dropout is limited to 2^32 elements, got " + std::to_string(n));
   forward_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(
-      shape, tokens, token, position, bf16, dropout_args(dropout, bf16, "embedding_forward"), out);
+      shape, tokens, token, position, bf16, dropout_args(dropout, bf16, "embedding_forward", n), out);
   check_launch("embedding_forward");
 }
 
@@ -178,7 +176,7 @@ Scratch checked_scratch(const EmbeddingShape& shape, void* workspace, size_t wor
   if (workspace == nullptr || workspace_bytes < w.total)
     throw Error(std::string(what) + ": the workspace has " + std::to_string(workspace_bytes) + " bytes, " +
                 std::to_string(w.total) + " needed (embedding_backward_workspace)");
-  if (reinterpret_cast<uintptr_t>(workspace) % 256 != 0)
+  if (!aligned(workspace, 256))
     throw Error(std::string(what) + ": the workspace must be 256-byte aligned");
   return w;
 }

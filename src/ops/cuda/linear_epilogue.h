@@ -63,13 +63,18 @@ struct EpilogueGradientArgs {
   }
 };
 
+// Checks an op's epilogue and epilogue gradient (naming `what`): the epilogue's output y needs its
+// bias, and an op applies one of the two at most.
+inline void check_epilogue(const LinearEpilogue& e, const EpilogueGradient& g, const std::string& what) {
+  if (e.bias == nullptr && e.y != nullptr) throw Error(what + ": an epilogue output y needs the epilogue's bias");
+  if (e.bias != nullptr && g.active()) throw Error(what + ": an epilogue and an epilogue gradient together");
+}
+
 // Checks `g` for a [rows, cols] tensor (naming `what`) and resolves its dropout.
 inline EpilogueGradientArgs epilogue_gradient_args(const EpilogueGradient& g, int64_t rows, int64_t cols,
                                                    const char* what) {
   if (g.relu && g.y == nullptr) throw Error(std::string(what) + ": the ReLU mask needs the forward output y");
-  if (g.dropout.active && rows * cols > int64_t{UINT32_MAX})
-    throw Error(std::string(what) + ": dropout is limited to 2^32 elements, got " + std::to_string(rows * cols));
-  return {g.relu, g.y, dropout_args(g.dropout, g.bf16, what)};
+  return {g.relu, g.y, dropout_args(g.dropout, g.bf16, what, rows * cols)};
 }
 
 }  // namespace fp8kit::cuda

@@ -45,12 +45,13 @@ __global__ void backward_kernel(const float* dout, DropoutArgs dropout, int64_t 
 void mean_pool_forward(const float* x, int64_t batch, int64_t seq, int64_t dim, bool bf16, const DropoutSite& dropout,
                        float* out, cudaStream_t stream) {
   if (batch * dim == 0) return;
-  if (batch >= (int64_t{1} << 31) || (dim + 31) / 32 > 65535 || (dropout.active && batch * dim > int64_t{UINT32_MAX}))
+  if (batch >= (int64_t{1} << 31) || (dim + 31) / 32 > 65535)
     throw Error("mean_pool_forward: batch " + std::to_string(batch) + " x dim " + std::to_string(dim) +
                 " is too large for one launch");
   const dim3 grid(static_cast<unsigned>(batch), blocks_for(dim, 32));
   forward_kernel<<<grid, kOrderedSumThreads, 0, stream>>>(x, seq, dim, bf16,
-                                                          dropout_args(dropout, bf16, "mean_pool_forward"), out);
+                                                          dropout_args(dropout, bf16, "mean_pool_forward", batch * dim),
+                                                          out);
   check_launch("mean_pool_forward");
 }
 
@@ -58,10 +59,9 @@ void mean_pool_backward(const float* dout, const DropoutSite& dropout, bool bf16
                         int64_t dim, float* dx, cudaStream_t stream) {
   const int64_t n = batch * seq * dim;
   if (n == 0) return;
-  if (dropout.active && batch * dim > int64_t{UINT32_MAX})
-    throw Error("mean_pool_backward: dropout is limited to 2^32 pooled elements, got " + std::to_string(batch * dim));
   backward_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(
-      dout, dropout_args(dropout, bf16, "mean_pool_backward"), batch, seq, dim, 1.0f / static_cast<float>(seq), dx);
+      dout, dropout_args(dropout, bf16, "mean_pool_backward", batch * dim), batch, seq, dim,
+      1.0f / static_cast<float>(seq), dx);
   check_launch("mean_pool_backward");
 }
 

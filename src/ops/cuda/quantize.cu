@@ -322,28 +322,23 @@ __global__ void __launch_bounds__(kThreads) quantize_kernel(Params p) {
   quantize_any_tile<T, F, Divide, Passes>(p, blockIdx.x, blockIdx.y);
 }
 
-// Up to kMaxBatch tensors in one launch: a 1-D grid, tensor t owning blocks [first[t], first[t + 1]),
-// laid out as its own grid_x[t]-wide grid would be.
+// Up to kMaxBatch tensors in one launch, each in the grid of blocks its own launch would have (a
+// tensor alone takes quantize_kernel: a launch's time at these sizes grows with its parameters).
 constexpr int kMaxBatch = 16;
-struct Batch {
-  Params p[kMaxBatch];
-  int64_t grid_x[kMaxBatch];
-  int64_t first[kMaxBatch + 1];
-  int count;
-};
+using Batch = LaunchBatch<Params, kMaxBatch>;
 
 template <typename T, Fp8Format F, bool Divide, int Passes>
 __global__ void __launch_bounds__(kThreads) quantize_batch_kernel(const __grid_constant__ Batch b) {
-  const auto [t, local] = batch_position(b.first, b.count, blockIdx.x);
-  quantize_any_tile<T, F, Divide, Passes>(b.p[t], local % b.grid_x[t], local / b.grid_x[t]);
+  const BatchTile at = b.tile(blockIdx.x);
+  quantize_any_tile<T, F, Divide, Passes>(b.m[at.member], at.x, at.y);
 }
 
 dim3 grid_of(const Params& p, int passes, const char* what) {
-  const std::string shape = std::to_string(p.rows) + "x" + std::to_string(p.cols);
   const int64_t tile_rows = passes == kSmall ? kSmallTile : 64 * passes;
   const int64_t tile_cols = passes == kSmall ? kSmallTile : kTileCols;
   if (p.rows > int64_t{65535} * tile_rows)
-    throw Error(std::string(what) + ": " + shape + " has more rows than one launch covers (" +
+    throw Error(std::string(what) + ": " + std::to_string(p.rows) + "x" + std::to_string(p.cols) +
+                " has more rows than one launch covers (" +
                 std::to_string(int64_t{65535} * tile_rows) + "); split it");
   return dim3(static_cast<unsigned>(std::max<int64_t>(1, (p.cols + tile_cols - 1) / tile_cols)),
               static_cast<unsigned>(std::max<int64_t>(1, (p.rows + tile_rows - 1) / tile_rows)));
@@ -370,17 +365,15 @@ void launch(const Params& p, bool divide, cudaStream_t stream) {
 template <int Passes, typename T, Fp8Format F>
 void launch_batch_passes(const Params* p, int count, bool divide, cudaStream_t stream) {
   Batch b{};
-  b.count = count;
   for (int t = 0; t < count; ++t) {
     const dim3 grid = grid_of(p[t], Passes, "quantize_fp8_batch");
-    b.p[t] = p[t];
-    b.grid_x[t] = grid.x;
-    b.first[t + 1] = b.first[t] + int64_t{grid.x} * grid.y;
+    b.add(p[t], grid.x, grid.y);
   }
+  const unsigned blocks = b.blocks("quantize_fp8_batch");
   if (divide) {
-    quantize_batch_kernel<T, F, true, Passes><<<static_cast<unsigned>(b.first[count]), kThreads, 0, stream>>>(b);
+    quantize_batch_kernel<T, F, true, Passes><<<blocks, kThreads, 0, stream>>>(b);
   } else {
-    quantize_batch_kernel<T, F, false, Passes><<<static_cast<unsigned>(b.first[count]), kThreads, 0, stream>>>(b);
+    quantize_batch_kernel<T, F, false, Passes><<<blocks, kThreads, 0, stream>>>(b);
   }
 }
 
@@ -488,24 +481,21 @@ void launch_gemm(const Params& p, const GemmOperand& g, bool divide, cudaStream_
   }
 }
 
-bool aligned(const void* p, size_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
-
 // Checks args (naming what is wrong) and derives the kernel's parameters.
 Params params_of(const QuantizeArgs& args) {
-  const std::string shape = std::to_string(args.rows) + "x" + std::to_string(args.cols);
-  if (args.rows < 0 || args.cols < 0) throw Error("quantize_fp8: negative shape " + shape);
+  // The message's shape, built only to throw (this runs for every tensor of every call).
+  const auto shape = [&] { return std::to_string(args.rows) + "x" + std::to_string(args.cols); };
+  if (args.rows < 0 || args.cols < 0) throw Error("quantize_fp8: negative shape " + shape());
   if (args.x_type != DType::F32 && args.x_type != DType::Bf16)
     throw Error("quantize_fp8: input must be f32 or bf16, got " + std::string(name(args.x_type)));
   if (args.scale == nullptr) throw Error("quantize_fp8: scale is null (a device pointer to one float is required)");
-  if (args.x == nullptr && args.rows * args.cols > 0) throw Error("quantize_fp8: x is null for a " + shape + " input");
+  if (args.x == nullptr && args.rows * args.cols > 0)
+    throw Error("quantize_fp8: x is null for a " + shape() + " input");
   if (args.scale_inv != nullptr && args.scale_inv == args.scale)
     throw Error("quantize_fp8: scale_inv must not alias scale (blocks still read scale while it is written)");
-  if (args.epilogue.bias == nullptr && args.epilogue.y != nullptr)
-    throw Error("quantize_fp8: an epilogue output y needs the epilogue's bias");
+  check_epilogue(args.epilogue, args.gradient, "quantize_fp8");
   if ((args.epilogue.bias != nullptr || args.gradient.active()) && args.x_type != DType::F32)
     throw Error("quantize_fp8: a Linear epilogue or its gradient needs an f32 input");
-  if (args.epilogue.bias != nullptr && args.gradient.active())
-    throw Error("quantize_fp8: an epilogue and an epilogue gradient together");
 
   const size_t element = args.x_type == DType::F32 ? 4 : 2;
   return Params{args.x, args.rows, args.cols, args.scale, args.q, args.q_t, args.amax, args.scale_inv,
@@ -560,20 +550,20 @@ bool quantize_fp8_gemm_fits(int64_t k, int64_t n) {
 
 void quantize_fp8_gemm(const QuantizeArgs& x, const uint8_t* w, Fp8Format w_format, int64_t n,
                        const float* x_scale_inv, const float* w_scale_inv, float* y, cudaStream_t stream) {
-  const std::string shape = std::to_string(x.rows) + "x" + std::to_string(x.cols) + " . " + std::to_string(n) +
-                            "x" + std::to_string(x.cols);
   if (!quantize_fp8_gemm_fits(x.cols, n))
-    throw Error("quantize_fp8_gemm: " + shape + " does not fit (k a multiple of 32 up to 128, n a multiple of 8, "
-                "n k <= 4096); quantize and multiply apart");
+    throw Error("quantize_fp8_gemm: " + std::to_string(x.rows) + "x" + std::to_string(x.cols) + " . " +
+                std::to_string(n) + "x" + std::to_string(x.cols) +
+                " does not fit (k a multiple of 32 up to 128, n a multiple of 8, n k <= 4096); quantize and multiply "
+                "apart");
   if (x.x_type != DType::F32)
     throw Error("quantize_fp8_gemm: x is " + std::string(name(x.x_type)) +
                 "; it takes f32 only (quantize_fp8, then the GEMM, for bf16)");
   if (x.scale_inv != nullptr && (x_scale_inv == x.scale_inv || w_scale_inv == x.scale_inv))
     throw Error("quantize_fp8_gemm: x.scale_inv is written during the launch, while the GEMM reads its scale_invs; "
                 "pass the GEMM other pointers (e.g. the scale_inv the codes were made for, kept apart)");
-  if (w == nullptr || reinterpret_cast<uintptr_t>(w) % 4 != 0)
+  if (w == nullptr || !aligned(w, 4))
     throw Error("quantize_fp8_gemm: w must be a 4-byte aligned device pointer");
-  if (y == nullptr || reinterpret_cast<uintptr_t>(y) % 8 != 0)
+  if (y == nullptr || !aligned(y, 8))
     throw Error("quantize_fp8_gemm: y must be an 8-byte aligned device pointer");
   const auto overlaps = [&](const void* other, int64_t bytes) {
     const auto a = reinterpret_cast<uintptr_t>(y), b = reinterpret_cast<uintptr_t>(other);

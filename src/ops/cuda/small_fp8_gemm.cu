@@ -43,9 +43,9 @@ void launch(Fp8Format b_format, int64_t m, int64_t n, int64_t k, const uint8_t* 
 void small_fp8_gemm(int64_t m, int64_t n, int64_t k, const uint8_t* a, Fp8Format a_format, const uint8_t* b,
                     Fp8Format b_format, const float* a_scale_inv, const float* b_scale_inv, float* y,
                     cudaStream_t stream) {
-  const std::string shape = std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k);
-  if (m <= 0 || n <= 0 || k <= 0) throw Error("small_fp8_gemm: m, n and k must be positive, got " + shape);
-  if (m * n >= int64_t{kThreads} << 31) throw Error("small_fp8_gemm: " + shape + " has too many outputs");
+  const auto shape = [&] { return std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k); };
+  if (m <= 0 || n <= 0 || k <= 0) throw Error("small_fp8_gemm: m, n and k must be positive, got " + shape());
+  if (m * n >= int64_t{kThreads} << 31) throw Error("small_fp8_gemm: " + shape() + " has too many outputs");
   if (a == nullptr || b == nullptr || y == nullptr) throw Error("small_fp8_gemm: a, b and y must be device pointers");
   if (a_format == Fp8Format::E4M3) {
     launch<Fp8Format::E4M3>(b_format, m, n, k, a, b, a_scale_inv, b_scale_inv, y, stream);

@@ -47,8 +47,9 @@ Errors against_cpu(const ops::AttentionShape& s, uint32_t seed, uint64_t dropout
   ops::causal_attention_backward(s, q.data(), k.data(), v.data(), probs.data(), dropout ? &mask : nullptr, 0.1f, bf16,
                                  dout.data(), dq.data(), dk.data(), dv.data());
   causal_attention_forward(s, d_q.data(), d_k.data(), d_v.data(), site, bf16, d_stats.data(), d_out.data(), nullptr);
+  DeviceBuffer<uint8_t> scratch(causal_attention_backward_workspace(s));
   causal_attention_backward(s, d_q.data(), d_k.data(), d_v.data(), d_stats.data(), site, bf16, d_dout.data(),
-                            d_dq.data(), d_dk.data(), d_dv.data(), nullptr);
+                            d_dq.data(), d_dk.data(), d_dv.data(), scratch.data(), scratch.size(), nullptr);
   return {testing::relative_l2(d_out.to_host(), out), testing::relative_l2(d_dq.to_host(), dq),
           testing::relative_l2(d_dk.to_host(), dk), testing::relative_l2(d_dv.to_host(), dv)};
 }
@@ -102,10 +103,11 @@ TEST(CudaAttention, CapturedInAGraphGivesTheSameBits) {
   std::vector<std::vector<float>> outs[2];
   for (int direct = 0; direct < 2; ++direct) {
     DeviceBuffer<float> d_out(n), d_dq(n), d_dk(n), d_dv(n);
+    DeviceBuffer<uint8_t> scratch(causal_attention_backward_workspace(s));
     const auto run = [&] {
       causal_attention_forward(s, d_q.data(), d_k.data(), d_v.data(), site, true, d_stats.data(), d_out.data(), stream);
       causal_attention_backward(s, d_q.data(), d_k.data(), d_v.data(), d_stats.data(), site, true, d_dout.data(),
-                                d_dq.data(), d_dk.data(), d_dv.data(), stream);
+                                d_dq.data(), d_dk.data(), d_dv.data(), scratch.data(), scratch.size(), stream);
     };
     if (direct) {
       run();
@@ -149,8 +151,9 @@ TEST(CudaAttention, UnalignedInputsGiveTheSameBits) {
                 *dout = inputs[3].data() + offset;
     DeviceBuffer<float> d_out(n), d_dq(n), d_dk(n), d_dv(n), d_stats(s.batch * s.heads * s.seq * 2);
     causal_attention_forward(s, q, k, v, site, false, d_stats.data(), d_out.data(), nullptr);
+    DeviceBuffer<uint8_t> scratch(causal_attention_backward_workspace(s));
     causal_attention_backward(s, q, k, v, d_stats.data(), site, false, dout, d_dq.data(), d_dk.data(), d_dv.data(),
-                              nullptr);
+                              scratch.data(), scratch.size(), nullptr);
     for (DeviceBuffer<float>* b : {&d_out, &d_dq, &d_dk, &d_dv}) outs[offset].push_back(b->to_host());
   }
   for (size_t i = 0; i < outs[0].size(); ++i) EXPECT_EQ(testing::max_ulp_difference(outs[0][i], outs[1][i]), 0) << i;
@@ -165,7 +168,7 @@ TEST(CudaAttention, RejectsUnsupportedShapes) {
                Error);
   // More shared memory per block than a Hopper GPU has (its tiles of 1000 rows of 64).
   EXPECT_THROW(causal_attention_backward({1, 1000, 1, 64}, nullptr, nullptr, nullptr, nullptr, {}, false, nullptr,
-                                         nullptr, nullptr, nullptr, nullptr),
+                                         nullptr, nullptr, nullptr, nullptr, 0, nullptr),
                Error);
 }
 

@@ -6,7 +6,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cstring>
 #include <random>
 #include <vector>
 
@@ -19,9 +18,7 @@
 namespace fp8kit::cuda {
 namespace {
 
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
+using testing::same_bits;
 
 TEST(CudaEmbedding, MatchesTheCpuLayerBitForBit) {
   FP8KIT_REQUIRE_GPU();

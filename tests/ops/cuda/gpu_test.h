@@ -71,6 +71,13 @@ inline std::vector<float> random_normal(size_t n, uint32_t seed, float stddev = 
 }
 
 // ||got - want|| / ||want|| in double (0 when both are zero).
+// Whether a and b hold the same float bits (a run's result against another's).
+inline bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](float x, float y) {
+           return std::bit_cast<uint32_t>(x) == std::bit_cast<uint32_t>(y);
+         });
+}
+
 inline double relative_l2(const std::vector<float>& got, const std::vector<float>& want) {
   double diff = 0.0, norm = 0.0;
   for (size_t i = 0; i < got.size() && i < want.size(); ++i) {

@@ -11,7 +11,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <utility>
 #include <vector>
 
@@ -22,9 +21,7 @@
 namespace fp8kit::cuda {
 namespace {
 
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
+using testing::same_bits;
 
 // dgamma summed as the CPU op's loop with its multiply-add contracted: fma per row, pieces of 256.
 std::vector<float> fused_dgamma(int64_t rows, int64_t dim, const std::vector<float>& x, const std::vector<float>& mean,

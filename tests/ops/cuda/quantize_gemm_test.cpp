@@ -39,18 +39,18 @@ Result run(bool fused, const std::vector<float>& x, int64_t rows, int64_t k, Fp8
   d_w.upload(w);
   // scale, amax, scale_inv (written), the GEMM's scale_invs of x (1 / 2.5) and of w
   scalars.upload(std::vector<float>{2.5f, 0.0f, 0.0f, 0.4f, 0.75f});
-  QuantizeArgs args;
-  args.x = d_x.data();
-  args.rows = rows;
-  args.cols = k;
-  args.format = format;
-  args.scale = scalars.data();
-  args.q = codes ? q.data() : nullptr;
-  args.q_t = codes ? q_t.data() : nullptr;
-  args.amax = scalars.data() + 1;
-  args.scale_inv = scalars.data() + 2;
-  args.gradient = gradient;
-  if (!gradient.active() && bias.size() > 0) args.epilogue = {bias.data(), true, false};
+  const bool epilogue = !gradient.active() && bias.size() > 0;
+  const QuantizeArgs args{.x = d_x.data(),
+                          .rows = rows,
+                          .cols = k,
+                          .format = format,
+                          .scale = scalars.data(),
+                          .q = codes ? q.data() : nullptr,
+                          .q_t = codes ? q_t.data() : nullptr,
+                          .amax = scalars.data() + 1,
+                          .scale_inv = scalars.data() + 2,
+                          .epilogue = epilogue ? LinearEpilogue{bias.data(), true, false} : LinearEpilogue{},
+                          .gradient = gradient};
   if (fused) {
     quantize_fp8_gemm(args, d_w.data(), w_format, n, scalars.data() + 3, scalars.data() + 4, d_y.data());
   } else {

@@ -80,18 +80,17 @@ GpuResult run_gpu(const std::vector<In>& x, int64_t rows, int64_t cols, float sc
   DeviceBuffer<float> scalars(3);  // scale, amax, scale_inv
   const std::vector<float> init = {scale, 0.0f, -1.0f};
   scalars.upload(init);
-  QuantizeArgs args;
-  args.x = d_x.data() + offset;
-  args.x_type = sizeof(In) == 4 ? DType::F32 : DType::Bf16;
-  args.rows = rows;
-  args.cols = cols;
-  args.format = format;
-  args.scale = scalars.data();
-  args.divide = divide;
-  args.q = q.data() + offset % 2;  // odd offsets also misalign the outputs
-  args.q_t = q_t.data() + offset;
-  args.amax = scalars.data() + 1;
-  args.scale_inv = scalars.data() + 2;
+  const QuantizeArgs args{.x = d_x.data() + offset,
+                          .x_type = sizeof(In) == 4 ? DType::F32 : DType::Bf16,
+                          .rows = rows,
+                          .cols = cols,
+                          .format = format,
+                          .scale = scalars.data(),
+                          .divide = divide,
+                          .q = q.data() + offset % 2,  // odd offsets also misalign the outputs
+                          .q_t = q_t.data() + offset,
+                          .amax = scalars.data() + 1,
+                          .scale_inv = scalars.data() + 2};
   quantize_fp8(args, stream);
   FP8KIT_CUDA_CHECK(cudaStreamSynchronize(stream));
   const std::vector<uint8_t> all_q = q.to_host(), all_q_t = q_t.to_host();
@@ -231,27 +230,26 @@ TEST(CudaQuantize, LinearEpilogueBeforeTheCast) {
             d_bias.upload(bias);
             scalars.upload(std::vector<float>{scale, 0.0f});
             DeviceBuffer<uint8_t> q(x.size()), q_t(x.size());
-            QuantizeArgs args;
-            args.x = d_x.data();
-            args.rows = rows;
-            args.cols = cols;
-            args.scale = scalars.data();
-            args.q = q.data();
-            args.q_t = q_t.data();
-            args.amax = scalars.data() + 1;
-            args.epilogue = {d_bias.data(), relu, bf16, in_place ? d_x.data() : d_y.data()};
+            const QuantizeArgs args{.x = d_x.data(),
+                                    .rows = rows,
+                                    .cols = cols,
+                                    .scale = scalars.data(),
+                                    .q = q.data(),
+                                    .q_t = q_t.data(),
+                                    .amax = scalars.data() + 1,
+                                    .epilogue = {d_bias.data(), relu, bf16, in_place ? d_x.data() : d_y.data()}};
             if (batched) {
               // A plain tensor first, so the epilogue's tensor is not block 0 of the launch.
               DeviceBuffer<float> other(64 * 64), other_scalars(2);
               other.upload(testing::random_normal(64 * 64, 7));
               other_scalars.upload(std::vector<float>{1.0f, 0.0f});
               DeviceBuffer<uint8_t> other_q(64 * 64);
-              QuantizeArgs plain;
-              plain.x = other.data();
-              plain.rows = plain.cols = 64;
-              plain.scale = other_scalars.data();
-              plain.q = other_q.data();
-              plain.amax = other_scalars.data() + 1;
+              const QuantizeArgs plain{.x = other.data(),
+                                       .rows = 64,
+                                       .cols = 64,
+                                       .scale = other_scalars.data(),
+                                       .q = other_q.data(),
+                                       .amax = other_scalars.data() + 1};
               const QuantizeArgs both[] = {plain, args};
               quantize_fp8_batch(both);
             } else {
@@ -294,16 +292,15 @@ TEST(CudaQuantize, EpilogueGradientBeforeTheCast) {
           d_y.upload(y);
           scalars.upload(std::vector<float>{scale, 0.0f});
           DeviceBuffer<uint8_t> q(dy.size()), q_t(dy.size());
-          QuantizeArgs args;
-          args.x = d_dy.data();
-          args.rows = rows;
-          args.cols = cols;
-          args.format = Fp8Format::E5M2;
-          args.scale = scalars.data();
-          args.q = q.data();
-          args.q_t = q_t.data();
-          args.amax = scalars.data() + 1;
-          args.gradient = {relu, d_y.data(), {4, d_step.data(), 1, 0.1f, dropout}, true};
+          const QuantizeArgs args{.x = d_dy.data(),
+                                  .rows = rows,
+                                  .cols = cols,
+                                  .format = Fp8Format::E5M2,
+                                  .scale = scalars.data(),
+                                  .q = q.data(),
+                                  .q_t = q_t.data(),
+                                  .amax = scalars.data() + 1,
+                                  .gradient = {relu, d_y.data(), {4, d_step.data(), 1, 0.1f, dropout}, true}};
           if (batched) {
             const QuantizeArgs both[] = {args, args};  // the same tensor twice: the same outputs
             quantize_fp8_batch(both);
@@ -366,14 +363,13 @@ TEST(CudaQuantize, EveryFloat32BitPattern) {
     d_x.upload(bits);
     for (Fp8Format format : {Fp8Format::E4M3, Fp8Format::E5M2}) {
       scalars.upload(init);
-      QuantizeArgs args;
-      args.x = d_x.data();
-      args.rows = kRows;
-      args.cols = kCols;
-      args.format = format;
-      args.scale = scalars.data();
-      args.q = d_q.data();
-      args.amax = scalars.data() + 1;
+      const QuantizeArgs args{.x = d_x.data(),
+                              .rows = kRows,
+                              .cols = kCols,
+                              .format = format,
+                              .scale = scalars.data(),
+                              .q = d_q.data(),
+                              .amax = scalars.data() + 1};
       quantize_fp8(args);
       d_q.download(q);
       size_t chunk_bad = 0;
