@@ -10,6 +10,8 @@
 #   --epochs 3 --seed 1` on IMDB; every test (GPU and CPU); `fp8kit bench gemm`; seeds 2 and 3 as time
 #   allows (the device call has about 9 minutes). Needs data/aclImdb_v1.tar.gz (carry "data");
 #   data/imdb-vocab.txt, when there, saves learning the vocabulary.
+#   scripts/device-check.sh sanitize [regex]: every GPU test (or those matching regex) under
+#   compute-sanitizer's memcheck, racecheck and synccheck, the three side by side; each must be clean.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 begin=$(date +%s)
@@ -48,6 +50,7 @@ fi
 # The GPU targets first, so that a broken CPU test elsewhere cannot block them.
 mode=${1:-}
 targets="test_cuda fp8kit_cli"
+[ "$mode" = sanitize ] && targets="test_cuda"
 [ "$mode" = model ] && targets="$targets bench_cuda_seed_epoch bench_cuda_attention bench_cuda_linear"
 [ "$mode" = train ] && targets="all"
 if ! cmake --build $build -j16 --target $targets >"$OUT/build.log" 2>&1; then
@@ -85,6 +88,34 @@ if [ "$mode" = train ]; then
   cat "$OUT/bench-gemm.txt" >>"$summary"
   for seed in 2 3; do
     if [ $(( $(date +%s) - begin )) -lt 440 ]; then train_seed $seed; else note "seed $seed: skipped (time)"; fi
+  done
+  cat "$summary"
+  exit 0
+fi
+if [ "$mode" = sanitize ]; then
+  sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  gtest_filter=${2:+--gtest_filter=*$2*}
+  # memcheck: the tests provoke out-of-memory and invalid-device errors on purpose (and check our
+  # messages), so failed API calls are not reports; memory errors and leaks are.
+  # racecheck: cuBLASLt's Hopper kernels (nvjet_*) synchronize through mbarriers, which racecheck
+  # does not model (false WAR hazards); our own kernels are all checked. It is the slowest tool, so
+  # it runs in 4 gtest shards beside the others.
+  run_tool() {  # tool, log name, shard index or "", extra flags...
+    local tool=$1 name=$2 shard=$3; shift 3
+    GTEST_TOTAL_SHARDS=${shard:+4} GTEST_SHARD_INDEX=$shard timeout ${SANITIZE_TIMEOUT:-400} "$sanitizer" \
+      --tool $tool --error-exitcode 86 --print-limit 20 "$@" ./tests/test_cuda $gtest_filter >"$OUT/$name.log" 2>&1
+    echo $? >"$OUT/$name.rc"
+  }
+  run_tool memcheck memcheck "" --leak-check full --report-api-errors no &
+  run_tool synccheck synccheck "" &
+  for i in 0 1 2 3; do
+    run_tool racecheck racecheck-$i $i --racecheck-report all --kernel-name-exclude kns=nvjet_ &
+  done
+  wait
+  for name in memcheck synccheck racecheck-0 racecheck-1 racecheck-2 racecheck-3; do
+    log="$OUT/$name.log"
+    note "$name: exit $(cat "$OUT/$name.rc"), $(grep -m1 -E '^\[  PASSED  \]' "$log") $(grep -m1 -E '^\[  FAILED  \]' "$log") $(grep -m1 -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log")"
+    grep -m10 -E "^=========  *(Invalid|Race|Barrier|Leaked|Program hit|Error|Uninit|Potential)" "$log" | tee -a "$summary"
   done
   cat "$summary"
   exit 0
