@@ -89,6 +89,8 @@ fs::path download_imdb(const fs::path& dir) {
 fs::path find_imdb(const std::optional<fs::path>& user_path) {
   std::error_code error;
   if (user_path) {
+    FP8KIT_CHECK(!user_path->empty(), "the IMDB data path is empty: pass {} or its extracted aclImdb folder",
+                 kTarballName);
     FP8KIT_CHECK(fs::exists(*user_path, error), "IMDB data path {} does not exist: pass {} or its extracted aclImdb folder",
                  user_path->string(), kTarballName);
     return *user_path;
@@ -118,8 +120,8 @@ ImdbSplits load_imdb(const fs::path& path, const ImdbOptions& options) {
   fs::path root = path;
   std::vector<std::string> subdirs = {"aclImdb/train", "aclImdb/test"};
   if (fs::is_directory(path, error)) {
-    if (fs::is_directory(path / "train", error) && fs::is_directory(path / "test", error)) {
-      subdirs = {"train", "test"};
+    if (fs::is_directory(path / "train", error) || fs::is_directory(path / "test", error)) {
+      subdirs = {"train", "test"};  // aclImdb itself (a missing one of the two is named)
     } else if (fs::is_regular_file(path / kTarballName, error) && !fs::is_directory(path / "aclImdb", error)) {
       root = path / kTarballName;
     }

@@ -17,7 +17,7 @@ inline constexpr const char* kImdbUrl = "https://ai.stanford.edu/~amaas/data/sen
 inline constexpr const char* kImdbSha256 = "c40f74a18d3b61f90feba1e17730e0d38e8b97c05fde7008942e91923d1658fe";
 
 // Where the IMDB data is: `user_path` if given (a .tar.gz or an extracted aclImdb directory; it
-// must exist); else the first existing copy among $FP8KIT_DATA (a file, or a directory holding
+// must exist, and an empty path is an error); else the first existing copy among $FP8KIT_DATA (a file, or a directory holding
 // aclImdb_v1.tar.gz or aclImdb/), data/, and ../shared/datasets/aclImdb_v1.tar.gz, each tried
 // relative to the current directory and to the enclosing git checkout; else downloads the official
 // tarball with curl into $FP8KIT_DATA or data/ and verifies its sha256. Throws with a message

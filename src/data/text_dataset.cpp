@@ -6,13 +6,21 @@
 
 #include <archive.h>
 #include <archive_entry.h>
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#define ZLIB_CONST
+#include <zlib.h>
 
 #include <algorithm>
-#include <fstream>
+#include <cerrno>
+#include <cstring>
+#include <exception>
 #include <map>
 #include <memory>
 #include <set>
+#include <utility>
 
 namespace fp8kit::data {
 
@@ -59,11 +67,74 @@ bool wanted(const TextDatasetOptions& options, const std::string& class_name) {
          std::find(options.class_names.begin(), options.class_names.end(), class_name) != options.class_names.end();
 }
 
-std::string read_whole_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  FP8KIT_CHECK(in.good(), "cannot read {}", path.string());
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  FP8KIT_CHECK(!in.bad(), "error while reading {}", path.string());
+// What a non-regular, non-directory file is, for messages.
+std::string_view kind_of(fs::file_type type) {
+  switch (type) {
+    case fs::file_type::fifo: return "FIFO";
+    case fs::file_type::socket: return "socket";
+    case fs::file_type::block:
+    case fs::file_type::character: return "device";
+    default: return "special file";
+  }
+}
+
+// An open file descriptor, closed on destruction.
+class File {
+ public:
+  // Opens a regular file for reading; a FIFO, device or socket is refused (without blocking on it).
+  explicit File(const fs::path& path) : path_(path.string()) {
+    fd_ = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd_ < 0) fail("cannot read {}: {}", path_, std::strerror(errno));
+    struct stat info{};
+    const bool statted = ::fstat(fd_, &info) == 0;
+    const int stat_error = errno;
+    if (statted && S_ISREG(info.st_mode)) {
+      size_ = info.st_size;
+      return;
+    }
+    ::close(fd_);
+    if (!statted) fail("cannot read {}: {}", path_, std::strerror(stat_error));
+    fail("{} is not a regular file: pass a dataset folder or a .tar.gz", path_);
+  }
+  ~File() { ::close(fd_); }
+  File(const File&) = delete;
+  File& operator=(const File&) = delete;
+
+  int64_t size() const { return size_; }
+
+  // Reads up to buffer.size() bytes; 0 at the end.
+  size_t read(std::span<unsigned char> buffer) {
+    while (true) {
+      const ssize_t n = ::read(fd_, buffer.data(), buffer.size());
+      if (n >= 0) return static_cast<size_t>(n);
+      if (errno != EINTR) fail("cannot read {}: {}", path_, std::strerror(errno));
+    }
+  }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  int64_t size_ = 0;
+};
+
+[[noreturn]] void fail_too_big(const std::string& where, std::string_view file, int64_t limit) {
+  fail("{}: {} is larger than {} bytes, the most read for one text file: is this a text dataset?", where, file, limit);
+}
+
+std::string read_whole_file(const fs::path& path, const std::string& where, std::string_view relative,
+                            int64_t limit) {
+  File file(path);
+  if (file.size() > limit) fail_too_big(where, relative, limit);
+  std::string bytes(static_cast<size_t>(file.size()), '\0');
+  size_t filled = 0;
+  while (true) {  // until read() says the end: the file may have grown since fstat
+    if (filled == bytes.size()) bytes.resize(std::min<size_t>(filled * 2 + 4096, static_cast<size_t>(limit) + 1));
+    const size_t n = file.read({reinterpret_cast<unsigned char*>(bytes.data()) + filled, bytes.size() - filled});
+    if (n == 0) break;
+    filled += n;
+    if (filled > static_cast<size_t>(limit)) fail_too_big(where, relative, limit);
+  }
+  bytes.resize(filled);
   return bytes;
 }
 
@@ -81,33 +152,144 @@ void scan_directory(const fs::path& root, const std::vector<std::string>& subdir
       for (const auto& file : fs::recursive_directory_iterator(entry.path())) {
         if (!file.is_regular_file() || !has_txt_extension(file.path().filename().string())) continue;
         RawFile raw_file;
-        split_class_path(fs::relative(file.path(), base).generic_string(), &raw_file);
-        raw_file.bytes = read_whole_file(file.path());
+        const std::string relative = fs::relative(file.path(), base).generic_string();
+        split_class_path(relative, &raw_file);
+        raw_file.bytes = read_whole_file(file.path(), root.string(), relative, options.max_file_bytes);
         raw[i].files.push_back(std::move(raw_file));
       }
     }
   }
 }
 
-void scan_archive(const fs::path& archive_path, const std::vector<std::string>& subdirs,
-                  const TextDatasetOptions& options, std::vector<RawDataset>& raw) {
+// An archive's bytes, from a file or memory, as libarchive reads them. A gzip stream is decoded
+// here by zlib, which checks every member's CRC32 and length: libarchive (3.6) checks neither, and
+// stops reading at tar's end marker, so a flipped bit would load silently.
+class ArchiveStream {
+ public:
+  ArchiveStream(std::string name, File* file, std::span<const std::byte> image)
+      : name_(std::move(name)), file_(file), image_(image) {
+    if (file_) input_.resize(1 << 20);
+  }
+  ~ArchiveStream() {
+    if (gzip_) inflateEnd(&zlib_);
+  }
+  ArchiveStream(const ArchiveStream&) = delete;
+  ArchiveStream& operator=(const ArchiveStream&) = delete;
+
+  const std::string& name() const { return name_; }
+  bool gzip() const { return gzip_; }
+
+  // The next bytes of the archive (decoded if gzip), empty at the end; throws fp8kit::Error.
+  std::span<const unsigned char> read() {
+    if (!started_) start();
+    if (!gzip_) return pending_.empty() ? raw_read() : std::exchange(pending_, {});
+    while (true) {
+      if (zlib_.avail_in == 0) {
+        const auto raw = raw_read();
+        if (raw.empty()) {
+          FP8KIT_CHECK(!in_member_, "{} is truncated or corrupt: its gzip data ends early (download it again)", name_);
+          return {};
+        }
+        zlib_.next_in = raw.data();
+        zlib_.avail_in = static_cast<uInt>(raw.size());
+      }
+      if (!in_member_) {  // more bytes after a member: another member (anything else is corrupt)
+        inflateReset(&zlib_);
+        in_member_ = true;
+      }
+      zlib_.next_out = output_.data();
+      zlib_.avail_out = static_cast<uInt>(output_.size());
+      const int status = inflate(&zlib_, Z_NO_FLUSH);
+      if (status == Z_STREAM_END) {
+        in_member_ = false;
+      } else if (status != Z_OK && status != Z_BUF_ERROR) {
+        fail("{} is truncated or corrupt: gzip: {} (download it again)", name_, zlib_.msg ? zlib_.msg : zError(status));
+      }
+      const size_t n = output_.size() - zlib_.avail_out;
+      if (n > 0) return {output_.data(), n};
+    }
+  }
+
+  // Reads (and so checks) the rest of the stream, which libarchive needs not see.
+  void read_to_end() {
+    while (!read().empty()) {
+    }
+  }
+
+  // libarchive's read callback: exceptions may not cross its C frames, so they wait in `error`.
+  static la_ssize_t read_callback(archive* reader, void* self, const void** buffer) {
+    auto* stream = static_cast<ArchiveStream*>(self);
+    try {
+      const auto bytes = stream->read();
+      *buffer = bytes.data();
+      return static_cast<la_ssize_t>(bytes.size());
+    } catch (...) {
+      stream->error = std::current_exception();
+      archive_set_error(reader, EIO, "read error");
+      return -1;
+    }
+  }
+
+  std::exception_ptr error;
+
+ private:
+  void start() {
+    started_ = true;
+    pending_ = raw_read();
+    FP8KIT_CHECK(!pending_.empty(), "{} is empty: pass a dataset folder or a .tar.gz (download it again)", name_);
+    gzip_ = pending_.size() >= 2 && pending_[0] == 0x1f && pending_[1] == 0x8b;
+    if (!gzip_) return;
+    FP8KIT_CHECK(inflateInit2(&zlib_, 16 + MAX_WBITS) == Z_OK, "out of memory reading {}", name_);
+    output_.resize(1 << 20);
+    zlib_.next_in = pending_.data();
+    zlib_.avail_in = static_cast<uInt>(pending_.size());
+    pending_ = {};
+    in_member_ = true;
+  }
+
+  // The next undecoded bytes (those of a file valid until the next call).
+  std::span<const unsigned char> raw_read() {
+    if (file_) return {input_.data(), file_->read(input_)};
+    const auto bytes = image_.first(std::min(image_.size(), size_t{1} << 20));  // zlib counts in 32 bits
+    image_ = image_.subspan(bytes.size());
+    return {reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size()};
+  }
+
+  std::string name_;
+  File* file_;
+  std::span<const std::byte> image_;
+  std::vector<unsigned char> input_;
+  std::span<const unsigned char> pending_;
+  bool started_ = false;
+  bool gzip_ = false;
+  z_stream zlib_{};
+  bool in_member_ = false;
+  std::vector<unsigned char> output_;
+};
+
+void scan_archive(ArchiveStream& stream, const std::vector<std::string>& subdirs, const TextDatasetOptions& options,
+                  std::vector<RawDataset>& raw) {
   std::unique_ptr<archive, decltype(&archive_read_free)> reader(archive_read_new(), archive_read_free);
-  FP8KIT_CHECK(reader != nullptr, "out of memory opening {}", archive_path.string());
+  FP8KIT_CHECK(reader != nullptr, "out of memory opening {}", stream.name());
   archive_read_support_filter_all(reader.get());
   archive_read_support_format_all(reader.get());
-  if (archive_read_open_filename(reader.get(), archive_path.c_str(), 1 << 20) != ARCHIVE_OK) {
-    fail("cannot read {} as an archive: it is truncated or corrupt, or not a .tar.gz ({})", archive_path.string(),
-         archive_error_string(reader.get()));
-  }
-  auto corrupt = [&]() {
-    fail("{} is truncated or corrupt: {} (download it again)", archive_path.string(),
-         archive_error_string(reader.get()) ? archive_error_string(reader.get()) : "read error");
+  auto reason = [&]() -> std::string {
+    if (stream.error) std::rethrow_exception(stream.error);  // our message, not libarchive's "read error"
+    const char* text = archive_error_string(reader.get());
+    return text ? text : "read error";
   };
+  if (archive_read_open(reader.get(), &stream, nullptr, &ArchiveStream::read_callback, nullptr) != ARCHIVE_OK) {
+    const std::string why = reason();
+    if (stream.gzip()) stream.read_to_end();  // a gzip that decodes to garbage is corrupt, not no archive
+    fail("{} is not a .tar.gz or .tar archive ({})", stream.name(), why);
+  }
+  // Once a call fails (ARCHIVE_RETRY for a damaged header, FAILED, FATAL) the reader is not used again.
+  auto corrupt = [&]() { fail("{} is truncated or corrupt: {} (download it again)", stream.name(), reason()); };
   archive_entry* entry = nullptr;
   while (true) {
     const int status = archive_read_next_header(reader.get(), &entry);
     if (status == ARCHIVE_EOF) break;
-    if (status < ARCHIVE_WARN) corrupt();
+    if (status != ARCHIVE_OK && status != ARCHIVE_WARN) corrupt();
     std::string_view path = archive_entry_pathname(entry) ? archive_entry_pathname(entry) : "";
     while (path.starts_with("./")) path.remove_prefix(2);
     const bool is_dir = archive_entry_filetype(entry) == AE_IFDIR;
@@ -132,12 +314,15 @@ void scan_archive(const fs::path& archive_path, const std::vector<std::string>& 
       if (has_txt_extension(file.name) && wanted(options, file.class_name)) wanted_by.emplace_back(i, std::move(file));
     }
     if (wanted_by.empty()) {
-      if (archive_read_data_skip(reader.get()) < ARCHIVE_WARN) corrupt();
+      if (archive_read_data_skip(reader.get()) != ARCHIVE_OK) corrupt();
       continue;
     }
+    const int64_t limit = options.max_file_bytes;
     std::string bytes;
-    if (archive_entry_size_is_set(entry)) {  // a header's size is not trusted beyond 64 MiB
-      bytes.reserve(static_cast<size_t>(std::clamp<la_int64_t>(archive_entry_size(entry), 0, la_int64_t{1} << 26)));
+    if (archive_entry_size_is_set(entry)) {
+      const la_int64_t size = archive_entry_size(entry);
+      if (size > limit) fail_too_big(stream.name(), path, limit);
+      bytes.reserve(static_cast<size_t>(std::max<la_int64_t>(size, 0)));
     }
     char buffer[1 << 16];
     while (true) {
@@ -145,12 +330,14 @@ void scan_archive(const fs::path& archive_path, const std::vector<std::string>& 
       if (n == 0) break;
       if (n < 0) corrupt();
       bytes.append(buffer, static_cast<size_t>(n));
+      if (static_cast<int64_t>(bytes.size()) > limit) fail_too_big(stream.name(), path, limit);
     }
     for (auto& [i, file] : wanted_by) {
       file.bytes = bytes;
       raw[i].files.push_back(std::move(file));
     }
   }
+  stream.read_to_end();  // past tar's end marker: the rest of the gzip data, its CRC32 and length
 }
 
 TextDataset finish(RawDataset raw, const std::string& where, const TextDatasetOptions& options) {
@@ -173,6 +360,12 @@ TextDataset finish(RawDataset raw, const std::string& where, const TextDatasetOp
   std::map<std::string, int32_t> label_of;
   for (size_t i = 0; i < dataset.class_names.size(); ++i) label_of[dataset.class_names[i]] = static_cast<int32_t>(i);
   std::erase_if(raw.files, [&](const RawFile& f) { return label_of.count(f.class_name) == 0; });
+  std::vector<int64_t> files_of(dataset.class_names.size(), 0);
+  for (const auto& file : raw.files) ++files_of[label_of[file.class_name]];
+  for (size_t i = 0; i < files_of.size(); ++i) {
+    FP8KIT_CHECK(files_of[i] > 0, "{}/{} has no .txt files: every class folder needs at least one example", where,
+                 dataset.class_names[i]);
+  }
   // Keras' order: by class, then directory (os.walk roots sorted), then file name, byte-wise.
   std::sort(raw.files.begin(), raw.files.end(), [&](const RawFile& a, const RawFile& b) {
     const int32_t la = label_of[a.class_name], lb = label_of[b.class_name];
@@ -209,29 +402,57 @@ std::string normalized_subdir(std::string subdir) {
   return subdir;
 }
 
+std::vector<std::string> normalized_subdirs(const std::vector<std::string>& subdirs, const std::string& name) {
+  FP8KIT_CHECK(!subdirs.empty(), "no dataset folders requested from {}", name);
+  std::vector<std::string> out;
+  for (const auto& s : subdirs) out.push_back(normalized_subdir(s));
+  return out;
+}
+
+std::vector<TextDataset> finish_all(std::vector<RawDataset> raw, const std::string& name,
+                                    const std::vector<std::string>& subdirs, const TextDatasetOptions& options) {
+  std::vector<TextDataset> datasets;
+  for (size_t i = 0; i < subdirs.size(); ++i) {
+    const std::string where = subdirs[i].empty() ? name : name + ":" + subdirs[i];
+    FP8KIT_CHECK(raw[i].root_found, "{} has no folder {}", name, subdirs[i]);
+    datasets.push_back(finish(std::move(raw[i]), where, options));
+  }
+  return datasets;
+}
+
 }  // namespace
 
 std::vector<TextDataset> load_text_datasets(const fs::path& root, const std::vector<std::string>& subdirs_in,
                                             const TextDatasetOptions& options) {
-  FP8KIT_CHECK(!subdirs_in.empty(), "no dataset folders requested from {}", root.string());
+  const std::vector<std::string> subdirs = normalized_subdirs(subdirs_in, root.string());
   std::error_code error;
   const auto status = fs::status(root, error);
   FP8KIT_CHECK(fs::exists(status), "{} does not exist: pass a dataset directory or a .tar.gz", root.string());
-  std::vector<std::string> subdirs;
-  for (const auto& s : subdirs_in) subdirs.push_back(normalized_subdir(s));
   std::vector<RawDataset> raw(subdirs.size());
   if (fs::is_directory(status)) {
-    scan_directory(root, subdirs, options, raw);
+    try {
+      scan_directory(root, subdirs, options, raw);
+    } catch (const fs::filesystem_error& e) {
+      fail("cannot read {}: {}", e.path1().string(), e.code().message());
+    }
   } else {
-    scan_archive(root, subdirs, options, raw);
+    FP8KIT_CHECK(fs::is_regular_file(status), "{} is a {}, not a dataset folder or a .tar.gz", root.string(),
+                 kind_of(status.type()));
+    File file(root);
+    ArchiveStream stream(root.string(), &file, {});
+    scan_archive(stream, subdirs, options, raw);
   }
-  std::vector<TextDataset> datasets;
-  for (size_t i = 0; i < subdirs.size(); ++i) {
-    const std::string where = subdirs[i].empty() ? root.string() : root.string() + ":" + subdirs[i];
-    FP8KIT_CHECK(raw[i].root_found, "{} has no folder {}", root.string(), subdirs[i]);
-    datasets.push_back(finish(std::move(raw[i]), where, options));
-  }
-  return datasets;
+  return finish_all(std::move(raw), root.string(), subdirs, options);
+}
+
+std::vector<TextDataset> load_text_datasets_from_memory(std::span<const std::byte> image, const std::string& name,
+                                                        const std::vector<std::string>& subdirs_in,
+                                                        const TextDatasetOptions& options) {
+  const std::vector<std::string> subdirs = normalized_subdirs(subdirs_in, name);
+  std::vector<RawDataset> raw(subdirs.size());
+  ArchiveStream stream(name, nullptr, image);
+  scan_archive(stream, subdirs, options, raw);
+  return finish_all(std::move(raw), name, subdirs, options);
 }
 
 TextDataset load_text_dataset(const fs::path& root, const std::string& subdir, const TextDatasetOptions& options) {

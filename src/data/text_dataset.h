@@ -2,6 +2,7 @@
 // read from a directory or straight from a .tar.gz (libarchive, nothing extracted to disk).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <optional>
@@ -28,11 +29,15 @@ struct TextDatasetOptions {
   std::vector<std::string> class_names;
   bool lowercase = false;  // ASCII-only lowercasing (tf.strings.lower)
   bool warn = true;        // print a warning to stderr for invalid UTF-8 and empty files
+  int64_t max_file_bytes = int64_t{64} << 20;  // a larger .txt file is refused, not read
 };
 
 // Loads the dataset at `root`: a directory, or a .tar.gz / .tgz / .tar archive. `subdir` is the
-// dataset root inside it ("aclImdb/train"), empty for the top. Bad input (missing path, no class
-// folders, truncated archive) throws fp8kit::Error with a message saying what is wrong.
+// dataset root inside it ("aclImdb/train"), empty for the top. Bad input throws fp8kit::Error with
+// a message saying what is wrong: a missing path, a FIFO, device or socket, a file that cannot be
+// read or is no archive, a truncated or corrupt archive (a .tar.gz is read to its end, so gzip's
+// CRC32 and length are checked), no class folders, a class folder without .txt files, a .txt file
+// over max_file_bytes.
 TextDataset load_text_dataset(const std::filesystem::path& root, const std::string& subdir = "",
                               const TextDatasetOptions& options = {});
 
@@ -41,6 +46,12 @@ TextDataset load_text_dataset(const std::filesystem::path& root, const std::stri
 std::vector<TextDataset> load_text_datasets(const std::filesystem::path& root,
                                             const std::vector<std::string>& subdirs,
                                             const TextDatasetOptions& options = {});
+
+// The same from an archive's bytes in memory (a .tar.gz or .tar image), read as a file is;
+// `name` stands for the image in messages.
+std::vector<TextDataset> load_text_datasets_from_memory(std::span<const std::byte> image, const std::string& name,
+                                                        const std::vector<std::string>& subdirs,
+                                                        const TextDatasetOptions& options = {});
 
 // The examples at `indices`, in that order (class names and counters copied).
 TextDataset select(const TextDataset& dataset, std::span<const int64_t> indices);

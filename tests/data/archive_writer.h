@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -17,10 +18,10 @@ struct TreeEntry {
   std::string contents;  // file bytes
 };
 
-// Writes `entries` as a gzip-compressed ustar archive at `path`.
-inline void write_tar_gz(const std::filesystem::path& path, const std::vector<TreeEntry>& entries) {
+// Writes `entries` as a ustar archive at `path`, gzip-compressed unless `gzip` is false.
+inline void write_tar_gz(const std::filesystem::path& path, const std::vector<TreeEntry>& entries, bool gzip = true) {
   archive* a = archive_write_new();
-  archive_write_add_filter_gzip(a);
+  if (gzip) archive_write_add_filter_gzip(a);
   archive_write_set_format_pax_restricted(a);
   if (archive_write_open_filename(a, path.c_str()) != ARCHIVE_OK) throw std::runtime_error(archive_error_string(a));
   for (const auto& e : entries) {
@@ -36,6 +37,17 @@ inline void write_tar_gz(const std::filesystem::path& path, const std::vector<Tr
   }
   archive_write_close(a);
   archive_write_free(a);
+}
+
+// The bytes of the file at `path`.
+inline std::string read_bytes(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// Overwrites the file at `path` with `bytes`.
+inline void write_bytes(const std::filesystem::path& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
 }
 
 // Creates the same tree under `root`.

@@ -54,9 +54,34 @@ TEST(Imdb, LoadsSplitsFromATarballOrADirectory) {
   }
 }
 
+// The message of the fp8kit::Error that `load` throws, or "no error".
+template <typename Load>
+std::string error_of(Load&& load) {
+  try {
+    load();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+TEST(Imdb, MissingFolderIsNamed) {
+  const testing::TempDir dir("imdb_missing");
+  std::vector<testing::TreeEntry> train_only = tiny_imdb();
+  std::erase_if(train_only, [](const testing::TreeEntry& e) { return e.path.starts_with("aclImdb/test/"); });
+  testing::write_tree(dir / "extracted", train_only);
+  testing::write_tar_gz(dir / "aclImdb_v1.tar.gz", train_only);
+  EXPECT_THAT(error_of([&] { load_imdb(dir / "extracted" / "aclImdb"); }),
+              ::testing::EndsWith((dir / "extracted" / "aclImdb").string() + " has no folder test"));
+  EXPECT_THAT(error_of([&] { load_imdb(dir / "extracted"); }), ::testing::EndsWith(" has no folder aclImdb/test"));
+  EXPECT_THAT(error_of([&] { load_imdb(dir / "aclImdb_v1.tar.gz"); }), ::testing::EndsWith(" has no folder aclImdb/test"));
+}
+
 TEST(Imdb, FindImdbPrefersTheUserPathThenFp8kitData) {
   const testing::TempDir dir("imdb_find");
   EXPECT_THROW(find_imdb(dir / "missing.tar.gz"), Error);
+  // An empty path is a mistake (--data ""), not a request to download into ./data.
+  EXPECT_THAT(error_of([] { find_imdb(fs::path()); }), ::testing::HasSubstr("IMDB data path is empty"));
   EXPECT_EQ(find_imdb(dir.path()), dir.path());
   std::ofstream(dir / "aclImdb_v1.tar.gz") << "x";
   const char* old = std::getenv("FP8KIT_DATA");

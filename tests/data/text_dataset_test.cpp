@@ -8,12 +8,18 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
 namespace fp8kit::data {
 namespace {
 
 namespace fs = std::filesystem;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using testing::TreeEntry;
 
 // A small aclImdb-like layout: numeric names that sort byte-wise, an ignored class folder, a
@@ -38,6 +44,26 @@ std::vector<TreeEntry> sample_tree() {
       {"top/test/neg/0_2.txt", "Test Neg"},
       {"top/test/pos/0_10.txt", "Test Pos"},
   };
+}
+
+// The message of the fp8kit::Error that `load` throws, or "no error".
+template <typename Load>
+std::string error_of(Load&& load) {
+  try {
+    load();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+// 40 nearly identical ~9 KB files in two classes: a tarball of a few KB.
+std::vector<TreeEntry> compressible_tree() {
+  std::vector<TreeEntry> entries;
+  std::string text;
+  for (int i = 0; i < 2000; ++i) text += fmt::format("word{} ", i * 7919 % 1000);
+  for (int i = 0; i < 40; ++i) entries.push_back({fmt::format("c{}/{}.txt", i % 2, i), text + std::to_string(i)});
+  return entries;
 }
 
 void expect_sample_train(const TextDataset& d) {
@@ -101,14 +127,7 @@ TEST(TextDataset, InvalidUtf8AndEmptyFilesAreDecodedAndCounted) {
 
 TEST(TextDataset, BadInputGivesClearErrors) {
   const testing::TempDir dir("dataset_bad");
-  auto message = [](auto&& load) {
-    try {
-      load();
-    } catch (const Error& e) {
-      return std::string(e.what());
-    }
-    return std::string("no error");
-  };
+  auto message = [](auto&& load) { return error_of(load); };
   EXPECT_THAT(message([&] { load_text_dataset(dir / "missing"); }), HasSubstr("does not exist"));
 
   testing::write_tree(dir / "flat", {{"1.txt", "a"}, {"2.txt", "b"}});  // no class folders
@@ -122,17 +141,108 @@ TEST(TextDataset, BadInputGivesClearErrors) {
   EXPECT_THAT(message([&] { load_text_dataset(dir / "onlyneg", "", options); }), HasSubstr("no class folder \"pos\""));
   EXPECT_THAT(message([&] { load_text_dataset(dir.path(), "nowhere"); }), HasSubstr("has no folder nowhere"));
 
+  // A file that is no archive, an empty one and one that cannot be read each say so, not "corrupt".
   std::ofstream(dir / "junk.tar.gz") << "this is not an archive";
-  EXPECT_THAT(message([&] { load_text_dataset(dir / "junk.tar.gz"); }), ::testing::Not(HasSubstr("no error")));
+  const std::string junk = message([&] { load_text_dataset(dir / "junk.tar.gz"); });
+  EXPECT_THAT(junk, HasSubstr((dir / "junk.tar.gz").string() + " is not a .tar.gz or .tar archive"));
+  EXPECT_THAT(junk, Not(HasSubstr("corrupt")));
+  std::ofstream(dir / "empty.tar.gz").flush();
+  EXPECT_THAT(message([&] { load_text_dataset(dir / "empty.tar.gz"); }), HasSubstr("empty.tar.gz is empty"));
+  if (fs::exists("/proc/self/mem")) {  // a regular file whose first read fails (EIO), even for root
+    const std::string unreadable = message([&] { load_text_dataset("/proc/self/mem"); });
+    EXPECT_THAT(unreadable, HasSubstr("cannot read /proc/self/mem: "));
+    EXPECT_THAT(unreadable, Not(HasSubstr("corrupt")));
+  }
+  if (geteuid() != 0) {  // root reads a file whatever its mode
+    testing::write_tar_gz(dir / "private.tar.gz", {{"c/1.txt", "a"}});
+    fs::permissions(dir / "private.tar.gz", fs::perms::none);
+    EXPECT_THAT(message([&] { load_text_dataset(dir / "private.tar.gz"); }), HasSubstr("cannot read"));
+  }
+  // A directory we may not list.
+  if (geteuid() != 0) {
+    testing::write_tree(dir / "locked", {{"c/1.txt", "a"}});
+    fs::permissions(dir / "locked" / "c", fs::perms::none);
+    EXPECT_THAT(message([&] { load_text_dataset(dir / "locked"); }), HasSubstr("cannot read"));
+    fs::permissions(dir / "locked" / "c", fs::perms::owner_all);
+  }
+}
+
+TEST(TextDataset, EmptyClassFolderIsAnError) {
+  const testing::TempDir dir("dataset_empty_class");
+  // train/neg is empty, test/pos holds no .txt file.
+  const std::vector<TreeEntry> tree = {{"d/train/neg/", ""},          {"d/train/pos/1.txt", "p"},
+                                       {"d/test/neg/1.txt", "n"},     {"d/test/pos/notes.feat", "x"},
+                                       {"d/test/pos/sub/", ""}};
+  testing::write_tree(dir / "tree", tree);
+  testing::write_tar_gz(dir / "d.tar.gz", tree);
+  TextDatasetOptions options;
+  options.class_names = {"neg", "pos"};
+  for (const fs::path& root : {dir / "tree", dir / "d.tar.gz"}) {
+    const std::string where = root.string() + ":";
+    EXPECT_THAT(error_of([&] { load_text_datasets(root, {"d/train", "d/test"}, options); }),
+                HasSubstr(where + "d/train/neg has no .txt files"));
+    EXPECT_THAT(error_of([&] { load_text_dataset(root, "d/test", options); }),
+                HasSubstr(where + "d/test/pos has no .txt files"));
+    // Without a class list every folder is a class, so the same holds.
+    EXPECT_THAT(error_of([&] { load_text_dataset(root, "d/train"); }), HasSubstr("d/train/neg has no .txt files"));
+  }
+}
+
+TEST(TextDataset, NonRegularFilesAreRefused) {
+  const testing::TempDir dir("dataset_special");
+  ASSERT_EQ(mkfifo((dir / "fifo.tar.gz").c_str(), 0600), 0);
+  EXPECT_THAT(error_of([&] { load_text_dataset(dir / "fifo.tar.gz"); }), HasSubstr("fifo.tar.gz is a FIFO"));
+  EXPECT_THAT(error_of([&] { load_text_dataset("/dev/null"); }), HasSubstr("/dev/null is a device"));
+  const int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  const std::string socket_path = (dir / "sock").string();
+  ASSERT_LT(socket_path.size(), sizeof address.sun_path);
+  std::copy(socket_path.begin(), socket_path.end(), address.sun_path);
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+  EXPECT_THAT(error_of([&] { load_text_dataset(dir / "sock"); }), HasSubstr("sock is a socket"));
+  close(fd);
+}
+
+TEST(TextDataset, OversizedFilesAreRefused) {
+  const testing::TempDir dir("dataset_big");
+  const std::vector<TreeEntry> tree = {{"c/ok.txt", "fine"}, {"c/sub/big.txt", std::string(300, 'x')}};
+  testing::write_tree(dir / "tree", tree);
+  testing::write_tar_gz(dir / "d.tar.gz", tree);
+  TextDatasetOptions options;
+  options.max_file_bytes = 200;
+  for (const fs::path& root : {dir / "tree", dir / "d.tar.gz"}) {
+    const std::string message = error_of([&] { load_text_dataset(root, "", options); });
+    EXPECT_THAT(message, HasSubstr("c/sub/big.txt"));
+    EXPECT_THAT(message, HasSubstr("larger than 200 bytes"));
+    options.max_file_bytes = 300;
+    EXPECT_EQ(load_text_dataset(root, "", options).texts.size(), 2u);
+    options.max_file_bytes = 200;
+  }
+  EXPECT_EQ(TextDatasetOptions().max_file_bytes, int64_t{64} << 20);
+}
+
+TEST(TextDataset, LoadsFromAnArchiveInMemory) {
+  const testing::TempDir dir("dataset_memory");
+  testing::write_tar_gz(dir / "data.tar.gz", sample_tree());
+  const std::string bytes = testing::read_bytes(dir / "data.tar.gz");
+  const auto image = std::as_bytes(std::span(bytes));
+  TextDatasetOptions options;
+  options.class_names = {"neg", "pos"};
+  const auto both = load_text_datasets_from_memory(image, "image.tgz", {"top/train", "top/test"}, options);
+  ASSERT_EQ(both.size(), 2u);
+  expect_sample_train(both[0]);
+  EXPECT_THAT(both[1].texts, ElementsAre("Test Neg", "Test Pos"));
+  EXPECT_THAT(error_of([&] { load_text_datasets_from_memory(image.first(image.size() / 2), "image.tgz", {"top/train"}); }),
+              HasSubstr("image.tgz is truncated or corrupt"));
+  EXPECT_THAT(error_of([&] { load_text_datasets_from_memory(image, "image.tgz", {"top/none"}); }),
+              HasSubstr("image.tgz has no folder top/none"));
 }
 
 TEST(TextDataset, TruncatedTarballIsAnError) {
   const testing::TempDir dir("dataset_truncated");
-  std::vector<TreeEntry> entries;
-  std::string text;
-  for (int i = 0; i < 2000; ++i) text += "word" + std::to_string(i * 7919 % 1000) + " ";
-  for (int i = 0; i < 40; ++i) entries.push_back({"c" + std::to_string(i % 2) + "/" + std::to_string(i) + ".txt", text + std::to_string(i)});
-  testing::write_tar_gz(dir / "full.tar.gz", entries);
+  testing::write_tar_gz(dir / "full.tar.gz", compressible_tree());
   const auto size = fs::file_size(dir / "full.tar.gz");
   for (double fraction : {0.1, 0.5, 0.95}) {
     fs::copy_file(dir / "full.tar.gz", dir / "cut.tar.gz", fs::copy_options::overwrite_existing);
@@ -145,6 +255,48 @@ TEST(TextDataset, TruncatedTarballIsAnError) {
     }
   }
   EXPECT_EQ(load_text_dataset(dir / "full.tar.gz").texts.size(), 40u);
+}
+
+// One flipped bit anywhere in the gzip stream, the trailer (CRC32, length) included, is an error
+// naming the file, though tar's end marker comes before the damage's effect is seen.
+TEST(TextDataset, FlippedBitInTarballIsAnError) {
+  const testing::TempDir dir("dataset_flipped");
+  testing::write_tar_gz(dir / "full.tar.gz", compressible_tree());
+  const std::string full = testing::read_bytes(dir / "full.tar.gz");
+  std::vector<size_t> positions;
+  for (double fraction : {0.1, 0.25, 0.4, 0.6, 0.9}) positions.push_back(static_cast<size_t>(full.size() * fraction));
+  for (size_t from_end : {8, 5, 4, 1}) positions.push_back(full.size() - from_end);  // CRC32, then length
+  for (size_t position : positions) {
+    for (int bit : {0, 3, 6}) {
+      std::string bytes = full;
+      bytes[position] = static_cast<char>(bytes[position] ^ (1 << bit));
+      testing::write_bytes(dir / "flipped.tar.gz", bytes);
+      const std::string message = error_of([&] { load_text_dataset(dir / "flipped.tar.gz"); });
+      EXPECT_THAT(message, HasSubstr((dir / "flipped.tar.gz").string() + " is truncated or corrupt"))
+          << "byte " << position << " of " << full.size() << ", bit " << bit;
+      EXPECT_THAT(message, Not(HasSubstr("INTERNAL")));
+    }
+  }
+  EXPECT_EQ(load_text_dataset(dir / "full.tar.gz").texts.size(), 40u);
+}
+
+// A damaged tar header (here in an uncompressed .tar, so no gzip check catches it) is our error,
+// not libarchive's complaint about being used after a failure.
+TEST(TextDataset, DamagedTarHeaderIsAnError) {
+  const testing::TempDir dir("dataset_damaged");
+  testing::write_tar_gz(dir / "full.tar", compressible_tree(), /*gzip=*/false);
+  const std::string full = testing::read_bytes(dir / "full.tar");
+  const size_t second_header = full.find("c1/1.txt");  // the second entry's name, at its header's start
+  ASSERT_NE(second_header, std::string::npos);
+  for (size_t offset : {size_t{0}, size_t{100}, size_t{153}}) {  // name, mode, checksum (last digit)
+    std::string bytes = full;
+    bytes[second_header + offset] = static_cast<char>(bytes[second_header + offset] ^ 0x10);
+    testing::write_bytes(dir / "damaged.tar", bytes);
+    const std::string message = error_of([&] { load_text_dataset(dir / "damaged.tar"); });
+    EXPECT_THAT(message, HasSubstr((dir / "damaged.tar").string() + " is truncated or corrupt")) << offset;
+    EXPECT_THAT(message, Not(HasSubstr("INTERNAL"))) << offset;
+  }
+  EXPECT_EQ(load_text_dataset(dir / "full.tar").texts.size(), 40u);
 }
 
 TEST(TextDataset, SelectReordersExamples) {
