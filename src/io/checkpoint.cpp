@@ -67,8 +67,9 @@ Metadata load_checkpoint(const std::filesystem::path& path, std::span<const nn::
                  entry.name, dtype_name(stored->dtype));
     FP8KIT_CHECK(stored->shape == entry.shape, "checkpoint {}: tensor \"{}\" has shape [{}] but the model needs [{}]",
                  path.string(), entry.name, fmt::join(stored->shape, ", "), fmt::join(entry.shape, ", "));
-    FP8KIT_CHECK(stored->data.size() == entry.data.size_bytes(), "tensor \"{}\": its view holds {} values, its shape {}",
-                 entry.name, entry.data.size(), stored->data.size() / sizeof(float));
+    FP8KIT_CHECK(stored->data.size() == entry.data.size_bytes(),
+                 "tensor \"{}\": its view holds {} values, its shape {}", entry.name, entry.data.size(),
+                 stored->data.size() / sizeof(float));
     const auto bad = first_outside(stored->data, entry.domain);
     FP8KIT_CHECK(!bad, "checkpoint {}: tensor \"{}\" holds {} at index {}, but must be {}; the file is corrupt",
                  path.string(), entry.name, bad->second, bad->first, nn::requirement(entry.domain));

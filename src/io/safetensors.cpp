@@ -432,7 +432,8 @@ std::vector<std::byte> serialize_safetensors(const SafetensorsFile& file) {
     FP8KIT_CHECK(tensor.name != "__metadata__", "\"__metadata__\" is reserved and cannot name a tensor");
     FP8KIT_CHECK(names.insert(tensor.name).second, "two tensors are named \"{}\"; names must be unique", tensor.name);
     FP8KIT_CHECK(std::ranges::all_of(tensor.shape, [](int64_t dim) { return dim >= 0; }),
-                 "tensor \"{}\" has a negative dimension in its shape [{}]", tensor.name, fmt::join(tensor.shape, ", "));
+                 "tensor \"{}\" has a negative dimension in its shape [{}]", tensor.name,
+                 fmt::join(tensor.shape, ", "));
     const std::optional<uint64_t> count = element_count(tensor.shape);
     uint64_t expected = 0;
     FP8KIT_CHECK(count && !__builtin_mul_overflow(*count, dtype_size(tensor.dtype), &expected),

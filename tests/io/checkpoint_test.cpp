@@ -106,12 +106,14 @@ TEST_F(CheckpointTest, RefusesValuesOutsideTheirDomainAndRestoresNothing) {
   const std::vector<Case> cases{
       {"dense/kernel", 2, nan, "tensor \"dense/kernel\" holds nan at index 2, but must be finite"},
       {"dense/kernel", 5, -inf, "tensor \"dense/kernel\" holds -inf at index 5, but must be finite"},
-      {"dense/inputs_scale", 0, 0.0f, "tensor \"dense/inputs_scale\" holds 0 at index 0, but must be finite and positive"},
+      {"dense/inputs_scale", 0, 0.0f,
+       "tensor \"dense/inputs_scale\" holds 0 at index 0, but must be finite and positive"},
       {"dense/inputs_scale", 0, inf, "tensor \"dense/inputs_scale\" holds inf at index 0"},
-      {"dense/inputs_amax_history", 1, -2.0f, "tensor \"dense/inputs_amax_history\" holds -2 at index 1, but must be finite "
-                                             "and non-negative"},
+      {"dense/inputs_amax_history", 1, -2.0f,
+       "tensor \"dense/inputs_amax_history\" holds -2 at index 1, but must be finite and non-negative"},
       {"dense/inputs_amax_history", 3, nan, "tensor \"dense/inputs_amax_history\" holds nan at index 3"},
-      {"optimizer/iterations", 0, 16.5f, "tensor \"optimizer/iterations\" holds 16.5 at index 0, but must be a whole number"},
+      {"optimizer/iterations", 0, 16.5f,
+       "tensor \"optimizer/iterations\" holds 16.5 at index 0, but must be a whole number"},
       {"optimizer/iterations", 0, -1.0f, "tensor \"optimizer/iterations\" holds -1 at index 0"},
       {"optimizer/iterations", 0, nan, "tensor \"optimizer/iterations\" holds nan at index 0"},
       {"optimizer/iterations", 0, 33554432.0f, "tensor \"optimizer/iterations\" holds 33554432 at index 0"},
