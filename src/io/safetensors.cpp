@@ -409,6 +409,8 @@ MappedSafetensors::MappedSafetensors(const std::filesystem::path& path) : source
     FP8KIT_CHECK(stat_ok, "cannot read the size of {}: {}", source_, std::strerror(stat_errno));
     fail("{} is {}, not a regular file; give the path of a safetensors file", source_, file_kind(status.st_mode));
   }
+  // Our writers replace files by rename, so a mapped file is never truncated under us (which would
+  // make reading the mapping fault).
   const auto size = static_cast<size_t>(status.st_size);
   void* address = size == 0 ? nullptr : ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
   const int map_errno = errno;

@@ -72,8 +72,11 @@ void MetricsLog::forget_epochs_after(std::string_view precision, int epoch) {
   bool dropped = false;
   for (std::string line; std::getline(in, line);) {
     const nlohmann::json event = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    const bool later_epoch = event.is_object() && event.value("event", "") == "epoch" &&
-                             event.value("precision", "") == precision && event.value("epoch", 0) > epoch;
+    // Lines we did not write this way (hand-edited, other fields' types) are kept as they are.
+    const nlohmann::json number = event.is_object() ? event.value("epoch", nlohmann::json()) : nlohmann::json();
+    const bool later_epoch = number.is_number_integer() && number.get<int64_t>() > epoch &&
+                             event.value("event", nlohmann::json()) == "epoch" &&
+                             event.value("precision", nlohmann::json()) == precision;
     if (later_epoch) {
       dropped = true;
     } else {
