@@ -3,6 +3,7 @@
 #include "base/error.h"
 #include "cli/command.h"
 #include "data/imdb.h"
+#include "io/safetensors.h"
 #include "tensor/device_memory.h"
 #include "text/wordpiece_tokenizer.h"
 #include "train/metrics_log.h"
@@ -124,9 +125,14 @@ void run(const Args& args) {
   std::vector<std::string> names;
   for (nn::Precision p : precisions) names.emplace_back(nn::name(p));
   if (args.resume) {
-    const bool any = std::any_of(precisions.begin(), precisions.end(), [&](nn::Precision p) {
-      return fs::exists(train::checkpoint_path(args.out, p));
-    });
+    // A run that was killed before its first checkpoint landed leaves its metrics log or a
+    // checkpoint's temporary file: resuming it starts from the beginning. Only an --out with no
+    // trace of a run is refused (a mistyped directory).
+    const bool any = fs::exists(fs::path(args.out) / "metrics.jsonl") ||
+                     std::any_of(precisions.begin(), precisions.end(), [&](nn::Precision p) {
+                       const fs::path checkpoint = train::checkpoint_path(args.out, p);
+                       return fs::exists(checkpoint) || !io::stale_temporary_files(checkpoint).empty();
+                     });
     FP8KIT_CHECK(any, "--resume: {} holds no checkpoint-{{{}}}.safetensors to resume from", args.out,
                  fmt::join(names, ","));
   }

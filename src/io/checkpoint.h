@@ -22,12 +22,14 @@ struct MetadataRequirement {
   std::string option;  // how the user sets it, e.g. "--precision"
 };
 
-// Writes every tensor (copied from the views) and the metadata, plus "format"; replaces `path` atomically.
+// Writes every tensor (copied from the views) and the metadata, plus "format"; replaces `path`
+// atomically. Refuses (writing nothing) a value outside its entry's domain.
 void save_checkpoint(const std::filesystem::path& path, std::span<const nn::StateEntry> tensors, Metadata metadata);
 
 // Checks the requirements, then copies the checkpoint's tensors into `into`: every entry must be in
-// the file with the same shape, and the file must hold no other tensor. Nothing is written into
-// `into` unless all checks pass. Returns the metadata.
+// the file with the same shape and every value in the entry's domain (the error names the file,
+// the tensor and the first bad index and value), and the file must hold no other tensor. Nothing
+// is written into `into` unless all checks pass. Returns the metadata.
 Metadata load_checkpoint(const std::filesystem::path& path, std::span<const nn::StateEntry> into,
                          std::span<const MetadataRequirement> requirements);
 

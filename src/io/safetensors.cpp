@@ -1,9 +1,11 @@
-// safetensors reading (validate first, then copy out each tensor) and atomic writing.
+// safetensors reading (map the file read-only, validate the header against its size, then view or copy
+// out each tensor) and atomic writing.
 #include "io/safetensors.h"
 
 #include "base/error.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -13,10 +15,11 @@
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <numeric>
+#include <optional>
 #include <set>
 #include <tuple>
 
@@ -53,19 +56,102 @@ const DtypeInfo& info(Dtype dtype) {
 // Headers larger than this are rejected before allocating (the Rust reader's limit).
 constexpr uint64_t kMaxHeaderBytes = 100'000'000;
 
-// Element count of `shape`, or fails when it overflows 64 bits.
-uint64_t checked_element_count(const std::vector<int64_t>& shape, std::string_view name) {
+// Shown text longer than this (in bytes of the source) is cut, so a corrupt header cannot flood a message.
+constexpr size_t kMaxShownBytes = 200;
+
+// The length of the UTF-8 sequence starting at text[i], or 0 when it is not well-formed (overlong
+// forms, surrogates and code points past U+10FFFF included, as Rust's str::from_utf8 rejects them).
+size_t utf8_sequence_length(std::string_view text, size_t i) {
+  const auto byte = [&](size_t k) { return static_cast<unsigned char>(text[k]); };
+  const unsigned char lead = byte(i);
+  if (lead < 0x80) return 1;
+  size_t length = 0;
+  unsigned char lo = 0x80, hi = 0xBF;  // the range of the second byte
+  if (lead >= 0xC2 && lead <= 0xDF) {
+    length = 2;
+  } else if (lead >= 0xE0 && lead <= 0xEF) {
+    length = 3;
+    if (lead == 0xE0) lo = 0xA0;
+    if (lead == 0xED) hi = 0x9F;
+  } else if (lead >= 0xF0 && lead <= 0xF4) {
+    length = 4;
+    if (lead == 0xF0) lo = 0x90;
+    if (lead == 0xF4) hi = 0x8F;
+  } else {
+    return 0;
+  }
+  if (i + length > text.size() || byte(i + 1) < lo || byte(i + 1) > hi) return 0;
+  for (size_t k = 2; k < length; ++k) {
+    if (byte(i + k) < 0x80 || byte(i + k) > 0xBF) return 0;
+  }
+  return length;
+}
+
+// Offset of the first byte that does not start a well-formed UTF-8 sequence; npos when all do.
+size_t first_invalid_utf8(std::string_view text) {
+  for (size_t i = 0; i < text.size();) {
+    const size_t length = utf8_sequence_length(text, i);
+    if (length == 0) return i;
+    i += length;
+  }
+  return std::string_view::npos;
+}
+
+}  // namespace
+
+std::string printable(std::string_view text) {
+  std::string shown;
+  size_t i = 0;
+  while (i < text.size() && i < kMaxShownBytes) {
+    const size_t length = utf8_sequence_length(text, i);
+    const auto lead = static_cast<unsigned char>(text[i]);
+    if (length == 0 || lead < 0x20 || lead == 0x7F || lead == '\\') {
+      shown += lead == '\\' ? std::string("\\\\") : fmt::format("\\x{:02X}", lead);
+      ++i;
+    } else {
+      shown.append(text.substr(i, length));
+      i += length;
+    }
+  }
+  if (i < text.size()) shown += fmt::format("... ({} bytes)", text.size());
+  return shown;
+}
+
+namespace {
+
+// Element count of `shape`; nullopt when it overflows 64 bits. Dimensions must be non-negative.
+std::optional<uint64_t> element_count(const std::vector<int64_t>& shape) {
   uint64_t count = 1;
   for (int64_t dim : shape) {
-    FP8KIT_CHECK(dim >= 0, "tensor \"{}\" has a negative dimension {}", name, dim);
-    FP8KIT_CHECK(!__builtin_mul_overflow(count, static_cast<uint64_t>(dim), &count),
-                 "tensor \"{}\": the element count of its shape overflows 64 bits", name);
+    if (__builtin_mul_overflow(count, static_cast<uint64_t>(dim), &count)) return std::nullopt;
   }
   return count;
 }
 
+// Checks the header text as the reference (Rust) reader does, and stricter where it would let bytes
+// through unparsed: well-formed UTF-8 (no byte-order mark), a JSON object from the first byte, and
+// nothing after it but the spaces (0x20) that pad the header to a multiple of 8. nlohmann's parser
+// would stop at a NUL byte and ignore what follows, so NUL is refused outright.
+void check_header_text(std::string_view text, std::string_view source) {
+  const size_t bad = first_invalid_utf8(text);
+  FP8KIT_CHECK(bad == std::string_view::npos,
+               "{}: the header is not valid UTF-8 (byte \\x{:02X} at offset {}); the file is corrupt or not "
+               "safetensors", source, static_cast<unsigned char>(text[bad]), bad);
+  const size_t nul = text.find('\0');
+  FP8KIT_CHECK(nul == std::string_view::npos, "{}: the header holds a NUL byte at offset {}; the file is corrupt",
+               source, nul);
+  FP8KIT_CHECK(text.starts_with('{'), "{}: the header must be a JSON object starting with '{{' but starts with \"{}\"",
+               source, printable(text.substr(0, 16)));
+}
+
 // Parses the header JSON, rejecting a key repeated within one object (nlohmann would keep one silently).
 json parse_header_json(std::string_view text, std::string_view source) {
+  check_header_text(text, source);
+  // Trailing spaces are padding; any other byte after the object makes the JSON parse fail.
+  const std::string_view json_text = text.substr(0, text.find_last_not_of(' ') + 1);
+  FP8KIT_CHECK(json_text.ends_with('}'),
+               "{}: the header must end with the JSON object's '}}' followed only by spaces, but ends with \"{}\"",
+               source, printable(json_text.substr(json_text.size() - std::min<size_t>(json_text.size(), 16))));
   std::vector<std::set<std::string>> open_objects;
   auto reject_duplicates = [&](int /*depth*/, json::parse_event_t event, json& parsed) {
     if (event == json::parse_event_t::object_start) {
@@ -75,15 +161,15 @@ json parse_header_json(std::string_view text, std::string_view source) {
     } else if (event == json::parse_event_t::key) {
       const auto& key = parsed.get_ref<const std::string&>();
       if (!open_objects.back().insert(key).second) {
-        fail("{}: the header names \"{}\" twice; every name must be unique", source, key);
+        fail("{}: the header names \"{}\" twice; every name must be unique", source, printable(key));
       }
     }
     return true;
   };
   try {
-    return json::parse(text.begin(), text.end(), reject_duplicates);
+    return json::parse(json_text.begin(), json_text.end(), reject_duplicates);
   } catch (const json::exception& e) {
-    fail("{}: the header is not valid JSON ({})", source, e.what());
+    fail("{}: the header is not valid JSON ({})", source, printable(e.what()));
   }
 }
 
@@ -93,7 +179,7 @@ std::vector<int64_t> parse_shape(const json& shape, std::string_view name, std::
   for (const json& dim : shape) {
     FP8KIT_CHECK(dim.is_number_unsigned() && dim.get<uint64_t>() <= static_cast<uint64_t>(INT64_MAX),
                  "{}: tensor \"{}\" has a shape entry {} that is not a non-negative integer", source, name,
-                 dim.dump());
+                 printable(dim.dump()));
     dims.push_back(static_cast<int64_t>(dim.get<uint64_t>()));
   }
   return dims;
@@ -106,20 +192,21 @@ struct Entry {
   uint64_t begin, end;  // relative to the end of the header
 };
 
-Entry parse_entry(const std::string& name, const json& value, std::string_view source) {
+Entry parse_entry(const std::string& raw_name, const json& value, std::string_view source) {
+  const std::string name = printable(raw_name);  // for messages
   FP8KIT_CHECK(value.is_object(), "{}: the header entry \"{}\" is {} but must be an object with dtype, shape and "
                "data_offsets", source, name, value.type_name());
   for (const auto& [key, unused] : value.items()) {
     FP8KIT_CHECK(key == "dtype" || key == "shape" || key == "data_offsets",
                  "{}: tensor \"{}\" has an unexpected field \"{}\" (expected dtype, shape, data_offsets)", source,
-                 name, key);
+                 name, printable(key));
   }
   for (const char* key : {"dtype", "shape", "data_offsets"}) {
     FP8KIT_CHECK(value.contains(key), "{}: tensor \"{}\" has no \"{}\"", source, name, key);
   }
   const json& dtype = value["dtype"];
   FP8KIT_CHECK(dtype.is_string(), "{}: tensor \"{}\" has a \"dtype\" that is not a string", source, name);
-  Entry entry{name, Dtype::F32, parse_shape(value["shape"], name, source), 0, 0};
+  Entry entry{raw_name, Dtype::F32, parse_shape(value["shape"], name, source), 0, 0};
   try {
     entry.dtype = parse_dtype(dtype.get_ref<const std::string&>());
   } catch (const Error& e) {
@@ -129,14 +216,16 @@ Entry parse_entry(const std::string& name, const json& value, std::string_view s
   FP8KIT_CHECK(offsets.is_array() && offsets.size() == 2 && offsets[0].is_number_unsigned() &&
                    offsets[1].is_number_unsigned(),
                "{}: tensor \"{}\" has data_offsets {} but needs [begin, end] as two non-negative integers", source,
-               name, offsets.dump());
+               name, printable(offsets.dump()));
   entry.begin = offsets[0].get<uint64_t>();
   entry.end = offsets[1].get<uint64_t>();
   FP8KIT_CHECK(entry.begin <= entry.end, "{}: tensor \"{}\" has data_offsets [{}, {}] that end before they begin",
                source, name, entry.begin, entry.end);
+  const std::optional<uint64_t> count = element_count(entry.shape);
   uint64_t bytes = 0;
-  FP8KIT_CHECK(!__builtin_mul_overflow(checked_element_count(entry.shape, name), dtype_size(entry.dtype), &bytes),
-               "{}: tensor \"{}\": its byte size overflows 64 bits", source, name);
+  FP8KIT_CHECK(count && !__builtin_mul_overflow(*count, dtype_size(entry.dtype), &bytes),
+               "{}: tensor \"{}\": the byte size of its shape [{}] of {} overflows 64 bits", source, name,
+               fmt::join(entry.shape, ", "), dtype_name(entry.dtype));
   FP8KIT_CHECK(entry.end - entry.begin == bytes,
                "{}: tensor \"{}\" has data_offsets [{}, {}] ({} bytes) but its shape [{}] of {} needs {} bytes",
                source, name, entry.begin, entry.end, entry.end - entry.begin, fmt::join(entry.shape, ", "),
@@ -149,17 +238,110 @@ Metadata parse_metadata(const json& value, std::string_view source) {
                value.type_name());
   Metadata metadata;
   for (const auto& [key, item] : value.items()) {
-    FP8KIT_CHECK(item.is_string(), "{}: \"__metadata__\" value of \"{}\" must be a string, not {}", source, key,
-                 item.type_name());
+    FP8KIT_CHECK(item.is_string(), "{}: \"__metadata__\" value of \"{}\" must be a string, not {}", source,
+                 printable(key), item.type_name());
     metadata[key] = item.get<std::string>();
   }
   return metadata;
+}
+
+template <typename Tensor>
+const Tensor* find_named(const std::vector<Tensor>& tensors, std::string_view name) {
+  for (const auto& tensor : tensors) {
+    if (tensor.name == name) return &tensor;
+  }
+  return nullptr;
+}
+
+// The view's tensors copied out of the image.
+SafetensorsFile to_file(const SafetensorsView& view) {
+  SafetensorsFile file{view.metadata, {}};
+  for (const TensorView& tensor : view.tensors) {
+    file.tensors.push_back(
+        StoredTensor{tensor.name, tensor.dtype, tensor.shape, {tensor.data.begin(), tensor.data.end()}});
+  }
+  return file;
+}
+
+// "a FIFO", "a directory", ... for a refusal of a non-regular file.
+std::string_view file_kind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
 }
 
 uint64_t read_u64_le(std::span<const std::byte> bytes) {
   uint64_t value = 0;
   std::memcpy(&value, bytes.data(), sizeof(value));
   return value;
+}
+
+// The file image's metadata and tensors as views into `bytes`, everything validated: sizes are
+// checked against the image's size before any tensor byte is touched, and nothing is allocated in
+// proportion to the data.
+SafetensorsView parse_view(std::span<const std::byte> bytes, std::string_view source) {
+  FP8KIT_CHECK(bytes.size() >= 8, "{}: {} bytes is too short for a safetensors file (the header length alone is 8)",
+               source, bytes.size());
+  const uint64_t header_bytes = read_u64_le(bytes.first(8));
+  FP8KIT_CHECK(header_bytes <= bytes.size() - 8,
+               "{}: the header length {} runs past the end of the file ({} bytes after the length field); the "
+               "file is truncated or not safetensors", source, header_bytes, bytes.size() - 8);
+  FP8KIT_CHECK(header_bytes <= kMaxHeaderBytes, "{}: the header length {} exceeds the limit of {} bytes", source,
+               header_bytes, kMaxHeaderBytes);
+  const auto* header_begin = reinterpret_cast<const char*>(bytes.data() + 8);
+  const json header = parse_header_json(std::string_view(header_begin, header_bytes), source);
+  FP8KIT_CHECK(header.is_object(), "{}: the header must be a JSON object, not {}", source, header.type_name());
+
+  SafetensorsView view;
+  std::vector<Entry> entries;
+  for (const auto& [name, value] : header.items()) {
+    if (name == "__metadata__") {
+      view.metadata = parse_metadata(value, source);
+    } else {
+      entries.push_back(parse_entry(name, value, source));
+    }
+  }
+
+  // The data section must be covered exactly: sorted by offset, each tensor starts where the previous ended.
+  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+    return std::tie(a.begin, a.end, a.name) < std::tie(b.begin, b.end, b.name);
+  });
+  const uint64_t data_bytes = bytes.size() - 8 - header_bytes;
+  uint64_t covered = 0;
+  const Entry* previous = nullptr;
+  for (const Entry& entry : entries) {
+    FP8KIT_CHECK(entry.end <= data_bytes,
+                 "{}: tensor \"{}\" has data_offsets [{}, {}] that run past the end of the data ({} bytes)", source,
+                 printable(entry.name), entry.begin, entry.end, data_bytes);
+    FP8KIT_CHECK(entry.begin >= covered, "{}: tensors \"{}\" and \"{}\" overlap (bytes {}..{} and {}..{})", source,
+                 previous ? printable(previous->name) : "", printable(entry.name), previous ? previous->begin : 0,
+                 covered, entry.begin, entry.end);
+    FP8KIT_CHECK(entry.begin == covered, "{}: a gap of {} unused data bytes precedes tensor \"{}\" (at offset {})",
+                 source, entry.begin - covered, printable(entry.name), covered);
+    covered = entry.end;
+    previous = &entry;
+  }
+  FP8KIT_CHECK(covered == data_bytes, "{}: {} bytes after the last tensor belong to no tensor", source,
+               data_bytes - covered);
+
+  const std::span<const std::byte> data = bytes.subspan(8 + header_bytes);
+  for (Entry& entry : entries) {
+    view.tensors.push_back(TensorView{std::move(entry.name), entry.dtype, std::move(entry.shape),
+                                      data.subspan(entry.begin, entry.end - entry.begin)});
+  }
+  return view;
+}
+
+std::filesystem::path parent_directory(const std::filesystem::path& path) {
+  return path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
+}
+
+// write_file_atomically's temporary files for `path` are this prefix and mkstemp's six characters.
+std::string temporary_prefix(const std::filesystem::path& path) {
+  return fmt::format(".{}.tmp-", path.filename().string());
 }
 
 // Closes the descriptor and removes the temporary file unless released (on success).
@@ -184,7 +366,7 @@ Dtype parse_dtype(std::string_view name) {
   }
   std::vector<std::string_view> names;
   for (const auto& entry : kDtypes) names.push_back(entry.name);
-  fail("unknown dtype \"{}\" (supported: {})", name, fmt::join(names, " "));
+  fail("unknown dtype \"{}\" (supported: {})", printable(name), fmt::join(names, " "));
 }
 
 int64_t StoredTensor::element_count() const {
@@ -208,77 +390,41 @@ StoredTensor f32_tensor(std::string name, std::vector<int64_t> shape, std::span<
   return tensor;
 }
 
-const StoredTensor* SafetensorsFile::find(std::string_view name) const {
-  for (const auto& tensor : tensors) {
-    if (tensor.name == name) return &tensor;
-  }
-  return nullptr;
-}
+const StoredTensor* SafetensorsFile::find(std::string_view name) const { return find_named(tensors, name); }
+const TensorView* SafetensorsView::find(std::string_view name) const { return find_named(tensors, name); }
 
 SafetensorsFile parse_safetensors(std::span<const std::byte> bytes, std::string_view source) {
-  FP8KIT_CHECK(bytes.size() >= 8, "{}: {} bytes is too short for a safetensors file (the header length alone is 8)",
-               source, bytes.size());
-  const uint64_t header_bytes = read_u64_le(bytes.first(8));
-  FP8KIT_CHECK(header_bytes <= bytes.size() - 8,
-               "{}: the header length {} runs past the end of the file ({} bytes after the length field); the "
-               "file is truncated or not safetensors", source, header_bytes, bytes.size() - 8);
-  FP8KIT_CHECK(header_bytes <= kMaxHeaderBytes, "{}: the header length {} exceeds the limit of {} bytes", source,
-               header_bytes, kMaxHeaderBytes);
-  const auto* header_begin = reinterpret_cast<const char*>(bytes.data() + 8);
-  const json header = parse_header_json(std::string_view(header_begin, header_bytes), source);
-  FP8KIT_CHECK(header.is_object(), "{}: the header must be a JSON object, not {}", source, header.type_name());
-
-  SafetensorsFile file;
-  std::vector<Entry> entries;
-  for (const auto& [name, value] : header.items()) {
-    if (name == "__metadata__") {
-      file.metadata = parse_metadata(value, source);
-    } else {
-      entries.push_back(parse_entry(name, value, source));
-    }
-  }
-
-  // The data section must be covered exactly: sorted by offset, each tensor starts where the previous ended.
-  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
-    return std::tie(a.begin, a.end, a.name) < std::tie(b.begin, b.end, b.name);
-  });
-  const uint64_t data_bytes = bytes.size() - 8 - header_bytes;
-  uint64_t covered = 0;
-  const Entry* previous = nullptr;
-  for (const Entry& entry : entries) {
-    FP8KIT_CHECK(entry.end <= data_bytes,
-                 "{}: tensor \"{}\" has data_offsets [{}, {}] that run past the end of the data ({} bytes)", source,
-                 entry.name, entry.begin, entry.end, data_bytes);
-    FP8KIT_CHECK(entry.begin >= covered, "{}: tensors \"{}\" and \"{}\" overlap (bytes {}..{} and {}..{})", source,
-                 previous ? previous->name : "", entry.name, previous ? previous->begin : 0, covered, entry.begin,
-                 entry.end);
-    FP8KIT_CHECK(entry.begin == covered, "{}: a gap of {} unused data bytes precedes tensor \"{}\" (at offset {})",
-                 source, entry.begin - covered, entry.name, covered);
-    covered = entry.end;
-    previous = &entry;
-  }
-  FP8KIT_CHECK(covered == data_bytes, "{}: {} bytes after the last tensor belong to no tensor", source,
-               data_bytes - covered);
-
-  const std::byte* data = bytes.data() + 8 + header_bytes;
-  for (Entry& entry : entries) {
-    file.tensors.push_back(StoredTensor{std::move(entry.name), entry.dtype, std::move(entry.shape),
-                                        std::vector<std::byte>(data + entry.begin, data + entry.end)});
-  }
-  return file;
+  return to_file(parse_view(bytes, source));
 }
 
+MappedSafetensors::MappedSafetensors(const std::filesystem::path& path) : source_(path.string()) {
+  // O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused below, as every non-regular file is.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+  FP8KIT_CHECK(fd >= 0, "cannot open {}: {}", source_, std::strerror(errno));
+  struct stat status {};
+  const bool stat_ok = ::fstat(fd, &status) == 0;
+  const int stat_errno = errno;
+  if (!stat_ok || !S_ISREG(status.st_mode)) {
+    ::close(fd);
+    FP8KIT_CHECK(stat_ok, "cannot read the size of {}: {}", source_, std::strerror(stat_errno));
+    fail("{} is {}, not a regular file; give the path of a safetensors file", source_, file_kind(status.st_mode));
+  }
+  // Our writers replace files by rename, so a mapped file is never truncated under us (which would
+  // make reading the mapping fault).
+  const auto size = static_cast<size_t>(status.st_size);
+  void* address = size == 0 ? nullptr : ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+  const int map_errno = errno;
+  ::close(fd);  // the mapping keeps the file open
+  FP8KIT_CHECK(address != MAP_FAILED, "cannot map {} ({} bytes) into memory: {}", source_, size,
+               std::strerror(map_errno));
+  if (address != nullptr) mapping_ = {address, Unmap{size}};
+  view_ = parse_view({static_cast<const std::byte*>(address), size}, source_);
+}
+
+void MappedSafetensors::Unmap::operator()(void* address) const { ::munmap(address, size); }
+
 SafetensorsFile read_safetensors(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  FP8KIT_CHECK(in.is_open(), "cannot open {}: {}", path.string(), std::strerror(errno));
-  std::error_code error;
-  const auto size = std::filesystem::file_size(path, error);
-  FP8KIT_CHECK(!error, "cannot read the size of {}: {}", path.string(), error.message());
-  std::vector<std::byte> bytes(size);
-  in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(size));
-  FP8KIT_CHECK(in.gcount() == static_cast<std::streamsize>(size), "cannot read {} ({} of {} bytes read)",
-               path.string(), in.gcount(), size);
-  return parse_safetensors(bytes, path.string());
+  return to_file(MappedSafetensors(path).view());
 }
 
 std::vector<std::byte> serialize_safetensors(const SafetensorsFile& file) {
@@ -287,7 +433,14 @@ std::vector<std::byte> serialize_safetensors(const SafetensorsFile& file) {
   for (const auto& tensor : file.tensors) {
     FP8KIT_CHECK(tensor.name != "__metadata__", "\"__metadata__\" is reserved and cannot name a tensor");
     FP8KIT_CHECK(names.insert(tensor.name).second, "two tensors are named \"{}\"; names must be unique", tensor.name);
-    const uint64_t expected = checked_element_count(tensor.shape, tensor.name) * dtype_size(tensor.dtype);
+    FP8KIT_CHECK(std::ranges::all_of(tensor.shape, [](int64_t dim) { return dim >= 0; }),
+                 "tensor \"{}\" has a negative dimension in its shape [{}]", tensor.name,
+                 fmt::join(tensor.shape, ", "));
+    const std::optional<uint64_t> count = element_count(tensor.shape);
+    uint64_t expected = 0;
+    FP8KIT_CHECK(count && !__builtin_mul_overflow(*count, dtype_size(tensor.dtype), &expected),
+                 "tensor \"{}\": the byte size of its shape [{}] overflows 64 bits", tensor.name,
+                 fmt::join(tensor.shape, ", "));
     FP8KIT_CHECK(tensor.data.size() == expected, "tensor \"{}\" holds {} bytes but shape [{}] of {} needs {}",
                  tensor.name, tensor.data.size(), fmt::join(tensor.shape, ", "), dtype_name(tensor.dtype), expected);
     order.push_back(&tensor);
@@ -330,8 +483,8 @@ void write_safetensors(const std::filesystem::path& path, const SafetensorsFile&
 }
 
 void write_file_atomically(const std::filesystem::path& path, std::span<const std::byte> bytes) {
-  const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
-  TempFile temp{(dir / fmt::format(".{}.tmp-XXXXXX", path.filename().string())).string()};
+  const std::filesystem::path dir = parent_directory(path);
+  TempFile temp{(dir / (temporary_prefix(path) + "XXXXXX")).string()};
   temp.fd = ::mkstemp(temp.path.data());
   if (temp.fd < 0) {
     temp.keep = true;  // nothing was created
@@ -358,6 +511,30 @@ void write_file_atomically(const std::filesystem::path& path, std::span<const st
     ::fsync(dir_fd);
     ::close(dir_fd);
   }
+}
+
+std::vector<std::filesystem::path> stale_temporary_files(const std::filesystem::path& path) {
+  const std::string prefix = temporary_prefix(path);
+  std::vector<std::filesystem::path> found;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(parent_directory(path), error)) {
+    const std::string name = entry.path().filename().string();
+    const bool ours = name.size() == prefix.size() + 6 && name.starts_with(prefix) &&
+                      std::all_of(name.begin() + prefix.size(), name.end(),
+                                  [](char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; });
+    std::error_code ignored;
+    if (ours && entry.is_regular_file(ignored) && !entry.is_symlink(ignored)) found.push_back(entry.path());
+  }
+  return found;  // a directory that cannot be listed holds none we could remove
+}
+
+size_t remove_stale_temporary_files(const std::filesystem::path& path) {
+  size_t removed = 0;
+  for (const std::filesystem::path& stale : stale_temporary_files(path)) {
+    std::error_code error;
+    removed += std::filesystem::remove(stale, error);
+  }
+  return removed;
 }
 
 }  // namespace fp8kit::io

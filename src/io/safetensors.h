@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -45,9 +46,51 @@ struct SafetensorsFile {
   const StoredTensor* find(std::string_view name) const;
 };
 
+// A tensor's header entry and its bytes inside a file image (or mapping) that outlives the view.
+struct TensorView {
+  std::string name;
+  Dtype dtype = Dtype::F32;
+  std::vector<int64_t> shape;
+  std::span<const std::byte> data;
+};
+
+struct SafetensorsView {
+  Metadata metadata;
+  std::vector<TensorView> tensors;  // in file order (ascending data offset)
+
+  // nullptr when absent.
+  const TensorView* find(std::string_view name) const;
+};
+
+// A safetensors file mapped read-only, never read into memory whole: the 8-byte length and the
+// header are checked against the file's size before any tensor byte is touched. Only regular files
+// are opened (a FIFO, device or directory is refused at once, never waited on). Views live as long
+// as this object.
+class MappedSafetensors {
+ public:
+  explicit MappedSafetensors(const std::filesystem::path& path);
+
+  const SafetensorsView& view() const { return view_; }
+  const std::string& source() const { return source_; }  // the path, for messages
+
+ private:
+  struct Unmap {
+    size_t size;
+    void operator()(void* address) const;
+  };
+  std::string source_;
+  std::unique_ptr<void, Unmap> mapping_;
+  SafetensorsView view_;
+};
+
 // Parses a whole file image. Throws fp8kit::Error naming the problem (and `source`, e.g. the path).
 SafetensorsFile parse_safetensors(std::span<const std::byte> bytes, std::string_view source = "safetensors data");
+// Maps the file (as MappedSafetensors) and copies its tensors out.
 SafetensorsFile read_safetensors(const std::filesystem::path& path);
+
+// `text` (header-derived: a name, a key, a value) made safe to print in a message: control bytes,
+// backslashes and bytes that are not well-formed UTF-8 escaped as \xNN (\\), and cut after 200 bytes.
+std::string printable(std::string_view text);
 
 // The file image: tensors ordered by dtype size (largest first) then name, so each tensor's data
 // starts aligned to its element size; the header is space-padded to a multiple of 8 bytes, as the
@@ -58,7 +101,14 @@ std::vector<std::byte> serialize_safetensors(const SafetensorsFile& file);
 // directory. A crash leaves either the old file or the new one, never a partial file.
 void write_safetensors(const std::filesystem::path& path, const SafetensorsFile& file);
 
-// Writes `bytes` to `path` with the same atomic replace.
+// Writes `bytes` to `path` with the same atomic replace. The temporary file is named
+// ".<file name>.tmp-XXXXXX" (mkstemp's six characters) beside `path`.
 void write_file_atomically(const std::filesystem::path& path, std::span<const std::byte> bytes);
+
+// The temporary files of write_file_atomically(path) that a kill mid-write left behind: regular
+// files named exactly ".<file name>.tmp-" and six letters or digits, in path's directory.
+std::vector<std::filesystem::path> stale_temporary_files(const std::filesystem::path& path);
+// Removes them (nothing else); returns how many. No writer of `path` may be running.
+size_t remove_stale_temporary_files(const std::filesystem::path& path);
 
 }  // namespace fp8kit::io

@@ -168,9 +168,10 @@ std::vector<StateEntry> Linear::fp8_state() {
   std::vector<StateEntry> entries;
   auto add = [&](const char* what, ScalingState& s) {
     float& scale = keras ? s.keras_multiplier : s.scale;
-    entries.push_back({path_ + "/" + what + "_scale", {}, std::span<float>(&scale, 1)});
+    entries.push_back({path_ + "/" + what + "_scale", {}, std::span<float>(&scale, 1), Domain::Positive});
     auto history = s.amax_history.values();
-    entries.push_back({path_ + "/" + what + "_amax_history", {static_cast<int64_t>(history.size())}, history});
+    entries.push_back(
+        {path_ + "/" + what + "_amax_history", {static_cast<int64_t>(history.size())}, history, Domain::NonNegative});
   };
   add("inputs", scaling_.inputs);
   add("kernel", scaling_.kernel);

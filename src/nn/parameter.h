@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace fp8kit::nn {
@@ -20,12 +21,26 @@ struct Parameter {
   int64_t numel() const { return static_cast<int64_t>(value.size()); }
 };
 
+// The values a state entry can hold by its meaning; checkpoints holding any other are refused.
+enum class Domain {
+  Finite,       // weights, Adam's first moment
+  NonNegative,  // finite and >= 0: Adam's second moment, amax histories
+  Positive,     // finite and > 0: FP8 scales
+  Count,        // a whole number in [0, 2^24] (exact in float32): Adam's iterations
+};
+
+// What `domain` requires, for messages: "finite", "finite and non-negative", ...
+std::string_view requirement(Domain domain);
+// Whether `value` lies in `domain`.
+bool in_domain(float value, Domain domain);
+
 // A named, non-owning float32 view; shape {} is a scalar. Valid while its owner lives and is not
 // reconfigured (e.g. SeedClassifier::set_precision invalidates FP8 state views).
 struct StateEntry {
   std::string name;
   std::vector<int64_t> shape;
   std::span<float> data;
+  Domain domain = Domain::Finite;
 };
 
 // Product of the dims (1 for a scalar).

@@ -81,9 +81,9 @@ std::vector<nn::StateEntry> Adam::state() {
   std::vector<nn::StateEntry> entries;
   for (size_t p = 0; p < parameters_.size(); ++p) {
     entries.push_back({parameters_[p]->name + "/m", parameters_[p]->shape, m_[p]});
-    entries.push_back({parameters_[p]->name + "/v", parameters_[p]->shape, v_[p]});
+    entries.push_back({parameters_[p]->name + "/v", parameters_[p]->shape, v_[p], nn::Domain::NonNegative});
   }
-  entries.push_back({"iterations", {}, iterations_});
+  entries.push_back({"iterations", {}, iterations_, nn::Domain::Count});
   return entries;
 }
 

@@ -27,8 +27,9 @@ class Adam {
   int64_t iterations() const { return static_cast<int64_t>(iterations_[0]); }
   const AdamOptions& options() const { return options_; }
 
-  // "<param name>/m" and "<param name>/v" per parameter (parameter shape), then "iterations"
-  // (shape {}, stored as float: exact up to 2^24 steps). Writable views, for checkpoint restore.
+  // "<param name>/m" and "<param name>/v" per parameter (parameter shape; v non-negative), then
+  // "iterations" (shape {}, stored as float: exact up to 2^24 steps, a Domain::Count). Writable
+  // views, for checkpoint restore.
   std::vector<nn::StateEntry> state();
 
  private:

@@ -1,25 +1,91 @@
-// JSON-lines metrics log.
+// JSON-lines metrics log on a POSIX descriptor (O_APPEND, fsync per event).
 #include "train/metrics_log.h"
 
 #include "base/error.h"
+#include "io/safetensors.h"
+
+#include <fcntl.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 
 namespace fp8kit::train {
 
+namespace {
+
+std::string read_file(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  FP8KIT_CHECK(in.is_open(), "cannot read the metrics log {}: {}", path.string(), std::strerror(errno));
+  std::ostringstream text;
+  text << in.rdbuf();
+  return std::move(text).str();
+}
+
+}  // namespace
+
 MetricsLog::MetricsLog(const std::filesystem::path& path, bool append) : path_(path) {
   if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path());
-  out_.open(path, append ? std::ios::app : std::ios::trunc);
-  FP8KIT_CHECK(out_.is_open(), "cannot open the metrics log {}: {}", path.string(), std::strerror(errno));
+  io::remove_stale_temporary_files(path_);
+  open(append);
+  if (!append) return;
+  const off_t size = ::lseek(fd_, 0, SEEK_END);
+  FP8KIT_CHECK(size >= 0, "cannot read the metrics log {}: {}", path_.string(), std::strerror(errno));
+  if (size == 0) return;
+  const std::string text = read_file(path_);
+  if (text.ends_with('\n')) return;
+  const size_t keep = text.rfind('\n') == std::string::npos ? 0 : text.rfind('\n') + 1;
+  FP8KIT_CHECK(::ftruncate(fd_, static_cast<off_t>(keep)) == 0 && ::fsync(fd_) == 0,
+               "cannot drop the unfinished last line of the metrics log {}: {}", path_.string(), std::strerror(errno));
+}
+
+MetricsLog::~MetricsLog() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void MetricsLog::open(bool append) {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (append ? 0 : O_TRUNC), 0644);
+  FP8KIT_CHECK(fd_ >= 0, "cannot open the metrics log {}: {}", path_.string(), std::strerror(errno));
 }
 
 void MetricsLog::write(const nlohmann::json& event) {
   FP8KIT_CHECK(event.is_object(), "a metrics event must be a JSON object, not {}", event.type_name());
   // NaN and inf are not JSON; dump() writes them as null, which readers accept.
-  out_ << event.dump() << '\n';
-  out_.flush();
-  FP8KIT_CHECK(out_.good(), "cannot write the metrics log {}", path_.string());
+  const std::string line = event.dump() + '\n';
+  size_t written = 0;
+  while (written < line.size()) {
+    const ssize_t n = ::write(fd_, line.data() + written, line.size() - written);
+    if (n < 0 && errno == EINTR) continue;
+    FP8KIT_CHECK(n > 0, "cannot write the metrics log {}: {}", path_.string(), std::strerror(errno));
+    written += static_cast<size_t>(n);
+  }
+  FP8KIT_CHECK(::fsync(fd_) == 0, "cannot flush the metrics log {} to disk: {}", path_.string(),
+               std::strerror(errno));
+}
+
+void MetricsLog::forget_epochs_after(std::string_view precision, int epoch) {
+  std::istringstream in(read_file(path_));
+  std::string kept;
+  bool dropped = false;
+  for (std::string line; std::getline(in, line);) {
+    const nlohmann::json event = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    // Lines we did not write this way (hand-edited, other fields' types) are kept as they are.
+    const nlohmann::json number = event.is_object() ? event.value("epoch", nlohmann::json()) : nlohmann::json();
+    const bool later_epoch = number.is_number_integer() && number.get<int64_t>() > epoch &&
+                             event.value("event", nlohmann::json()) == "epoch" &&
+                             event.value("precision", nlohmann::json()) == precision;
+    if (later_epoch) {
+      dropped = true;
+    } else {
+      kept += line + '\n';
+    }
+  }
+  if (!dropped) return;
+  io::write_file_atomically(path_, std::as_bytes(std::span(kept)));
+  open(/*append=*/true);  // the old descriptor still points at the replaced file
 }
 
 }  // namespace fp8kit::train

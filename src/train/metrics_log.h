@@ -1,27 +1,39 @@
 // Training metrics as JSON lines: one object per event (an epoch's losses and accuracies, a test
-// evaluation), flushed as written so a crashed or interrupted run keeps every finished event.
+// evaluation), written through to disk (fsync) as written so a crashed or killed run keeps every
+// finished event, and repaired on resume to agree with the checkpoints.
 #pragma once
 
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
-#include <fstream>
+#include <string_view>
 
 namespace fp8kit::train {
 
 class MetricsLog {
  public:
-  // Creates the parent directory if needed; append=false starts the file afresh.
+  // Creates the parent directory if needed; append=false starts the file afresh. When appending, a
+  // last line without its newline (a write cut short by a kill) is dropped, and temporary files a
+  // killed forget_epochs_after left beside the log are removed.
   MetricsLog(const std::filesystem::path& path, bool append);
+  ~MetricsLog();
+  MetricsLog(const MetricsLog&) = delete;
+  MetricsLog& operator=(const MetricsLog&) = delete;
 
-  // Writes `event` (a JSON object) as one line.
+  // Writes `event` (a JSON object) as one line and syncs it to disk before returning.
   void write(const nlohmann::json& event);
+
+  // Removes the "epoch" events of `precision` numbered after `epoch` (those of epochs whose
+  // checkpoint never landed, see train()); the file is replaced atomically, and only when one goes.
+  void forget_epochs_after(std::string_view precision, int epoch);
 
   const std::filesystem::path& path() const { return path_; }
 
  private:
+  void open(bool append);
+
   std::filesystem::path path_;
-  std::ofstream out_;
+  int fd_ = -1;
 };
 
 }  // namespace fp8kit::train

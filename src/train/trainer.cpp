@@ -6,6 +6,7 @@
 #include "base/version.h"
 #include "data/batcher.h"
 #include "io/checkpoint.h"
+#include "io/safetensors.h"
 #include "numerics/format.h"
 #include "train/progress.h"
 
@@ -55,7 +56,7 @@ std::vector<io::MetadataRequirement> run_identity(const TrainOptions& options, i
 std::vector<nn::StateEntry> checkpoint_entries(models::SeedClassifier& model, optim::Adam& adam) {
   std::vector<nn::StateEntry> entries;
   for (nn::Parameter* p : model.parameters()) entries.push_back({p->name, p->shape, p->value});
-  for (const nn::StateEntry& e : adam.state()) entries.push_back({"optimizer/" + e.name, e.shape, e.data});
+  for (const nn::StateEntry& e : adam.state()) entries.push_back({"optimizer/" + e.name, e.shape, e.data, e.domain});
   for (const nn::StateEntry& e : model.fp8_state()) entries.push_back(e);
   return entries;
 }
@@ -103,11 +104,32 @@ void print_fp8_state(std::FILE* out, models::SeedClassifier& model, std::string_
   }
 }
 
-bool all_finite(models::SeedClassifier& model) {
-  for (const nn::Parameter* p : model.parameters()) {
-    if (!std::all_of(p->value.begin(), p->value.end(), [](float v) { return std::isfinite(v); })) return false;
+// Why the state cannot be checkpointed (the first value outside its entry's domain), or "" when it can.
+std::string invalid_state(std::span<const nn::StateEntry> entries) {
+  for (const nn::StateEntry& e : entries) {
+    const auto bad = std::find_if(e.data.begin(), e.data.end(), [&](float v) { return !nn::in_domain(v, e.domain); });
+    if (bad != e.data.end()) {
+      return fmt::format("\"{}\" became {} at index {} (it must be {})", e.name, *bad, bad - e.data.begin(),
+                         nn::requirement(e.domain));
+    }
   }
-  return true;
+  return "";
+}
+
+// The epoch count a checkpoint records, which must be a whole number in [0, epochs].
+int parse_epoch(const io::Metadata& metadata, const std::filesystem::path& checkpoint, int epochs) {
+  const auto found = metadata.find("epoch");
+  FP8KIT_CHECK(found != metadata.end(), "checkpoint {} does not record the number of epochs it was trained for",
+               checkpoint.string());
+  const std::string& text = found->second;
+  int epoch = -1;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), epoch);
+  FP8KIT_CHECK(!text.empty() && error == std::errc() && end == text.data() + text.size() && epoch >= 0,
+               "checkpoint {} records epoch \"{}\", which is not a whole number of epochs; the file is corrupt",
+               checkpoint.string(), io::printable(text));
+  FP8KIT_CHECK(epoch <= epochs, "checkpoint {} was saved after epoch {}, beyond --epochs {}", checkpoint.string(),
+               epoch, epochs);
+  return epoch;
 }
 
 std::string last_good(const std::optional<std::filesystem::path>& checkpoint) {
@@ -178,16 +200,15 @@ TrainResult train(const TrainOptions& options, const TokenDataset& train_data, c
   int start_epoch = 0;
   const std::filesystem::path checkpoint = options.out.empty() ? "" : checkpoint_path(options.out, options.precision);
   FP8KIT_CHECK(!options.resume || !options.out.empty(), "--resume needs --out, the directory holding the checkpoint");
-  if (options.resume && !std::filesystem::exists(checkpoint)) {
+  // A run killed while writing a checkpoint leaves its temporary file; no writer of ours is running now.
+  if (!checkpoint.empty()) io::remove_stale_temporary_files(checkpoint);
+  const bool has_checkpoint = options.resume && std::filesystem::symlink_status(checkpoint).type() !=
+                                                    std::filesystem::file_type::not_found;
+  if (options.resume && !has_checkpoint) {
     if (out) fmt::print(out, "No checkpoint {} yet: {} starts from the beginning\n", checkpoint.string(), precision);
   } else if (options.resume) {
     const io::Metadata metadata = io::load_checkpoint(checkpoint, checkpoint_entries(model, adam), identity);
-    const auto epoch_text = metadata.find("epoch");
-    const char* end = epoch_text == metadata.end() ? nullptr : epoch_text->second.data() + epoch_text->second.size();
-    FP8KIT_CHECK(end && std::from_chars(epoch_text->second.data(), end, start_epoch).ptr == end && start_epoch >= 0,
-                 "checkpoint {} does not record the number of epochs it was trained for", checkpoint.string());
-    FP8KIT_CHECK(start_epoch <= options.epochs, "checkpoint {} was saved after epoch {}, beyond --epochs {}",
-                 checkpoint.string(), start_epoch, options.epochs);
+    start_epoch = parse_epoch(metadata, checkpoint, options.epochs);
     FP8KIT_CHECK(adam.iterations() == start_epoch * steps_per_epoch,
                  "checkpoint {} records epoch {} but its optimizer made {} steps, not {}", checkpoint.string(),
                  start_epoch, adam.iterations(), start_epoch * steps_per_epoch);
@@ -195,6 +216,8 @@ TrainResult train(const TrainOptions& options, const TokenDataset& train_data, c
     device->push();
     if (out) fmt::print(out, "Resumed {} from {} after epoch {}\n", precision, checkpoint.string(), start_epoch);
   }
+  // Lines of epochs after the checkpoint's were written by a run killed before their checkpoint landed.
+  if (options.resume && options.metrics) options.metrics->forget_epochs_after(precision, start_epoch);
   if (options.inspect_fp8) print_fp8_state(out, model, "before training");
 
   std::vector<int32_t> batch_tokens;
@@ -235,21 +258,10 @@ TrainResult train(const TrainOptions& options, const TokenDataset& train_data, c
     EpochSummary summary{epoch + 1, loss_sum / seen, static_cast<double>(correct) / seen, std::nullopt,
                          std::chrono::duration<double>(std::chrono::steady_clock::now() - epoch_start).count()};
     device->pull();
-    FP8KIT_CHECK(all_finite(model), "weights became non-finite during epoch {} ({} precision); {}", epoch + 1,
-                 precision, last_good(result.checkpoint));
+    const std::string invalid = invalid_state(checkpoint_entries(model, adam));
+    FP8KIT_CHECK(invalid.empty(), "{} during epoch {} ({} precision); {}", invalid, epoch + 1, precision,
+                 last_good(result.checkpoint));
     if (validation) summary.validation = evaluate_with(*device, *validation, options.batch_size, options.model);
-
-    if (!checkpoint.empty()) {
-      io::Metadata metadata;
-      for (const auto& requirement : identity) metadata[requirement.key] = requirement.value;
-      metadata["epoch"] = std::to_string(epoch + 1);
-      metadata["step"] = std::to_string(adam.iterations());
-      metadata["data_order"] = "data::epoch_order(train_examples, seed, epoch), batches of batch_size in order";
-      metadata["fp8kit_version"] = kVersion;
-      std::filesystem::create_directories(options.out);
-      io::save_checkpoint(checkpoint, checkpoint_entries(model, adam), metadata);
-      result.checkpoint = checkpoint;
-    }
 
     std::vector<Metric> final{{"accuracy", summary.accuracy}, {"loss", summary.loss}};
     nlohmann::json event = {{"event", "epoch"},         {"precision", precision},     {"epoch", epoch + 1},
@@ -261,7 +273,23 @@ TrainResult train(const TrainOptions& options, const TokenDataset& train_data, c
       event.update(evaluation_json(*summary.validation, "val_"));
     }
     bar.finish(final);
+    // The log stays consistent with the checkpoint under a kill at any instant: the epoch's line is on
+    // disk (written and synced) before its checkpoint is renamed into place, so a checkpoint of epoch N
+    // never exists without the line of epoch N. A kill between the two leaves a line whose epoch the
+    // checkpoint lacks; resume forgets such lines (forget_epochs_after) and trains those epochs again,
+    // writing their lines anew. A line cut short by a kill is dropped when the log is reopened.
     if (options.metrics) options.metrics->write(event);
+    if (!checkpoint.empty()) {
+      io::Metadata metadata;
+      for (const auto& requirement : identity) metadata[requirement.key] = requirement.value;
+      metadata["epoch"] = std::to_string(epoch + 1);
+      metadata["step"] = std::to_string(adam.iterations());
+      metadata["data_order"] = "data::epoch_order(train_examples, seed, epoch), batches of batch_size in order";
+      metadata["fp8kit_version"] = kVersion;
+      std::filesystem::create_directories(options.out);
+      io::save_checkpoint(checkpoint, checkpoint_entries(model, adam), metadata);
+      result.checkpoint = checkpoint;
+    }
     result.epochs.push_back(summary);
   }
 

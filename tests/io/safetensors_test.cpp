@@ -12,10 +12,13 @@
 #include <filesystem>
 #include <fstream>
 
+#include <sys/stat.h>
+
 namespace fp8kit::io {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 std::vector<std::byte> to_bytes(std::string_view text) {
   std::vector<std::byte> bytes(text.size());
@@ -37,6 +40,15 @@ std::vector<std::byte> make_file(std::string_view header, size_t data_bytes, uin
 std::string parse_error(const std::vector<std::byte>& bytes) {
   try {
     parse_safetensors(bytes, "test.safetensors");
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(accepted)";
+}
+
+std::string read_error(const std::filesystem::path& path) {
+  try {
+    read_safetensors(path);
   } catch (const Error& e) {
     return e.what();
   }
@@ -138,10 +150,66 @@ TEST(Safetensors, RejectsTruncatedFilesAndHeaderLengthsBeyondTheFile) {
 }
 
 TEST(Safetensors, RejectsInvalidJson) {
-  EXPECT_THAT(parse_error(make_file(R"({"a": )", 0)), HasSubstr("not valid JSON"));
-  EXPECT_THAT(parse_error(make_file("", 0)), HasSubstr("not valid JSON"));
-  EXPECT_THAT(parse_error(make_file("{\"\xff\": 1}", 0)), HasSubstr("not valid JSON"));
-  EXPECT_THAT(parse_error(make_file("[1, 2]", 0)), HasSubstr("must be a JSON object"));
+  EXPECT_THAT(parse_error(make_file(R"({"a": })", 0)), HasSubstr("not valid JSON"));
+  EXPECT_THAT(parse_error(make_file("", 0)), HasSubstr("must be a JSON object starting with '{'"));
+  EXPECT_THAT(parse_error(make_file("{\"\xff\": 1}", 0)), HasSubstr("not valid UTF-8 (byte \\xFF at offset 2)"));
+  EXPECT_THAT(parse_error(make_file("[1, 2]", 0)), HasSubstr("must be a JSON object starting with '{'"));
+}
+
+// As strict as the reference (Rust) reader: UTF-8, '{' first, and only space padding after the object.
+TEST(Safetensors, RejectsHeadersTheReferenceReaderRejects) {
+  const std::string object = R"({"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}})";
+  EXPECT_EQ(parse_error(make_file(object + "     ", 1)), "(accepted)");
+  EXPECT_THAT(parse_error(make_file("\xEF\xBB\xBF" + object, 1)), HasSubstr("starting with '{'"));
+  EXPECT_THAT(parse_error(make_file(" " + object, 1)), HasSubstr("starting with '{'"));
+  EXPECT_THAT(parse_error(make_file(object + std::string("\0\0", 2), 1)), HasSubstr("NUL byte at offset 53"));
+  EXPECT_THAT(parse_error(make_file(object + std::string("\0junk", 5), 1)), HasSubstr("NUL byte"));
+  EXPECT_THAT(parse_error(make_file(object + " x", 1)), HasSubstr("followed only by spaces"));
+  EXPECT_THAT(parse_error(make_file(object + "\n", 1)), HasSubstr("followed only by spaces"));
+  EXPECT_THAT(parse_error(make_file(object + "{}", 1)), HasSubstr("not valid JSON"));
+  // Surrogates and overlong forms are not UTF-8 either.
+  EXPECT_THAT(parse_error(make_file("{\"\xED\xA0\x80\": 1}", 0)), HasSubstr("not valid UTF-8"));
+  EXPECT_THAT(parse_error(make_file("{\"\xC0\xAF\": 1}", 0)), HasSubstr("not valid UTF-8"));
+  EXPECT_EQ(parse_error(make_file(R"({"\u00e9\u4e2d":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}})", 1)),
+            "(accepted)");
+}
+
+// Header text echoed in a message is escaped and cut short: a corrupt file cannot put raw bytes or
+// megabytes into the one-line error.
+TEST(Safetensors, EscapesAndCapsHeaderTextInMessages) {
+  const std::string message =
+      parse_error(make_file(R"({"a":{"dtype":"\u0001\u007f\\)" + std::string(5000, 'Z') +
+                                R"(","shape":[1],"data_offsets":[0,1]}})", 1));
+  EXPECT_THAT(message, HasSubstr("unknown dtype \"\\x01\\x7F\\\\ZZZ"));
+  EXPECT_THAT(message, HasSubstr("... (5003 bytes)"));
+  EXPECT_LT(message.size(), 700u);
+  EXPECT_EQ(printable("caf\xC3\xA9 \xFF\n"), "caf\xC3\xA9 \\xFF\\x0A");
+  // nlohmann's own message quotes what it read last; it is escaped too.
+  EXPECT_THAT(parse_error(make_file("{\"a\x01\": 1}", 0)), Not(HasSubstr("\x01")));
+}
+
+TEST(Safetensors, ReadsOnlyRegularFilesAndNeverWaitsOnAFifo) {
+  const testing::TempDir dir("safetensors");
+  const auto fifo = dir.path() / "fifo.safetensors";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_THAT(read_error(fifo), HasSubstr(fifo.string() + " is a FIFO, not a regular file"));
+  EXPECT_THAT(read_error(dir.path()), HasSubstr(dir.path().string() + " is a directory, not a regular file"));
+  EXPECT_THAT(read_error("/dev/zero"), HasSubstr("/dev/zero is a character device, not a regular file"));
+  const auto empty = dir.path() / "empty.safetensors";
+  std::ofstream(empty).close();
+  EXPECT_THAT(read_error(empty), HasSubstr(empty.string() + ": 0 bytes is too short"));
+}
+
+// The header is checked against the file's size before anything is read in proportion to the file:
+// a huge sparse file is refused at once, not read into memory.
+TEST(Safetensors, RefusesAHugeSparseFileWithoutReadingIt) {
+  const testing::TempDir dir("safetensors");
+  const auto path = dir.path() / "huge.safetensors";
+  std::ofstream(path).close();
+  std::error_code error;
+  std::filesystem::resize_file(path, uint64_t{1} << 40, error);  // 1 TiB of holes
+  if (error) GTEST_SKIP() << "this file system has no sparse files: " << error.message();
+  EXPECT_THAT(read_error(path), HasSubstr(path.string() + ": the header must be a JSON object"));
 }
 
 TEST(Safetensors, RejectsUnknownDtypes) {
@@ -181,7 +249,8 @@ TEST(Safetensors, RejectsOffsetsThatDisagreeWithShapeAndDtype) {
               HasSubstr("not a non-negative integer"));
   EXPECT_THAT(parse_error(make_file(R"({"a":{"dtype":"F32","shape":[4294967296,4294967296],)"
                                     R"("data_offsets":[0,4]}})", 4)),
-              HasSubstr("overflows"));
+              HasSubstr("test.safetensors: tensor \"a\": the byte size of its shape [4294967296, 4294967296] of F32 "
+                        "overflows 64 bits"));
 }
 
 TEST(Safetensors, RejectsDuplicateNames) {

@@ -43,5 +43,50 @@ TEST(MetricsLog, WritesJsonLinesAndAppends) {
   EXPECT_TRUE(read_lines(path).empty());
 }
 
+// A kill can cut the last line short; reopening to append drops it, so the next event starts a line.
+TEST(MetricsLog, AppendingDropsALastLineCutShort) {
+  const testing::TempDir dir("metrics_log");
+  const auto path = dir / "metrics.jsonl";
+  std::ofstream(path) << R"({"event":"run"})" "\n" R"({"event":"epoch","ep)";
+  {
+    MetricsLog log(path, true);
+    log.write({{"event", "test"}});
+  }
+  const auto events = read_lines(path);
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[0]["event"], "run");
+  EXPECT_EQ(events[1]["event"], "test");
+  std::ofstream(path) << R"({"event":"ru)";
+  { MetricsLog log(path, true); }
+  EXPECT_TRUE(read_lines(path).empty());
+}
+
+TEST(MetricsLog, ForgetsOnlyLaterEpochsOfOnePrecision) {
+  const testing::TempDir dir("metrics_log");
+  const auto path = dir / "metrics.jsonl";
+  std::ofstream(dir / ".metrics.jsonl.tmp-Zz9Yy8") << "left by a kill";
+  MetricsLog log(path, false);
+  EXPECT_FALSE(std::filesystem::exists(dir / ".metrics.jsonl.tmp-Zz9Yy8"));
+  for (int epoch = 1; epoch <= 3; ++epoch) {
+    for (const char* precision : {"bf16", "fp8"}) {
+      log.write({{"event", "epoch"}, {"precision", precision}, {"epoch", epoch}});
+    }
+  }
+  log.write({{"event", "test"}, {"precision", "fp8"}});
+  log.write({{"event", "epoch"}, {"precision", "fp8"}, {"epoch", "7"}});  // not ours: kept
+  log.forget_epochs_after("fp8", 1);
+  log.write({{"event", "run"}});  // still appends, to the rewritten file
+  std::vector<std::string> kept;
+  for (const auto& event : read_lines(path)) {
+    kept.push_back(event["event"].get<std::string>() + (event.contains("epoch") ? event["epoch"].dump() : "") +
+                   event.value("precision", ""));
+  }
+  EXPECT_EQ(kept, (std::vector<std::string>{"epoch1bf16", "epoch1fp8", "epoch2bf16", "epoch3bf16", "testfp8",
+                                            "epoch\"7\"fp8", "run"}));
+  size_t files = 0;
+  for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator(dir.path())) ++files;
+  EXPECT_EQ(files, 1u);
+}
+
 }  // namespace
 }  // namespace fp8kit::train

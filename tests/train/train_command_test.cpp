@@ -91,6 +91,27 @@ TEST(TrainCommand, ComparesPrecisionsWritesCheckpointsAndResumes) {
   EXPECT_THAT(r.output, HasSubstr("was trained with recipe delayed scaling, te lag"));
 }
 
+// A kill during the first checkpoint write leaves only its temporary file: --resume starts from the
+// beginning (as --help promises) and removes it; an --out with no trace of a run is still refused.
+TEST(TrainCommand, ResumeWithOnlyALeftoverTemporaryFileStartsFromTheBeginning) {
+  const fp8kit::testing::TempDir dir("train_command");
+  const std::string common = " --data " + make_tiny_imdb(dir.path()).string() +
+                             " --vocab " + (dir / "vocab.txt").string() + " --out " + (dir / "out").string() +
+                             " --batch-size 8 --seed 3 --precision fp32 --epochs 1 --resume";
+  CommandResult r = run_train(common);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.output, HasSubstr("holds no checkpoint-{fp32}.safetensors to resume from"));
+
+  std::filesystem::create_directories(dir / "out");
+  const auto leftover = dir / "out" / ".checkpoint-fp32.safetensors.tmp-Q1w2E3";
+  std::ofstream(leftover) << std::string(4096, '\0');
+  r = run_train(common);
+  ASSERT_EQ(r.exit_code, 0) << tail(r.output);
+  EXPECT_THAT(r.output, HasSubstr("fp32 starts from the beginning"));
+  EXPECT_FALSE(std::filesystem::exists(leftover));
+  EXPECT_EQ(fp8kit::io::read_safetensors(dir / "out" / "checkpoint-fp32.safetensors").metadata.at("epoch"), "1");
+}
+
 TEST(TrainCommand, RejectsUnknownPrecisionsRecipesAndLags) {
   CommandResult r = run_train("--precision fp4 --out /nonexistent");
   EXPECT_EQ(r.exit_code, 1);

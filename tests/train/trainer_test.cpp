@@ -11,7 +11,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <random>
 
@@ -165,6 +167,158 @@ TEST_F(TrainerTest, ResumingWithoutACheckpointStartsFromTheBeginning) {
   const TrainResult resumed = train(o, train_data, &validation, nullptr);
   ASSERT_EQ(resumed.epochs.size(), 1u);
   EXPECT_EQ(resumed.epochs[0].loss, fresh.epochs[0].loss);
+}
+
+// Rewrites the checkpoint at `path` through `edit` (no validation: as a corrupt or hand-edited file).
+void edit_checkpoint(const std::filesystem::path& path, const std::function<void(io::SafetensorsFile&)>& edit) {
+  io::SafetensorsFile file = io::read_safetensors(path);
+  edit(file);
+  io::write_safetensors(path, file);
+}
+
+void set_value(io::SafetensorsFile& file, const std::string& name, size_t index, float value) {
+  io::StoredTensor& tensor = const_cast<io::StoredTensor&>(*file.find(name));
+  std::memcpy(tensor.data.data() + index * sizeof(float), &value, sizeof(float));
+}
+
+TEST_F(TrainerTest, ResumeRefusesImpossibleCheckpointValuesAndEpochs) {
+  const TrainOptions first = options(nn::Precision::Fp8, 1, "run");
+  train(first, train_data, &validation, nullptr);
+  const auto path = checkpoint_path(first.out, first.precision);
+  const auto pristine = dir / "pristine.safetensors";
+  std::filesystem::copy_file(path, pristine);
+  TrainOptions o = options(nn::Precision::Fp8, 2, "run");
+  o.resume = true;
+  const std::string prefix = "checkpoint " + path.string() + ": tensor ";
+
+  auto corrupt = [&](const std::function<void(io::SafetensorsFile&)>& edit) {
+    std::filesystem::copy_file(pristine, path, std::filesystem::copy_options::overwrite_existing);
+    edit_checkpoint(path, edit);
+    return train_error(o);
+  };
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const std::string kernel = "transformer_decoder/self_attention/query/kernel";
+  EXPECT_THAT(corrupt([&](auto& f) { set_value(f, kernel, 3, nan); }),
+              HasSubstr(prefix + "\"" + kernel + "\" holds nan at index 3, but must be finite"));
+  EXPECT_THAT(corrupt([&](auto& f) { set_value(f, "optimizer/iterations", 0, 16.5f); }),
+              HasSubstr(prefix + "\"optimizer/iterations\" holds 16.5 at index 0"));
+  // Once reported as -9223372036854775808 steps.
+  EXPECT_THAT(corrupt([&](auto& f) { set_value(f, "optimizer/iterations", 0, nan); }),
+              HasSubstr(prefix + "\"optimizer/iterations\" holds nan at index 0"));
+  EXPECT_THAT(corrupt([&](auto& f) { set_value(f, "optimizer/" + kernel + "/v", 0, -1.0f); }),
+              HasSubstr("holds -1 at index 0, but must be finite and non-negative"));
+  const std::string history = "transformer_decoder/self_attention/query/inputs_amax_history";
+  EXPECT_THAT(corrupt([&](auto& f) { set_value(f, history, 1, nan); }),
+              HasSubstr(prefix + "\"" + history + "\" holds nan at index 1"));
+  const std::string scale = "transformer_decoder/self_attention/query/inputs_scale";
+  EXPECT_THAT(corrupt([&](auto& f) { set_value(f, scale, 0, -4.0f); }),
+              HasSubstr("inputs_scale\" holds -4 at index 0, but must be finite and positive"));
+  // An epoch that does not parse was once read as 0.
+  for (const std::string epoch : {"", "abc", "1.5", "-1", " 1", "99999999999"}) {
+    EXPECT_THAT(corrupt([&](auto& f) { f.metadata["epoch"] = epoch; }),
+                HasSubstr("checkpoint " + path.string() + " records epoch \"" + epoch + "\", which is not a whole "
+                          "number of epochs"))
+        << epoch;
+  }
+  // The pristine file still resumes.
+  std::filesystem::copy_file(pristine, path, std::filesystem::copy_options::overwrite_existing);
+  EXPECT_EQ(train_error(o), "(trained)");
+}
+
+std::vector<nlohmann::json> read_events(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::vector<nlohmann::json> events;
+  for (std::string line; std::getline(in, line);) events.push_back(nlohmann::json::parse(line));
+  return events;
+}
+
+std::vector<int> epoch_lines(const std::filesystem::path& path) {
+  std::vector<int> epochs;
+  for (const auto& event : read_events(path)) {
+    if (event["event"] == "epoch") epochs.push_back(event["epoch"]);
+  }
+  return epochs;
+}
+
+// A kill during the first checkpoint write leaves its temporary file (and maybe the epoch's line):
+// resuming starts from the beginning, removes the leftover and keeps one line per epoch. Files not
+// of our naming are left alone.
+TEST_F(TrainerTest, ResumeAfterAKillDuringTheFirstCheckpointStartsOverAndCleansUp) {
+  TrainOptions o = options(nn::Precision::Fp32, 1, "killed");
+  std::filesystem::create_directories(o.out);
+  const auto leftover = o.out / ".checkpoint-fp32.safetensors.tmp-a1B2c3";
+  std::ofstream(leftover) << std::string(1 << 20, 'x');  // the partial write
+  const std::vector<std::filesystem::path> others{o.out / ".checkpoint-fp32.safetensors.tmp-a1B2c34",
+                                                  o.out / ".checkpoint-fp32.safetensors.tmp-a1B2",
+                                                  o.out / "checkpoint-fp32.safetensors.tmp-a1B2c3",
+                                                  o.out / ".checkpoint-fp32.safetensors.tmp-a1.2c3", o.out / "notes"};
+  for (const auto& other : others) std::ofstream(other) << "keep";
+  const auto log_path = o.out / "metrics.jsonl";
+  std::ofstream(log_path) << R"({"event":"run"})" "\n"
+                          << R"({"event":"epoch","precision":"fp32","epoch":1,"step":6})" "\n"
+                          << R"({"event":"epo)";  // a line cut short
+  {
+    MetricsLog log(log_path, true);
+    o.metrics = &log;
+    o.resume = true;
+    const TrainResult resumed = train(o, train_data, &validation, nullptr);
+    ASSERT_EQ(resumed.epochs.size(), 1u);
+    EXPECT_EQ(resumed.epochs[0].epoch, 1);
+  }
+  EXPECT_FALSE(std::filesystem::exists(leftover));
+  for (const auto& other : others) EXPECT_TRUE(std::filesystem::exists(other)) << other;
+  EXPECT_EQ(epoch_lines(log_path), std::vector<int>{1});
+  EXPECT_EQ(read_events(log_path).size(), 2u);
+  expect_same_tensors(checkpoint_path(o.out, o.precision),
+                      *train(options(nn::Precision::Fp32, 1, "fresh"), train_data, &validation, nullptr).checkpoint);
+}
+
+// The epoch's metrics line is on disk before its checkpoint is renamed into place: when the rename
+// fails (as a kill just before it would leave things), the line is there and the old checkpoint too.
+TEST_F(TrainerTest, WritesTheEpochsMetricsLineBeforeItsCheckpoint) {
+  TrainOptions o = options(nn::Precision::Bf16, 1, "order");
+  std::filesystem::create_directories(checkpoint_path(o.out, o.precision) / "in_the_way");
+  MetricsLog log(o.out / "metrics.jsonl", false);
+  o.metrics = &log;
+  EXPECT_THAT(train_error(o), HasSubstr("cannot replace"));
+  EXPECT_EQ(epoch_lines(log.path()), std::vector<int>{1});
+}
+
+// A kill after the epoch-2 line but before its checkpoint landed: the resumed run forgets that line
+// and logs epoch 2 once, with what an uninterrupted run logs. Other precisions' lines stay.
+TEST_F(TrainerTest, ResumeForgetsTheLinesOfEpochsWhoseCheckpointNeverLanded) {
+  const auto straight_log = dir / "straight" / "metrics.jsonl";
+  {
+    MetricsLog log(straight_log, false);
+    TrainOptions straight = options(nn::Precision::Fp32, 2, "straight");
+    straight.metrics = &log;
+    train(straight, train_data, &validation, nullptr);
+  }
+  const auto log_path = dir / "killed" / "metrics.jsonl";
+  {
+    MetricsLog log(log_path, false);
+    TrainOptions first = options(nn::Precision::Fp32, 1, "killed");
+    first.metrics = &log;
+    train(first, train_data, &validation, nullptr);
+    log.write({{"event", "epoch"}, {"precision", "bf16"}, {"epoch", 2}});
+    // Its checkpoint never landed.
+    log.write({{"event", "epoch"}, {"precision", "fp32"}, {"epoch", 2}, {"loss", 123.0}});
+  }
+  {
+    MetricsLog log(log_path, true);
+    TrainOptions second = options(nn::Precision::Fp32, 2, "killed");
+    second.metrics = &log;
+    second.resume = true;
+    train(second, train_data, &validation, nullptr);
+  }
+  const auto events = read_events(log_path), expected = read_events(straight_log);
+  ASSERT_EQ(events.size(), 3u);
+  EXPECT_EQ(events[1]["precision"], "bf16");
+  for (const auto& [got, want] : {std::pair{events[0], expected[0]}, std::pair{events[2], expected[1]}}) {
+    EXPECT_EQ(got["epoch"], want["epoch"]);
+    EXPECT_EQ(got["loss"], want["loss"]);
+    EXPECT_EQ(got["val_loss"], want["val_loss"]);
+  }
 }
 
 TEST_F(TrainerTest, LogsEpochsAndTestAndLearnsTheTask) {
