@@ -5,11 +5,14 @@
 // and fails otherwise.
 #include "base/error.h"
 #include "cli/command.h"
+#include "cli/options.h"
 #include "tensor/device_memory.h"
 
 #include <fmt/format.h>
 
+#include <charconv>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,29 +46,48 @@ constexpr const char* kMethod =
     "batches; the median batch is reported, and for GEMMs the best batch in brackets. GEMMs autotune cuBLASLt's\n"
     "algorithm per shape (fastest of 8 heuristic candidates, GemmOptions::autotune) unless --no-autotune.";
 
-#if FP8KIT_HAVE_CUDA
-using namespace fp8kit::cuda;
-
 struct Shape {
   int64_t m, n, k;  // for quantize: rows = m, cols = n
 };
 
-std::vector<Shape> parse_shapes(const std::vector<std::string>& texts, int dims) {
-  std::vector<Shape> shapes;
-  for (const std::string& text : texts) {
-    Shape s{0, 0, 1};
-    char x1 = 0, x2 = 0, end = 0;
-    long long m = 0, n = 0, k = 1;
-    const int got = std::sscanf(text.c_str(), "%lld%c%lld%c%lld%c", &m, &x1, &n, &x2, &k, &end);
-    const bool ok = dims == 3 ? got == 5 && x1 == 'x' && x2 == 'x' : got == 3 && x1 == 'x';
-    FP8KIT_CHECK(ok && m > 0 && n > 0 && k > 0, "bad shape '{}': write {} with positive integers", text,
-                 dims == 3 ? "MxNxK, e.g. 8192x8192x8192" : "ROWSxCOLS, e.g. 16384x4096");
-    s = {m, n, k};
-    shapes.push_back(s);
+constexpr int64_t kMaxDimension = 1 << 20;  // beyond any GPU's memory at the sizes it implies
+
+// MxNxK (dims 3) or ROWSxCOLS (dims 2) with each size in 1..kMaxDimension, or nullopt.
+std::optional<Shape> parse_shape(const std::string& text, int dims) {
+  Shape s{0, 0, 1};
+  const char* p = text.data();
+  const char* end = p + text.size();
+  for (int d = 0; d < dims; ++d) {
+    if (d > 0 && (p == end || *p++ != 'x')) return std::nullopt;
+    int64_t& size = d == 0 ? s.m : d == 1 ? s.n : s.k;
+    const auto [next, error] = std::from_chars(p, end, size);
+    if (error != std::errc() || size < 1 || size > kMaxDimension) return std::nullopt;
+    p = next;
   }
-  return shapes;
+  if (p != end) return std::nullopt;
+  return s;
 }
 
+// Checks each --shapes entry while parsing, so a bad one fails before any GPU work (or none).
+CLI::Validator shape_validator(int dims) {
+  return CLI::Validator(
+      [dims](std::string& text) -> std::string {
+        if (parse_shape(text, dims)) return "";
+        return fmt::format("bad shape '{}': write {} of whole numbers from 1 to {}, e.g. {}", text,
+                           dims == 3 ? "MxNxK" : "ROWSxCOLS", kMaxDimension,
+                           dims == 3 ? "8192x8192x8192" : "16384x4096");
+      },
+      dims == 3 ? "MxNxK" : "ROWSxCOLS");
+}
+
+#if FP8KIT_HAVE_CUDA
+using namespace fp8kit::cuda;
+
+std::vector<Shape> parse_shapes(const std::vector<std::string>& texts, int dims) {
+  std::vector<Shape> shapes;
+  for (const std::string& text : texts) shapes.push_back(parse_shape(text, dims).value());  // checked when parsed
+  return shapes;
+}
 
 void require_gpu() {
   require_cuda();
@@ -257,15 +279,15 @@ void bench_gemm(const Options&) { require_cuda(); }
 void bench_quantize(const Options&) { require_cuda(); }
 #endif
 
-void add_common(CLI::App* app, Options& options, const char* shapes_help) {
-  app->add_option("--shapes", options.shapes, shapes_help)->delimiter(',');
+void add_common(CLI::App* app, Options& options, int dims, const char* shapes_help) {
+  app->add_option("--shapes", options.shapes, shapes_help)->delimiter(',')->check(shape_validator(dims));
   app->add_option("--iters", options.iters, "calls per timed batch (default: enough for ~20 ms; quantize: 20)")
-      ->check(CLI::PositiveNumber);
+      ->check(whole_number(1, 100'000));
   app->add_option("--repeats", options.repeats, "timed batches; the median is reported")
-      ->check(CLI::PositiveNumber)
+      ->check(whole_number(1, 1'000))
       ->capture_default_str();
   app->add_option("--warmup", options.warmup, "untimed batches before the timed ones")
-      ->check(CLI::NonNegativeNumber)
+      ->check(whole_number(0, 1'000))
       ->capture_default_str();
   app->footer(kMethod);
 }
@@ -275,14 +297,14 @@ void setup(CLI::App& app) {
   app.require_subcommand(1);
   CLI::App* gemm = app.add_subcommand(
       "gemm", "bf16 vs FP8 (E4M3, fast and split accumulation) cuBLASLt GEMMs, TFLOP/s (median and best batch)");
-  add_common(gemm, *options,
+  add_common(gemm, *options, 3,
              "comma-separated MxNxK (default: 8192x8192x8192,4096x4096x4096,16384x4096x4096,16384x16384x4096,"
              "2048x3072x768,32x3072x768)");
   gemm->add_flag("--autotune,!--no-autotune", options->autotune,
                  "time up to 8 of cuBLASLt's heuristic algorithms per shape and keep the fastest (default: on)");
   gemm->callback([options] { bench_gemm(*options); });
   CLI::App* quantize = app.add_subcommand("quantize", "FP8 quantize (+ transpose + amax) bandwidth vs a device copy");
-  add_common(quantize, *options, "comma-separated ROWSxCOLS (default: 16384x4096)");
+  add_common(quantize, *options, 2, "comma-separated ROWSxCOLS (default: 16384x4096)");
   quantize->callback([options] { bench_quantize(*options); });
 }
 

@@ -6,9 +6,13 @@
 
 #include <omp.h>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <exception>
+#include <string>
 
 namespace fp8kit::cli {
 
@@ -24,6 +28,43 @@ bool register_command(Command command) {
 
 const std::vector<Command>& commands() { return registry(); }
 
+namespace {
+
+// "fp8kit train": the subcommands CLI11 had parsed when an error stopped it, for the --help hint.
+std::string command_path(const CLI::App& app) {
+  std::string path = app.get_name();
+  for (const CLI::App* current = &app; !current->get_subcommands().empty();) {
+    current = current->get_subcommands().front();
+    path += " " + current->get_name();
+  }
+  return path;
+}
+
+// For a word where a subcommand is expected but none has that name ("fp8kit trian", "fp8kit bench
+// gem"), the error to print; else "". CLI11 itself would only say "A subcommand is required".
+std::string unknown_subcommand(CLI::App& app, int argc, char** argv) {
+  CLI::App* current = &app;
+  std::string path = app.get_name();
+  for (int i = 1; i < argc; ++i) {
+    const std::vector<CLI::App*> subcommands = current->get_subcommands([](CLI::App*) { return true; });
+    if (subcommands.empty()) return "";  // options and values of a leaf subcommand from here on
+    const std::string word = argv[i];
+    if (word.starts_with('-')) continue;  // --help, --version
+    const auto found = std::find_if(subcommands.begin(), subcommands.end(),
+                                    [&](CLI::App* sub) { return sub->check_name(word); });
+    if (found == subcommands.end()) {
+      std::vector<std::string> names;
+      for (const CLI::App* sub : subcommands) names.push_back(sub->get_name());
+      return fmt::format("unknown subcommand '{}' ({} has {}); run `{} --help`", word, path, fmt::join(names, ", "),
+                         path);
+    }
+    current = *found;
+    path += " " + current->get_name();
+  }
+  return "";
+}
+
+}  // namespace
 }  // namespace fp8kit::cli
 
 int main(int argc, char** argv) {
@@ -52,7 +93,12 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "error: %s (see `fp8kit --help`)\n", e.what());
+    const std::string unknown = cli::unknown_subcommand(app, argc, argv);
+    if (!unknown.empty()) {
+      std::fprintf(stderr, "error: %s\n", unknown.c_str());
+    } else {
+      std::fprintf(stderr, "error: %s (see `%s --help`)\n", e.what(), cli::command_path(app).c_str());
+    }
     return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());

@@ -3,6 +3,7 @@
 // with real FP8 casts and the frameworks' one-step lag). Tables on stdout; CSV and SVG with --out.
 #include "base/error.h"
 #include "cli/command.h"
+#include "cli/options.h"
 #include "numerics/cast.h"
 #include "numerics/convert.h"
 #include "numerics/recipe.h"
@@ -360,7 +361,6 @@ struct Options {
 };
 
 void run(const Options& o) {
-  FP8KIT_CHECK(o.steps >= 1 && o.steps <= 100000, "--steps must be in 1..100000, got {}", o.steps);
   if (!o.out_dir.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(o.out_dir, ec);
@@ -376,9 +376,12 @@ void run(const Options& o) {
 
 void setup(CLI::App& app) {
   auto options = std::make_shared<Options>();
-  app.add_option("--out", options->out_dir, "folder for CSV files and SVG plots (created if missing)");
-  app.add_option("--seed", options->seed, "seed of the sample tensors")->capture_default_str();
-  app.add_option("--steps", options->steps, "steps of the delayed-scaling simulation")->capture_default_str();
+  app.add_option("--out", options->out_dir, "folder for CSV files and SVG plots (created if missing)")
+      ->check(non_empty_path());
+  add_seed_option(app, options->seed, "seed of the sample tensors");
+  app.add_option("--steps", options->steps, "steps of the delayed-scaling simulation")
+      ->capture_default_str()
+      ->check(whole_number(1, 100'000));
   app.footer(
       "Reports: (1) error of E4M3 and E5M2 on sample tensors, unscaled and with a per-tensor scale;\n"
       "(2) relative error against magnitude; (3) delayed scaling for amax histories of 4, 8, 16, 32.");

@@ -2,6 +2,7 @@
 // sequence length, and the detokenized text, as the seed example prints them.
 #include "base/error.h"
 #include "cli/command.h"
+#include "cli/options.h"
 #include "text/utf8.h"
 #include "text/vocab_file.h"
 #include "text/wordpiece_tokenizer.h"
@@ -34,9 +35,12 @@ void run(const Options& o) {
 
 void setup(CLI::App& app) {
   auto o = std::make_shared<Options>();
-  app.add_option("--vocab", o->vocab, "vocab.txt (one token per line; must contain [UNK])")->required();
+  app.add_option("--vocab", o->vocab, "vocab.txt (one token per line; must contain [UNK])")
+      ->required()
+      ->check(non_empty_path());
   app.add_option("--sequence-length", o->sequence_length, "pad with id 0 or truncate to this length; 0 = neither")
-      ->capture_default_str()->check(CLI::NonNegativeNumber);
+      ->capture_default_str()
+      ->check(whole_number(0, 1'000'000));
   app.add_flag("--lowercase", o->lowercase, "lowercase ASCII first (the seed lowercases its data beforehand)");
   app.add_option("TEXT", o->texts, "texts to tokenize")->required();
   app.callback([o] { run(*o); });

@@ -2,6 +2,7 @@
 // or fp8 (or several, compared on the same data order), with checkpoints, resume and FP8 inspection.
 #include "base/error.h"
 #include "cli/command.h"
+#include "cli/options.h"
 #include "data/imdb.h"
 #include "io/safetensors.h"
 #include "tensor/device_memory.h"
@@ -16,11 +17,13 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <cctype>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace fp8kit::cli {
@@ -46,12 +49,33 @@ struct Args {
   int64_t limit = 0;
 };
 
+// Limits of --amax-history and --batch-size: far beyond use (Transformer Engine's default history is
+// 1024, the seed's batch 32) and small enough to keep the amax histories to megabytes.
+constexpr int64_t kMaxAmaxHistory = 100'000;
+constexpr int64_t kMaxBatchSize = 100'000;
+
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-// Where a learned vocabulary is cached when --vocab is not given: keyed by the data file (path,
-// size, modification time) and the vocabulary size, under $XDG_CACHE_HOME/fp8kit or ~/.cache/fp8kit.
+// The dataset's name for file names: its folder or archive name without .tar.gz / .tgz / .tar,
+// other characters than [A-Za-z0-9._-] as '_' ("aclImdb_v1" for aclImdb_v1.tar.gz).
+std::string dataset_name(const fs::path& data_path) {
+  fs::path path = data_path.lexically_normal();
+  if (path.filename().empty()) path = path.parent_path();  // "aclImdb/"
+  std::string name = path.filename().string();
+  for (const std::string_view extension : {".gz", ".tgz", ".tar"}) {
+    if (name.size() > extension.size() && name.ends_with(extension)) name.resize(name.size() - extension.size());
+  }
+  for (char& c : name) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-') c = '_';
+  }
+  return name.empty() ? "data" : name;
+}
+
+// Where a learned vocabulary is cached when --vocab is not given: named by the dataset and keyed by
+// what determines the vocabulary, the data (path, and a file's size and modification time) and the
+// vocabulary size, under $XDG_CACHE_HOME/fp8kit or ~/.cache/fp8kit.
 fs::path default_vocab_cache(const fs::path& data_path, int64_t vocab_size) {
   fs::path dir;
   if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) {
@@ -70,7 +94,7 @@ fs::path default_vocab_cache(const fs::path& data_path, int64_t vocab_size) {
   }
   uint64_t hash = 14695981039346656037ull;  // FNV-1a
   for (unsigned char c : key) hash = (hash ^ c) * 1099511628211ull;
-  return dir / fmt::format("imdb-vocab-{}-{:016x}.txt", vocab_size, hash);
+  return dir / fmt::format("vocab-{}-{}-{:016x}.txt", dataset_name(error ? data_path : canonical), vocab_size, hash);
 }
 
 train::TokenDataset tokenize(const text::WordPieceTokenizer& tokenizer, const data::TextDataset& dataset,
@@ -87,6 +111,15 @@ train::TokenDataset tokenize(const text::WordPieceTokenizer& tokenizer, const da
   }
   tokens.tokens = tokenizer.encode_batch(texts, sequence_length);
   return tokens;
+}
+
+// About the memory a CPU training step holds per example of its batch: the attention's [heads, T, T]
+// probabilities and, per token, some 60 vectors of hidden or intermediate width (layer outputs, their
+// gradients, FP8 codes and values): 1.86 MB at the seed's sizes, where fp8 steps were measured to
+// take 1.7 MB per example (fp32 1.3 MB).
+uint64_t step_bytes_per_example(const models::SeedClassifierConfig& c) {
+  const uint64_t T = c.sequence_length, width = std::max(c.hidden_dim, c.intermediate_dim);
+  return sizeof(float) * (static_cast<uint64_t>(c.num_heads) * T * T + 60 * T * width);
 }
 
 // The trainer's device for --device: empty for the CPU.
@@ -119,7 +152,6 @@ void run(const Args& args) {
   Fp8Recipe recipe;
   recipe.mode = parse_scaling_mode(args.recipe);
   recipe.lag = parse_scaling_lag(args.lag);
-  FP8KIT_CHECK(args.amax_history >= 1, "--amax-history must be at least 1");
   recipe.amax_history_length = args.amax_history;
   const models::SeedClassifierConfig config;
   std::vector<std::string> names;
@@ -139,10 +171,10 @@ void run(const Args& args) {
 
   auto start = std::chrono::steady_clock::now();
   const fs::path data_path = data::find_imdb(args.data.empty() ? std::nullopt : std::optional<fs::path>(args.data));
-  fmt::print("Loading IMDB from {}\n", data_path.string());
+  fmt::print("Loading {}\n", data_path.string());
   std::fflush(stdout);
   const data::ImdbSplits splits = data::load_imdb(data_path);
-  fmt::print("  {} training, {} validation, {} test reviews ({:.1f}s)\n", splits.train.texts.size(),
+  fmt::print("  {} training, {} validation, {} test texts ({:.1f}s)\n", splits.train.texts.size(),
              splits.validation.texts.size(), splits.test.texts.size(), seconds_since(start));
 
   start = std::chrono::steady_clock::now();
@@ -155,15 +187,24 @@ void run(const Args& args) {
     fmt::print("Learning the WordPiece vocabulary (about a minute on IMDB), caching it in {}\n", vocab_path.string());
   }
   std::fflush(stdout);
-  text::WordPieceTokenizer tokenizer(data::imdb_vocabulary(splits, vocab_path));
+  text::WordPieceTokenizer tokenizer(data::imdb_vocabulary(
+      splits, vocab_path, {}, args.vocab.empty() ? data::VocabularyFile::Cache : data::VocabularyFile::User));
   FP8KIT_CHECK(static_cast<int64_t>(tokenizer.vocab().size()) <= config.vocabulary_size,
                "the vocabulary {} has {} tokens but the model embeds {}", vocab_path.string(),
                tokenizer.vocab().size(), config.vocabulary_size);
   const train::TokenDataset train_data = tokenize(tokenizer, splits.train, config.sequence_length, args.limit);
   const train::TokenDataset validation = tokenize(tokenizer, splits.validation, config.sequence_length, args.limit);
   const train::TokenDataset test = tokenize(tokenizer, splits.test, config.sequence_length, args.limit);
-  fmt::print("  {} tokens; tokenized {} reviews to {} ids each ({:.1f}s)\n\n", tokenizer.vocab().size(),
+  fmt::print("  {} tokens; tokenized {} texts to {} ids each ({:.1f}s)\n\n", tokenizer.vocab().size(),
              train_data.size() + validation.size() + test.size(), config.sequence_length, seconds_since(start));
+  if (args.device == "cpu") {
+    // Steps and evaluations take batches of up to --batch-size examples, fewer when a split is smaller.
+    const int64_t largest = std::max({train_data.size(), validation.size(), test.size()});
+    const int64_t batch = std::min<int64_t>(args.batch_size, largest);
+    require_memory(static_cast<uint64_t>(batch) * step_bytes_per_example(config),
+                   fmt::format("a training step on a batch of {} texts of {} tokens", batch, config.sequence_length),
+                   "pass a smaller --batch-size");
+  }
 
   models::SeedClassifier summary_model(config, args.seed);
   summary_model.set_precision(precisions.front(), recipe);
@@ -230,19 +271,29 @@ void setup(CLI::App& app) {
       ->excludes(precision);
   app.add_option("--recipe", args->recipe, "FP8 scaling: delayed or current")->capture_default_str();
   app.add_option("--lag", args->lag, "delayed scaling lag: te (one step) or keras (two steps)")->capture_default_str();
-  app.add_option("--amax-history", args->amax_history, "amax history length")->capture_default_str();
-  app.add_option("--epochs", args->epochs, "epochs")->capture_default_str()->check(CLI::NonNegativeNumber);
-  app.add_option("--batch-size", args->batch_size, "batch size")->capture_default_str()->check(CLI::PositiveNumber);
-  app.add_option("--seed", args->seed, "seed of the weights, dropout and data order")->capture_default_str();
-  app.add_option("--data", args->data, "aclImdb_v1.tar.gz or an aclImdb directory (default: searched, see README)");
-  app.add_option("--out", args->out, "directory for checkpoints and metrics.jsonl")->capture_default_str();
+  app.add_option("--amax-history", args->amax_history, "amax history length")
+      ->capture_default_str()
+      ->check(whole_number(1, kMaxAmaxHistory));
+  app.add_option("--epochs", args->epochs, "epochs")->capture_default_str()->check(whole_number(0, 100'000));
+  app.add_option("--batch-size", args->batch_size, "batch size")
+      ->capture_default_str()
+      ->check(whole_number(1, kMaxBatchSize));
+  add_seed_option(app, args->seed, "seed of the weights, dropout and data order");
+  app.add_option("--data", args->data,
+                 "aclImdb_v1.tar.gz, an aclImdb directory, or any folder or .tar.gz with train/ and test/ class "
+                 "folders (default: searched, see README)")
+      ->check(non_empty_path());
+  app.add_option("--out", args->out, "directory for checkpoints and metrics.jsonl")
+      ->capture_default_str()
+      ->check(non_empty_path());
   app.add_flag("--resume", args->resume,
                "continue from the checkpoints in --out (a precision without one starts from the beginning)");
   app.add_flag("--inspect-fp8", args->inspect_fp8,
                "print the query layer's FP8 scales and amax histories before and after training");
-  app.add_option("--vocab", args->vocab, "vocabulary file: read if it exists, else learned and written there");
-  app.add_option("--limit", args->limit, "use only the first N reviews of each split (quick checks)")
-      ->check(CLI::NonNegativeNumber);
+  app.add_option("--vocab", args->vocab, "vocabulary file: read if it exists, else learned and written there")
+      ->check(non_empty_path());
+  app.add_option("--limit", args->limit, "use only N evenly spaced texts of each split (quick checks); 0 = all")
+      ->check(whole_number(0, 1'000'000'000));
   app.callback([args] { run(*args); });
 }
 

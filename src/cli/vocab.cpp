@@ -2,13 +2,16 @@
 // By default on the seed's data: the 20,000 lowercased IMDB training reviews of the seed-42 split.
 #include "base/error.h"
 #include "cli/command.h"
+#include "cli/options.h"
 #include "data/imdb.h"
 #include "data/split.h"
 #include "text/vocab_file.h"
 #include "text/wordpiece_learner.h"
+#include "text/wordpiece_tokenizer.h"
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <optional>
 #include <sstream>
@@ -29,13 +32,26 @@ struct Options {
   uint32_t seed = 42;
 };
 
-std::vector<std::string> split_commas(const std::string& list) {
+// The reserved tokens of --reserved, refused unless the vocabulary they start is one that
+// read_vocab and the tokenizer accept: each a vocab.txt token, none repeated, [UNK] among them.
+std::vector<std::string> reserved_tokens(const std::string& list) {
   std::vector<std::string> items;
   std::stringstream stream(list);
-  for (std::string item; std::getline(stream, item, ',');) {
-    FP8KIT_CHECK(!item.empty(), "--reserved \"{}\" has an empty token; write e.g. \"[PAD],[UNK]\"", list);
-    items.push_back(item);
+  for (std::string item; std::getline(stream, item, ',');) items.push_back(item);
+  if (list.ends_with(',')) items.emplace_back();  // getline drops a last empty item
+  for (size_t i = 0; i < items.size(); ++i) {
+    FP8KIT_CHECK(!items[i].empty(), "--reserved \"{}\" has an empty token; write e.g. \"[PAD],[UNK]\"", list);
+    const std::string problem = text::vocab_token_problem(items[i]);
+    FP8KIT_CHECK(problem.empty(), "--reserved: token {} {}; write a comma-separated list such as \"[PAD],[UNK]\"",
+                 i + 1, problem);
+    const auto first = std::find(items.begin(), items.begin() + i, items[i]);
+    FP8KIT_CHECK(first == items.begin() + i, "--reserved lists \"{}\" twice (tokens {} and {}); list each token once",
+                 items[i], first - items.begin() + 1, i + 1);
   }
+  const text::WordPieceTokenizerOptions tokenizer;
+  FP8KIT_CHECK(std::find(items.begin(), items.end(), tokenizer.unknown_token) != items.end(),
+               "--reserved must include {}, the token the tokenizer gives unknown words, e.g. \"[PAD],{}\"",
+               tokenizer.unknown_token, tokenizer.unknown_token);
   return items;
 }
 
@@ -62,7 +78,10 @@ void run(const Options& o) {
   FP8KIT_CHECK(!fs::is_directory(o.out), "--out {} is a directory; give a file name such as vocab.txt", o.out);
   text::WordPieceLearnerOptions learner;
   learner.vocab_size = o.size;
-  learner.reserved_tokens = split_commas(o.reserved);
+  learner.reserved_tokens = reserved_tokens(o.reserved);
+  FP8KIT_CHECK(static_cast<int64_t>(learner.reserved_tokens.size()) < o.size,
+               "--size {} leaves no room for learned tokens after the {} reserved ones; give a larger --size", o.size,
+               learner.reserved_tokens.size());
   const auto start = std::chrono::steady_clock::now();
   const std::vector<std::string> texts = training_texts(o);
   const auto loaded = std::chrono::steady_clock::now();
@@ -78,16 +97,23 @@ void setup(CLI::App& app) {
   auto o = std::make_shared<Options>();
   app.add_option("--data", o->data,
                  "aclImdb_v1.tar.gz or an extracted aclImdb folder (default: $FP8KIT_DATA, data/, "
-                 "../shared/datasets/, else download)");
+                 "../shared/datasets/, else download)")
+      ->check(non_empty_path());
   app.add_option("--subdir", o->subdir,
-                 "read --data as a generic class-folder dataset rooted at this folder inside it (e.g. train)");
-  app.add_option("--size", o->size, "vocabulary size, reserved tokens included")->capture_default_str()->check(CLI::Range(1, 1 << 30));
-  app.add_option("--reserved", o->reserved, "comma-separated reserved tokens, ids 0, 1, ...")->capture_default_str();
-  app.add_option("--out", o->out, "output vocab.txt (one token per line)")->required();
+                 "read --data as a generic class-folder dataset rooted at this folder inside it (e.g. train)")
+      ->check(non_empty_path());
+  app.add_option("--size", o->size, "vocabulary size, reserved tokens included")
+      ->capture_default_str()
+      ->check(whole_number(2, 10'000'000));
+  app.add_option("--reserved", o->reserved,
+                 "comma-separated reserved tokens, ids 0, 1, ...; must include [UNK] (id 0 pads)")
+      ->capture_default_str();
+  app.add_option("--out", o->out, "output vocab.txt (one token per line)")->required()->check(non_empty_path());
   app.add_flag("--no-lowercase", o->no_lowercase, "keep ASCII capitals (the seed lowercases)");
   app.add_option("--validation-split", o->validation_split, "fraction held out before learning")
-      ->capture_default_str()->check(CLI::Range(0.0, 0.999));
-  app.add_option("--seed", o->seed, "seed of the validation split")->capture_default_str();
+      ->capture_default_str()
+      ->check(real_number(0.0, 0.999));
+  add_seed_option(app, o->seed, "seed of the validation split (numpy's, so below 2^32)");
   app.callback([o] { run(*o); });
 }
 

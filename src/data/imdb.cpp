@@ -6,6 +6,7 @@
 #include "text/vocab_file.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -140,14 +141,22 @@ ImdbSplits load_imdb(const fs::path& path, const ImdbOptions& options) {
 }
 
 std::vector<std::string> imdb_vocabulary(const ImdbSplits& splits, const std::optional<fs::path>& cache,
-                                         const text::WordPieceLearnerOptions& options) {
+                                         const text::WordPieceLearnerOptions& options, VocabularyFile kind) {
   std::error_code error;
   if (cache && fs::exists(*cache, error)) {
     std::vector<std::string> vocab = text::read_vocab(*cache);
     for (size_t i = 0; i < options.reserved_tokens.size(); ++i) {
-      FP8KIT_CHECK(i < vocab.size() && vocab[i] == options.reserved_tokens[i],
-                   "cached vocabulary {} does not start with the reserved token {} at id {}: delete it to relearn",
-                   cache->string(), options.reserved_tokens[i], i);
+      if (i < vocab.size() && vocab[i] == options.reserved_tokens[i]) continue;
+      const std::string found = i < vocab.size() ? fmt::format("has \"{}\" at id {}", vocab[i], i)
+                                                 : fmt::format("ends after {} tokens", vocab.size());
+      if (kind == VocabularyFile::Cache) {
+        fail("cached vocabulary {} {} where the reserved token {} belongs: delete it to relearn", cache->string(),
+             found, options.reserved_tokens[i]);
+      }
+      fail("vocabulary {} {} where the reserved token {} belongs: pass a vocabulary whose first lines are the reserved "
+           "tokens {} (ids 0 to {}), or pick a --vocab path that does not exist yet to learn a new one there",
+           cache->string(), found, options.reserved_tokens[i], fmt::join(options.reserved_tokens, ", "),
+           options.reserved_tokens.size() - 1);
     }
     return vocab;
   }

@@ -41,11 +41,17 @@ struct ImdbSplits {
 // (either aclImdb itself or its parent). train/unsup and the other files are ignored.
 ImdbSplits load_imdb(const std::filesystem::path& path, const ImdbOptions& options = {});
 
+// Whose is the vocabulary file imdb_vocabulary reads or writes: fp8kit's own cache, which a bad copy
+// may be deleted from to relearn it, or the user's (--vocab), which is only ever read or created.
+enum class VocabularyFile { Cache, User };
+
 // The seed's vocabulary: learned on splits.train with the seed's settings (size 20,000, reserved
 // [PAD], [UNK]). When `cache` is given and exists it is read instead (and checked to start with the
-// reserved tokens); when it does not exist the learned vocabulary is written there.
+// reserved tokens; the error says how to fix it as `kind` allows); when it does not exist the learned
+// vocabulary is written there.
 std::vector<std::string> imdb_vocabulary(const ImdbSplits& splits,
                                          const std::optional<std::filesystem::path>& cache = std::nullopt,
-                                         const text::WordPieceLearnerOptions& options = {});
+                                         const text::WordPieceLearnerOptions& options = {},
+                                         VocabularyFile kind = VocabularyFile::Cache);
 
 }  // namespace fp8kit::data

@@ -7,6 +7,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <fstream>
+
 namespace fp8kit {
 namespace {
 
@@ -39,6 +41,22 @@ TEST(TokenizeCli, BadVocabulariesFailWithAMessage) {
   r = testing::run_cli(fmt::format("tokenize --vocab '{}' a", (dir / "missing.txt").string()));
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.output, HasSubstr("cannot open vocabulary file"));
+}
+
+// A device, pipe or folder is refused before reading (/dev/zero would be read forever), and so is
+// a token line longer than any WordPiece token.
+TEST(TokenizeCli, RefusesWhatIsNoVocabFile) {
+  const testing::TempDir dir("tokenize_cli_not_vocab");
+  for (const std::string& path : std::vector<std::string>{"/dev/null", "/dev/zero", dir.path().string()}) {
+    const auto r = testing::run_cli(fmt::format("tokenize --vocab '{}' a", path));
+    EXPECT_EQ(r.exit_code, 1) << path;
+    EXPECT_EQ(r.output, fmt::format("error: vocabulary file {} is not a regular file (a folder, device or pipe); give "
+                                    "a vocab.txt with one token per line\n", path));
+  }
+  std::ofstream(dir / "long.txt") << "[PAD]\n[UNK]\n" << std::string(5000, 'a') << "\n";
+  const auto r = testing::run_cli(fmt::format("tokenize --vocab '{}' a", (dir / "long.txt").string()));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.output, HasSubstr("long.txt:3: the token has 5000 bytes, more than the 1024"));
 }
 
 }  // namespace

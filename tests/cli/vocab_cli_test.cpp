@@ -67,5 +67,26 @@ TEST_F(VocabCli, BadArgumentsFailWithAMessage) {
   EXPECT_FALSE(fs::exists(dir_ / "v.txt"));
 }
 
+// --reserved and --size that would give a vocab.txt read_vocab or the tokenizer refuses fail before
+// the data is read (the data path here does not exist) and write nothing.
+TEST_F(VocabCli, RefusesReservedTokensItsReadersWouldReject) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"--reserved '[PAD],[UNK],[PAD]'", "error: --reserved lists \"[PAD]\" twice (tokens 1 and 3); list each token once"},
+      {"--reserved \"[PAD],$(printf '\\377'),[UNK]\"", "error: --reserved: token 2 is not valid UTF-8"},
+      {"--reserved \"[PAD],[UNK],$(printf 'a\\rb')\"", "error: --reserved: token 3 contains a line break"},
+      {"--reserved '[PAD],[UNK],'", "error: --reserved \"[PAD],[UNK],\" has an empty token"},
+      {"--reserved ''", "error: --reserved must include [UNK], the token the tokenizer gives unknown words"},
+      {"--reserved '[PAD],[OOV]'", "error: --reserved must include [UNK]"},
+      {"--reserved '[PAD],[UNK],[CLS]' --size 3", "error: --size 3 leaves no room for learned tokens after the 3 reserved"},
+  };
+  for (const auto& [options, message] : cases) {
+    const auto r = testing::run_cli(fmt::format("vocab --data '{}' {} --out '{}'", (dir_ / "missing.tar.gz").string(),
+                                                options, (dir_ / "v.txt").string()));
+    EXPECT_EQ(r.exit_code, 1) << options << "\n" << r.output;
+    EXPECT_EQ(r.output.rfind(message, 0), 0u) << options << "\n" << r.output;
+  }
+  EXPECT_FALSE(fs::exists(dir_ / "v.txt"));
+}
+
 }  // namespace
 }  // namespace fp8kit

@@ -56,5 +56,46 @@ TEST(VocabFile, RejectsBadFiles) {
   EXPECT_THROW(write_vocab("/nonexistent/dir/vocab.txt", {"a"}), Error);
 }
 
+// The message of the Error that `read` throws, or "" when it throws none.
+template <typename Read>
+std::string error_of(Read&& read) {
+  try {
+    read();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(VocabFile, RefusesNonRegularFilesAndBoundsSizeAndLines) {
+  const testing::TempDir dir("vocab_file_bounds");
+  for (const fs::path& path : {fs::path("/dev/null"), fs::path("/dev/zero"), dir.path()}) {
+    EXPECT_NE(error_of([&] { read_vocab(path); }).find("is not a regular file"), std::string::npos) << path;
+  }
+  const fs::path big = dir / "big.txt";
+  std::ofstream(big) << "[PAD]\n";
+  fs::resize_file(big, kMaxVocabFileBytes + 1);  // sparse: cheap to make
+  EXPECT_NE(error_of([&] { read_vocab(big); }).find("is larger than 64 MiB"), std::string::npos);
+  const auto long_line = temp_file(dir, "long.txt", "a\n" + std::string(kMaxVocabTokenBytes + 1, 'b') + "\nc\n");
+  EXPECT_NE(error_of([&] { read_vocab(long_line); }).find("long.txt:2: the token has 1025 bytes"), std::string::npos);
+  const auto longest = temp_file(dir, "longest.txt", "a\n" + std::string(kMaxVocabTokenBytes, 'b') + "\n");
+  EXPECT_EQ(read_vocab(longest).size(), 2u);
+}
+
+// write_vocab refuses, before creating the file, every vocabulary read_vocab would refuse.
+TEST(VocabFile, WritesOnlyWhatItReadsBack) {
+  const testing::TempDir dir("vocab_file_write");
+  const fs::path path = dir / "vocab.txt";
+  const std::vector<std::vector<std::string>> bad = {
+      {}, {"a", ""}, {"a", "b\rc"}, {"caf\xE9"}, {"a", "b", "a"}, {std::string(kMaxVocabTokenBytes + 1, 'x')}};
+  for (const auto& vocab : bad) {
+    EXPECT_THROW(write_vocab(path, vocab), Error) << vocab.size();
+    EXPECT_FALSE(fs::exists(path));
+    EXPECT_FALSE(fs::exists(dir / "vocab.txt.tmp"));
+  }
+  EXPECT_NE(error_of([&] { write_vocab(path, {"a", "b", "a"}); }).find("token \"a\" already appears on line 1"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace fp8kit::text

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -22,8 +23,9 @@ struct CommandResult {
   std::string output;  // stdout and stderr
 };
 
-CommandResult run_train(const std::string& args) {
-  const std::string command = std::string(FP8KIT_CLI) + " train " + args + " 2>&1";
+// `environment` goes before the command: variables, or `ulimit ... &&`.
+CommandResult run_train(const std::string& args, const std::string& environment = "") {
+  const std::string command = environment + std::string(FP8KIT_CLI) + " train " + args + " 2>&1";
   std::FILE* pipe = ::popen(command.c_str(), "r");
   std::string output;
   char buffer[4096];
@@ -34,15 +36,17 @@ CommandResult run_train(const std::string& args) {
 
 std::string tail(const std::string& text) { return text.substr(text.size() > 1500 ? text.size() - 1500 : 0); }
 
-// aclImdb/{train,test}/{neg,pos}/<i>_<rating>.txt with short reviews built from telling words.
-std::filesystem::path make_tiny_imdb(const std::filesystem::path& dir) {
+// <name>/{train,test}/{neg,pos}/<i>_<rating>.txt with short reviews built from telling words, 12
+// per class in train and `test_count` in test.
+std::filesystem::path make_tiny_imdb(const std::filesystem::path& dir, const std::string& name = "aclImdb",
+                                     int test_count = 6) {
   std::mt19937 rng(0);
   const std::vector<std::string> positive{"great", "wonderful", "excellent", "loved", "amazing", "superb"};
   const std::vector<std::string> negative{"awful", "terrible", "boring", "hated", "worst", "dull"};
   const std::vector<std::string> common{"the", "movie", "film", "was", "and", "a", "of", "it", "this"};
-  for (const auto& [split, count] : {std::pair<std::string, int>{"train", 12}, {"test", 6}}) {
+  for (const auto& [split, count] : {std::pair<std::string, int>{"train", 12}, {"test", test_count}}) {
     for (const std::string label : {"neg", "pos"}) {
-      const auto folder = dir / "aclImdb" / split / label;
+      const auto folder = dir / name / split / label;
       std::filesystem::create_directories(folder);
       std::vector<std::string> words = label == "pos" ? positive : negative;
       words.insert(words.end(), common.begin(), common.end());
@@ -53,7 +57,7 @@ std::filesystem::path make_tiny_imdb(const std::filesystem::path& dir) {
       }
     }
   }
-  return dir / "aclImdb";
+  return dir / name;
 }
 
 TEST(TrainCommand, ComparesPrecisionsWritesCheckpointsAndResumes) {
@@ -176,6 +180,68 @@ TEST(TrainCommand, ReportsAMissingDataPath) {
   const CommandResult r = run_train("--data /nonexistent/aclImdb_v1.tar.gz");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.output, HasSubstr("/nonexistent/aclImdb_v1.tar.gz"));
+}
+
+// Any class-folder dataset with train/ and test/ is named by its path, and its vocabulary is cached
+// under its own name; a bad cached copy may be deleted to relearn it.
+TEST(TrainCommand, NamesTheDatasetByItsPathAndCachesItsVocabularyUnderItsName) {
+  const fp8kit::testing::TempDir dir("train_command_dataset");
+  const std::filesystem::path data = make_tiny_imdb(dir.path(), "movies");
+  const std::string environment = "XDG_CACHE_HOME='" + (dir / "cache").string() + "' ";
+  const std::string args = "--epochs 0 --batch-size 8 --data " + data.string() + " --out " + (dir / "out").string();
+  CommandResult r = run_train(args, environment);
+  ASSERT_EQ(r.exit_code, 0) << tail(r.output);
+  EXPECT_THAT(r.output, HasSubstr("Loading " + data.string() + "\n  20 training, 4 validation, 12 test texts ("));
+  EXPECT_THAT(r.output, HasSubstr("tokenized 36 texts to 200 ids each"));
+  EXPECT_THAT(r.output, ::testing::Not(HasSubstr("review")));
+  std::vector<std::filesystem::path> cached;
+  for (const auto& entry : std::filesystem::directory_iterator(dir / "cache" / "fp8kit")) cached.push_back(entry.path());
+  ASSERT_EQ(cached.size(), 1u);
+  EXPECT_THAT(cached[0].filename().string(), ::testing::MatchesRegex("vocab-movies-20000-[0-9a-f]{16}\\.txt"));
+  EXPECT_THAT(r.output, HasSubstr("caching it in " + cached[0].string()));
+
+  r = run_train(args, environment);
+  ASSERT_EQ(r.exit_code, 0) << tail(r.output);
+  EXPECT_THAT(r.output, HasSubstr("Reading the WordPiece vocabulary from " + cached[0].string()));
+
+  std::ofstream(cached[0]) << "[UNK]\n[PAD]\nthe\n";
+  r = run_train(args, environment);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.output, HasSubstr("error: cached vocabulary " + cached[0].string() +
+                                  " has \"[UNK]\" at id 0 where the reserved token [PAD] belongs: delete it to relearn"));
+}
+
+// The user's own --vocab is never to be deleted: the error says what is wrong and how to fix it.
+TEST(TrainCommand, SaysHowToFixAUserVocabularyWithoutTheReservedTokensFirst) {
+  const fp8kit::testing::TempDir dir("train_command_user_vocab");
+  const std::string vocab = (dir / "vocab.txt").string();
+  std::ofstream(vocab) << "[PAD]\nthe\n[UNK]\n";
+  const CommandResult r = run_train("--epochs 0 --data " + make_tiny_imdb(dir.path()).string() + " --vocab " + vocab +
+                                    " --out " + (dir / "out").string());
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.output, HasSubstr("error: vocabulary " + vocab +
+                                  " has \"the\" at id 1 where the reserved token [UNK] belongs: pass a vocabulary whose "
+                                  "first lines are the reserved tokens [PAD], [UNK] (ids 0 to 1), or pick a --vocab path "
+                                  "that does not exist yet to learn a new one there"));
+  EXPECT_THAT(r.output, ::testing::Not(HasSubstr("delete")));
+}
+
+// A batch larger than the memory there is fails before training, saying both amounts. The address
+// space limit (ulimit -v) stands in for a small machine; one thread keeps fp8kit's own mappings small.
+TEST(TrainCommand, RefusesABatchThatDoesNotFitInMemory) {
+  const std::string limited = "ulimit -v 1000000 && OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 ";
+  if (std::system((limited + FP8KIT_CLI + " formats >/dev/null 2>&1").c_str()) != 0) {
+    GTEST_SKIP() << "fp8kit does not start under ulimit -v (a sanitizer build?)";
+  }
+  const fp8kit::testing::TempDir dir("train_command_memory");
+  const std::string args = "--epochs 1 --batch-size 4096 --data " + make_tiny_imdb(dir.path(), "aclImdb", 600).string() +
+                           " --vocab " + (dir / "vocab.txt").string() + " --out " + (dir / "out").string();
+  const CommandResult r = run_train(args, limited);
+  EXPECT_EQ(r.exit_code, 1) << tail(r.output);
+  EXPECT_THAT(r.output, ::testing::ContainsRegex("error: a training step on a batch of 1200 texts of 200 tokens needs "
+                                                 "about 2\\.1 GiB of memory but [0-9.]+ [KMG]iB is available; pass a "
+                                                 "smaller --batch-size"));
+  EXPECT_THAT(r.output, ::testing::Not(HasSubstr("Epoch 1/1")));
 }
 
 }  // namespace
