@@ -125,6 +125,12 @@ void validate(const GemmArgs& g) {
                name(bias_type(g.a_type, g.y_type)));
 }
 
+// What k an FP8 GEMM is padded to a multiple of: 16 (cuBLASLt's 16-byte rule), 128 with 1x128 or 128x128
+// scales (whole blocks along k, as DeepSeek-V3's kernels assume; the zeros add nothing and no block).
+int64_t k_multiple(const GemmArgs& g) {
+  return g.a_scale_mode == ScaleMode::Vec128 ? 128 : 16;
+}
+
 // Whether work queued on `stream` is being captured into a graph (then nothing may wait for it).
 bool is_capturing(cudaStream_t stream) {
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
@@ -300,9 +306,9 @@ void GemmContext::matmul(const GemmArgs& g, cudaStream_t stream) {
 }
 
 // Copies the operands into zero-padded [m, kp] and [np, kp] buffers (zeros add nothing to the dot
-// products), runs the GEMM into a [m, np] buffer and copies the [m, n] part out.
+// products; kp per k_multiple), runs the GEMM into a [m, np] buffer and copies the [m, n] part out.
 void GemmContext::matmul_padded(const GemmArgs& g, cudaStream_t stream) {
-  const int64_t kp = round_up(g.k, 16), np = round_up(g.n, 16);
+  const int64_t kp = round_up(g.k, k_multiple(g)), np = round_up(g.n, 16);
   const size_t y_size = dtype_size(g.y_type);
   const size_t a_bytes = round_up(g.m * kp, 256), b_bytes = round_up(np * kp, 256);
   const size_t y_bytes = round_up(g.m * np * static_cast<int64_t>(y_size), 256), bias_bytes = has_bias(g.epilogue) ? round_up(np * 2, 256) : 0;
@@ -384,7 +390,7 @@ void GemmContext::gemm(const GemmArgs& args, cudaStream_t stream) {
   align_scale(g.b_scale_inv, 1);
   const bool unaligned = alignment(g.a) < 16 || alignment(g.b) < 16 || alignment(g.y) < 16 || alignment(g.bias) < 16;
   const auto run = [&] {
-    if (is_fp8(g.a_type) && (g.k % 16 != 0 || g.n % 16 != 0 || unaligned)) {
+    if (is_fp8(g.a_type) && (g.k % k_multiple(g) != 0 || g.n % 16 != 0 || unaligned)) {
       matmul_padded(g, stream);
     } else {
       matmul(g, stream);

@@ -37,6 +37,7 @@ enum class ScaleMode : uint8_t { Scalar, OuterVec, Vec128, Block128 };
 // Types: f32 x f32 -> f32; bf16 x bf16 -> bf16 or f32; FP8 x FP8 (not E5M2 x E5M2) -> bf16 or f32.
 // FP8 shapes that break cuBLASLt's 16-byte rules (k or n not a multiple of 16, pointers not 16-byte
 // aligned) are padded with zeros to multiples of 16 in a temporary copy: same result, extra copies.
+// With 1x128 / 128x128 scales, k is padded to a multiple of 128 likewise.
 struct GemmArgs {
   int64_t m = 0, n = 0, k = 0;
   const void* a = nullptr;
