@@ -1,8 +1,9 @@
 // `fp8kit bench gemm|quantize`: GPU throughput. gemm: cuBLASLt bf16 vs FP8 GEMMs in TFLOP/s (median
-// and best of timed batches after warm-up batches, autotuned algorithms) and their ratio; quantize:
-// the FP8 cast (+ transpose + amax) kernel's bandwidth against a device-to-device copy and the bf16
-// cast (+ transpose) that a bf16 step runs in its place. Needs the CUDA backend and a GPU; says so
-// and fails otherwise.
+// and best of timed batches after warm-up batches, autotuned algorithms) per tensor, per row x per row
+// and block-scaled (1x128 x 128x128), and the ratios to bf16; quantize: the FP8 cast kernels' bandwidth
+// at every granularity (per tensor with its transpose and amax, per row, 1 x 32/64/128 groups, 128x128
+// blocks) against a device-to-device copy, and the bf16 cast (+ transpose) that a bf16 step runs in
+// its place. Needs the CUDA backend and a GPU; says so and fails otherwise.
 #include "base/error.h"
 #include "cli/command.h"
 #include "cli/options.h"
@@ -21,11 +22,14 @@
 #include <cmath>
 #include <random>
 
+#include "ops/cuda/block_quantize.h"
 #include "ops/cuda/check.h"
 #include "ops/cuda/convert.h"
+#include "ops/cuda/current_scaling.h"
 #include "ops/cuda/device.h"
 #include "ops/cuda/device_buffer.h"
 #include "ops/cuda/gemm.h"
+#include "ops/cuda/gemm_scales.h"
 #include "ops/cuda/quantize.h"
 #endif
 
@@ -141,16 +145,47 @@ DeviceBuffer<float> random_floats(size_t count, uint32_t seed) {
   return out;
 }
 
-// One set of GEMM inputs and outputs in bf16 and in E4M3.
+// An operand quantized with one scale per row or per block (block_quantize.h), scales in the layout
+// GemmArgs reads.
+struct ScaledOperand {
+  DeviceBuffer<uint8_t> codes;
+  DeviceBuffer<float> scale_inv, amax;
+};
+
+// x [rows, k] quantized as `kind`; Group (1 x 128) scales transposed into Vec128's [groups, rows].
+ScaledOperand quantize_scaled(const float* x, int64_t rows, int64_t k, BlockKind kind) {
+  const int64_t groups = (k + 127) / 128;
+  const int64_t scales = kind == BlockKind::Row ? rows : kind == BlockKind::Group ? rows * groups : (rows + 127) / 128 * groups;
+  ScaledOperand o{DeviceBuffer<uint8_t>(rows * k), DeviceBuffer<float>(scales), DeviceBuffer<float>(scales)};
+  BlockQuantizeArgs q;
+  q.x = x;
+  q.rows = rows;
+  q.cols = k;
+  q.kind = kind;
+  q.group = 128;
+  q.q = o.codes.data();
+  q.scale_inv = o.scale_inv.data();
+  q.amax = o.amax.data();
+  quantize_blocks(q);
+  if (kind == BlockKind::Group) {
+    transpose_scales(o.scale_inv.data(), rows, groups, o.amax.data());  // amax's buffer: the layout's scratch
+    FP8KIT_CUDA_CHECK(cudaMemcpy(o.scale_inv.data(), o.amax.data(), scales * sizeof(float), cudaMemcpyDeviceToDevice));
+  }
+  return o;
+}
+
+// One set of GEMM inputs and outputs in bf16 and in E4M3: per tensor, per row, and DeepSeek-V3's
+// blocks (a in 1 x 128 groups, b in 128 x 128 blocks).
 struct GemmBuffers {
   DeviceBuffer<uint16_t> a16, b16, y;
   DeviceBuffer<uint8_t> a8, b8;
   DeviceBuffer<float> scalars;  // [12]: scale, amax, a_scale_inv at 4, b_scale_inv at 8 (16-byte aligned)
+  std::vector<ScaledOperand> row, block;  // [a, b] each
 };
 
 GemmBuffers make_gemm_buffers(const Shape& s, uint32_t seed) {
   GemmBuffers g{DeviceBuffer<uint16_t>(s.m * s.k), DeviceBuffer<uint16_t>(s.n * s.k), DeviceBuffer<uint16_t>(s.m * s.n),
-                DeviceBuffer<uint8_t>(s.m * s.k), DeviceBuffer<uint8_t>(s.n * s.k), DeviceBuffer<float>(12)};
+                DeviceBuffer<uint8_t>(s.m * s.k), DeviceBuffer<uint8_t>(s.n * s.k), DeviceBuffer<float>(12), {}, {}};
   std::vector<float> scalars(12, 1.0f);
   scalars[0] = 64.0f, scalars[1] = 0.0f;
   g.scalars.upload(scalars);
@@ -167,6 +202,8 @@ GemmBuffers make_gemm_buffers(const Shape& s, uint32_t seed) {
     q.amax = g.scalars.data() + 1;
     q.scale_inv = g.scalars.data() + 4 + 4 * which;
     quantize_fp8(q);
+    g.row.push_back(quantize_scaled(x.data(), rows, s.k, BlockKind::Row));
+    g.block.push_back(quantize_scaled(x.data(), rows, s.k, which == 0 ? BlockKind::Group : BlockKind::Tile128));
   }
   FP8KIT_CUDA_CHECK(cudaDeviceSynchronize());
   return g;
@@ -181,8 +218,10 @@ void bench_gemm(const Options& options) {
   GemmContext context(GemmOptions{.autotune = options.autotune});
   fmt::print("y[M,N] = a[M,K] . b[N,K]^T, bf16 output; TFLOP/s: median (best) of {} batches after {} warm-up; {}\n",
              options.repeats, options.warmup, options.autotune ? "autotuned" : "heuristic's first algorithm");
-  fmt::print("{:>18} {:>5} {:>16} {:>16} {:>16} {:>9}\n", "MxNxK", "sets", "bf16", "fp8 fast acc", "fp8 split acc",
-             "fp8/bf16");
+  fmt::print("E4M3 operands; scales per tensor, per row x per row (row), 1x128 groups x 128x128 blocks (block,\n"
+             "split accumulation: cuBLASLt runs block scales with it only)\n");
+  fmt::print("{:>18} {:>5} {:>16} {:>16} {:>16} {:>16} {:>16} {:>9} {:>11}\n", "MxNxK", "sets", "bf16", "fp8 fast acc",
+             "fp8 split acc", "fp8 row fast", "fp8 block", "fp8/bf16", "block/bf16");
   for (const Shape& s : shapes) {
     const double flops = 2.0 * s.m * s.n * s.k;
     // Small problems fit in the 50 MB L2: rotate among input sets so every GEMM reads from memory.
@@ -192,7 +231,8 @@ void bench_gemm(const Options& options) {
     for (int i = 0; i < sets; ++i) buffers.push_back(make_gemm_buffers(s, 17 * i + 1));
     const int iters = options.iters > 0 ? options.iters : static_cast<int>(std::clamp(20e-3 * 1e15 / flops, 3.0, 1000.0));
 
-    const auto tflops = [&](DType type, bool fast) {
+    // scaling: ScaleMode::Scalar per tensor, OuterVec per row, Vec128 the block-scaled GEMM.
+    const auto tflops = [&](DType type, bool fast, ScaleMode scaling = ScaleMode::Scalar) {
       const Timing t = time_batches(iters, options.warmup, options.repeats, [&](int i) {
         GemmBuffers& g = buffers[i % sets];
         GemmArgs args;
@@ -201,11 +241,17 @@ void bench_gemm(const Options& options) {
         args.a_type = args.b_type = type;
         if (type == DType::Bf16) {
           args.a = g.a16.data(), args.b = g.b16.data();
-        } else {
+        } else if (scaling == ScaleMode::Scalar) {
           args.a = g.a8.data(), args.b = g.b8.data();
           args.a_scale_inv = g.scalars.data() + 4, args.b_scale_inv = g.scalars.data() + 8;
-          args.fast_accumulation = fast;
+        } else {
+          const std::vector<ScaledOperand>& o = scaling == ScaleMode::OuterVec ? g.row : g.block;
+          args.a = o[0].codes.data(), args.b = o[1].codes.data();
+          args.a_scale_inv = o[0].scale_inv.data(), args.b_scale_inv = o[1].scale_inv.data();
+          args.a_scale_mode = scaling;
+          args.b_scale_mode = scaling == ScaleMode::OuterVec ? ScaleMode::OuterVec : ScaleMode::Block128;
         }
+        args.fast_accumulation = type != DType::Bf16 && fast;
         context.gemm(args);
       });
       return std::pair{flops / (t.median_ms * 1e-3) / 1e12, flops / (t.best_ms * 1e-3) / 1e12};
@@ -214,8 +260,10 @@ void bench_gemm(const Options& options) {
       return fmt::format("{:.1f} ({:.1f})", median_best.first, median_best.second);
     };
     const auto bf16 = tflops(DType::Bf16, false), fast = tflops(DType::E4M3, true), split = tflops(DType::E4M3, false);
-    fmt::print("{:>18} {:>5} {:>16} {:>16} {:>16} {:>9.2f}\n", fmt::format("{}x{}x{}", s.m, s.n, s.k), sets,
-               cell(bf16), cell(fast), cell(split), fast.first / bf16.first);
+    const auto row = tflops(DType::E4M3, true, ScaleMode::OuterVec), block = tflops(DType::E4M3, false, ScaleMode::Vec128);
+    fmt::print("{:>18} {:>5} {:>16} {:>16} {:>16} {:>16} {:>16} {:>9.2f} {:>11.2f}\n", fmt::format("{}x{}x{}", s.m, s.n, s.k),
+               sets, cell(bf16), cell(fast), cell(split), cell(row), cell(block), fast.first / bf16.first,
+               block.first / bf16.first);
   }
 }
 
@@ -226,7 +274,7 @@ void bench_quantize(const Options& options) {
   fmt::print("GB/s counting bytes read + written once each (fp32 in: 4 B, bf16 in: 2 B, each FP8 output 1 B, each\n"
              "bf16 output 2 B per element); %copy = against cudaMemcpy device-to-device of the fp32 tensor (read +\n"
              "write 8 B per element)\n");
-  fmt::print("{:>12} {:<36} {:>9} {:>9} {:>7}\n", "rows x cols", "kernel", "us", "GB/s", "%copy");
+  fmt::print("{:>12} {:<42} {:>9} {:>9} {:>7}\n", "rows x cols", "kernel", "us", "GB/s", "%copy");
   for (const Shape& s : shapes) {
     const int64_t n = s.m * s.n;
     DeviceBuffer<float> x = random_floats(n, 5);
@@ -242,14 +290,14 @@ void bench_quantize(const Options& options) {
       FP8KIT_CUDA_CHECK(cudaMemcpyAsync(copy.data(), x.data(), n * sizeof(float), cudaMemcpyDeviceToDevice));
     }).median_ms;
     const double copy_gbs = 8.0 * n / (copy_ms * 1e-3) / 1e9;
-    fmt::print("{:>12} {:<36} {:>9.1f} {:>9.0f} {:>7}\n", shape, "cudaMemcpy D2D (fp32)", copy_ms * 1e3, copy_gbs, "100%");
+    fmt::print("{:>12} {:<42} {:>9.1f} {:>9.0f} {:>7}\n", shape, "cudaMemcpy D2D (fp32)", copy_ms * 1e3, copy_gbs, "100%");
     // What a bf16 step does in the FP8 quantization's place: the cast to bf16 with its transposed copy.
     DeviceBuffer<uint16_t> b(n), b_t(n);
     const Bf16Cast cast{x.data(), s.m, s.n, b.data(), b_t.data()};
     const double cast_ms =
         time_batches(iters, options.warmup, options.repeats, [&](int) { float_to_bf16_transposed({&cast, 1}); }).median_ms;
     const double cast_gbs = 8.0 * n / (cast_ms * 1e-3) / 1e9;
-    fmt::print("{:>12} {:<36} {:>9.1f} {:>9.0f} {:>6.0f}%\n", shape, "f32 -> bf16 + transposed (no amax)", cast_ms * 1e3,
+    fmt::print("{:>12} {:<42} {:>9.1f} {:>9.0f} {:>6.0f}%\n", shape, "f32 -> bf16 + transposed (no amax)", cast_ms * 1e3,
                cast_gbs, 100.0 * cast_gbs / copy_gbs);
 
     for (DType in : {DType::F32, DType::Bf16}) {
@@ -267,9 +315,62 @@ void bench_quantize(const Options& options) {
         const double ms = time_batches(iters, options.warmup, options.repeats, [&](int) { quantize_fp8(args); }).median_ms;
         const double bytes = static_cast<double>(n) * (dtype_size(in) + 1 + (transpose ? 1 : 0));
         const double gbs = bytes / (ms * 1e-3) / 1e9;
-        fmt::print("{:>12} {:<36} {:>9.1f} {:>9.0f} {:>6.0f}%\n", shape,
+        fmt::print("{:>12} {:<42} {:>9.1f} {:>9.0f} {:>6.0f}%\n", shape,
                    fmt::format("{} -> e4m3{} + amax", name(in), transpose ? " + transposed" : ""), ms * 1e3, gbs,
                    100.0 * gbs / copy_gbs);
+      }
+    }
+    // Per tensor with a current scale: an amax-only pass, the scale on the device, the cast.
+    DeviceBuffer<float> fp8_max(1);
+    fp8_max.upload(std::vector<float>{fp8kit::fp8_max(Fp8Format::E4M3)});
+    const int tensor0[] = {0};
+    const double current_ms = time_batches(iters, options.warmup, options.repeats, [&](int) {
+      QuantizeArgs args;
+      args.x = x.data();
+      args.rows = s.m;
+      args.cols = s.n;
+      args.scale = scalars.data();  // any: the amax pass writes no codes
+      args.amax = scalars.data() + 1;
+      FP8KIT_CUDA_CHECK(cudaMemsetAsync(args.amax, 0, sizeof(float)));
+      quantize_fp8(args);
+      current_scales(tensor0, args.amax, fp8_max.data(), {}, scalars.data(), scalars.data() + 2, 1, nullptr);
+      args.q = q.data();
+      quantize_fp8(args);
+    }).median_ms;
+    const double current_gbs = 5.0 * n / (current_ms * 1e-3) / 1e9;
+    fmt::print("{:>12} {:<42} {:>9.1f} {:>9.0f} {:>6.0f}%\n", shape, "f32 -> e4m3 current (amax pass + cast)",
+               current_ms * 1e3, current_gbs, 100.0 * current_gbs / copy_gbs);
+    // One current scale per row, per 1 x G group and per 128 x 128 block (block_quantize.h).
+    const int64_t scales = s.m * ((s.n + 31) / 32);  // the most any granularity needs (1 x 32 groups)
+    DeviceBuffer<float> scale_inv(scales), amax(scales);
+    struct Granular {
+      const char* name;
+      BlockKind kind;
+      int group;
+      bool transpose;
+    };
+    const Granular granularities[] = {{"per row", BlockKind::Row, 0, false},        {"1x32 groups", BlockKind::Group, 32, false},
+                                      {"1x64 groups", BlockKind::Group, 64, false}, {"1x128 groups", BlockKind::Group, 128, false},
+                                      {"128x128 blocks", BlockKind::Tile128, 0, false},
+                                      {"128x128 blocks + transposed", BlockKind::Tile128, 0, true}};
+    for (DType in : {DType::F32, DType::Bf16}) {
+      for (const Granular& g : granularities) {
+        BlockQuantizeArgs args;
+        args.x = in == DType::F32 ? static_cast<const void*>(x.data()) : x16.data();
+        args.x_type = in;
+        args.rows = s.m;
+        args.cols = s.n;
+        args.kind = g.kind;
+        args.group = g.group;
+        args.q = q.data();
+        args.q_t = g.transpose ? q_t.data() : nullptr;
+        args.scale_inv = scale_inv.data();
+        args.amax = amax.data();
+        const double ms = time_batches(iters, options.warmup, options.repeats, [&](int) { quantize_blocks(args); }).median_ms;
+        const double bytes = static_cast<double>(n) * (dtype_size(in) + 1 + (g.transpose ? 1 : 0));
+        const double gbs = bytes / (ms * 1e-3) / 1e9;
+        fmt::print("{:>12} {:<42} {:>9.1f} {:>9.0f} {:>6.0f}%\n", shape, fmt::format("{} -> e4m3 {}", name(in), g.name),
+                   ms * 1e3, gbs, 100.0 * gbs / copy_gbs);
       }
     }
   }
@@ -296,14 +397,15 @@ void setup(CLI::App& app) {
   auto options = std::make_shared<Options>();
   app.require_subcommand(1);
   CLI::App* gemm = app.add_subcommand(
-      "gemm", "bf16 vs FP8 (E4M3, fast and split accumulation) cuBLASLt GEMMs, TFLOP/s (median and best batch)");
+      "gemm", "bf16 vs FP8 (E4M3: per tensor fast and split accumulation, per row, 1x128 x 128x128 blocks) cuBLASLt GEMMs, TFLOP/s (median and best batch)");
   add_common(gemm, *options, 3,
              "comma-separated MxNxK (default: 8192x8192x8192,4096x4096x4096,16384x4096x4096,16384x16384x4096,"
              "2048x3072x768,32x3072x768)");
   gemm->add_flag("--autotune,!--no-autotune", options->autotune,
                  "time up to 8 of cuBLASLt's heuristic algorithms per shape and keep the fastest (default: on)");
   gemm->callback([options] { bench_gemm(*options); });
-  CLI::App* quantize = app.add_subcommand("quantize", "FP8 quantize (+ transpose + amax) bandwidth vs a device copy");
+  CLI::App* quantize = app.add_subcommand(
+      "quantize", "FP8 quantize bandwidth at every granularity (tensor + transpose + amax, row, 1xG, 128x128) vs a device copy");
   add_common(quantize, *options, 2, "comma-separated ROWSxCOLS (default: 16384x4096)");
   quantize->callback([options] { bench_quantize(*options); });
 }

@@ -25,6 +25,13 @@ enum class Granularity {
 Granularity parse_granularity(std::string_view text);  // tensor | row | group | 1x128 | 128x128
 std::string_view name(Granularity granularity);
 
+// The [rows, cols] tile one scale covers at `granularity` in a [rows, cols] matrix (PerGroup: 1 x
+// group_size; PerTensor: the whole matrix, at least 1 x 1).
+struct BlockShape {
+  size_t rows = 0, cols = 0;
+};
+BlockShape block_shape(Granularity granularity, size_t rows, size_t cols, size_t group_size = 64);
+
 // A [rows, cols] row-major matrix (K = cols) in FP8, one scale_inv per [block_rows, block_cols] block.
 // Blocks at the bottom and right edges may be partial (217x256 with 128x128 blocks has 2x2 blocks,
 // the lower ones 89 rows tall).
@@ -49,7 +56,16 @@ struct QuantizedTensor {
 QuantizedTensor quantize(std::span<const float> x, size_t rows, size_t cols, Fp8Format format, Granularity granularity,
                          size_t group_size = 64, ScaleOptions options = {});
 
+// What quantize() does, into the caller's memory: codes [rows, cols]; per block, in the grid's
+// row-major order, scale_inv and amax (max |x| of the block, NaN ignored, inf counted). ops::quantize
+// writes tensors with it.
+void quantize_blocks(std::span<const float> x, size_t rows, size_t cols, Fp8Format format, BlockShape block,
+                     ScaleOptions options, std::span<uint8_t> codes, std::span<float> scale_inv, std::span<float> amax);
+
 // out[r, c] = float(data[r, c]) * scale_inv of its block. out.size() must be rows * cols.
 void dequantize(const QuantizedTensor& q, std::span<float> out);
+// The same from the caller's memory: codes [rows, cols], scale_inv per block (grid row-major).
+void dequantize_blocks(std::span<const uint8_t> codes, size_t rows, size_t cols, Fp8Format format, BlockShape block,
+                       std::span<const float> scale_inv, std::span<float> out);
 
 }  // namespace fp8kit

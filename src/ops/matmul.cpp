@@ -1,5 +1,5 @@
 // Tensor-level matmul: one set of shape, dtype and device checks, then the CPU GEMMs (OpenBLAS, exact
-// FP8 emulation) or a per-thread cuBLASLt context.
+// FP8 emulation, scaled slice by slice for per-row and block scales) or a per-thread cuBLASLt context.
 #include "ops/matmul.h"
 
 #include "base/error.h"
@@ -8,19 +8,25 @@
 
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <vector>
 
 #if FP8KIT_HAVE_CUDA
 #include "ops/cuda/gemm.h"
+#include "ops/cuda/gemm_scales.h"
 #endif
 
 namespace fp8kit::ops {
 
 namespace {
 
+// The granularity pairs of FP8 matmuls (matmul.h).
+enum class Scaling { PerTensor, PerRow, Block };
+
 struct Operand {
   const Tensor& data;
-  const Tensor* scale_inv;  // FP8 only
+  const Tensor* scale_inv = nullptr;  // FP8 only
+  const QTensor* q = nullptr;         // FP8 only
 };
 
 void check_matrix(const Tensor& t, std::string_view what) {
@@ -60,7 +66,15 @@ const float* float_values(const Tensor& t, std::vector<float>& widened) {
 }
 
 #if FP8KIT_HAVE_CUDA
-void matmul_cuda(const Operand& a, const Operand& b, Tensor& y, const MatmulOptions& options, const GemmShape& s) {
+// A 1x128 operand's scales [rows, groups] as cuBLASLt's Vec128 reads them, [groups, rows].
+Tensor vec128_scales(const Tensor& scale_inv) {
+  Tensor t({scale_inv.dim(1), scale_inv.dim(0)}, DType::F32, scale_inv.device());
+  cuda::transpose_scales(scale_inv.device_data<float>(), scale_inv.dim(0), scale_inv.dim(1), t.device_data<float>());
+  return t;
+}
+
+void matmul_cuda(const Operand& a, const Operand& b, Tensor& y, const MatmulOptions& options, const GemmShape& s,
+                 Scaling scaling) {
   thread_local cuda::GemmContext context;  // one handle, workspace and plan cache per thread
   cuda::GemmArgs args;
   args.m = s.m;
@@ -72,9 +86,23 @@ void matmul_cuda(const Operand& a, const Operand& b, Tensor& y, const MatmulOpti
   args.b_type = b.data.dtype();
   args.y = y.device_data<std::byte>();
   args.y_type = y.dtype();
+  Tensor a_scales, b_scales;  // Vec128 layouts of 1x128 scales
   if (a.scale_inv != nullptr) {
     args.a_scale_inv = a.scale_inv->device_data<float>();
     args.b_scale_inv = b.scale_inv->device_data<float>();
+  }
+  if (scaling == Scaling::PerRow) args.a_scale_mode = args.b_scale_mode = cuda::ScaleMode::OuterVec;
+  if (scaling == Scaling::Block) {
+    a_scales = vec128_scales(*a.scale_inv);
+    args.a_scale_inv = a_scales.device_data<float>();
+    args.a_scale_mode = cuda::ScaleMode::Vec128;
+    if (b.q->spec.granularity == Granularity::Block128x128) {
+      args.b_scale_mode = cuda::ScaleMode::Block128;
+    } else {
+      b_scales = vec128_scales(*b.scale_inv);
+      args.b_scale_inv = b_scales.device_data<float>();
+      args.b_scale_mode = cuda::ScaleMode::Vec128;
+    }
   }
   if (options.bias != nullptr) {
     args.epilogue = cuda::Epilogue::Bias;
@@ -82,13 +110,48 @@ void matmul_cuda(const Operand& a, const Operand& b, Tensor& y, const MatmulOpti
   }
   args.fast_accumulation = options.fast_accumulation;
   context.gemm(args);
+  // a_scales and b_scales are freed on return, with the GEMM maybe still queued: cudaFree waits for it.
 }
 #endif
 
-void run(const Operand& a, const Operand& b, Tensor& y, const MatmulOptions& options, const GemmShape& s) {
+// y's fp32 accumulator = sum over k slices of (A_s . B_s^T) * (sa * sb) (matmul.h), from the codes.
+void gemm_scaled_cpu(const QTensor& a, const QTensor& b, Scaling scaling, const GemmShape& s, float* acc) {
+  std::fill(acc, acc + s.m * s.n, 0.0f);
+  if (s.m == 0 || s.n == 0) return;
+  const int64_t width = scaling == Scaling::Block ? 128 : std::max<int64_t>(s.k, 1);
+  const float* a_values = fp8_values(fp8_format(a.codes.dtype())).data();
+  const float* b_values = fp8_values(fp8_format(b.codes.dtype())).data();
+  const uint8_t* a_codes = a.codes.data<uint8_t>();
+  const uint8_t* b_codes = b.codes.data<uint8_t>();
+  const float* sa = a.scale_inv.data<float>();
+  const float* sb = b.scale_inv.data<float>();
+  const BlockShape ba = a.block(), bb = b.block();
+  const int64_t a_grid_cols = a.scale_inv.numel() / ((s.m + ba.rows - 1) / ba.rows);
+  const int64_t b_grid_cols = b.scale_inv.numel() / ((s.n + bb.rows - 1) / bb.rows);
+  std::vector<float> a_slice(s.m * width), b_slice(s.n * width), partial(s.m * s.n);
+  for (int64_t k0 = 0; k0 < s.k; k0 += width) {
+    const int64_t w = std::min(width, s.k - k0);
+    for (int64_t i = 0; i < s.m; ++i)
+      for (int64_t t = 0; t < w; ++t) a_slice[i * w + t] = a_values[a_codes[i * s.k + k0 + t]];
+    for (int64_t j = 0; j < s.n; ++j)
+      for (int64_t t = 0; t < w; ++t) b_slice[j * w + t] = b_values[b_codes[j * s.k + k0 + t]];
+    gemm_f32({s.m, s.n, w, false, true}, 1.0f, a_slice.data(), b_slice.data(), 0.0f, partial.data());
+    const int64_t a_col = k0 / static_cast<int64_t>(ba.cols), b_col = k0 / static_cast<int64_t>(bb.cols);
+    for (int64_t i = 0; i < s.m; ++i) {
+      const float a_scale = sa[i / static_cast<int64_t>(ba.rows) * a_grid_cols + a_col];
+      for (int64_t j = 0; j < s.n; ++j) {
+        const float scale = a_scale * sb[j / static_cast<int64_t>(bb.rows) * b_grid_cols + b_col];
+        acc[i * s.n + j] += partial[i * s.n + j] * scale;
+      }
+    }
+  }
+}
+
+void run(const Operand& a, const Operand& b, Tensor& y, const MatmulOptions& options, const GemmShape& s,
+         Scaling scaling = Scaling::PerTensor) {
   if (a.data.device() == Device::Cuda) {
 #if FP8KIT_HAVE_CUDA
-    matmul_cuda(a, b, y, options, s);
+    matmul_cuda(a, b, y, options, s, scaling);
 #endif
     return;
   }
@@ -96,7 +159,9 @@ void run(const Operand& a, const Operand& b, Tensor& y, const MatmulOptions& opt
   std::vector<float> scratch, a_widened, b_widened, bias_widened;
   if (y.dtype() != DType::F32) scratch.resize(s.m * s.n);
   float* acc = y.dtype() == DType::F32 ? y.data<float>() : scratch.data();
-  if (a.scale_inv != nullptr) {
+  if (scaling != Scaling::PerTensor) {
+    gemm_scaled_cpu(*a.q, *b.q, scaling, s, acc);
+  } else if (a.scale_inv != nullptr) {
     const Fp8Operand fa{a.data.data<uint8_t>(), fp8_format(a.data.dtype()), a.scale_inv->data<float>()[0]};
     const Fp8Operand fb{b.data.data<uint8_t>(), fp8_format(b.data.dtype()), b.scale_inv->data<float>()[0]};
     gemm_fp8(s, fa, fb, 0.0f, acc);
@@ -125,19 +190,46 @@ void matmul(const Tensor& a, const Tensor& b, Tensor& y, const MatmulOptions& op
   run(oa, ob, y, options, s);
 }
 
-void matmul(const Fp8Tensor& a, const Fp8Tensor& b, Tensor& y, const MatmulOptions& options) {
-  const Operand oa{a.data, &a.scale_inv}, ob{b.data, &b.scale_inv};
+void matmul(const QTensor& a, const QTensor& b, Tensor& y, const MatmulOptions& options) {
+  const Operand oa{a.codes, &a.scale_inv, &a}, ob{b.codes, &b.scale_inv, &b};
   const GemmShape s = check(oa, ob, y, options);
-  FP8KIT_CHECK(is_fp8(a.data.dtype()) && is_fp8(b.data.dtype()), "matmul: FP8 operands must hold e4m3 or e5m2 codes, got {} and {}",
-               name(a.data.dtype()), name(b.data.dtype()));
-  FP8KIT_CHECK(!(a.data.dtype() == DType::E5M2 && b.data.dtype() == DType::E5M2),
+  FP8KIT_CHECK(is_fp8(a.codes.dtype()) && is_fp8(b.codes.dtype()), "matmul: FP8 operands must hold e4m3 or e5m2 codes, got {} and {}",
+               name(a.codes.dtype()), name(b.codes.dtype()));
+  FP8KIT_CHECK(!(a.codes.dtype() == DType::E5M2 && b.codes.dtype() == DType::E5M2),
                "matmul: e5m2 x e5m2 has no FP8 tensor-core GEMM: quantize one operand to e4m3");
   FP8KIT_CHECK(y.dtype() == DType::Bf16 || y.dtype() == DType::F32, "matmul: FP8 products give bf16 or f32, not {}",
                name(y.dtype()));
-  for (const Tensor* t : {&a.scale_inv, &b.scale_inv})
-    FP8KIT_CHECK(t->numel() == 1 && t->dtype() == DType::F32 && t->device() == a.data.device(),
-                 "matmul: an FP8 operand's scale_inv must be one f32 on its device");
-  run(oa, ob, y, options, s);
+  const auto is_1x128 = [](const QuantSpec& q) {
+    return q.granularity == Granularity::Block1x128 || (q.granularity == Granularity::PerGroup && q.group == 128);
+  };
+  const Granularity ga = a.spec.granularity, gb = b.spec.granularity;
+  Scaling scaling = Scaling::PerTensor;
+  if (ga == Granularity::PerRow && gb == Granularity::PerRow) {
+    scaling = Scaling::PerRow;
+  } else if (is_1x128(a.spec) && (gb == Granularity::Block128x128 || is_1x128(b.spec))) {
+    scaling = Scaling::Block;
+  } else {
+    FP8KIT_CHECK(ga == Granularity::PerTensor && gb == Granularity::PerTensor,
+                 "matmul: a has {} scales and b {}: multiply per tensor x per tensor, row x row, or 1x128 x 128x128 / "
+                 "1x128 (quantize the operands so)",
+                 name(ga), name(gb));
+  }
+  FP8KIT_CHECK(scaling != Scaling::Block || !options.fast_accumulation,
+               "matmul: block-scaled FP8 products run the split accumulator; set fast_accumulation = false");
+  for (const QTensor* q : {&a, &b}) {
+    const BlockShape block = q->block();
+    const int64_t rows = q->rows(), cols = q->cols();
+    const int64_t want = q->spec.granularity == Granularity::PerTensor
+                             ? 1
+                             : (rows + static_cast<int64_t>(block.rows) - 1) / static_cast<int64_t>(block.rows) *
+                                   ((cols + static_cast<int64_t>(block.cols) - 1) / static_cast<int64_t>(block.cols));
+    FP8KIT_CHECK(q->scale_inv.numel() == want && q->scale_inv.dtype() == DType::F32 &&
+                     q->scale_inv.device() == a.codes.device(),
+                 "matmul: a [{}, {}] operand with {} scales needs {} f32 scale_inv on its device, got {} {} on {}", rows,
+                 cols, name(q->spec.granularity), want, q->scale_inv.numel(), name(q->scale_inv.dtype()),
+                 name(q->scale_inv.device()));
+  }
+  run(oa, ob, y, options, s, scaling);
 }
 
 }  // namespace fp8kit::ops

@@ -5,7 +5,7 @@
 // order (and, for FP8 with fast accumulation, Hopper's reduced-precision accumulator).
 #pragma once
 
-#include "ops/quantize.h"
+#include "tensor/qtensor.h"
 #include "tensor/tensor.h"
 
 namespace fp8kit::ops {
@@ -22,8 +22,19 @@ struct MatmulOptions {
 // y must be allocated with its shape and dtype on the operands' device.
 void matmul(const Tensor& a, const Tensor& b, Tensor& y, const MatmulOptions& options = {});
 
-// The same from FP8 operands: y = (a.scale_inv * b.scale_inv) * decode(a.data) . decode(b.data)^T,
-// into bf16 or f32. E4M3 x E4M3, E4M3 x E5M2 and E5M2 x E4M3 (Hopper has no E5M2 x E5M2).
-void matmul(const Fp8Tensor& a, const Fp8Tensor& b, Tensor& y, const MatmulOptions& options = {});
+// The same from quantized operands (ops::quantize of x [m, k] and w [n, k], codes K-major), into bf16
+// or f32. E4M3 x E4M3, E4M3 x E5M2 and E5M2 x E4M3 (Hopper has no E5M2 x E5M2). The granularity pairs:
+//   per tensor x per tensor: y = (sa * sb) * (A . B^T)
+//   per row x per row:       y[i, j] = (sa[i] * sb[j]) * (A . B^T)[i, j]   (per token x per channel)
+//   1x128 x 128x128, 1x128 x 1x128 (DeepSeek-V3 / Transformer Engine's Float8BlockScaling; 1x128 is
+//   PerGroup with group 128 or Block1x128): over the 128-wide slices s of k,
+//                            y[i, j] = sum_s (A_s . B_s^T)[i, j] * (sa[i, s] * sb[block of j, s])
+// where A, B are the decoded codes. The CPU computes exactly that in fp32: each slice's products
+// summed by OpenBLAS's sgemm, the partial times the product of the two scales (one rounding each), added
+// to y's fp32 accumulator slice by slice in k order; per tensor and per row, one slice. The GPU runs
+// cuBLASLt (scale modes; per row falls back to an unscaled GEMM and a scaling pass where cuBLASLt has no
+// algorithm): the same formula, its own summation order within a slice. Block-scaled GEMMs take no
+// fast accumulation (Hopper's cuBLASLt runs them with the split accumulator).
+void matmul(const QTensor& a, const QTensor& b, Tensor& y, const MatmulOptions& options = {});
 
 }  // namespace fp8kit::ops

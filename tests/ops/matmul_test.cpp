@@ -1,11 +1,14 @@
 // Tensor-level matmul on the CPU against a double-precision triple loop over the very values the
-// GEMM reads (bf16 widened, FP8 codes decoded and scaled), with bias and bf16 output rounding; and
-// the errors for shapes, dtypes and devices that do not fit.
+// GEMM reads (bf16 widened, FP8 codes decoded and scaled), with bias and bf16 output rounding; the FP8
+// products at every granularity pair (per tensor, per row, 1x128 x 128x128, 1x128 x 1x128); and the
+// errors for shapes, dtypes, granularities and devices that do not fit.
 #include "ops/matmul.h"
+#include "ops/quantize.h"
 
 #include "base/error.h"
 #include "common/gradient_check.h"
 #include "common/host_tensors.h"
+#include "numerics/cast.h"
 
 #include <gtest/gtest.h>
 
@@ -55,13 +58,81 @@ TEST(Matmul, Fp8ProductOfQuantizedOperands) {
   const int64_t m = 9, n = 20, k = 48;
   const Tensor x = testing::host_tensor(testing::random_vector(m * k, 4, -2.0f, 2.0f), {m, k});
   const Tensor w = testing::host_tensor(testing::random_vector(n * k, 5, -0.5f, 0.5f), {n, k});
-  const Fp8Tensor xq = quantize_fp8_current(x, Fp8Format::E4M3), wq = quantize_fp8_current(w, Fp8Format::E5M2);
+  const QTensor xq = quantize(x, {.format = Fp8Format::E4M3}), wq = quantize(w, {.format = Fp8Format::E5M2});
   const Tensor bias = testing::host_tensor(testing::random_vector(n, 6), {n}, DType::Bf16);
   Tensor y({m, n}, DType::F32);
   matmul(xq, wq, y, {.bias = &bias});
   const Tensor xd = dequantize(xq), wd = dequantize(wq);
   const std::vector<double> ref = reference(xd, wd, &bias);
   for (int64_t i = 0; i < m * n; ++i) EXPECT_NEAR(y.data<float>()[i], ref[i], 1e-4) << i;
+}
+
+// The exact product of two quantized operands in double: sum_l decode(a[i, l]) sa(i, l) decode(b[j, l])
+// sb(j, l), each scale looked up from its block (extents written out here), and sum_l |term| (`scale`
+// of the rounding error bound).
+struct Reference {
+  std::vector<double> y, magnitude;
+};
+Reference scaled_reference(const QTensor& a, const QTensor& b) {
+  const auto extent = [](const QTensor& q) -> std::pair<int64_t, int64_t> {
+    switch (q.spec.granularity) {
+      case Granularity::PerTensor: return {q.rows(), q.cols()};
+      case Granularity::PerRow: return {1, q.cols()};
+      case Granularity::PerGroup: return {1, q.spec.group};
+      case Granularity::Block1x128: return {1, 128};
+      case Granularity::Block128x128: return {128, 128};
+    }
+    return {0, 0};
+  };
+  const auto scale = [&](const QTensor& q, int64_t r, int64_t c) {
+    const auto [br, bc] = extent(q);
+    const int64_t grid_cols = (q.cols() + bc - 1) / bc;
+    return static_cast<double>(q.scale_inv.data<float>()[r / br * grid_cols + c / bc]);
+  };
+  const int64_t m = a.rows(), n = b.rows(), k = a.cols();
+  Reference ref{std::vector<double>(m * n), std::vector<double>(m * n)};
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t l = 0; l < k; ++l) {
+        const double term = decode_fp8(a.codes.data<uint8_t>()[i * k + l], a.spec.format) * scale(a, i, l) *
+                            decode_fp8(b.codes.data<uint8_t>()[j * k + l], b.spec.format) * scale(b, j, l);
+        ref.y[i * n + j] += term;
+        ref.magnitude[i * n + j] += std::fabs(term);
+      }
+  return ref;
+}
+
+TEST(Matmul, Fp8ProductsAtEveryGranularityMatchTheReference) {
+  const QuantSpec tensor{}, row{.granularity = Granularity::PerRow},
+      group128{.granularity = Granularity::PerGroup, .group = 128}, tile1x128{.granularity = Granularity::Block1x128},
+      block{.granularity = Granularity::Block128x128};
+  const std::pair<QuantSpec, QuantSpec> pairs[] = {{tensor, tensor}, {row, row}, {tile1x128, block},
+                                                   {group128, block}, {tile1x128, group128}};
+  struct Shape {
+    int64_t m, n, k;
+  };
+  for (const Shape& s : {Shape{1, 5, 300}, Shape{33, 17, 260}, Shape{130, 140, 384}, Shape{4, 129, 128}}) {
+    for (const auto& [sa, sb] : pairs) {
+      // Rows and columns of different magnitudes, so that every block has its own scale.
+      std::vector<float> xv = testing::random_vector(s.m * s.k, 7, -1.0f, 1.0f), wv = testing::random_vector(s.n * s.k, 8);
+      for (int64_t i = 0; i < s.m * s.k; ++i) xv[i] *= std::pow(4.0f, static_cast<float>(i % s.k / 64 + i / s.k % 3));
+      for (int64_t i = 0; i < s.n * s.k; ++i) wv[i] *= std::pow(0.25f, static_cast<float>(i / s.k % 5));
+      const QTensor x = quantize(testing::host_tensor(xv, {s.m, s.k}), sa);
+      const QTensor w = quantize(testing::host_tensor(wv, {s.n, s.k}), {.format = Fp8Format::E5M2,
+                                                                         .granularity = sb.granularity,
+                                                                         .group = sb.group});
+      Tensor y({s.m, s.n}, DType::F32);
+      matmul(x, w, y);
+      const Reference ref = scaled_reference(x, w);
+      for (int64_t i = 0; i < s.m * s.n; ++i) {
+        // fp32 sums of exact FP8 products (at most k terms, gamma_k ~ k 2^-24 of the magnitude), each
+        // slice's partial times the rounded product of two scales, added slice by slice: a few more ulps.
+        const double tol = static_cast<double>(s.k + 8) * 0x1p-24 * ref.magnitude[i];
+        ASSERT_NEAR(y.data<float>()[i], ref.y[i], tol)
+            << s.m << "x" << s.n << "x" << s.k << " " << name(sa.granularity) << " x " << name(sb.granularity) << " at " << i;
+      }
+    }
+  }
 }
 
 TEST(Matmul, BadArgumentsSayWhatToFix) {
@@ -75,8 +146,16 @@ TEST(Matmul, BadArgumentsSayWhatToFix) {
   EXPECT_THROW(matmul(a16, b, y), Error);  // mixed f32 and bf16
   const Tensor wrong_bias({4}, DType::F32);
   EXPECT_THROW(matmul(a, b, y, {.bias = &wrong_bias}), Error);
-  const Fp8Tensor e5 = quantize_fp8_current(a, Fp8Format::E5M2), e5b = quantize_fp8_current(b, Fp8Format::E5M2);
+  const QTensor e5 = quantize(a, {.format = Fp8Format::E5M2}), e5b = quantize(b, {.format = Fp8Format::E5M2});
   EXPECT_THROW(matmul(e5, e5b, y), Error);  // no E5M2 x E5M2 on Hopper
+  const QTensor per_tensor = quantize(a, {}), per_row = quantize(b, {.granularity = Granularity::PerRow});
+  const QTensor group32 = quantize(a, {.granularity = Granularity::PerGroup, .group = 32});
+  const QTensor tile1x128 = quantize(a, {.granularity = Granularity::Block1x128});
+  const QTensor block = quantize(b, {.granularity = Granularity::Block128x128});
+  EXPECT_THROW(matmul(per_tensor, per_row, y), Error);  // mixed granularities
+  EXPECT_THROW(matmul(group32, block, y), Error);       // groups of 32 are no GEMM operand
+  EXPECT_THROW(matmul(tile1x128, block, y, {.fast_accumulation = true}), Error);  // split accumulator only
+  EXPECT_NO_THROW(matmul(tile1x128, block, y));
 }
 
 }  // namespace

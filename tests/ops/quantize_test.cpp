@@ -1,5 +1,6 @@
 // Tensor-level FP8 quantization on the CPU against the scalar casts: codes, transposed codes, amax,
-// scale_inv, current scaling, dequantization, and the errors for bad arguments.
+// scale_inv, current scaling at every granularity (against a slow per-element reference),
+// dequantization, and the errors for bad arguments.
 #include "ops/quantize.h"
 
 #include "base/error.h"
@@ -7,8 +8,10 @@
 #include "common/host_tensors.h"
 #include "numerics/cast.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -22,15 +25,16 @@ TEST(QuantizeTensor, CodesTransposeAmaxAndScaleInvMatchTheScalarCast) {
   x[3] = std::numeric_limits<float>::quiet_NaN();
   x[8] = -1000.0f;  // saturates to -448 after scaling by 0.5
   for (Fp8Format format : {Fp8Format::E4M3, Fp8Format::E5M2}) {
-    const Fp8Tensor q = quantize_fp8(testing::host_tensor(x, {rows, cols}), format, testing::scalar_tensor(0.5f), true);
-    ASSERT_EQ(q.data.shape(), (std::vector<int64_t>{rows, cols}));
-    ASSERT_EQ(q.data_t.shape(), (std::vector<int64_t>{cols, rows}));
-    EXPECT_EQ(q.data.dtype(), dtype_of(format));
+    const Tensor scale = testing::scalar_tensor(0.5f);
+    const QTensor q = quantize(testing::host_tensor(x, {rows, cols}), {.format = format}, &scale, true);
+    ASSERT_EQ(q.codes.shape(), (std::vector<int64_t>{rows, cols}));
+    ASSERT_EQ(q.codes_t.shape(), (std::vector<int64_t>{cols, rows}));
+    EXPECT_EQ(q.codes.dtype(), dtype_of(format));
     for (int64_t r = 0; r < rows; ++r) {
       for (int64_t c = 0; c < cols; ++c) {
         const uint8_t want = encode_fp8(x[r * cols + c] * 0.5f, format);
-        EXPECT_EQ(q.data.data<uint8_t>()[r * cols + c], want) << r << "," << c;
-        EXPECT_EQ(q.data_t.data<uint8_t>()[c * rows + r], want) << r << "," << c;
+        EXPECT_EQ(q.codes.data<uint8_t>()[r * cols + c], want) << r << "," << c;
+        EXPECT_EQ(q.codes_t.data<uint8_t>()[c * rows + r], want) << r << "," << c;
       }
     }
     EXPECT_EQ(q.amax.data<float>()[0], 1000.0f);  // NaN ignored
@@ -42,18 +46,19 @@ TEST(QuantizeTensor, Bf16InputAndVectors) {
   Tensor x({4}, DType::Bf16);
   const float values[] = {1.0f, -2.5f, 0.3f, 100.0f};
   for (int i = 0; i < 4; ++i) x.data<uint16_t>()[i] = float_to_bf16(values[i]);
-  const Fp8Tensor q = quantize_fp8(x, Fp8Format::E4M3, testing::scalar_tensor(2.0f));
-  EXPECT_EQ(q.data.shape(), (std::vector<int64_t>{4}));
-  EXPECT_EQ(q.data_t.numel(), 0);
+  const Tensor scale = testing::scalar_tensor(2.0f);
+  const QTensor q = quantize(x, {}, &scale);
+  EXPECT_EQ(q.codes.shape(), (std::vector<int64_t>{4}));
+  EXPECT_EQ(q.codes_t.numel(), 0);
   for (int i = 0; i < 4; ++i)
-    EXPECT_EQ(q.data.data<uint8_t>()[i], encode_fp8(round_bf16(values[i]) * 2.0f, Fp8Format::E4M3));
+    EXPECT_EQ(q.codes.data<uint8_t>()[i], encode_fp8(round_bf16(values[i]) * 2.0f, Fp8Format::E4M3));
   EXPECT_EQ(q.amax.data<float>()[0], 100.0f);
 }
 
 TEST(QuantizeTensor, CurrentScalingUsesTheTensorsOwnAmax) {
   const std::vector<float> x = testing::random_vector(64, 5, -3.0f, 3.0f);
   const Tensor t = testing::host_tensor(x, {8, 8});
-  const Fp8Tensor q = quantize_fp8_current(t, Fp8Format::E4M3, {.margin = 1});
+  const QTensor q = quantize(t, {.options = {.margin = 1}});
   float amax = 0;
   for (float v : x) amax = std::max(amax, std::fabs(v));
   const float scale = current_scale(amax, Fp8Format::E4M3, {.margin = 1});
@@ -67,13 +72,120 @@ TEST(QuantizeTensor, CurrentScalingUsesTheTensorsOwnAmax) {
   }
 }
 
+// Every granularity of QuantSpec, with its block extent written out independently of the code.
+struct Case {
+  QuantSpec spec;
+  int64_t block_rows, block_cols;  // 0: the whole extent
+};
+const Case kCases[] = {
+    {{.granularity = Granularity::PerTensor}, 0, 0},
+    {{.granularity = Granularity::PerRow}, 1, 0},
+    {{.granularity = Granularity::PerGroup, .group = 32}, 1, 32},
+    {{.granularity = Granularity::PerGroup, .group = 64}, 1, 64},
+    {{.granularity = Granularity::PerGroup, .group = 128}, 1, 128},
+    {{.granularity = Granularity::Block1x128}, 1, 128},
+    {{.granularity = Granularity::Block128x128}, 128, 128},
+    {{.granularity = Granularity::Block128x128, .options = {.margin = 2, .power_of_two = true}}, 128, 128},
+};
+
+// Rows of magnitudes 1e-3 .. 1e2 so that block scales differ; a zero block, +-inf and NaN.
+std::vector<float> awkward_matrix(int64_t rows, int64_t cols, uint32_t seed) {
+  std::vector<float> x = testing::random_vector(rows * cols, seed, -1.0f, 1.0f);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) x[r * cols + c] *= std::pow(10.0f, static_cast<float>(r % 6) - 3.0f) * (1 + c % 5);
+  for (int64_t c = 0; c < std::min<int64_t>(cols, 40); ++c) x[c] = 0.0f;  // row 0's first group: all zeros
+  if (rows * cols > 50) {
+    x[rows * cols / 2] = std::numeric_limits<float>::infinity();
+    x[rows * cols / 3] = -std::numeric_limits<float>::infinity();
+    x[rows * cols / 5] = std::numeric_limits<float>::quiet_NaN();
+    x[rows * cols - 1] = -std::numeric_limits<float>::quiet_NaN();
+  }
+  return x;
+}
+
+TEST(QuantizeTensor, EveryGranularityMatchesASlowReference) {
+  struct Shape {
+    int64_t rows, cols;
+  };
+  for (const Shape& s : {Shape{1, 300}, Shape{217, 300}, Shape{130, 257}, Shape{3, 64}}) {
+    for (DType x_type : {DType::F32, DType::Bf16}) {
+      for (Fp8Format format : {Fp8Format::E4M3, Fp8Format::E5M2}) {
+        for (const Case& c : kCases) {
+          QuantSpec spec = c.spec;
+          spec.format = format;
+          const Tensor x = testing::host_tensor(awkward_matrix(s.rows, s.cols, 3), {s.rows, s.cols}, x_type);
+          const std::vector<float> values = testing::float_values(x);  // bf16 rounded, as quantize sees them
+          const bool transpose = spec.granularity == Granularity::Block128x128 || spec.granularity == Granularity::PerTensor;
+          const QTensor q = quantize(x, spec, nullptr, transpose);
+          const int64_t br = c.block_rows == 0 ? s.rows : c.block_rows, bc = c.block_cols == 0 ? s.cols : c.block_cols;
+          const int64_t grid_rows = (s.rows + br - 1) / br, grid_cols = (s.cols + bc - 1) / bc;
+          const std::string what = fmt::format("{}x{} {} {} {} group {}", s.rows, s.cols, name(x_type), name(format),
+                                               name(spec.granularity), spec.group);
+          ASSERT_EQ(q.scale_inv.numel(), grid_rows * grid_cols) << what;
+          ASSERT_EQ(q.amax.numel(), grid_rows * grid_cols) << what;
+          ASSERT_EQ(q.codes_t.numel(), transpose ? s.rows * s.cols : 0) << what;
+          for (int64_t gr = 0; gr < grid_rows; ++gr) {
+            for (int64_t gc = 0; gc < grid_cols; ++gc) {
+              float amax = 0.0f;  // NaN ignored, inf counted
+              for (int64_t r = gr * br; r < std::min(s.rows, (gr + 1) * br); ++r)
+                for (int64_t col = gc * bc; col < std::min(s.cols, (gc + 1) * bc); ++col)
+                  if (!std::isnan(values[r * s.cols + col])) amax = std::max(amax, std::fabs(values[r * s.cols + col]));
+              const float scale = current_scale(amax, format, spec.options);
+              ASSERT_EQ(q.amax.data<float>()[gr * grid_cols + gc], amax) << what << " block " << gr << "," << gc;
+              ASSERT_EQ(q.scale_inv.data<float>()[gr * grid_cols + gc], 1.0f / scale) << what;
+              for (int64_t r = gr * br; r < std::min(s.rows, (gr + 1) * br); ++r) {
+                for (int64_t col = gc * bc; col < std::min(s.cols, (gc + 1) * bc); ++col) {
+                  const uint8_t want = encode_fp8(values[r * s.cols + col] * scale, format);
+                  ASSERT_EQ(q.codes.data<uint8_t>()[r * s.cols + col], want) << what << " at " << r << "," << col;
+                  if (transpose) {
+                    ASSERT_EQ(q.codes_t.data<uint8_t>()[col * s.rows + r], want) << what;
+                  }
+                }
+              }
+            }
+          }
+          const Tensor back = dequantize(q);
+          for (int64_t i = 0; i < s.rows * s.cols; ++i) {
+            const int64_t r = i / s.cols, col = i % s.cols;
+            const float want = decode_fp8(q.codes.data<uint8_t>()[i], format) *
+                               q.scale_inv.data<float>()[r / br * grid_cols + col / bc];
+            if (std::isnan(want)) {
+              ASSERT_TRUE(std::isnan(back.data<float>()[i])) << what;
+            } else {
+              ASSERT_EQ(back.data<float>()[i], want) << what << " at " << i;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(QuantizeTensor, EmptyAndOneElementTensors) {
+  for (const Case& c : kCases) {
+    const QTensor empty = quantize(Tensor({0, 5}, DType::F32), c.spec);
+    EXPECT_EQ(empty.codes.numel(), 0);
+    EXPECT_EQ(dequantize(empty).numel(), 0);
+    const QTensor one = quantize(testing::host_tensor({-3.0f}, {1, 1}), c.spec);
+    EXPECT_EQ(one.amax.data<float>()[0], 3.0f) << name(c.spec.granularity);
+    EXPECT_NEAR(dequantize(one).data<float>()[0], -3.0f, 1e-5) << name(c.spec.granularity);
+  }
+}
+
 TEST(QuantizeTensor, BadArgumentsSayWhatToFix) {
   const Tensor x({2, 2}, DType::F32);
-  EXPECT_THROW(quantize_fp8(x, Fp8Format::E4M3, testing::scalar_tensor(0.0f)), Error);
-  EXPECT_THROW(quantize_fp8(x, Fp8Format::E4M3, testing::scalar_tensor(std::numeric_limits<float>::infinity())), Error);
-  EXPECT_THROW(quantize_fp8(x, Fp8Format::E4M3, Tensor({2}, DType::F32)), Error);
-  EXPECT_THROW(quantize_fp8(Tensor({2, 2, 2}, DType::F32), Fp8Format::E4M3, testing::scalar_tensor(1.0f)), Error);
-  EXPECT_THROW(quantize_fp8(Tensor({2, 2}, DType::I32), Fp8Format::E4M3, testing::scalar_tensor(1.0f)), Error);
+  const Tensor zero = testing::scalar_tensor(0.0f), inf = testing::scalar_tensor(std::numeric_limits<float>::infinity());
+  const Tensor one = testing::scalar_tensor(1.0f), two({2}, DType::F32);
+  EXPECT_THROW(quantize(x, {}, &zero), Error);
+  EXPECT_THROW(quantize(x, {}, &inf), Error);
+  EXPECT_THROW(quantize(x, {}, &two), Error);
+  EXPECT_THROW(quantize(Tensor({2, 2, 2}, DType::F32), {}, &one), Error);
+  EXPECT_THROW(quantize(Tensor({2, 2}, DType::I32), {}, &one), Error);
+  // A delayed scale is per tensor; groups are 32, 64 or 128; a row's or group's scales do not transpose.
+  EXPECT_THROW(quantize(x, {.granularity = Granularity::PerRow}, &one), Error);
+  EXPECT_THROW(quantize(x, {.granularity = Granularity::PerGroup, .group = 48}), Error);
+  EXPECT_THROW(quantize(x, {.granularity = Granularity::Block1x128}, nullptr, true), Error);
+  EXPECT_NO_THROW(quantize(x, {.granularity = Granularity::Block128x128}, nullptr, true));
 }
 
 }  // namespace

@@ -25,6 +25,33 @@ __device__ __forceinline__ uint32_t encode_fp8x2(float scaled0, float scaled1, u
   return codes;
 }
 
+// Four values of a row -> four FP8 codes (byte i = column i), as numerics' quantize_fp8 (multiply)
+// or quantize_fp8_divide (Divide) casts them.
+template <Fp8Format F, bool Divide>
+__device__ __forceinline__ uint32_t encode_row(const float v[4], float scale) {
+  constexpr float max = F == Fp8Format::E4M3 ? 448.0f : 57344.0f;
+  float y[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float scaled = Divide ? __fdiv_rn(v[i], scale) : __fmul_rn(v[i], scale);
+    y[i] = fminf(fmaxf(scaled, -max), max);  // saturate (+-inf too) whatever the cvt does with them
+  }
+  const uint32_t lo = encode_fp8x2<F>(y[0], y[1], __float_as_uint(v[0]), __float_as_uint(v[1]));
+  const uint32_t hi = encode_fp8x2<F>(y[2], y[3], __float_as_uint(v[2]), __float_as_uint(v[3]));
+  return lo | (hi << 16);
+}
+
+// A 4 x 4 byte matrix transposed: rows[r] holds row r (byte i = column i); columns[i] gets column i
+// (byte r = row r).
+__device__ __forceinline__ void transpose_4x4(const uint32_t rows[4], uint32_t columns[4]) {
+  const uint32_t a = __byte_perm(rows[0], rows[1], 0x5140), b = __byte_perm(rows[2], rows[3], 0x5140);
+  const uint32_t c = __byte_perm(rows[0], rows[1], 0x7362), d = __byte_perm(rows[2], rows[3], 0x7362);
+  columns[0] = __byte_perm(a, b, 0x5410);
+  columns[1] = __byte_perm(a, b, 0x7632);
+  columns[2] = __byte_perm(c, d, 0x5410);
+  columns[3] = __byte_perm(c, d, 0x7632);
+}
+
 // FP8 code -> float32, exact (every FP8 value is a half; NaN stays NaN, E5M2 inf stays inf).
 template <Fp8Format F>
 __device__ __forceinline__ float decode_fp8(uint8_t code) {

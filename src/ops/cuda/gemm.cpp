@@ -14,6 +14,7 @@
 
 #include "base/error.h"
 #include "ops/cuda/check.h"
+#include "ops/cuda/gemm_scales.h"
 
 namespace fp8kit::cuda {
 namespace {
@@ -38,6 +39,26 @@ cublasLtEpilogue_t cublas_epilogue(Epilogue e) {
   return CUBLASLT_EPILOGUE_DEFAULT;
 }
 
+int32_t cublas_scale_mode(ScaleMode mode) {
+  switch (mode) {
+    case ScaleMode::Scalar: return CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F;
+    case ScaleMode::OuterVec: return CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+    case ScaleMode::Vec128: return CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
+    case ScaleMode::Block128: return CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;
+  }
+  return CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F;
+}
+
+std::string_view scale_mode_name(ScaleMode mode) {
+  switch (mode) {
+    case ScaleMode::Scalar: return "scalar";
+    case ScaleMode::OuterVec: return "per-row";
+    case ScaleMode::Vec128: return "1x128";
+    case ScaleMode::Block128: return "128x128";
+  }
+  return "?";
+}
+
 bool has_bias(Epilogue e) { return e == Epilogue::Bias || e == Epilogue::GeluBias; }
 
 std::string_view epilogue_name(Epilogue e) {
@@ -51,9 +72,12 @@ std::string_view epilogue_name(Epilogue e) {
 }
 
 std::string describe(const GemmArgs& g) {
-  return fmt::format("GEMM y[{}x{}] = a[{}x{}] . b[{}x{}]^T ({} x {} -> {}, epilogue {}{})", g.m, g.n, g.m, g.k, g.n,
+  const bool scaled = g.a_scale_mode != ScaleMode::Scalar || g.b_scale_mode != ScaleMode::Scalar;
+  return fmt::format("GEMM y[{}x{}] = a[{}x{}] . b[{}x{}]^T ({} x {} -> {}, epilogue {}{}{})", g.m, g.n, g.m, g.k, g.n,
                      g.k, name(g.a_type), name(g.b_type), name(g.y_type), epilogue_name(g.epilogue),
-                     g.fast_accumulation ? ", fast accumulation" : "");
+                     g.fast_accumulation ? ", fast accumulation" : "",
+                     scaled ? fmt::format(", {} x {} scales", scale_mode_name(g.a_scale_mode), scale_mode_name(g.b_scale_mode))
+                            : std::string());
 }
 
 // Largest power of two dividing the address, capped at 256 (cuBLASLt's default assumption).
@@ -83,9 +107,28 @@ void validate(const GemmArgs& g) {
                  "{}: scale_inv pointers apply to FP8 operands only", what);
     FP8KIT_CHECK(!g.fast_accumulation, "{}: fast accumulation applies to FP8 GEMMs only", what);
   }
+  const ScaleMode a = g.a_scale_mode, b = g.b_scale_mode;
+  if (a == ScaleMode::Scalar && b == ScaleMode::Scalar) return;
+  FP8KIT_CHECK(is_fp8(g.a_type), "{}: scale modes apply to FP8 operands only", what);
+  FP8KIT_CHECK((a == ScaleMode::OuterVec && b == ScaleMode::OuterVec) ||
+                   (a == ScaleMode::Vec128 && (b == ScaleMode::Vec128 || b == ScaleMode::Block128)),
+               "{}: supported scale pairs are per-row x per-row, 1x128 x 1x128 and 1x128 x 128x128", what);
+  FP8KIT_CHECK(g.a_scale_inv != nullptr && g.b_scale_inv != nullptr && alignment(g.a_scale_inv) >= 16 &&
+                   alignment(g.b_scale_inv) >= 16,
+               "{}: vector and block scales need both scale_inv pointers, 16-byte aligned", what);
+  FP8KIT_CHECK(g.epilogue == Epilogue::None || g.epilogue == Epilogue::Bias,
+               "{}: vector and block scales take no GELU epilogue", what);
+  FP8KIT_CHECK(a == ScaleMode::OuterVec || !g.fast_accumulation,
+               "{}: block-scaled GEMMs run the split accumulator only (fast_accumulation = false)", what);
   FP8KIT_CHECK(has_bias(g.epilogue) == (g.bias != nullptr),
                "{}: epilogues with bias need a bias pointer ([n], {}); the others take none", what,
                name(bias_type(g.a_type, g.y_type)));
+}
+
+// What k an FP8 GEMM is padded to a multiple of: 16 (cuBLASLt's 16-byte rule), 128 with 1x128 or 128x128
+// scales (whole blocks along k, as DeepSeek-V3's kernels assume; the zeros add nothing and no block).
+int64_t k_multiple(const GemmArgs& g) {
+  return g.a_scale_mode == ScaleMode::Vec128 ? 128 : 16;
 }
 
 // Whether work queued on `stream` is being captured into a graph (then nothing may wait for it).
@@ -136,7 +179,8 @@ GemmContext::~GemmContext() {
 
 GemmContext::Plan& GemmContext::plan_for(const GemmArgs& g) {
   const PlanKey key{g.m, g.n, g.k, g.a_type, g.b_type, g.y_type, g.epilogue, g.fast_accumulation, g.accumulate,
-                    g.a_scale_inv != nullptr, g.b_scale_inv != nullptr, alignment(g.a), alignment(g.b), alignment(g.y), alignment(g.bias)};
+                    g.a_scale_inv != nullptr, g.b_scale_inv != nullptr, g.a_scale_mode, g.b_scale_mode,
+                    alignment(g.a), alignment(g.b), alignment(g.y), alignment(g.bias)};
   if (auto it = plans_.find(key); it != plans_.end()) return *it->second;
 
   auto plan = std::make_unique<Plan>();
@@ -149,6 +193,10 @@ GemmContext::Plan& GemmContext::plan_for(const GemmArgs& g) {
     set_attribute(plan->desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, int8_t{g.fast_accumulation}, ctx);
     set_attribute(plan->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, static_cast<const void*>(g.b_scale_inv), ctx);
     set_attribute(plan->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, static_cast<const void*>(g.a_scale_inv), ctx);
+    if (g.a_scale_mode != ScaleMode::Scalar) {  // cuBLASLt's A is our b, its B our a
+      set_attribute(plan->desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, cublas_scale_mode(g.b_scale_mode), ctx);
+      set_attribute(plan->desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, cublas_scale_mode(g.a_scale_mode), ctx);
+    }
   }
   if (has_bias(g.epilogue)) {
     set_attribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, int32_t{cuda_type(bias_type(g.a_type, g.y_type))}, ctx);
@@ -258,20 +306,31 @@ void GemmContext::matmul(const GemmArgs& g, cudaStream_t stream) {
 }
 
 // Copies the operands into zero-padded [m, kp] and [np, kp] buffers (zeros add nothing to the dot
-// products), runs the GEMM into a [m, np] buffer and copies the [m, n] part out.
+// products; kp per k_multiple), runs the GEMM into a [m, np] buffer and copies the [m, n] part out.
 void GemmContext::matmul_padded(const GemmArgs& g, cudaStream_t stream) {
-  const int64_t kp = round_up(g.k, 16), np = round_up(g.n, 16);
+  const int64_t kp = round_up(g.k, k_multiple(g)), np = round_up(g.n, 16);
   const size_t y_size = dtype_size(g.y_type);
   const size_t a_bytes = round_up(g.m * kp, 256), b_bytes = round_up(np * kp, 256);
   const size_t y_bytes = round_up(g.m * np * static_cast<int64_t>(y_size), 256), bias_bytes = has_bias(g.epilogue) ? round_up(np * 2, 256) : 0;
+  // b's per-row and 1x128 scales have one float per row of b, n of them per row of scales: np once padded
+  // (128x128 blocks and a's scales keep their layout, k padded to 16 adding no 128-block).
+  const int64_t b_scale_rows = g.b_scale_mode == ScaleMode::OuterVec ? 1
+                               : g.b_scale_mode == ScaleMode::Vec128 ? (g.k + 127) / 128
+                                                                      : 0;
+  const size_t b_scale_bytes = round_up(b_scale_rows * np * 4, 256);
+  const size_t total = a_bytes + b_bytes + y_bytes + bias_bytes + b_scale_bytes;
   std::byte* buffer = nullptr;
-  FP8KIT_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&buffer), a_bytes + b_bytes + y_bytes + bias_bytes, stream));
+  FP8KIT_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&buffer), total, stream));
   std::byte* a = buffer;
   std::byte* b = a + a_bytes;
   std::byte* y = b + b_bytes;
   std::byte* bias = y + y_bytes;
+  std::byte* b_scale = bias + bias_bytes;
   try {
-    FP8KIT_CUDA_CHECK(cudaMemsetAsync(buffer, 0, a_bytes + b_bytes + y_bytes + bias_bytes, stream));
+    FP8KIT_CUDA_CHECK(cudaMemsetAsync(buffer, 0, total, stream));
+    if (b_scale_bytes > 0)
+      FP8KIT_CUDA_CHECK(cudaMemcpy2DAsync(b_scale, np * 4, g.b_scale_inv, g.n * 4, g.n * 4, b_scale_rows,
+                                          cudaMemcpyDeviceToDevice, stream));
     FP8KIT_CUDA_CHECK(cudaMemcpy2DAsync(a, kp, g.a, g.k, g.k, g.m, cudaMemcpyDeviceToDevice, stream));
     FP8KIT_CUDA_CHECK(cudaMemcpy2DAsync(b, kp, g.b, g.k, g.k, g.n, cudaMemcpyDeviceToDevice, stream));
     if (g.accumulate)
@@ -284,6 +343,7 @@ void GemmContext::matmul_padded(const GemmArgs& g, cudaStream_t stream) {
     padded.b = b;
     padded.y = y;
     padded.bias = bias_bytes > 0 ? bias : nullptr;
+    if (b_scale_bytes > 0) padded.b_scale_inv = reinterpret_cast<const float*>(b_scale);
     matmul(padded, stream);
     FP8KIT_CUDA_CHECK(cudaMemcpy2DAsync(g.y, g.n * y_size, y, np * y_size, g.n * y_size, g.m, cudaMemcpyDeviceToDevice, stream));
   } catch (...) {
@@ -291,6 +351,30 @@ void GemmContext::matmul_padded(const GemmArgs& g, cudaStream_t stream) {
     throw;
   }
   FP8KIT_CUDA_CHECK(cudaFreeAsync(buffer, stream));
+}
+
+// Per-row x per-row scales where cuBLASLt has no OuterVec algorithm: the unscaled FP8 GEMM into an
+// f32 buffer, then y = (a_scale[i] * b_scale[j]) * acc (+ bias) (+ y) in one pass (gemm_scales.h).
+void GemmContext::matmul_outer_fallback(const GemmArgs& g, cudaStream_t stream) {
+  float* acc = nullptr;
+  FP8KIT_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&acc), static_cast<size_t>(g.m * g.n) * sizeof(float), stream));
+  try {
+    GemmArgs unscaled = g;
+    unscaled.a_scale_mode = unscaled.b_scale_mode = ScaleMode::Scalar;
+    unscaled.a_scale_inv = unscaled.b_scale_inv = nullptr;
+    unscaled.y = acc;
+    unscaled.y_type = DType::F32;
+    unscaled.epilogue = Epilogue::None;
+    unscaled.bias = nullptr;
+    unscaled.accumulate = false;
+    gemm(unscaled, stream);
+    scale_outer(acc, g.m, g.n, g.a_scale_inv, g.b_scale_inv, static_cast<const uint16_t*>(g.bias), g.accumulate, g.y,
+                g.y_type, stream);
+  } catch (...) {
+    cudaFreeAsync(acc, stream);
+    throw;
+  }
+  FP8KIT_CUDA_CHECK(cudaFreeAsync(acc, stream));
 }
 
 void GemmContext::gemm(const GemmArgs& args, cudaStream_t stream) {
@@ -302,14 +386,46 @@ void GemmContext::gemm(const GemmArgs& args, cudaStream_t stream) {
     FP8KIT_CUDA_CHECK(cudaMemcpyAsync(aligned, scale, sizeof(float), cudaMemcpyDeviceToDevice, stream));
     scale = aligned;
   };
-  align_scale(g.a_scale_inv, 0);
+  align_scale(g.a_scale_inv, 0);  // vector scales are aligned (validate)
   align_scale(g.b_scale_inv, 1);
   const bool unaligned = alignment(g.a) < 16 || alignment(g.b) < 16 || alignment(g.y) < 16 || alignment(g.bias) < 16;
-  if (is_fp8(g.a_type) && (g.k % 16 != 0 || g.n % 16 != 0 || unaligned)) {
-    matmul_padded(g, stream);
-  } else {
-    matmul(g, stream);
+  const auto run = [&] {
+    if (is_fp8(g.a_type) && (g.k % k_multiple(g) != 0 || g.n % 16 != 0 || unaligned)) {
+      matmul_padded(g, stream);
+    } else {
+      matmul(g, stream);
+    }
+  };
+  // cuBLASLt reads 128x128 block scales with rows of a multiple of 4 floats (16-byte aligned rows,
+  // as PyTorch's _scaled_mm requires them): pad ours in a copy when they are not.
+  const int64_t k_blocks = (g.k + 127) / 128, padded_blocks = round_up(k_blocks, 4);
+  if (g.b_scale_mode == ScaleMode::Block128 && k_blocks != padded_blocks) {
+    const int64_t n_blocks = (g.n + 127) / 128;
+    float* padded = nullptr;
+    const size_t bytes = static_cast<size_t>(n_blocks * padded_blocks) * sizeof(float);
+    FP8KIT_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&padded), bytes, stream));
+    try {
+      FP8KIT_CUDA_CHECK(cudaMemsetAsync(padded, 0, bytes, stream));
+      FP8KIT_CUDA_CHECK(cudaMemcpy2DAsync(padded, padded_blocks * sizeof(float), g.b_scale_inv, k_blocks * sizeof(float),
+                                          k_blocks * sizeof(float), n_blocks, cudaMemcpyDeviceToDevice, stream));
+      g.b_scale_inv = padded;
+      run();
+    } catch (...) {
+      cudaFreeAsync(padded, stream);
+      throw;
+    }
+    FP8KIT_CUDA_CHECK(cudaFreeAsync(padded, stream));
+    return;
   }
+  if (g.a_scale_mode != ScaleMode::OuterVec) return run();
+  if (!outer_vec_refused_) {
+    try {
+      return run();
+    } catch (const Error&) {
+      outer_vec_refused_ = true;  // no algorithm (or a refused launch): the fallback from now on
+    }
+  }
+  matmul_outer_fallback(g, stream);
 }
 
 }  // namespace fp8kit::cuda

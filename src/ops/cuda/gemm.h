@@ -20,6 +20,14 @@ namespace fp8kit::cuda {
 
 enum class Epilogue : uint8_t { None, Bias, Gelu, GeluBias };  // GELU: cuBLASLt's tanh approximation
 
+// How an FP8 operand's scale_inv pointer is read (cuBLASLt's scale modes), for an operand [rows, k]:
+// Scalar: one float. OuterVec: [rows], one per row (per channel / token). Vec128: one per 1 x 128
+// group along k, laid out [ceil(k / 128), rows] (each group column's rows contiguous). Block128: one
+// per 128 x 128 block, [ceil(rows / 128), ceil(k / 128)] row-major (cuBLASLt wants its rows padded to
+// 4 floats: gemm() pads a copy when ceil(k / 128) is not a multiple of 4). Hopper runs Vec128 x Vec128
+// and Vec128 (a) x Block128 (b) (DeepSeek-V3's recipe), with the split accumulator only.
+enum class ScaleMode : uint8_t { Scalar, OuterVec, Vec128, Block128 };
+
 // y[m, n] = a[m, k] . b[n, k]^T, every matrix row-major and contiguous, all pointers on the device.
 // Both operands are K-major ("TN"), the only layout Hopper's FP8 GEMMs accept, so for a Linear
 // (y = x W^T, x [M, K], W [N, K]) the three GEMMs read the transposed copies quantize_fp8 writes:
@@ -29,6 +37,7 @@ enum class Epilogue : uint8_t { None, Bias, Gelu, GeluBias };  // GELU: cuBLASLt
 // Types: f32 x f32 -> f32; bf16 x bf16 -> bf16 or f32; FP8 x FP8 (not E5M2 x E5M2) -> bf16 or f32.
 // FP8 shapes that break cuBLASLt's 16-byte rules (k or n not a multiple of 16, pointers not 16-byte
 // aligned) are padded with zeros to multiples of 16 in a temporary copy: same result, extra copies.
+// With 1x128 / 128x128 scales, k is padded to a multiple of 128 likewise.
 struct GemmArgs {
   int64_t m = 0, n = 0, k = 0;
   const void* a = nullptr;
@@ -43,6 +52,11 @@ struct GemmArgs {
   // 4-byte copy on the stream), so pass aligned ones where speed matters.
   const float* a_scale_inv = nullptr;
   const float* b_scale_inv = nullptr;
+  // The layouts of a_scale_inv and b_scale_inv (above). OuterVec x OuterVec runs on cuBLASLt where it
+  // has an algorithm, otherwise as an unscaled GEMM into f32 and a kernel that scales it (the same
+  // product, one more pass over y). Vector scales must be 16-byte aligned.
+  ScaleMode a_scale_mode = ScaleMode::Scalar;
+  ScaleMode b_scale_mode = ScaleMode::Scalar;
   Epilogue epilogue = Epilogue::None;
   const void* bias = nullptr;  // [n], added before GELU: bf16 for FP8 GEMMs (cuBLASLt's rule), else y_type
   // FP8 only. true: Hopper's fast accumulation (fprop, as TE); false: the split accumulator, which
@@ -90,6 +104,7 @@ class GemmContext {
     DType a_type, b_type, y_type;
     Epilogue epilogue;
     bool fast_accumulation, accumulate, a_scaled, b_scaled;
+    ScaleMode a_scale_mode, b_scale_mode;
     int a_align, b_align, y_align, bias_align;
     auto operator<=>(const PlanKey&) const = default;
   };
@@ -102,6 +117,7 @@ class GemmContext {
                     cudaStream_t stream);
   void matmul(const GemmArgs& args, cudaStream_t stream);
   void matmul_padded(const GemmArgs& args, cudaStream_t stream);
+  void matmul_outer_fallback(const GemmArgs& args, cudaStream_t stream);
 
   GemmOptions options_;
   cublasLtHandle_t handle_ = nullptr;
@@ -109,6 +125,7 @@ class GemmContext {
   DeviceBuffer<float> scale_slots_;  // [8]: floats 0 and 4 take misaligned a / b scales
   std::map<PlanKey, std::unique_ptr<Plan>> plans_;
   size_t autotuned_ = 0;
+  bool outer_vec_refused_ = false;  // cuBLASLt had no OuterVec algorithm: the fallback runs them
 };
 
 }  // namespace fp8kit::cuda

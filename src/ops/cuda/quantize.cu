@@ -94,21 +94,6 @@ __device__ __forceinline__ void to_floats(const uint2& raw, float v[4]) {
   v[2] = bf16_to_float(raw.y & 0xFFFFu), v[3] = bf16_to_float(raw.y >> 16);
 }
 
-// Four values of a row -> four FP8 codes (byte i = column i).
-template <Fp8Format F, bool Divide>
-__device__ __forceinline__ uint32_t encode_row(const float v[4], float scale) {
-  constexpr float max = F == Fp8Format::E4M3 ? 448.0f : 57344.0f;
-  float y[4];
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const float scaled = Divide ? __fdiv_rn(v[i], scale) : __fmul_rn(v[i], scale);
-    y[i] = fminf(fmaxf(scaled, -max), max);  // saturate (+-inf too) whatever the cvt does with them
-  }
-  const uint32_t lo = encode_fp8x2<F>(y[0], y[1], __float_as_uint(v[0]), __float_as_uint(v[1]));
-  const uint32_t hi = encode_fp8x2<F>(y[2], y[3], __float_as_uint(v[2]), __float_as_uint(v[3]));
-  return lo | (hi << 16);
-}
-
 // x's value v at (row, col), inside the matrix, after the Linear epilogue or its gradient (when set).
 __device__ __forceinline__ float transformed(const Params& p, int64_t row, int64_t col, float v,
                                             const DeviceDropoutMask& mask) {
@@ -200,13 +185,11 @@ __device__ __forceinline__ void quantize_tile(const Params& p, int64_t bx, int64
     }
     if (p.q_t != nullptr) {
       // Word i = column i of the micro-tile, rows 0..3 in bytes 0..3.
-      const uint32_t a = __byte_perm(w[0], w[1], 0x5140), b = __byte_perm(w[2], w[3], 0x5140);
-      const uint32_t c = __byte_perm(w[0], w[1], 0x7362), d = __byte_perm(w[2], w[3], 0x7362);
+      uint32_t columns[4];
+      transpose_4x4(w, columns);
       uint32_t* t = tile_t + col_local * stride + (row_local + 64 * pass) / 4;
-      t[0 * stride] = __byte_perm(a, b, 0x5410);
-      t[1 * stride] = __byte_perm(a, b, 0x7632);
-      t[2 * stride] = __byte_perm(c, d, 0x5410);
-      t[3 * stride] = __byte_perm(c, d, 0x7632);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) t[i * stride] = columns[i];
     }
   }
 

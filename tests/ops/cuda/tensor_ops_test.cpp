@@ -43,10 +43,11 @@ TEST(TensorOpsOnBothBackends, QuantizeAndDequantizeAreBitIdentical) {
       for (Fp8Format format : {Fp8Format::E4M3, Fp8Format::E5M2}) {
         const Tensor x = host_tensor(awkward_floats(s.rows * s.cols, seed++), {s.rows, s.cols}, x_type);
         const Tensor xg = x.to(Device::Cuda);
-        const Fp8Tensor c = quantize_fp8(x, format, scalar_tensor(0.75f, Device::Cpu), true);
-        const Fp8Tensor g = quantize_fp8(xg, format, scalar_tensor(0.75f, Device::Cuda), true);
-        expect_same_bytes(c.data, g.data, "codes");
-        expect_same_bytes(c.data_t, g.data_t, "transposed codes");
+        const Tensor scale_c = scalar_tensor(0.75f, Device::Cpu), scale_g = scalar_tensor(0.75f, Device::Cuda);
+        const QTensor c = quantize(x, {.format = format}, &scale_c, true);
+        const QTensor g = quantize(xg, {.format = format}, &scale_g, true);
+        expect_same_bytes(c.codes, g.codes, "codes");
+        expect_same_bytes(c.codes_t, g.codes_t, "transposed codes");
         expect_same_bytes(c.amax, g.amax, "amax");
         expect_same_bytes(c.scale_inv, g.scale_inv, "scale_inv");
         // NaN codes dequantize to NaN on both, without the CPU's sign on the GPU (ops/cuda/convert.h).
@@ -55,9 +56,9 @@ TEST(TensorOpsOnBothBackends, QuantizeAndDequantizeAreBitIdentical) {
           if (std::isnan(dc[i])) EXPECT_TRUE(std::isnan(dg[i])) << i;
           else EXPECT_EQ(dg[i], dc[i]) << i;
         }
-        const Fp8Tensor cc = quantize_fp8_current(x, format, {.margin = 1});
-        const Fp8Tensor gc = quantize_fp8_current(xg, format, {.margin = 1});
-        expect_same_bytes(cc.data, gc.data, "current-scaled codes");
+        const QTensor cc = quantize(x, {.format = format, .options = {.margin = 1}});
+        const QTensor gc = quantize(xg, {.format = format, .options = {.margin = 1}});
+        expect_same_bytes(cc.codes, gc.codes, "current-scaled codes");
         expect_same_bytes(cc.scale_inv, gc.scale_inv, "current scale_inv");
       }
     }
@@ -79,9 +80,8 @@ TEST(TensorOpsOnBothBackends, MatmulAgreesWithinGemmTolerances) {
     EXPECT_LT(relative_l2(float_values(yg), float_values(yc)), dtype == DType::F32 ? 2e-6 : 3e-3) << name(dtype);
   }
   const Tensor a = host_tensor(av, {m, k}), b = host_tensor(bv, {n, k});
-  const Fp8Tensor ac = quantize_fp8_current(a, Fp8Format::E4M3), bc = quantize_fp8_current(b, Fp8Format::E4M3);
-  const Fp8Tensor ag = quantize_fp8_current(a.to(Device::Cuda), Fp8Format::E4M3);
-  const Fp8Tensor bg = quantize_fp8_current(b.to(Device::Cuda), Fp8Format::E4M3);
+  const QTensor ac = quantize(a, {}), bc = quantize(b, {});
+  const QTensor ag = quantize(a.to(Device::Cuda), {}), bg = quantize(b.to(Device::Cuda), {});
   for (bool fast : {false, true}) {
     Tensor yc({m, n}, DType::F32), yg({m, n}, DType::F32, Device::Cuda);
     matmul(ac, bc, yc, {.fast_accumulation = fast});
@@ -95,7 +95,8 @@ TEST(TensorOpsOnBothBackends, MixedDevicesAreRefused) {
   const Tensor a({4, 16}, DType::F32), b({8, 16}, DType::F32, Device::Cuda);
   Tensor y({4, 8}, DType::F32, Device::Cuda);
   EXPECT_THROW(matmul(a, b, y), Error);
-  EXPECT_THROW(quantize_fp8(b, Fp8Format::E4M3, scalar_tensor(1.0f, Device::Cpu)), Error);
+  const Tensor cpu_scale = scalar_tensor(1.0f, Device::Cpu);
+  EXPECT_THROW(quantize(b, {}, &cpu_scale), Error);
 }
 
 }  // namespace

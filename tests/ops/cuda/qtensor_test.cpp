@@ -1,0 +1,159 @@
+// QTensor ops on the GPU against the CPU, one table of op x granularity x shape: ops::quantize gives
+// the same bytes (codes, transposed codes, scale_inv, amax) at every granularity, input type and format;
+// ops::matmul of the (bit-identical) quantized operands agrees with the exact CPU product within the
+// accumulation tolerance stated below, for every granularity pair the GPU runs.
+#include "ops/matmul.h"
+#include "ops/quantize.h"
+
+#include "base/error.h"
+#include "common/host_tensors.h"
+#include "numerics/cast.h"
+#include "ops/cuda/gpu_test.h"
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace fp8kit::ops {
+namespace {
+
+using cuda::testing::awkward_floats;
+using cuda::testing::random_normal;
+using testing::float_values;
+using testing::host_tensor;
+
+struct Granular {
+  const char* name;
+  QuantSpec spec;
+  bool transpose;
+};
+const Granular kGranularities[] = {
+    {"tensor", {.granularity = Granularity::PerTensor}, true},
+    {"row", {.granularity = Granularity::PerRow}, false},
+    {"1x32", {.granularity = Granularity::PerGroup, .group = 32}, false},
+    {"1x64", {.granularity = Granularity::PerGroup, .group = 64}, false},
+    {"1x128", {.granularity = Granularity::Block1x128}, false},
+    {"128x128", {.granularity = Granularity::Block128x128}, true},
+    {"128x128 margin 1, pow2", {.granularity = Granularity::Block128x128, .options = {.margin = 1, .power_of_two = true}}, false},
+};
+
+struct Shape {
+  int64_t rows, cols;
+};
+// One row; partial groups and blocks; cols not a multiple of 4 (scalar loads); long rows beyond the
+// 8192 columns a row block keeps in registers; a bandwidth-sized tile.
+const Shape kQuantizeShapes[] = {{1, 16}, {1, 300}, {5, 160}, {217, 300}, {130, 257}, {64, 33}, {3, 9001}, {256, 4096}};
+
+void expect_same_bytes(const Tensor& cpu, const Tensor& gpu, const std::string& what) {
+  const Tensor back = gpu.to(Device::Cpu);
+  ASSERT_EQ(back.shape(), cpu.shape()) << what;
+  EXPECT_EQ(std::memcmp(back.device_data<std::byte>(), cpu.device_data<std::byte>(), cpu.nbytes()), 0) << what;
+}
+
+TEST(QTensorOnBothBackends, QuantizeIsBitIdenticalAtEveryGranularity) {
+  FP8KIT_REQUIRE_GPU();
+  uint32_t seed = 1;
+  for (const Shape& s : kQuantizeShapes) {
+    for (const Granular& g : kGranularities) {
+      for (DType x_type : {DType::F32, DType::Bf16}) {
+        for (Fp8Format format : {Fp8Format::E4M3, Fp8Format::E5M2}) {
+          QuantSpec spec = g.spec;
+          spec.format = format;
+          const Tensor x = host_tensor(awkward_floats(s.rows * s.cols, seed++), {s.rows, s.cols}, x_type);
+          const QTensor c = quantize(x, spec, nullptr, g.transpose);
+          const QTensor d = quantize(x.to(Device::Cuda), spec, nullptr, g.transpose);
+          const std::string what =
+              fmt::format("{}x{} {} {} {}", s.rows, s.cols, g.name, name(x_type), name(format));
+          expect_same_bytes(c.codes, d.codes, what + " codes");
+          expect_same_bytes(c.codes_t, d.codes_t, what + " transposed codes");
+          expect_same_bytes(c.scale_inv, d.scale_inv, what + " scale_inv");
+          expect_same_bytes(c.amax, d.amax, what + " amax");
+          // NaN codes dequantize to NaN on both, without the CPU's sign on the GPU (ops/cuda/convert.h).
+          const std::vector<float> dc = float_values(dequantize(c)), dg = float_values(dequantize(d));
+          for (size_t i = 0; i < dc.size(); ++i) {
+            if (std::isnan(dc[i])) {
+              ASSERT_TRUE(std::isnan(dg[i])) << what << " at " << i;
+            } else {
+              ASSERT_EQ(dg[i], dc[i]) << what << " at " << i;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+struct Product {
+  const char* name;
+  QuantSpec a, b;
+};
+const Product kProducts[] = {
+    {"tensor x tensor", {}, {}},
+    {"row x row", {.granularity = Granularity::PerRow}, {.granularity = Granularity::PerRow}},
+    {"1x128 x 128x128", {.granularity = Granularity::Block1x128}, {.granularity = Granularity::Block128x128}},
+    {"1x128 x 1x128", {.granularity = Granularity::PerGroup, .group = 128}, {.granularity = Granularity::Block1x128}},
+};
+struct GemmShape3 {
+  int64_t m, n, k;
+};
+// Aligned; k and n off cuBLASLt's multiples of 16 (the padded path); partial 128-blocks in every
+// dimension; one row.
+const GemmShape3 kGemmShapes[] = {{64, 48, 256}, {217, 300, 300}, {130, 140, 384}, {1, 256, 512}, {256, 512, 1024}};
+
+TEST(QTensorOnBothBackends, MatmulAgreesWithTheExactCpuProduct) {
+  FP8KIT_REQUIRE_GPU();
+  for (const GemmShape3& s : kGemmShapes) {
+    // Rows of x and w at different magnitudes, so that per-row and per-block scales differ.
+    std::vector<float> xv = random_normal(s.m * s.k, 1), wv = random_normal(s.n * s.k, 2);
+    for (int64_t i = 0; i < s.m * s.k; ++i) xv[i] *= std::ldexp(1.0f, static_cast<int>(i / s.k % 4 + i % s.k / 128));
+    for (int64_t i = 0; i < s.n * s.k; ++i) wv[i] *= std::ldexp(1.0f, -static_cast<int>(i / s.k % 5));
+    const Tensor x = host_tensor(xv, {s.m, s.k}), w = host_tensor(wv, {s.n, s.k});
+    for (const Product& p : kProducts) {
+      for (DType y_type : {DType::F32, DType::Bf16}) {
+        const QTensor xc = quantize(x, p.a), wc = quantize(w, p.b);
+        const QTensor xg = quantize(x.to(Device::Cuda), p.a), wg = quantize(w.to(Device::Cuda), p.b);
+        Tensor yc({s.m, s.n}, y_type), yg({s.m, s.n}, y_type, Device::Cuda);
+        matmul(xc, wc, yc);
+        matmul(xg, wg, yg);
+        const std::vector<float> c = float_values(yc), g = float_values(yg);
+        // sum_l |term| per output, from the CPU's operands (the GPU's are the same bytes).
+        const Tensor xd = dequantize(xc), wd = dequantize(wc);
+        const std::vector<float> xa = float_values(xd), wa = float_values(wd);
+        for (int64_t i = 0; i < s.m; ++i) {
+          for (int64_t j = 0; j < s.n; ++j) {
+            double magnitude = 0.0;
+            for (int64_t l = 0; l < s.k; ++l) magnitude += std::fabs(static_cast<double>(xa[i * s.k + l]) * wa[j * s.k + l]);
+            // Both sides sum the same exact FP8 products in fp32 but in different orders, and Hopper's
+            // FP8 tensor cores keep about 14 mantissa bits in the accumulator between the split
+            // accumulator's fp32 promotions (every 128 of k; DeepSeek-V3's measurement of the
+            // "limited accumulation precision"): each side is within ~2^-13 of the magnitude of the exact
+            // sum, so 2^-12 bounds their difference. bf16 outputs may round to neighbouring values: one
+            // bf16 ulp more (2^-7 of |y|).
+            const double tol = (y_type == DType::Bf16 ? 0x1p-7 : 0.0) * std::fabs(c[i * s.n + j]) + 0x1p-12 * magnitude;
+            ASSERT_NEAR(g[i * s.n + j], c[i * s.n + j], tol)
+                << s.m << "x" << s.n << "x" << s.k << " " << p.name << " -> " << name(y_type) << " at " << i << "," << j;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(QTensorOnBothBackends, UnsupportedPairsAndFastAccumulationAreRefused) {
+  FP8KIT_REQUIRE_GPU();
+  const Tensor x = host_tensor(random_normal(64 * 128, 3), {64, 128}).to(Device::Cuda);
+  const QTensor row = quantize(x, {.granularity = Granularity::PerRow});
+  const QTensor tile = quantize(x, {.granularity = Granularity::Block1x128});
+  const QTensor block = quantize(x, {.granularity = Granularity::Block128x128});
+  Tensor y({64, 64}, DType::F32, Device::Cuda);
+  EXPECT_THROW(matmul(row, block, y), Error);
+  EXPECT_THROW(matmul(tile, block, y, {.fast_accumulation = true}), Error);
+  EXPECT_NO_THROW(matmul(tile, block, y));
+}
+
+}  // namespace
+}  // namespace fp8kit::ops
