@@ -25,7 +25,9 @@ enum class Epilogue : uint8_t { None, Bias, Gelu, GeluBias };  // GELU: cuBLASLt
 // group along k, laid out [ceil(k / 128), rows] (each group column's rows contiguous). Block128: one
 // per 128 x 128 block, [ceil(rows / 128), ceil(k / 128)] row-major (cuBLASLt wants its rows padded to
 // 4 floats: gemm() pads a copy when ceil(k / 128) is not a multiple of 4). Hopper runs Vec128 x Vec128
-// and Vec128 (a) x Block128 (b) (DeepSeek-V3's recipe), with the split accumulator only.
+// and Vec128 (a) x Block128 (b) (DeepSeek-V3's recipe), with the split accumulator only; a shape
+// cuBLASLt refuses runs as one unscaled GEMM per 128 of k, each added to an f32 accumulator times its
+// scales (the CPU reference's order of operations; slow, for odd shapes only).
 enum class ScaleMode : uint8_t { Scalar, OuterVec, Vec128, Block128 };
 
 // y[m, n] = a[m, k] . b[n, k]^T, every matrix row-major and contiguous, all pointers on the device.
@@ -116,8 +118,11 @@ class GemmContext {
   void pick_fastest(Plan& plan, const GemmArgs& args, const std::vector<cublasLtMatmulAlgo_t>& runnable,
                     cudaStream_t stream);
   void matmul(const GemmArgs& args, cudaStream_t stream);
+  void dispatch(const GemmArgs& args, cudaStream_t stream);
+  void matmul_block_scaled(const GemmArgs& args, cudaStream_t stream);
   void matmul_padded(const GemmArgs& args, cudaStream_t stream);
   void matmul_outer_fallback(const GemmArgs& args, cudaStream_t stream);
+  void matmul_block_fallback(const GemmArgs& args, cudaStream_t stream);
 
   GemmOptions options_;
   cublasLtHandle_t handle_ = nullptr;
