@@ -356,6 +356,7 @@ void GemmContext::matmul_padded(const GemmArgs& g, cudaStream_t stream) {
 // Per-row x per-row scales where cuBLASLt has no OuterVec algorithm: the unscaled FP8 GEMM into an
 // f32 buffer, then y = (a_scale[i] * b_scale[j]) * acc (+ bias) (+ y) in one pass (gemm_scales.h).
 void GemmContext::matmul_outer_fallback(const GemmArgs& g, cudaStream_t stream) {
+  ++fallbacks_;
   float* acc = nullptr;
   FP8KIT_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&acc), static_cast<size_t>(g.m * g.n) * sizeof(float), stream));
   try {
@@ -381,6 +382,7 @@ void GemmContext::matmul_outer_fallback(const GemmArgs& g, cudaStream_t stream) 
 // of k, the slice's codes copied out (zero-padded to 128), their unscaled GEMM into f32, and a pass
 // adding it times the two scales to an f32 accumulator; then y from the accumulator (+ bias) (+ y).
 void GemmContext::matmul_block_fallback(const GemmArgs& g, cudaStream_t stream) {
+  ++fallbacks_;
   const int64_t slices = (g.k + 127) / 128;
   const size_t a_bytes = round_up(g.m * 128, 256), b_bytes = round_up(g.n * 128, 256);
   const size_t f32_bytes = round_up(g.m * g.n * 4, 256);

@@ -95,6 +95,7 @@ class GemmContext {
   void gemm(const GemmArgs& args, cudaStream_t stream = nullptr);
   size_t cached_plans() const { return plans_.size(); }
   size_t autotuned_plans() const { return autotuned_; }  // plans whose algorithm was chosen by timing
+  size_t fallback_gemms() const { return fallbacks_; }   // scaled GEMMs run by a fallback, not cuBLASLt's scale modes
 
   static constexpr size_t kWorkspaceBytes = size_t{32} << 20;
 
@@ -130,6 +131,7 @@ class GemmContext {
   DeviceBuffer<float> scale_slots_;  // [8]: floats 0 and 4 take misaligned a / b scales
   std::map<PlanKey, std::unique_ptr<Plan>> plans_;
   size_t autotuned_ = 0;
+  size_t fallbacks_ = 0;
   bool outer_vec_refused_ = false;  // cuBLASLt had no OuterVec algorithm: the fallback runs them
 };
 
