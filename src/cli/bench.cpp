@@ -219,7 +219,8 @@ void bench_gemm(const Options& options) {
   fmt::print("y[M,N] = a[M,K] . b[N,K]^T, bf16 output; TFLOP/s: median (best) of {} batches after {} warm-up; {}\n",
              options.repeats, options.warmup, options.autotune ? "autotuned" : "heuristic's first algorithm");
   fmt::print("E4M3 operands; scales per tensor, per row x per row (row), 1x128 groups x 128x128 blocks (block,\n"
-             "split accumulation: cuBLASLt runs block scales with it only)\n");
+             "split accumulation: cuBLASLt runs block scales with it only); * = cuBLASLt refused the scale modes and\n"
+             "GemmContext's fallback ran (an unscaled GEMM + scaling pass per row, one GEMM per 128 of k for blocks)\n");
   fmt::print("{:>18} {:>5} {:>16} {:>16} {:>16} {:>16} {:>16} {:>9} {:>11}\n", "MxNxK", "sets", "bf16", "fp8 fast acc",
              "fp8 split acc", "fp8 row fast", "fp8 block", "fp8/bf16", "block/bf16");
   for (const Shape& s : shapes) {
@@ -256,13 +257,17 @@ void bench_gemm(const Options& options) {
       });
       return std::pair{flops / (t.median_ms * 1e-3) / 1e12, flops / (t.best_ms * 1e-3) / 1e12};
     };
-    const auto cell = [](std::pair<double, double> median_best) {
-      return fmt::format("{:.1f} ({:.1f})", median_best.first, median_best.second);
+    const auto cell = [](std::pair<double, double> median_best, bool fallback = false) {
+      return fmt::format("{}{:.1f} ({:.1f})", fallback ? "*" : "", median_best.first, median_best.second);
     };
     const auto bf16 = tflops(DType::Bf16, false), fast = tflops(DType::E4M3, true), split = tflops(DType::E4M3, false);
-    const auto row = tflops(DType::E4M3, true, ScaleMode::OuterVec), block = tflops(DType::E4M3, false, ScaleMode::Vec128);
+    const size_t before_row = context.fallback_gemms();
+    const auto row = tflops(DType::E4M3, true, ScaleMode::OuterVec);
+    const size_t before_block = context.fallback_gemms();
+    const auto block = tflops(DType::E4M3, false, ScaleMode::Vec128);
+    const bool row_fallback = before_block != before_row, block_fallback = context.fallback_gemms() != before_block;
     fmt::print("{:>18} {:>5} {:>16} {:>16} {:>16} {:>16} {:>16} {:>9.2f} {:>11.2f}\n", fmt::format("{}x{}x{}", s.m, s.n, s.k),
-               sets, cell(bf16), cell(fast), cell(split), cell(row), cell(block), fast.first / bf16.first,
+               sets, cell(bf16), cell(fast), cell(split), cell(row, row_fallback), cell(block, block_fallback), fast.first / bf16.first,
                block.first / bf16.first);
   }
 }

@@ -57,13 +57,17 @@ struct Params {
 template <typename T>
 using Raw = std::conditional_t<sizeof(T) == 4, float4, uint2>;
 
-// x[row, col .. col + 3]; +0 outside the matrix.
-template <typename T>
+// x[row, col .. col + 3]; +0 outside the matrix. Streamed (read once, kept out of the caches' way)
+// unless Reread (a long row's second pass reads it again).
+template <typename T, bool Reread = false>
 __device__ __forceinline__ Raw<T> load_raw(const Params& p, int64_t row, int64_t col) {
   Raw<T> raw{};
   if (row >= p.rows || col >= p.cols) return raw;
   const T* src = static_cast<const T*>(p.x) + row * p.cols + col;
-  if (p.vector_load && col + 3 < p.cols) return *reinterpret_cast<const Raw<T>*>(src);
+  if (p.vector_load && col + 3 < p.cols) {
+    const Raw<T>* vector = reinterpret_cast<const Raw<T>*>(src);
+    return Reread ? *vector : __ldcs(vector);
+  }
   T e[4] = {};
 #pragma unroll
   for (int i = 0; i < 4; ++i)
@@ -166,7 +170,7 @@ __global__ void __launch_bounds__(kThreads) row_kernel(Params p) {
     amax = raise_amax(amax, v);
   }
   for (int64_t c = kRowKept; c < chunks; ++c) {
-    to_floats(load_raw<T>(p, row, c * kRowChunk + col0), v);
+    to_floats(load_raw<T, true>(p, row, c * kRowChunk + col0), v);
     amax = raise_amax(amax, v);
   }
   amax = block_max(amax);

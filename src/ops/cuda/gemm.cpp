@@ -356,6 +356,7 @@ void GemmContext::matmul_padded(const GemmArgs& g, cudaStream_t stream) {
 // Per-row x per-row scales where cuBLASLt has no OuterVec algorithm: the unscaled FP8 GEMM into an
 // f32 buffer, then y = (a_scale[i] * b_scale[j]) * acc (+ bias) (+ y) in one pass (gemm_scales.h).
 void GemmContext::matmul_outer_fallback(const GemmArgs& g, cudaStream_t stream) {
+  ++fallbacks_;
   float* acc = nullptr;
   FP8KIT_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&acc), static_cast<size_t>(g.m * g.n) * sizeof(float), stream));
   try {
@@ -377,6 +378,83 @@ void GemmContext::matmul_outer_fallback(const GemmArgs& g, cudaStream_t stream) 
   FP8KIT_CUDA_CHECK(cudaFreeAsync(acc, stream));
 }
 
+// Block scales where cuBLASLt has no algorithm (matmul.h's formula, step by step): per 128-wide slice
+// of k, the slice's codes copied out (zero-padded to 128), their unscaled GEMM into f32, and a pass
+// adding it times the two scales to an f32 accumulator; then y from the accumulator (+ bias) (+ y).
+void GemmContext::matmul_block_fallback(const GemmArgs& g, cudaStream_t stream) {
+  ++fallbacks_;
+  const int64_t slices = (g.k + 127) / 128;
+  const size_t a_bytes = round_up(g.m * 128, 256), b_bytes = round_up(g.n * 128, 256);
+  const size_t f32_bytes = round_up(g.m * g.n * 4, 256);
+  std::byte* buffer = nullptr;
+  const size_t total = a_bytes + b_bytes + 2 * f32_bytes;
+  FP8KIT_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&buffer), total, stream));
+  std::byte* a = buffer;
+  std::byte* b = a + a_bytes;
+  float* partial = reinterpret_cast<float*>(b + b_bytes);
+  float* acc = reinterpret_cast<float*>(b + b_bytes + f32_bytes);
+  try {
+    FP8KIT_CUDA_CHECK(cudaMemsetAsync(buffer, 0, total, stream));
+    GemmArgs slice = g;
+    slice.k = 128;
+    slice.a = a, slice.b = b, slice.y = partial, slice.y_type = DType::F32;
+    slice.a_scale_inv = slice.b_scale_inv = nullptr;
+    slice.a_scale_mode = slice.b_scale_mode = ScaleMode::Scalar;
+    slice.epilogue = Epilogue::None, slice.bias = nullptr, slice.accumulate = false;
+    for (int64_t s = 0; s < slices; ++s) {
+      const int64_t k0 = 128 * s, width = std::min<int64_t>(128, g.k - k0);
+      if (width < 128) FP8KIT_CUDA_CHECK(cudaMemsetAsync(buffer, 0, a_bytes + b_bytes, stream));
+      const auto* a_codes = static_cast<const std::byte*>(g.a) + k0;
+      const auto* b_codes = static_cast<const std::byte*>(g.b) + k0;
+      FP8KIT_CUDA_CHECK(cudaMemcpy2DAsync(a, 128, a_codes, g.k, width, g.m, cudaMemcpyDeviceToDevice, stream));
+      FP8KIT_CUDA_CHECK(cudaMemcpy2DAsync(b, 128, b_codes, g.k, width, g.n, cudaMemcpyDeviceToDevice, stream));
+      gemm(slice, stream);
+      const bool block = g.b_scale_mode == ScaleMode::Block128;
+      add_scaled_slice(partial, g.m, g.n, g.a_scale_inv + s * g.m, block ? g.b_scale_inv + s : g.b_scale_inv + s * g.n,
+                       block ? 128 : 1, block ? slices : 1, acc, stream);
+    }
+    scale_outer(acc, g.m, g.n, nullptr, nullptr, static_cast<const uint16_t*>(g.bias), g.accumulate, g.y, g.y_type,
+                stream);
+  } catch (...) {
+    cudaFreeAsync(buffer, stream);
+    throw;
+  }
+  FP8KIT_CUDA_CHECK(cudaFreeAsync(buffer, stream));
+}
+
+// cuBLASLt's GEMM, through zero-padded copies where its 16-byte rules (or whole 128-blocks of k) ask.
+void GemmContext::dispatch(const GemmArgs& g, cudaStream_t stream) {
+  const bool unaligned = alignment(g.a) < 16 || alignment(g.b) < 16 || alignment(g.y) < 16 || alignment(g.bias) < 16;
+  if (is_fp8(g.a_type) && (g.k % k_multiple(g) != 0 || g.n % 16 != 0 || unaligned)) {
+    matmul_padded(g, stream);
+  } else {
+    matmul(g, stream);
+  }
+}
+
+// cuBLASLt reads 128x128 block scales with rows of a multiple of 4 floats (16-byte aligned rows, as
+// PyTorch's _scaled_mm requires them): ours are padded in a copy when they are not.
+void GemmContext::matmul_block_scaled(const GemmArgs& g, cudaStream_t stream) {
+  const int64_t k_blocks = (g.k + 127) / 128, padded_blocks = round_up(k_blocks, 4);
+  if (g.b_scale_mode != ScaleMode::Block128 || k_blocks == padded_blocks) return dispatch(g, stream);
+  const int64_t n_blocks = (g.n + 127) / 128;
+  float* padded = nullptr;
+  const size_t bytes = static_cast<size_t>(n_blocks * padded_blocks) * sizeof(float);
+  FP8KIT_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&padded), bytes, stream));
+  try {
+    FP8KIT_CUDA_CHECK(cudaMemsetAsync(padded, 0, bytes, stream));
+    FP8KIT_CUDA_CHECK(cudaMemcpy2DAsync(padded, padded_blocks * sizeof(float), g.b_scale_inv, k_blocks * sizeof(float),
+                                        k_blocks * sizeof(float), n_blocks, cudaMemcpyDeviceToDevice, stream));
+    GemmArgs with_padded = g;
+    with_padded.b_scale_inv = padded;
+    dispatch(with_padded, stream);
+  } catch (...) {
+    cudaFreeAsync(padded, stream);
+    throw;
+  }
+  FP8KIT_CUDA_CHECK(cudaFreeAsync(padded, stream));
+}
+
 void GemmContext::gemm(const GemmArgs& args, cudaStream_t stream) {
   validate(args);
   GemmArgs g = args;
@@ -388,44 +466,26 @@ void GemmContext::gemm(const GemmArgs& args, cudaStream_t stream) {
   };
   align_scale(g.a_scale_inv, 0);  // vector scales are aligned (validate)
   align_scale(g.b_scale_inv, 1);
-  const bool unaligned = alignment(g.a) < 16 || alignment(g.b) < 16 || alignment(g.y) < 16 || alignment(g.bias) < 16;
-  const auto run = [&] {
-    if (is_fp8(g.a_type) && (g.k % k_multiple(g) != 0 || g.n % 16 != 0 || unaligned)) {
-      matmul_padded(g, stream);
-    } else {
-      matmul(g, stream);
-    }
-  };
-  // cuBLASLt reads 128x128 block scales with rows of a multiple of 4 floats (16-byte aligned rows,
-  // as PyTorch's _scaled_mm requires them): pad ours in a copy when they are not.
-  const int64_t k_blocks = (g.k + 127) / 128, padded_blocks = round_up(k_blocks, 4);
-  if (g.b_scale_mode == ScaleMode::Block128 && k_blocks != padded_blocks) {
-    const int64_t n_blocks = (g.n + 127) / 128;
-    float* padded = nullptr;
-    const size_t bytes = static_cast<size_t>(n_blocks * padded_blocks) * sizeof(float);
-    FP8KIT_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&padded), bytes, stream));
-    try {
-      FP8KIT_CUDA_CHECK(cudaMemsetAsync(padded, 0, bytes, stream));
-      FP8KIT_CUDA_CHECK(cudaMemcpy2DAsync(padded, padded_blocks * sizeof(float), g.b_scale_inv, k_blocks * sizeof(float),
-                                          k_blocks * sizeof(float), n_blocks, cudaMemcpyDeviceToDevice, stream));
-      g.b_scale_inv = padded;
-      run();
-    } catch (...) {
-      cudaFreeAsync(padded, stream);
-      throw;
-    }
-    FP8KIT_CUDA_CHECK(cudaFreeAsync(padded, stream));
-    return;
+  switch (g.a_scale_mode) {
+    case ScaleMode::Scalar:
+      return dispatch(g, stream);
+    case ScaleMode::Vec128:
+    case ScaleMode::Block128:  // (validate: a is Vec128)
+      try {
+        return matmul_block_scaled(g, stream);
+      } catch (const Error&) {
+        return matmul_block_fallback(g, stream);  // cuBLASLt has no algorithm for this shape
+      }
+    case ScaleMode::OuterVec:
+      if (!outer_vec_refused_) {
+        try {
+          return dispatch(g, stream);
+        } catch (const Error&) {
+          outer_vec_refused_ = true;  // no algorithm (or a refused launch): the fallback from now on
+        }
+      }
+      return matmul_outer_fallback(g, stream);
   }
-  if (g.a_scale_mode != ScaleMode::OuterVec) return run();
-  if (!outer_vec_refused_) {
-    try {
-      return run();
-    } catch (const Error&) {
-      outer_vec_refused_ = true;  // no algorithm (or a refused launch): the fallback from now on
-    }
-  }
-  matmul_outer_fallback(g, stream);
 }
 
 }  // namespace fp8kit::cuda

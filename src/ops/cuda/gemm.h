@@ -25,7 +25,9 @@ enum class Epilogue : uint8_t { None, Bias, Gelu, GeluBias };  // GELU: cuBLASLt
 // group along k, laid out [ceil(k / 128), rows] (each group column's rows contiguous). Block128: one
 // per 128 x 128 block, [ceil(rows / 128), ceil(k / 128)] row-major (cuBLASLt wants its rows padded to
 // 4 floats: gemm() pads a copy when ceil(k / 128) is not a multiple of 4). Hopper runs Vec128 x Vec128
-// and Vec128 (a) x Block128 (b) (DeepSeek-V3's recipe), with the split accumulator only.
+// and Vec128 (a) x Block128 (b) (DeepSeek-V3's recipe), with the split accumulator only; a shape
+// cuBLASLt refuses runs as one unscaled GEMM per 128 of k, each added to an f32 accumulator times its
+// scales (the CPU reference's order of operations; slow, for odd shapes only).
 enum class ScaleMode : uint8_t { Scalar, OuterVec, Vec128, Block128 };
 
 // y[m, n] = a[m, k] . b[n, k]^T, every matrix row-major and contiguous, all pointers on the device.
@@ -93,6 +95,7 @@ class GemmContext {
   void gemm(const GemmArgs& args, cudaStream_t stream = nullptr);
   size_t cached_plans() const { return plans_.size(); }
   size_t autotuned_plans() const { return autotuned_; }  // plans whose algorithm was chosen by timing
+  size_t fallback_gemms() const { return fallbacks_; }   // scaled GEMMs run by a fallback, not cuBLASLt's scale modes
 
   static constexpr size_t kWorkspaceBytes = size_t{32} << 20;
 
@@ -116,8 +119,11 @@ class GemmContext {
   void pick_fastest(Plan& plan, const GemmArgs& args, const std::vector<cublasLtMatmulAlgo_t>& runnable,
                     cudaStream_t stream);
   void matmul(const GemmArgs& args, cudaStream_t stream);
+  void dispatch(const GemmArgs& args, cudaStream_t stream);
+  void matmul_block_scaled(const GemmArgs& args, cudaStream_t stream);
   void matmul_padded(const GemmArgs& args, cudaStream_t stream);
   void matmul_outer_fallback(const GemmArgs& args, cudaStream_t stream);
+  void matmul_block_fallback(const GemmArgs& args, cudaStream_t stream);
 
   GemmOptions options_;
   cublasLtHandle_t handle_ = nullptr;
@@ -125,6 +131,7 @@ class GemmContext {
   DeviceBuffer<float> scale_slots_;  // [8]: floats 0 and 4 take misaligned a / b scales
   std::map<PlanKey, std::unique_ptr<Plan>> plans_;
   size_t autotuned_ = 0;
+  size_t fallbacks_ = 0;
   bool outer_vec_refused_ = false;  // cuBLASLt had no OuterVec algorithm: the fallback runs them
 };
 

@@ -31,7 +31,7 @@ __global__ void scale_outer_kernel(const float* acc, int64_t m, int64_t n, const
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t r = i / n, c = i % n;
-    float v = __fmul_rn(__fmul_rn(a_scale[r], b_scale[c]), acc[i]);
+    float v = a_scale != nullptr ? __fmul_rn(__fmul_rn(a_scale[r], b_scale[c]), acc[i]) : acc[i];
     if (bias != nullptr) v = __fadd_rn(v, bf16_to_float(bias[c]));
     if (bf16) {
       uint16_t* out = static_cast<uint16_t*>(y);
@@ -45,7 +45,25 @@ __global__ void scale_outer_kernel(const float* acc, int64_t m, int64_t n, const
   }
 }
 
+__global__ void add_scaled_slice_kernel(const float* partial, int64_t m, int64_t n, const float* a_scale,
+                                        const float* b_scale, int64_t b_rows, int64_t b_stride, float* acc) {
+  const int64_t total = m * n;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t r = i / n, c = i % n;
+    const float scale = __fmul_rn(a_scale[r], b_scale[c / b_rows * b_stride]);
+    acc[i] = __fadd_rn(acc[i], __fmul_rn(partial[i], scale));
+  }
+}
+
 }  // namespace
+
+void add_scaled_slice(const float* partial, int64_t m, int64_t n, const float* a_scale, const float* b_scale,
+                      int64_t b_rows, int64_t b_stride, float* acc, cudaStream_t stream) {
+  if (m * n == 0) return;
+  add_scaled_slice_kernel<<<blocks_of(m * n), kThreads, 0, stream>>>(partial, m, n, a_scale, b_scale, b_rows, b_stride, acc);
+  check_launch("add_scaled_slice");
+}
 
 void transpose_scales(const float* in, int64_t rows, int64_t cols, float* out, cudaStream_t stream) {
   if (rows * cols == 0) return;

@@ -8,6 +8,9 @@
 #include "base/error.h"
 #include "common/host_tensors.h"
 #include "numerics/cast.h"
+#include "ops/cuda/check.h"
+#include "ops/cuda/gemm.h"
+#include "ops/cuda/gemm_scales.h"
 #include "ops/cuda/gpu_test.h"
 
 #include <fmt/format.h>
@@ -141,6 +144,37 @@ TEST(QTensorOnBothBackends, MatmulAgreesWithTheExactCpuProduct) {
       }
     }
   }
+}
+
+// At a shape cuBLASLt's rules all fit, the per-row and block-scaled GEMMs run on its scale modes
+// (OUTER_VEC_32F, VEC128_32F x BLK128x128_32F) on this GPU, not on GemmContext's fallbacks.
+TEST(QTensorOnBothBackends, AlignedScaledGemmsRunOnCublasLtScaleModes) {
+  FP8KIT_REQUIRE_GPU();
+  const int64_t m = 256, n = 512, k = 1024;
+  const Tensor x = host_tensor(random_normal(m * k, 4), {m, k}).to(Device::Cuda);
+  const Tensor w = host_tensor(random_normal(n * k, 5), {n, k}).to(Device::Cuda);
+  cuda::GemmContext context;
+  Tensor y({m, n}, DType::Bf16, Device::Cuda);
+  cuda::GemmArgs args;
+  args.m = m, args.n = n, args.k = k;
+  args.a_type = args.b_type = DType::E4M3;
+  args.y = y.device_data<std::byte>(), args.y_type = DType::Bf16;
+  const QTensor xr = quantize(x, {.granularity = Granularity::PerRow}), wr = quantize(w, {.granularity = Granularity::PerRow});
+  args.a = xr.codes.device_data<std::byte>(), args.b = wr.codes.device_data<std::byte>();
+  args.a_scale_inv = xr.scale_inv.device_data<float>(), args.b_scale_inv = wr.scale_inv.device_data<float>();
+  args.a_scale_mode = args.b_scale_mode = cuda::ScaleMode::OuterVec;
+  context.gemm(args);
+  EXPECT_EQ(context.fallback_gemms(), 0u) << "cuBLASLt refused OUTER_VEC_32F scales";
+  const QTensor xb = quantize(x, {.granularity = Granularity::Block1x128});
+  const QTensor wb = quantize(w, {.granularity = Granularity::Block128x128});
+  Tensor x_scales({k / 128, m}, DType::F32, Device::Cuda);  // Vec128's layout
+  cuda::transpose_scales(xb.scale_inv.device_data<float>(), m, k / 128, x_scales.device_data<float>());
+  args.a = xb.codes.device_data<std::byte>(), args.b = wb.codes.device_data<std::byte>();
+  args.a_scale_inv = x_scales.device_data<float>(), args.b_scale_inv = wb.scale_inv.device_data<float>();
+  args.a_scale_mode = cuda::ScaleMode::Vec128, args.b_scale_mode = cuda::ScaleMode::Block128;
+  context.gemm(args);
+  EXPECT_EQ(context.fallback_gemms(), 0u) << "cuBLASLt refused VEC128_32F x BLK128x128_32F scales";
+  FP8KIT_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
 TEST(QTensorOnBothBackends, UnsupportedPairsAndFastAccumulationAreRefused) {
