@@ -107,6 +107,9 @@ void validate(const GemmArgs& g) {
                  "{}: scale_inv pointers apply to FP8 operands only", what);
     FP8KIT_CHECK(!g.fast_accumulation, "{}: fast accumulation applies to FP8 GEMMs only", what);
   }
+  FP8KIT_CHECK(has_bias(g.epilogue) == (g.bias != nullptr),
+               "{}: epilogues with bias need a bias pointer ([n], {}); the others take none", what,
+               name(bias_type(g.a_type, g.y_type)));
   const ScaleMode a = g.a_scale_mode, b = g.b_scale_mode;
   if (a == ScaleMode::Scalar && b == ScaleMode::Scalar) return;
   FP8KIT_CHECK(is_fp8(g.a_type), "{}: scale modes apply to FP8 operands only", what);
@@ -120,9 +123,6 @@ void validate(const GemmArgs& g) {
                "{}: vector and block scales take no GELU epilogue", what);
   FP8KIT_CHECK(a == ScaleMode::OuterVec || !g.fast_accumulation,
                "{}: block-scaled GEMMs run the split accumulator only (fast_accumulation = false)", what);
-  FP8KIT_CHECK(has_bias(g.epilogue) == (g.bias != nullptr),
-               "{}: epilogues with bias need a bias pointer ([n], {}); the others take none", what,
-               name(bias_type(g.a_type, g.y_type)));
 }
 
 // What k an FP8 GEMM is padded to a multiple of: 16 (cuBLASLt's 16-byte rule), 128 with 1x128 or 128x128
