@@ -318,7 +318,7 @@ void setup(CLI::App& app) {
   app.add_flag("--resume", args->resume,
                "continue from the checkpoints in --out (a precision without one starts from the beginning)");
   app.add_flag("--inspect-fp8", args->inspect_fp8,
-               "print the query layer's FP8 scales and amax histories before and after training");
+               "print the FP8 recipe and the query layer's scales and amax histories before and after training");
   app.add_option("--vocab", args->vocab, "vocabulary file: read if it exists, else learned and written there")
       ->check(non_empty_path());
   app.add_option("--limit", args->limit, "use only N evenly spaced texts of each split (quick checks); 0 = all")

@@ -2,6 +2,7 @@
 // --resume), and its refusal of bad options before loading any data.
 #include "common/temp_dir.h"
 #include "io/safetensors.h"
+#include "numerics/scale.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -128,7 +129,9 @@ TEST(TrainCommand, EveryRecipeOptionTrainsAndIsRecorded) {
     const CommandResult r = run_train(option + " --inspect-fp8 --out " + out.string() + common);
     ASSERT_EQ(r.exit_code, 0) << tail(r.output);
     const std::string metadata = fp8kit::io::read_safetensors(out / "checkpoint-fp8.safetensors").metadata.at("recipe");
-    if (option.empty()) EXPECT_EQ(metadata, defaults);
+    if (option.empty()) {
+      EXPECT_EQ(metadata, defaults);
+    }
     EXPECT_THAT(metadata, HasSubstr(recorded));
     EXPECT_THAT(r.output, HasSubstr("FP8 recipe: " + metadata + "\n"));  // --inspect-fp8
     std::ifstream metrics(out / "metrics.jsonl");
@@ -139,7 +142,8 @@ TEST(TrainCommand, EveryRecipeOptionTrainsAndIsRecorded) {
 }
 
 // The options change the training as they say, on the CPU: after two steps (20 reviews, batches of
-// 10) every scale is fp8_max / amax of step 0, so --margin 1 halves each one; --formats e4m3 keeps
+// 10) every scale is fp8_max / amax of step 0, so --margin 1 halves each one and
+// --power-of-two-scales rounds each down to a power of two; --formats e4m3 keeps
 // the forward's scales and changes the output gradients'; after three steps (batches of 8)
 // most_recent takes step 1's amax where max takes the larger of steps 0 and 1.
 TEST(TrainCommand, RecipeOptionsChangeTheScales) {
@@ -153,13 +157,16 @@ TEST(TrainCommand, RecipeOptionsChangeTheScales) {
   };
   const auto plain = train("plain", "--batch-size 10");
   const auto margin = train("margin", "--batch-size 10 --margin 1");
+  const auto power_of_two = train("power_of_two", "--batch-size 10 --power-of-two-scales");
   const auto e4m3 = train("e4m3", "--batch-size 10 --formats e4m3");
   ASSERT_FALSE(plain.empty());
   ASSERT_EQ(margin.size(), plain.size());
+  ASSERT_EQ(power_of_two.size(), plain.size());
   ASSERT_EQ(e4m3.size(), plain.size());
   int changed_gradients = 0;
   for (const auto& [name, scale] : plain) {
     EXPECT_EQ(margin.at(name), scale / 2) << name;
+    EXPECT_EQ(power_of_two.at(name), fp8kit::round_down_to_power_of_two(scale)) << name;
     if (name.ends_with("outputs_grad_scale")) {
       changed_gradients += e4m3.at(name) != scale;
     } else {
