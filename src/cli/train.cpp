@@ -38,6 +38,11 @@ struct Args {
   std::string recipe = "delayed";
   std::string lag = "te";
   size_t amax_history = 1024;
+  std::string amax_algo = "max";
+  int margin = 0;
+  std::string formats = "hybrid";
+  bool power_of_two_scales = false;
+  bool skip_zero_amax = false;
   int epochs = 3;
   int batch_size = 32;
   uint64_t seed = 0;
@@ -53,6 +58,8 @@ struct Args {
 // 1024, the seed's batch 32) and small enough to keep the amax histories to megabytes.
 constexpr int64_t kMaxAmaxHistory = 100'000;
 constexpr int64_t kMaxBatchSize = 100'000;
+// Limit of --margin: 2^16 headroom already leaves E4M3 a single bit of its range to use.
+constexpr int64_t kMaxMargin = 16;
 
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -153,6 +160,10 @@ void run(const Args& args) {
   recipe.mode = parse_scaling_mode(args.recipe);
   recipe.lag = parse_scaling_lag(args.lag);
   recipe.amax_history_length = args.amax_history;
+  recipe.amax_algorithm = parse_amax_algorithm(args.amax_algo);
+  recipe.scale_options = {.margin = args.margin, .power_of_two = args.power_of_two_scales};
+  recipe.skip_zero_amax = args.skip_zero_amax;
+  set_fp8_formats(recipe, args.formats);
   const models::SeedClassifierConfig config;
   std::vector<std::string> names;
   for (nn::Precision p : precisions) names.emplace_back(nn::name(p));
@@ -215,6 +226,11 @@ void run(const Args& args) {
              {"recipe", args.recipe},
              {"lag", args.lag},
              {"amax_history", args.amax_history},
+             {"amax_algo", args.amax_algo},
+             {"margin", args.margin},
+             {"formats", args.formats},
+             {"power_of_two_scales", args.power_of_two_scales},
+             {"skip_zero_amax", args.skip_zero_amax},
              {"epochs", args.epochs},
              {"batch_size", args.batch_size},
              {"seed", args.seed},
@@ -274,6 +290,19 @@ void setup(CLI::App& app) {
   app.add_option("--amax-history", args->amax_history, "amax history length")
       ->capture_default_str()
       ->check(whole_number(1, kMaxAmaxHistory));
+  app.add_option("--amax-algo", args->amax_algo,
+                 "delayed scaling's amax: max (of the history) or most_recent (the last step's)")
+      ->capture_default_str();
+  app.add_option("--margin", args->margin, "scale = fp8_max / amax / 2^margin: headroom of 2^margin")
+      ->capture_default_str()
+      ->check(whole_number(0, kMaxMargin));
+  app.add_option("--formats", args->formats,
+                 "FP8 formats: hybrid (E4M3 inputs and weights, E5M2 gradients) or e4m3 (E4M3 for all)")
+      ->capture_default_str();
+  app.add_flag("--power-of-two-scales", args->power_of_two_scales,
+               "round every scale down to a power of two (then scaling changes no mantissa bits)");
+  app.add_flag("--skip-zero-amax", args->skip_zero_amax,
+               "an amax of exactly 0 (an all-zero tensor) leaves the amax history as it is, as TE does");
   app.add_option("--epochs", args->epochs, "epochs")->capture_default_str()->check(whole_number(0, 100'000));
   app.add_option("--batch-size", args->batch_size, "batch size")
       ->capture_default_str()
@@ -289,7 +318,7 @@ void setup(CLI::App& app) {
   app.add_flag("--resume", args->resume,
                "continue from the checkpoints in --out (a precision without one starts from the beginning)");
   app.add_flag("--inspect-fp8", args->inspect_fp8,
-               "print the query layer's FP8 scales and amax histories before and after training");
+               "print the FP8 recipe and the query layer's scales and amax histories before and after training");
   app.add_option("--vocab", args->vocab, "vocabulary file: read if it exists, else learned and written there")
       ->check(non_empty_path());
   app.add_option("--limit", args->limit, "use only N evenly spaced texts of each split (quick checks); 0 = all")

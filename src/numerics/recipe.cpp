@@ -21,6 +21,25 @@ ScalingLag parse_scaling_lag(std::string_view text) {
   fail("unknown scaling lag '{}': use te or keras", text);
 }
 
+AmaxAlgorithm parse_amax_algorithm(std::string_view text) {
+  if (text == "max") return AmaxAlgorithm::Max;
+  if (text == "most_recent") return AmaxAlgorithm::MostRecent;
+  fail("unknown amax algorithm '{}': use max or most_recent", text);
+}
+
+void set_fp8_formats(Fp8Recipe& recipe, std::string_view text) {
+  if (text == "hybrid") {
+    recipe.forward_format = Fp8Format::E4M3;
+    recipe.backward_format = Fp8Format::E5M2;
+  } else if (text == "e4m3") {
+    recipe.forward_format = recipe.backward_format = Fp8Format::E4M3;
+  } else if (text == "e5m2") {
+    fail("FP8 formats 'e5m2' would need E5M2 x E5M2 GEMMs, which FP8 tensor cores do not run: use hybrid or e4m3");
+  } else {
+    fail("unknown FP8 formats '{}': use hybrid (E4M3 forward, E5M2 backward) or e4m3", text);
+  }
+}
+
 float ScalingState::scale_for_step(const Fp8Recipe& recipe, Fp8Format format, float current_amax) {
   if (recipe.mode == ScalingMode::Current) {
     scale = current_scale(current_amax, format, recipe.scale_options);

@@ -32,6 +32,11 @@ struct Fp8Recipe {
 
 ScalingMode parse_scaling_mode(std::string_view text);  // "delayed" | "current"
 ScalingLag parse_scaling_lag(std::string_view text);    // "te" | "keras"
+AmaxAlgorithm parse_amax_algorithm(std::string_view text);  // "max" | "most_recent"
+// Sets forward_format and backward_format from Transformer Engine's format names: "hybrid" (E4M3
+// forward, E5M2 backward) or "e4m3" (E4M3 for both). "e5m2" is refused: its GEMMs would multiply
+// E5M2 by E5M2, which FP8 tensor cores (Hopper) do not run.
+void set_fp8_formats(Fp8Recipe& recipe, std::string_view text);
 
 // The scaling state of one FP8-quantized tensor (a Linear's input, weight or output gradient).
 // Keras lag is bit-faithful to Keras only when quantizing with quantize_for_step below: Keras stores a

@@ -23,14 +23,27 @@ namespace fp8kit::train {
 
 namespace {
 
+// The recipe as checkpoints record it. Fields added after the first checkpoints (margin, power-of-two
+// scales, skip zero amax) are named only when not the default, so those checkpoints still resume.
+std::string recipe_text(const Fp8Recipe& r) {
+  std::string text = fmt::format(
+      "{} scaling, {} lag, amax history {}, {} amax, {} forward, {} backward",
+      r.mode == ScalingMode::Delayed ? "delayed" : "current", r.lag == ScalingLag::Te ? "te" : "keras",
+      r.amax_history_length, r.amax_algorithm == AmaxAlgorithm::Max ? "max" : "most_recent", name(r.forward_format),
+      name(r.backward_format));
+  if (r.scale_options.margin != 0) text += fmt::format(", margin {}", r.scale_options.margin);
+  if (r.scale_options.power_of_two) text += ", power-of-two scales";
+  if (r.skip_zero_amax) text += ", skip zero amax";
+  return text;
+}
+
 std::string recipe_text(const TrainOptions& options) {
   if (options.precision != nn::Precision::Fp8) return "none";
-  const Fp8Recipe& r = options.recipe;
-  return fmt::format("{} scaling, {} lag, amax history {}, {} amax, {} forward, {} backward",
-                     r.mode == ScalingMode::Delayed ? "delayed" : "current", r.lag == ScalingLag::Te ? "te" : "keras",
-                     r.amax_history_length, r.amax_algorithm == AmaxAlgorithm::Max ? "max" : "most-recent",
-                     name(r.forward_format), name(r.backward_format));
+  return recipe_text(options.recipe);
 }
+
+constexpr const char* kRecipeOptions =
+    "--recipe/--lag/--amax-history/--amax-algo/--margin/--formats/--power-of-two-scales/--skip-zero-amax";
 
 // What a checkpoint must agree on to continue this run, with the option that sets each value.
 std::vector<io::MetadataRequirement> run_identity(const TrainOptions& options, int64_t train_examples) {
@@ -44,7 +57,7 @@ std::vector<io::MetadataRequirement> run_identity(const TrainOptions& options, i
   return {{"model", "seed_classifier", "the model"},
           {"model_config", config.dump(), "the model configuration"},
           {"precision", std::string(nn::name(options.precision)), "--precision"},
-          {"recipe", recipe_text(options), "--recipe/--lag/--amax-history"},
+          {"recipe", recipe_text(options), kRecipeOptions},
           {"seed", std::to_string(options.seed), "--seed"},
           {"batch_size", std::to_string(options.batch_size), "--batch-size"},
           {"train_examples", std::to_string(train_examples), "a training set of size"},
@@ -97,6 +110,7 @@ void print_fp8_state(std::FILE* out, models::SeedClassifier& model, std::string_
     fmt::print(out, "  {}: {}\n", entry.name, abbreviate(entry.data));
   }
   const Fp8Recipe& recipe = model.recipe();
+  fmt::print(out, "FP8 recipe: {}\n", recipe_text(recipe));
   fmt::print(out, "Quantized layers:\n");
   for (const std::string& layer : model.quantized_layers()) {
     fmt::print(out, "  {}: float8_from_mixed_bfloat16 ({} inputs and kernel, {} output gradients)\n", layer,

@@ -119,6 +119,26 @@ TEST(Recipe, Parse) {
   EXPECT_EQ(parse_scaling_lag("keras"), ScalingLag::Keras);
   EXPECT_THROW(parse_scaling_mode("jit"), Error);
   EXPECT_THROW(parse_scaling_lag("flax"), Error);
+  EXPECT_EQ(parse_amax_algorithm("max"), AmaxAlgorithm::Max);
+  EXPECT_EQ(parse_amax_algorithm("most_recent"), AmaxAlgorithm::MostRecent);
+  EXPECT_THROW(parse_amax_algorithm("most-recent"), Error);
+}
+
+TEST(Recipe, FormatsAreHybridOrE4m3) {
+  Fp8Recipe recipe;
+  set_fp8_formats(recipe, "e4m3");
+  EXPECT_EQ(recipe.forward_format, Fp8Format::E4M3);
+  EXPECT_EQ(recipe.backward_format, Fp8Format::E4M3);
+  set_fp8_formats(recipe, "hybrid");
+  EXPECT_EQ(recipe.forward_format, Fp8Format::E4M3);
+  EXPECT_EQ(recipe.backward_format, Fp8Format::E5M2);
+  try {
+    set_fp8_formats(recipe, "e5m2");
+    FAIL() << "e5m2 was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("E5M2 x E5M2 GEMMs"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(set_fp8_formats(recipe, "fp8"), Error);
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 // --resume), and its refusal of bad options before loading any data.
 #include "common/temp_dir.h"
 #include "io/safetensors.h"
+#include "numerics/scale.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -10,8 +11,11 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <random>
 #include <string>
+#include <tuple>
+#include <vector>
 #include <sys/wait.h>
 
 namespace {
@@ -95,6 +99,115 @@ TEST(TrainCommand, ComparesPrecisionsWritesCheckpointsAndResumes) {
   EXPECT_THAT(r.output, HasSubstr("was trained with recipe delayed scaling, te lag"));
 }
 
+// The `*_scale` tensors of a checkpoint, by name.
+std::map<std::string, float> scales(const std::filesystem::path& checkpoint) {
+  std::map<std::string, float> out;
+  for (const auto& t : fp8kit::io::read_safetensors(checkpoint).tensors) {
+    if (t.name.ends_with("_scale")) out[t.name] = t.to_f32().at(0);
+  }
+  return out;
+}
+
+// Every recipe field has an option; each trains, and the checkpoint and the metrics log record it.
+TEST(TrainCommand, EveryRecipeOptionTrainsAndIsRecorded) {
+  const fp8kit::testing::TempDir dir("train_command");
+  const std::string common = " --data " + make_tiny_imdb(dir.path()).string() + " --vocab " +
+                             (dir / "vocab.txt").string() + " --batch-size 10 --seed 3 --precision fp8 --epochs 1";
+  // The text checkpoints recorded before these options existed: the defaults must still write it.
+  const std::string defaults = "delayed scaling, te lag, amax history 1024, max amax, e4m3 forward, e5m2 backward";
+  const std::vector<std::tuple<std::string, std::string, std::string>> cases{
+      {"", defaults, "\"amax_algo\":\"max\""},
+      {"--amax-algo most_recent", "most_recent amax", "\"amax_algo\":\"most_recent\""},
+      {"--margin 3", defaults + ", margin 3", "\"margin\":3"},
+      {"--formats e4m3", "e4m3 forward, e4m3 backward", "\"formats\":\"e4m3\""},
+      {"--power-of-two-scales", defaults + ", power-of-two scales", "\"power_of_two_scales\":true"},
+      {"--skip-zero-amax", defaults + ", skip zero amax", "\"skip_zero_amax\":true"}};
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const auto& [option, recorded, logged] = cases[i];
+    SCOPED_TRACE(option);
+    const auto out = dir / "out" / std::to_string(i);
+    const CommandResult r = run_train(option + " --inspect-fp8 --out " + out.string() + common);
+    ASSERT_EQ(r.exit_code, 0) << tail(r.output);
+    const std::string metadata = fp8kit::io::read_safetensors(out / "checkpoint-fp8.safetensors").metadata.at("recipe");
+    if (option.empty()) {
+      EXPECT_EQ(metadata, defaults);
+    }
+    EXPECT_THAT(metadata, HasSubstr(recorded));
+    EXPECT_THAT(r.output, HasSubstr("FP8 recipe: " + metadata + "\n"));  // --inspect-fp8
+    std::ifstream metrics(out / "metrics.jsonl");
+    std::string header;
+    std::getline(metrics, header);
+    EXPECT_THAT(header, HasSubstr(logged));
+  }
+}
+
+// The options change the training as they say, on the CPU: after two steps (20 reviews, batches of
+// 10) every scale is fp8_max / amax of step 0, so --margin 1 halves each one and
+// --power-of-two-scales rounds each down to a power of two; --formats e4m3 keeps
+// the forward's scales and changes the output gradients'; after three steps (batches of 8)
+// most_recent takes step 1's amax where max takes the larger of steps 0 and 1.
+TEST(TrainCommand, RecipeOptionsChangeTheScales) {
+  const fp8kit::testing::TempDir dir("train_command");
+  const std::string common = " --data " + make_tiny_imdb(dir.path()).string() + " --vocab " +
+                             (dir / "vocab.txt").string() + " --seed 3 --precision fp8 --epochs 1";
+  const auto train = [&](const std::string& name, const std::string& options) {
+    const CommandResult r = run_train(options + " --out " + (dir / name).string() + common);
+    EXPECT_EQ(r.exit_code, 0) << tail(r.output);
+    return scales(dir / name / "checkpoint-fp8.safetensors");
+  };
+  const auto plain = train("plain", "--batch-size 10");
+  const auto margin = train("margin", "--batch-size 10 --margin 1");
+  const auto power_of_two = train("power_of_two", "--batch-size 10 --power-of-two-scales");
+  const auto e4m3 = train("e4m3", "--batch-size 10 --formats e4m3");
+  ASSERT_FALSE(plain.empty());
+  ASSERT_EQ(margin.size(), plain.size());
+  ASSERT_EQ(power_of_two.size(), plain.size());
+  ASSERT_EQ(e4m3.size(), plain.size());
+  int changed_gradients = 0;
+  for (const auto& [name, scale] : plain) {
+    EXPECT_EQ(margin.at(name), scale / 2) << name;
+    EXPECT_EQ(power_of_two.at(name), fp8kit::round_down_to_power_of_two(scale)) << name;
+    if (name.ends_with("outputs_grad_scale")) {
+      changed_gradients += e4m3.at(name) != scale;
+    } else {
+      EXPECT_EQ(e4m3.at(name), scale) << name;  // the forward is the same
+    }
+  }
+  EXPECT_GT(changed_gradients, 0);
+
+  const auto max = train("max", "--batch-size 8");
+  const auto recent = train("recent", "--batch-size 8 --amax-algo most_recent");
+  ASSERT_EQ(recent.size(), max.size());
+  int larger = 0;
+  for (const auto& [name, scale] : max) {
+    EXPECT_GE(recent.at(name), scale) << name;  // the max of a window holding the most recent amax
+    larger += recent.at(name) > scale;
+  }
+  EXPECT_GT(larger, 0);
+}
+
+// A checkpoint continues only under the recipe it was trained with; the error names the options.
+TEST(TrainCommand, ResumeRefusesADifferentRecipe) {
+  const fp8kit::testing::TempDir dir("train_command");
+  const std::string common = " --data " + make_tiny_imdb(dir.path()).string() + " --vocab " +
+                             (dir / "vocab.txt").string() + " --out " + (dir / "out").string() +
+                             " --batch-size 10 --seed 3 --precision fp8";
+  CommandResult r = run_train("--epochs 1 --margin 2" + common);
+  ASSERT_EQ(r.exit_code, 0) << tail(r.output);
+  for (const std::string option : {"--margin 1", "--amax-algo most_recent --margin 2", "--formats e4m3 --margin 2",
+                                   "--margin 2 --power-of-two-scales", "--margin 2 --skip-zero-amax"}) {
+    r = run_train("--epochs 2 --resume " + option + common);
+    EXPECT_EQ(r.exit_code, 1) << option;
+    EXPECT_THAT(r.output, HasSubstr("was trained with recipe delayed scaling, te lag, amax history 1024, max amax, "
+                                    "e4m3 forward, e5m2 backward, margin 2 but --recipe/--lag/--amax-history/"
+                                    "--amax-algo/--margin/--formats/--power-of-two-scales/--skip-zero-amax"))
+        << option;
+  }
+  r = run_train("--epochs 2 --resume --margin 2" + common);
+  ASSERT_EQ(r.exit_code, 0) << tail(r.output);
+  EXPECT_THAT(r.output, HasSubstr("Resumed fp8 from"));
+}
+
 // A kill during the first checkpoint write leaves only its temporary file: --resume starts from the
 // beginning (as --help promises) and removes it; an --out with no trace of a run is still refused.
 TEST(TrainCommand, ResumeWithOnlyALeftoverTemporaryFileStartsFromTheBeginning) {
@@ -130,6 +243,22 @@ TEST(TrainCommand, RejectsUnknownPrecisionsRecipesAndLags) {
   r = run_train("--lag tf");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.output, HasSubstr("tf"));
+}
+
+TEST(TrainCommand, RejectsUnknownRecipeValuesBeforeLoadingData) {
+  const std::vector<std::pair<std::string, std::string>> cases{
+      {"--amax-algo mean", "error: unknown amax algorithm 'mean': use max or most_recent"},
+      {"--formats e5m2", "error: FP8 formats 'e5m2' would need E5M2 x E5M2 GEMMs"},
+      {"--formats fp8", "error: unknown FP8 formats 'fp8': use hybrid"},
+      {"--margin 17", "--margin: must be a whole number from 0 to 16, not '17'"},
+      {"--margin -1", "--margin: must be a whole number from 0 to 16, not '-1'"},
+      {"--margin 0.5", "--margin: must be a whole number from 0 to 16, not '0.5'"}};
+  for (const auto& [option, message] : cases) {
+    const CommandResult r = run_train(option + " --data /nonexistent");
+    EXPECT_NE(r.exit_code, 0) << option;
+    EXPECT_THAT(r.output, HasSubstr(message)) << option;
+    EXPECT_THAT(r.output, ::testing::Not(HasSubstr("/nonexistent"))) << option;
+  }
 }
 
 TEST(TrainCommand, RejectsConflictingAndMalformedOptions) {
