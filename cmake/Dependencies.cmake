@@ -6,7 +6,7 @@ find_package(fmt REQUIRED)
 find_package(CLI11 REQUIRED)
 find_package(nlohmann_json REQUIRED)
 find_package(LibArchive REQUIRED)
-find_package(ZLIB REQUIRED)  # with libarchive-dev; datasets decode gzip with it to check its CRC32
+find_package(ZLIB REQUIRED)  # datasets decode gzip with it to check its CRC32
 pkg_check_modules(UTF8PROC REQUIRED IMPORTED_TARGET libutf8proc)
 set(BLA_VENDOR OpenBLAS)
 find_package(BLAS REQUIRED)

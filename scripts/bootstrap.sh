@@ -4,8 +4,9 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build pkg-config
+  clang libclang-rt-dev libomp-dev  # the asan preset: clang's sanitizers, libFuzzer, OpenMP
   libopenblas-dev libcli11-dev libfmt-dev nlohmann-json3-dev
-  libarchive-dev libutf8proc-dev
+  libarchive-dev zlib1g-dev libutf8proc-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   ca-certificates curl
 )

@@ -8,10 +8,16 @@
 #include <bit>
 #include <cmath>
 
+// Every function below is compiled for AVX-512F (called only where the CPU has it). clang ignores
+// `#pragma GCC target`, so it gets its own form.
+#ifdef __clang__
+#pragma clang attribute push(__attribute__((target("avx512f"))), apply_to = function)
+#else
 #pragma GCC target("avx512f")
 // GCC 12's AVX-512 intrinsics start from _mm512_undefined_*() and trip these warnings spuriously.
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
 namespace fp8kit::detail {
 namespace {
@@ -109,3 +115,7 @@ float amax(const float* x, size_t n) {
 const ConvertKernels kAvx512Kernels{quantize_f32, quantize_bf16, amax};
 
 }  // namespace fp8kit::detail
+
+#ifdef __clang__
+#pragma clang attribute pop
+#endif
