@@ -15,9 +15,10 @@
 #include <vector>
 
 #include "graph_timing.h"
-#include "ops/cuda/check.h"
-#include "ops/cuda/device.h"
-#include "ops/cuda/device_buffer.h"
+#include "runtime/cuda/check.h"
+#include "runtime/cuda/device_buffer.h"
+#include "runtime/cuda/device_info.h"
+#include "runtime/cuda/stream.h"
 
 namespace {
 

@@ -5,8 +5,9 @@
 #include <benchmark/benchmark.h>
 #include <cuda_runtime.h>
 
-#include "ops/cuda/check.h"
-#include "ops/cuda/device_buffer.h"
+#include "runtime/cuda/check.h"
+#include "runtime/cuda/graph.h"
+#include "runtime/cuda/stream.h"
 
 namespace fp8kit::bench {
 
@@ -17,22 +18,17 @@ constexpr int kCallsPerIteration = 50;
 template <typename Run>
 void time_calls(benchmark::State& state, cudaStream_t stream, Run&& run) {
   for (int i = 0; i < 3; ++i) run();
-  cudaGraph_t graph = nullptr;
-  cudaGraphExec_t exec = nullptr;
-  FP8KIT_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-  for (int i = 0; i < kCallsPerIteration; ++i) run();
-  FP8KIT_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
-  FP8KIT_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-  FP8KIT_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+  const cuda::Graph graph = cuda::Graph::capture(stream, [&] {
+    for (int i = 0; i < kCallsPerIteration; ++i) run();
+  });
+  graph.launch(stream);
   const cuda::Event start(true), stop(true);
   for (auto _ : state) {
     FP8KIT_CUDA_CHECK(cudaEventRecord(start.get(), stream));
-    FP8KIT_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+    graph.launch(stream);
     FP8KIT_CUDA_CHECK(cudaEventRecord(stop.get(), stream));
     state.SetIterationTime(cuda::elapsed_ms(start, stop) * 1e-3 / kCallsPerIteration);
   }
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
 }
 
 }  // namespace fp8kit::bench

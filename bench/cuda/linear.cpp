@@ -12,12 +12,13 @@
 
 #include "graph_timing.h"
 #include "numerics/cast.h"
-#include "ops/cuda/check.h"
 #include "ops/cuda/convert.h"
-#include "ops/cuda/device.h"
-#include "ops/cuda/device_buffer.h"
 #include "ops/cuda/gemm.h"
 #include "ops/cuda/quantize.h"
+#include "runtime/cuda/check.h"
+#include "runtime/cuda/device_buffer.h"
+#include "runtime/cuda/device_info.h"
+#include "runtime/cuda/stream.h"
 
 namespace {
 

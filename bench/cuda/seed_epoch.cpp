@@ -4,9 +4,10 @@
 // median and best seconds per epoch, and the last loss.
 // Usage: bench_cuda_seed_epoch [steps per epoch, default 625] [precision prefix, e.g. "fp8", default all]
 #include "models/seed_classifier_cuda.h"
-#include "ops/cuda/check.h"
-#include "ops/cuda/device.h"
-#include "ops/cuda/device_buffer.h"
+#include "runtime/cuda/check.h"
+#include "runtime/cuda/device_buffer.h"
+#include "runtime/cuda/device_info.h"
+#include "runtime/cuda/stream.h"
 
 #include <algorithm>
 #include <cstdio>

@@ -7,7 +7,7 @@
 #include "base/error.h"
 #include "cli/command.h"
 #include "cli/options.h"
-#include "tensor/device_memory.h"
+#include "runtime/device.h"
 
 #include <fmt/format.h>
 
@@ -23,14 +23,15 @@
 #include <random>
 
 #include "ops/cuda/block_quantize.h"
-#include "ops/cuda/check.h"
 #include "ops/cuda/convert.h"
 #include "ops/cuda/current_scaling.h"
-#include "ops/cuda/device.h"
-#include "ops/cuda/device_buffer.h"
 #include "ops/cuda/gemm.h"
 #include "ops/cuda/gemm_scales.h"
 #include "ops/cuda/quantize.h"
+#include "runtime/cuda/check.h"
+#include "runtime/cuda/device_buffer.h"
+#include "runtime/cuda/device_info.h"
+#include "runtime/cuda/stream.h"
 #endif
 
 namespace fp8kit::cli {

@@ -1,12 +1,12 @@
 // `fp8kit device`: the CUDA GPUs fp8kit sees and whether they have FP8 tensor cores.
 #include "base/error.h"
 #include "cli/command.h"
-#include "tensor/device_memory.h"
+#include "runtime/device.h"
 
 #include <fmt/format.h>
 
 #if FP8KIT_HAVE_CUDA
-#include "ops/cuda/device.h"
+#include "runtime/cuda/device_info.h"
 #endif
 
 namespace fp8kit::cli {

@@ -5,7 +5,7 @@
 #include "cli/options.h"
 #include "data/imdb.h"
 #include "io/safetensors.h"
-#include "tensor/device_memory.h"
+#include "runtime/device.h"
 #include "text/wordpiece_tokenizer.h"
 #include "train/metrics_log.h"
 #include "train/trainer.h"

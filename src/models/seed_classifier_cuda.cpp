@@ -17,12 +17,12 @@
 #include "models/seed_classifier_cuda.h"
 
 #include "base/error.h"
+#include "nn/linear.h"
 #include "ops/cuda/adam.h"
 #include "ops/cuda/attention.h"
 #include "ops/cuda/binary_crossentropy.h"
 #include "ops/cuda/convert.h"
 #include "ops/cuda/current_scaling.h"
-#include "ops/cuda/device_buffer.h"
 #include "ops/cuda/dropout.h"
 #include "ops/cuda/elementwise.h"
 #include "ops/cuda/embedding.h"
@@ -32,6 +32,9 @@
 #include "ops/cuda/quantize.h"
 #include "ops/cuda/scaling_update.h"
 #include "ops/cuda/small_fp8_gemm.h"
+#include "runtime/cuda/device_buffer.h"
+#include "runtime/cuda/graph.h"
+#include "runtime/cuda/stream.h"
 
 #include <algorithm>
 #include <map>
@@ -41,6 +44,7 @@ namespace fp8kit::models {
 
 using cuda::DeviceBuffer;
 using cuda::Event;
+using cuda::Graph;
 using nn::Precision;
 
 namespace {
@@ -165,7 +169,7 @@ struct SeedClassifierCuda::Impl {
   DeviceBuffer<float> sum_scratch, main_sum_scratch;
   DeviceBuffer<uint8_t> embedding_scratch, attention_scratch;
 
-  cudaGraphExec_t graph = nullptr;
+  Graph graph;
 
   float* param(int i) { return params.data() + offsets[i]; }
   float* grad(int i) { return grads.data() + offsets[i]; }
@@ -411,7 +415,7 @@ struct SeedClassifierCuda::Impl {
     }
     switch (precision) {
       case Precision::Fp32:
-        cuda::bias_backward(bias, M, N, main_sum_scratch.data(), s());
+        cuda::bias_backward(bias, M, N, nn::Linear::kBiasGradientOrder, main_sum_scratch.data(), s());
         fork();
         {
           std::vector<cuda::Transpose> transposes;
@@ -442,7 +446,7 @@ struct SeedClassifierCuda::Impl {
         cuda::float_to_bf16_transposed(casts, s());
         fork();
         if (lanes) fork_lanes();
-        cuda::bias_backward(bias, M, N, sum_scratch.data(), side.get());
+        cuda::bias_backward(bias, M, N, nn::Linear::kBiasGradientOrder, sum_scratch.data(), side.get());
         for (const OutputGrad& o : group) {
           LinearCuda& l = *o.l;
           gemm(M, K, N, l.gb.data(), DType::Bf16, l.wb.data(), DType::Bf16, l.dx.data(), nullptr, nullptr, false,
@@ -486,7 +490,7 @@ struct SeedClassifierCuda::Impl {
           fork();
           if (lanes) fork_lanes();
         }
-        cuda::bias_backward(bias, M, N, sum_scratch.data(), side.get());
+        cuda::bias_backward(bias, M, N, nn::Linear::kBiasGradientOrder, sum_scratch.data(), side.get());
         for (const OutputGrad& o : group) {
           LinearCuda& l = *o.l;
           const int i = l.scaling;
@@ -666,24 +670,14 @@ struct SeedClassifierCuda::Impl {
   }
 
   void launch_graph() {
-    if (graph == nullptr) {
-      cudaGraph_t captured = nullptr;
-      FP8KIT_CUDA_CHECK(cudaStreamBeginCapture(s(), cudaStreamCaptureModeThreadLocal));
-      try {
+    if (graph.empty()) {
+      graph = Graph::capture(s(), [&] {
         forward_backward();
         update();
         join();
-      } catch (...) {
-        cudaStreamEndCapture(s(), &captured);
-        if (captured != nullptr) cudaGraphDestroy(captured);
-        throw;
-      }
-      FP8KIT_CUDA_CHECK(cudaStreamEndCapture(s(), &captured));
-      const cudaError_t status = cudaGraphInstantiate(&graph, captured, 0);
-      cudaGraphDestroy(captured);
-      FP8KIT_CUDA_CHECK(status);
+      });
     }
-    FP8KIT_CUDA_CHECK(cudaGraphLaunch(graph, s()));
+    graph.launch(s());
     ++host_step;
   }
 };
@@ -764,8 +758,11 @@ SeedClassifierCuda::SeedClassifierCuda(SeedClassifier& cpu, uint64_t seed, int b
   }
 
   int64_t bias_sums = 0;
-  for (const LinearCuda* l : {&m.query, &m.key, &m.value, &m.attn_out, &m.inter, &m.ffn_out, &m.dense, &m.dense_1})
-    bias_sums = std::max(bias_sums, cuda::bias_backward_workspace(l->rows, l->out, l == &m.query ? 3 : 1));  // q, k, v
+  for (const LinearCuda* l : {&m.query, &m.key, &m.value, &m.attn_out, &m.inter, &m.ffn_out, &m.dense, &m.dense_1}) {
+    const int64_t tensors = l == &m.query ? 3 : 1;  // q, k, v
+    bias_sums =
+        std::max(bias_sums, cuda::bias_backward_workspace(l->rows, l->out, nn::Linear::kBiasGradientOrder, tensors));
+  }
   m.sum_scratch = DeviceBuffer<float>(std::max(bias_sums, cuda::layer_norm_backward_workspace(BT, D)));
   if (m.precision == Precision::Fp32) m.main_sum_scratch = DeviceBuffer<float>(bias_sums);
   m.embedding_scratch = DeviceBuffer<uint8_t>(cuda::embedding_backward_workspace({B, T, D, m.config.vocabulary_size}));
@@ -784,9 +781,7 @@ SeedClassifierCuda::SeedClassifierCuda(SeedClassifier& cpu, uint64_t seed, int b
   m.stream.synchronize();
 }
 
-SeedClassifierCuda::~SeedClassifierCuda() {
-  if (impl_ && impl_->graph != nullptr) cudaGraphExecDestroy(impl_->graph);
-}
+SeedClassifierCuda::~SeedClassifierCuda() = default;
 
 int SeedClassifierCuda::batch() const { return static_cast<int>(impl_->B); }
 

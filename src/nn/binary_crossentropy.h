@@ -4,9 +4,11 @@
 
 #include <span>
 
+#include "ops/binary_crossentropy.h"
+
 namespace fp8kit::nn {
 
-inline constexpr float kBceEpsilon = 1e-7f;
+using ops::kBceEpsilon;
 
 // p = 1 / (1 + exp(-z)), rounded to bf16 when bf16 (a mixed-precision Dense emits bf16).
 void sigmoid(std::span<const float> z, bool bf16, std::span<float> p);

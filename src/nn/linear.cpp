@@ -110,8 +110,8 @@ std::span<const float> Linear::backward(std::span<const float> dy) {
   // The ReLU mask (from the unquantized forward output; relu'(0) = 0 as in JAX), and the bias
   // gradient from the unquantized dy, float32: partial sums over fixed pieces of rows, added in
   // piece order, so the result does not depend on the thread count.
-  constexpr int64_t kRowsPerPiece = 512;
-  const int64_t pieces = (rows + kRowsPerPiece - 1) / kRowsPerPiece;
+  constexpr int64_t kRowsPerPiece = kBiasGradientOrder.rows_per_piece;
+  const int64_t pieces = kBiasGradientOrder.pieces(rows);
   bias_partials_.resize({pieces, n});
   float* partials = bias_partials_.data<float>();
 #pragma omp parallel for schedule(static) if (rows * n >= 65536)

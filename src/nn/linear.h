@@ -13,6 +13,7 @@
 #include "nn/parameter.h"
 #include "nn/precision.h"
 #include "numerics/recipe.h"
+#include "ops/piece_order.h"
 #include "tensor/tensor.h"
 
 #include <cstdint>
@@ -31,6 +32,9 @@ struct Fp8LinearScaling {
 
 class Linear {
  public:
+  // The order of backward()'s bias gradient sum over rows (GPU twins pass it to their op to match).
+  static constexpr ops::PieceOrder kBiasGradientOrder{512};
+
   // path: the Keras layer path ("transformer_decoder/self_attention/query"); the parameters are
   // <path>/kernel (Keras's kernel_shape, laid out as [in, out] row-major) and <path>/bias (bias_shape).
   Linear(std::string path, int64_t in, int64_t out, std::vector<int64_t> kernel_shape,

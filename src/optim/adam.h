@@ -4,18 +4,14 @@
 #pragma once
 
 #include "nn/parameter.h"
+#include "ops/adam.h"
 
 #include <cstdint>
 #include <vector>
 
 namespace fp8kit::optim {
 
-struct AdamOptions {
-  float learning_rate = 1e-3f;
-  float beta1 = 0.9f;
-  float beta2 = 0.999f;
-  float epsilon = 1e-7f;
-};
+using AdamOptions = ops::AdamOptions;  // learning rate, beta1, beta2, epsilon (Keras's defaults)
 
 class Adam {
  public:

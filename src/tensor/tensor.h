@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "numerics/format.h"
-#include "tensor/device_memory.h"
+#include "runtime/memory.h"
 
 namespace fp8kit {
 

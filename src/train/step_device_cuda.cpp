@@ -4,7 +4,7 @@
 
 #include "base/error.h"
 #include "models/seed_classifier_cuda.h"
-#include "tensor/device_memory.h"
+#include "runtime/device.h"
 
 #include <algorithm>
 #include <cmath>

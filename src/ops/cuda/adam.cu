@@ -3,15 +3,15 @@
 // alpha. alpha's powers are taken in double and rounded, which is glibc powf's correctly rounded result.
 #include "ops/cuda/adam.h"
 
-#include "ops/cuda/check.h"
 #include "ops/cuda/round.cuh"
+#include "runtime/cuda/check.h"
 
 namespace fp8kit::cuda {
 namespace {
 
 constexpr int kThreads = 256;
 
-__global__ void update_kernel(optim::AdamOptions o, const float* iterations, float* w, const float* g, float* m,
+__global__ void update_kernel(ops::AdamOptions o, const float* iterations, float* w, const float* g, float* m,
                               float* v, int64_t n) {
   // alpha once per block (two double-precision pows), shared.
   __shared__ float shared_alpha;
@@ -41,7 +41,7 @@ __global__ void count_kernel(float* iterations, uint64_t* step_counter) {
 
 }  // namespace
 
-void adam_step(const optim::AdamOptions& options, float* iterations, float* w, const float* g, float* m, float* v,
+void adam_step(const ops::AdamOptions& options, float* iterations, float* w, const float* g, float* m, float* v,
                int64_t n, cudaStream_t stream, uint64_t* step_counter) {
   if (n > 0) {
     update_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(options, iterations, w, g, m, v, n);

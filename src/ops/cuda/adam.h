@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "optim/adam.h"
+#include "ops/adam.h"
 
 namespace fp8kit::cuda {
 
@@ -15,7 +15,7 @@ namespace fp8kit::cuda {
 // iterations lives in device memory (a captured graph replays with the current count). step_counter:
 // null, or a device counter that advances with iterations (a training step's dropout step), in the
 // same small launch.
-void adam_step(const optim::AdamOptions& options, float* iterations, float* w, const float* g, float* m, float* v,
+void adam_step(const ops::AdamOptions& options, float* iterations, float* w, const float* g, float* m, float* v,
                int64_t n, cudaStream_t stream, uint64_t* step_counter = nullptr);
 
 }  // namespace fp8kit::cuda

@@ -21,9 +21,10 @@
 
 #include "base/error.h"
 #include "numerics/cast.h"
-#include "ops/cuda/check.h"
+#include "ops/cuda/aligned.h"
 #include "ops/cuda/dropout.cuh"
 #include "ops/cuda/round.cuh"
+#include "runtime/cuda/check.h"
 
 namespace fp8kit::cuda {
 namespace {

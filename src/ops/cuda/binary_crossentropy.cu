@@ -5,9 +5,9 @@
 #include <string>
 
 #include "base/error.h"
-#include "nn/binary_crossentropy.h"
-#include "ops/cuda/check.h"
+#include "ops/binary_crossentropy.h"
 #include "ops/cuda/round.cuh"
+#include "runtime/cuda/check.h"
 
 namespace fp8kit::cuda {
 namespace {
@@ -18,7 +18,7 @@ __global__ void kernel(const float* z, const float* labels, int batch, bool bf16
                        float* dz, LinearEpilogue epilogue) {
   __shared__ float partial[kMaxBatch / 32];
   const int i = threadIdx.x;
-  constexpr float kLow = nn::kBceEpsilon, kHigh = 1.0f - nn::kBceEpsilon;
+  constexpr float kLow = ops::kBceEpsilon, kHigh = 1.0f - ops::kBceEpsilon;
   float term = 0.0f;
   if (i < batch) {
     float zi = z[i];

@@ -22,9 +22,10 @@
 #include <type_traits>
 
 #include "base/error.h"
-#include "ops/cuda/check.h"
+#include "ops/cuda/aligned.h"
 #include "ops/cuda/fp8_cast.cuh"
 #include "ops/cuda/scale.cuh"
+#include "runtime/cuda/check.h"
 
 namespace fp8kit::cuda {
 namespace {

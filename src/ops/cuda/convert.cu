@@ -8,9 +8,10 @@
 #include <string>
 
 #include "base/error.h"
+#include "ops/cuda/aligned.h"
 #include "ops/cuda/batch.cuh"
-#include "ops/cuda/check.h"
 #include "ops/cuda/fp8_cast.cuh"
+#include "runtime/cuda/check.h"
 
 namespace fp8kit::cuda {
 namespace {

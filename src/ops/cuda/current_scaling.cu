@@ -4,8 +4,8 @@
 #include <string>
 
 #include "base/error.h"
-#include "ops/cuda/check.h"
 #include "ops/cuda/scale.cuh"
+#include "runtime/cuda/check.h"
 
 namespace fp8kit::cuda {
 namespace {

@@ -5,9 +5,9 @@
 #include <string>
 
 #include "base/error.h"
-#include "ops/cuda/check.h"
 #include "ops/cuda/dropout.cuh"
 #include "ops/cuda/round.cuh"
+#include "runtime/cuda/check.h"
 
 namespace fp8kit::cuda {
 namespace {

@@ -1,5 +1,5 @@
 // Element-wise kernels of the training step (one thread per element unless said otherwise; the bias
-// gradient sums in nn::Linear's order, ops/cuda/ordered_sum.cuh).
+// gradient sums in the caller's piece order, ops/cuda/ordered_sum.cuh).
 #include "ops/cuda/elementwise.h"
 
 #include <algorithm>
@@ -7,11 +7,11 @@
 
 #include "base/error.h"
 #include "ops/cuda/batch.cuh"
-#include "ops/cuda/check.h"
 #include "ops/cuda/dropout.cuh"
 #include "ops/cuda/linear_epilogue.h"
 #include "ops/cuda/ordered_sum.cuh"
 #include "ops/cuda/round.cuh"
+#include "runtime/cuda/check.h"
 
 namespace fp8kit::cuda {
 namespace {
@@ -49,12 +49,11 @@ __global__ void linear_outputs_kernel(const __grid_constant__ Outputs b, bool bf
   o.out[i] = o.residual != nullptr ? maybe_bf16(o.residual[i] + d, bf16) : d;
 }
 
-// nn::Linear's bias gradient order: pieces of 512 rows (its kRowsPerPiece), each summed row by row,
-// then the pieces in order. Block (piece, 32 columns, tensor) writes the masked gradient g as it
-// fetches it, and its sums to partials [pieces, tensors, cols] (add_pieces' layout). With one piece
-// (rows <= 512), `last` is set and the block writes the final 0 + sum itself (add_pieces' first and
+// The bias gradient in a PieceOrder: pieces of piece_rows rows, each summed row by row, then the
+// pieces in order. Block (piece, 32 columns, tensor) writes the masked gradient g as it fetches it,
+// and its sums to partials [pieces, tensors, cols] (add_pieces' layout). With one piece (rows <=
+// piece_rows), `last` is set and the block writes the final 0 + sum itself (add_pieces' first and
 // only addition) into the bias gradient: one launch fewer.
-constexpr int64_t kBiasPieceRows = 512;
 constexpr int kMaxBiasTensors = 4;
 struct BiasTensors {
   struct One {
@@ -67,15 +66,16 @@ struct BiasTensors {
 };
 
 __global__ void __launch_bounds__(kOrderedSumThreads)
-    bias_pieces_kernel(const __grid_constant__ BiasTensors b, int64_t rows, int64_t cols, float* partials, bool last) {
+    bias_pieces_kernel(const __grid_constant__ BiasTensors b, int64_t rows, int64_t cols, int64_t piece_rows,
+                       float* partials, bool last) {
   const BiasTensors::One& p = b.t[blockIdx.z];
   const float* dy = p.dy;
   float* g = p.g;
   const DeviceDropoutMask mask = p.gradient.dropout.mask();
   const int64_t col = static_cast<int64_t>(blockIdx.y) * 32 + threadIdx.x % 32;
   const int64_t column = col < cols ? col : cols - 1;  // for the loads of lanes past the last column
-  const int64_t begin = static_cast<int64_t>(blockIdx.x) * kBiasPieceRows;
-  const int64_t end = rows < begin + kBiasPieceRows ? rows : begin + kBiasPieceRows;
+  const int64_t begin = static_cast<int64_t>(blockIdx.x) * piece_rows;
+  const int64_t end = rows < begin + piece_rows ? rows : begin + piece_rows;
   float sum[1];
   // The ReLU's mask source (dy itself, never read as one, without a ReLU): loaded unconditionally.
   const float* y = p.gradient.relu ? p.gradient.y : dy;
@@ -128,6 +128,11 @@ __global__ void __launch_bounds__(32 * 8) transpose_kernel(const __grid_constant
   }
 }
 
+void check_order(ops::PieceOrder order) {
+  if (order.rows_per_piece <= 0)
+    throw Error("bias_backward: rows_per_piece must be positive, got " + std::to_string(order.rows_per_piece));
+}
+
 }  // namespace
 
 void residual_gradient(const float* a, const float* b, const float* c, const float* d, const DropoutSite& dropout,
@@ -161,13 +166,15 @@ void linear_outputs(std::span<const LinearOutput> outputs, bool bf16, cudaStream
   }
 }
 
-int64_t bias_backward_workspace(int64_t rows, int64_t cols, int64_t tensors) {
-  return piece_count(rows, kBiasPieceRows) * tensors * cols;
+int64_t bias_backward_workspace(int64_t rows, int64_t cols, ops::PieceOrder order, int64_t tensors) {
+  check_order(order);
+  return order.pieces(rows) * tensors * cols;
 }
 
-void bias_backward(std::span<const BiasBackward> tensors, int64_t rows, int64_t cols, float* workspace,
-                   cudaStream_t stream) {
+void bias_backward(std::span<const BiasBackward> tensors, int64_t rows, int64_t cols, ops::PieceOrder order,
+                   float* workspace, cudaStream_t stream) {
   if (rows < 0 || cols < 0) throw Error("bias_backward: negative shape");
+  check_order(order);
   if (tensors.empty() || tensors.size() > kMaxBiasTensors)
     throw Error("bias_backward: 1 to 4 tensors per call, got " + std::to_string(tensors.size()));
   if (cols == 0) return;
@@ -176,7 +183,7 @@ void bias_backward(std::span<const BiasBackward> tensors, int64_t rows, int64_t 
       FP8KIT_CUDA_CHECK(cudaMemsetAsync(t.bias_grad, 0, cols * sizeof(float), stream));
     return;
   }
-  const int64_t pieces = piece_count(rows, kBiasPieceRows);
+  const int64_t pieces = order.pieces(rows);
   BiasTensors b{};
   b.count = static_cast<int>(tensors.size());
   for (int i = 0; i < b.count; ++i) {
@@ -187,7 +194,7 @@ void bias_backward(std::span<const BiasBackward> tensors, int64_t rows, int64_t 
     throw Error("bias_backward: " + std::to_string(rows) + " x " + std::to_string(cols) + " is too large");
   const bool last = pieces == 1;
   const dim3 grid(static_cast<unsigned>(pieces), blocks_for(cols, 32), static_cast<unsigned>(b.count));
-  bias_pieces_kernel<<<grid, kOrderedSumThreads, 0, stream>>>(b, rows, cols, workspace, last);
+  bias_pieces_kernel<<<grid, kOrderedSumThreads, 0, stream>>>(b, rows, cols, order.rows_per_piece, workspace, last);
   check_launch("bias_backward");
   if (last) return;
   const auto& t = b.t;

@@ -11,6 +11,7 @@
 
 #include "ops/cuda/dropout.h"
 #include "ops/cuda/linear_epilogue.h"
+#include "ops/piece_order.h"
 #include "tensor/tensor.h"
 
 namespace fp8kit::cuda {
@@ -40,8 +41,8 @@ void linear_outputs(std::span<const LinearOutput> outputs, bool bf16, cudaStream
 
 // The bias gradient of a Linear from its output gradient dy [rows, cols]: g = gradient(dy) (the
 // backward of its ReLU and of the dropout after it, linear_epilogue.h); bias_grad [cols] = sum of g
-// over rows, float32, added in exactly nn::Linear::backward's order (bit-identical to the CPU, the
-// same bits every run). g [rows, cols] is also written when set (it may alias dy).
+// over rows, float32, added in exactly `order` (nn::Linear::kBiasGradientOrder: bit-identical to the
+// CPU, the same bits every run). g [rows, cols] is also written when set (it may alias dy).
 struct BiasBackward {
   const float* dy = nullptr;
   EpilogueGradient gradient{};
@@ -49,10 +50,10 @@ struct BiasBackward {
   float* bias_grad = nullptr;
 };
 // Up to 4 Linears of one shape [rows, cols] (query, key and value) in one pass. workspace:
-// bias_backward_workspace(rows, cols, tensors.size()) floats of device scratch.
-void bias_backward(std::span<const BiasBackward> tensors, int64_t rows, int64_t cols, float* workspace,
-                   cudaStream_t stream);
-int64_t bias_backward_workspace(int64_t rows, int64_t cols, int64_t tensors = 1);
+// bias_backward_workspace(rows, cols, order, tensors.size()) floats of device scratch.
+void bias_backward(std::span<const BiasBackward> tensors, int64_t rows, int64_t cols, ops::PieceOrder order,
+                   float* workspace, cudaStream_t stream);
+int64_t bias_backward_workspace(int64_t rows, int64_t cols, ops::PieceOrder order, int64_t tensors = 1);
 
 // One matrix of transpose: out [cols, rows] = x [rows, cols] transposed (float32; the bf16 twin is
 // convert.h's float_to_bf16_transposed).

@@ -13,8 +13,9 @@
 #include <vector>
 
 #include "base/error.h"
-#include "ops/cuda/check.h"
 #include "ops/cuda/gemm_scales.h"
+#include "runtime/cuda/check.h"
+#include "runtime/cuda/stream.h"
 
 namespace fp8kit::cuda {
 namespace {

@@ -13,7 +13,7 @@
 #include <memory>
 #include <vector>
 
-#include "ops/cuda/device_buffer.h"
+#include "runtime/cuda/device_buffer.h"
 #include "tensor/tensor.h"
 
 namespace fp8kit::cuda {

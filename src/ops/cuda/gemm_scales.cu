@@ -6,8 +6,8 @@
 #include <string>
 
 #include "base/error.h"
-#include "ops/cuda/check.h"
 #include "ops/cuda/fp8_cast.cuh"
+#include "runtime/cuda/check.h"
 
 namespace fp8kit::cuda {
 namespace {

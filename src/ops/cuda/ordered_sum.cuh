@@ -6,8 +6,8 @@
 
 #include <cstdint>
 
-#include "ops/cuda/check.h"
 #include "ops/cuda/round.cuh"
+#include "runtime/cuda/check.h"
 
 namespace fp8kit::cuda {
 

@@ -31,9 +31,10 @@
 #include <type_traits>
 
 #include "base/error.h"
+#include "ops/cuda/aligned.h"
 #include "ops/cuda/batch.cuh"
-#include "ops/cuda/check.h"
 #include "ops/cuda/fp8_cast.cuh"
+#include "runtime/cuda/check.h"
 
 namespace fp8kit::cuda {
 namespace {

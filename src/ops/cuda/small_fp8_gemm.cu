@@ -4,9 +4,9 @@
 #include <string>
 
 #include "base/error.h"
-#include "ops/cuda/check.h"
 #include "ops/cuda/fp8_cast.cuh"
 #include "ops/cuda/round.cuh"
+#include "runtime/cuda/check.h"
 
 namespace fp8kit::cuda {
 namespace {

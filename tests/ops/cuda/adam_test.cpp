@@ -9,9 +9,9 @@
 #include <cstdio>
 #include <vector>
 
-#include "ops/cuda/device_buffer.h"
 #include "ops/cuda/gpu_test.h"
 #include "optim/adam.h"
+#include "runtime/cuda/device_buffer.h"
 
 namespace fp8kit::cuda {
 namespace {

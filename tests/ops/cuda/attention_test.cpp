@@ -14,8 +14,9 @@
 
 #include "base/error.h"
 #include "ops/attention.h"
-#include "ops/cuda/device_buffer.h"
 #include "ops/cuda/gpu_test.h"
+#include "runtime/cuda/device_buffer.h"
+#include "runtime/cuda/graph.h"
 
 namespace fp8kit::cuda {
 namespace {
@@ -112,16 +113,9 @@ TEST(CudaAttention, CapturedInAGraphGivesTheSameBits) {
     if (direct) {
       run();
     } else {
-      cudaGraph_t graph = nullptr;
-      cudaGraphExec_t exec = nullptr;
-      FP8KIT_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-      run();
-      FP8KIT_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
-      FP8KIT_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-      FP8KIT_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+      const Graph graph = Graph::capture(stream, run);
+      graph.launch(stream);
       FP8KIT_CUDA_CHECK(cudaStreamSynchronize(stream));
-      cudaGraphExecDestroy(exec);
-      cudaGraphDestroy(graph);
     }
     for (DeviceBuffer<float>* b : {&d_out, &d_dq, &d_dk, &d_dv}) outs[direct].push_back(b->to_host(stream));
   }

@@ -13,9 +13,9 @@
 
 #include "base/error.h"
 #include "numerics/cast.h"
-#include "ops/cuda/device_buffer.h"
 #include "ops/cuda/gpu_test.h"
 #include "ops/dropout.h"
+#include "runtime/cuda/device_buffer.h"
 
 namespace fp8kit::cuda {
 namespace {

@@ -7,9 +7,9 @@
 #include <bit>
 #include <vector>
 
-#include "ops/cuda/device_buffer.h"
 #include "ops/cuda/gpu_test.h"
 #include "ops/dropout.h"
+#include "runtime/cuda/device_buffer.h"
 
 namespace fp8kit::cuda {
 namespace {

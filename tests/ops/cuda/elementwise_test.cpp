@@ -11,14 +11,17 @@
 #include <utility>
 #include <vector>
 
+#include "base/error.h"
 #include "nn/linear.h"
 #include "numerics/cast.h"
-#include "ops/cuda/device_buffer.h"
 #include "ops/cuda/gpu_test.h"
 #include "ops/dropout.h"
+#include "runtime/cuda/device_buffer.h"
 
 namespace fp8kit::cuda {
 namespace {
+
+constexpr ops::PieceOrder kOrder = nn::Linear::kBiasGradientOrder;
 
 // The CPU model's ops one after the other (ops/cpu): nn::Linear's bias + ReLU, dropout, residual add.
 std::vector<float> cpu_linear_output(const std::vector<float>& y0, const std::vector<float>& bias, int64_t cols,
@@ -103,7 +106,7 @@ TEST(CudaElementwise, BiasBackwardMasksReluAndDropout) {
   for (const auto& [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{{6400, 32}, {32, 1}, {5, 33}}) {
     const std::vector<float> y = testing::random_normal(rows * cols, 1), dy = testing::random_normal(rows * cols, 3);
     DeviceBuffer<float> d_y(y.size()), d_dy(dy.size()), d_g(dy.size()), d_db(cols),
-        workspace(bias_backward_workspace(rows, cols));
+        workspace(bias_backward_workspace(rows, cols, kOrder));
     d_y.upload(y);
     d_dy.upload(dy);
     for (bool relu : {false, true})
@@ -117,7 +120,7 @@ TEST(CudaElementwise, BiasBackwardMasksReluAndDropout) {
           }
           const BiasBackward t{d_dy.data(), {relu, d_y.data(), {kSeed, d_step.data(), kSite, kRate, dropout}, bf16},
                                d_g.data(), d_db.data()};
-          bias_backward({&t, 1}, rows, cols, workspace.data(), nullptr);
+          bias_backward({&t, 1}, rows, cols, kOrder, workspace.data(), nullptr);
           EXPECT_EQ(testing::max_ulp_difference(d_g.to_host(), g), 0)
               << rows << "x" << cols << " relu " << relu << " dropout " << dropout << " bf16 " << bf16;
           EXPECT_LT(testing::relative_l2(d_db.to_host(), db), 1e-5);
@@ -138,7 +141,8 @@ TEST(CudaElementwise, BiasGradientIsTheCpuLayersBitForBit) {
       layer.bias.value = testing::random_normal(cols, 2);
       const std::vector<float> x = testing::random_normal(rows * kIn, 3), dy = testing::random_normal(rows * cols, 4);
       const auto y = layer.forward(x, rows, true);
-      DeviceBuffer<float> d_y(y.size()), d_dy(dy.size()), d_db(cols), workspace(bias_backward_workspace(rows, cols));
+      DeviceBuffer<float> d_y(y.size()), d_dy(dy.size()), d_db(cols),
+          workspace(bias_backward_workspace(rows, cols, kOrder));
       d_y.upload(y);
       layer.backward(dy);
       std::vector<float> first;
@@ -146,7 +150,7 @@ TEST(CudaElementwise, BiasGradientIsTheCpuLayersBitForBit) {
         d_dy.upload(dy);
         d_db.fill_bytes(0x7F);
         const BiasBackward t{d_dy.data(), {relu, d_y.data()}, d_dy.data(), d_db.data()};
-        bias_backward({&t, 1}, rows, cols, workspace.data(), nullptr);
+        bias_backward({&t, 1}, rows, cols, kOrder, workspace.data(), nullptr);
         const std::vector<float> db = d_db.to_host();
         EXPECT_EQ(testing::max_ulp_difference(db, layer.bias.grad), 0) << rows << "x" << cols << " relu " << relu;
         if (run == 0) {
@@ -157,6 +161,32 @@ TEST(CudaElementwise, BiasGradientIsTheCpuLayersBitForBit) {
       }
     }
   }
+}
+
+// The op sums in the order it is given, not one of its own: pieces of 3 rows, added in piece order,
+// bit for bit; a non-positive piece size is refused.
+TEST(CudaElementwise, BiasBackwardSumsInTheGivenPieceOrder) {
+  FP8KIT_REQUIRE_GPU();
+  constexpr int64_t kRows = 10, kCols = 5;
+  constexpr ops::PieceOrder kThrees{3};
+  const std::vector<float> dy = testing::random_normal(kRows * kCols, 5);
+  std::vector<float> expected(kCols);
+  for (int64_t c = 0; c < kCols; ++c) {
+    float total = 0.0f;
+    for (int64_t p = 0; p < kThrees.pieces(kRows); ++p) {
+      float piece = 0.0f;
+      for (int64_t r = p * 3; r < std::min(kRows, (p + 1) * 3); ++r) piece += dy[r * kCols + c];
+      total += piece;
+    }
+    expected[c] = total;
+  }
+  DeviceBuffer<float> d_dy(dy.size()), d_db(kCols), workspace(bias_backward_workspace(kRows, kCols, kThrees));
+  d_dy.upload(dy);
+  const BiasBackward t{d_dy.data(), {}, nullptr, d_db.data()};
+  bias_backward({&t, 1}, kRows, kCols, kThrees, workspace.data(), nullptr);
+  EXPECT_EQ(testing::max_ulp_difference(d_db.to_host(), expected), 0);
+  EXPECT_THROW(bias_backward({&t, 1}, kRows, kCols, ops::PieceOrder{0}, workspace.data(), nullptr), Error);
+  EXPECT_THROW(bias_backward_workspace(kRows, kCols, ops::PieceOrder{-1}), Error);
 }
 
 // Three Linears of one shape in one call (query, key, value): each one's g and bias gradient are
@@ -177,18 +207,18 @@ TEST(CudaElementwise, BiasBackwardOfSeveralLinearsIsEachOnesOwn) {
                          {t == 2, y.back().data(), {7, d_step.data(), static_cast<uint32_t>(t), 0.1f, t != 1}, true},
                          g.back().data(), db.back().data()});
     }
-    DeviceBuffer<float> workspace(bias_backward_workspace(rows, cols, 3));
-    bias_backward(tensors, rows, cols, workspace.data(), nullptr);
+    DeviceBuffer<float> workspace(bias_backward_workspace(rows, cols, kOrder, 3));
+    bias_backward(tensors, rows, cols, kOrder, workspace.data(), nullptr);
     for (int t = 0; t < 3; ++t) {
       const std::vector<float> g_batched = g[t].to_host(), db_batched = db[t].to_host();
-      bias_backward({&tensors[t], 1}, rows, cols, workspace.data(), nullptr);
+      bias_backward({&tensors[t], 1}, rows, cols, kOrder, workspace.data(), nullptr);
       EXPECT_EQ(testing::max_ulp_difference(g_batched, g[t].to_host()), 0) << rows << "x" << cols << " tensor " << t;
       EXPECT_EQ(testing::max_ulp_difference(db_batched, db[t].to_host()), 0) << rows << "x" << cols << " tensor " << t;
       // Without writing g (the model's side branch recomputes it): the same bias gradient.
       BiasBackward no_g = tensors[t];
       no_g.g = nullptr;
       db[t].fill_bytes(0x7F);
-      bias_backward({&no_g, 1}, rows, cols, workspace.data(), nullptr);
+      bias_backward({&no_g, 1}, rows, cols, kOrder, workspace.data(), nullptr);
       EXPECT_EQ(testing::max_ulp_difference(db_batched, db[t].to_host()), 0) << rows << "x" << cols << " no g " << t;
     }
   }

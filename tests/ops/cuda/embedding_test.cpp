@@ -11,9 +11,10 @@
 
 #include "base/error.h"
 #include "nn/embedding.h"
-#include "ops/cuda/device_buffer.h"
 #include "ops/cuda/gpu_test.h"
 #include "ops/dropout.h"
+#include "runtime/cuda/device_buffer.h"
+#include "runtime/cuda/stream.h"
 
 namespace fp8kit::cuda {
 namespace {

@@ -17,6 +17,7 @@
 #include "base/error.h"
 #include "numerics/cast.h"
 #include "ops/cuda/gpu_test.h"
+#include "runtime/cuda/graph.h"
 
 namespace fp8kit::cuda {
 namespace {
@@ -280,16 +281,13 @@ TEST(CudaGemm, AutotuningWaitsUntilTheStreamIsNotCaptured) {
   GemmContext context(GemmOptions{.autotune = true});
   cudaStream_t stream = nullptr;
   FP8KIT_CUDA_CHECK(cudaStreamCreate(&stream));
-  FP8KIT_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-  context.gemm(args, stream);  // captured: the heuristic's first choice, no timing
-  cudaGraph_t graph = nullptr;
-  FP8KIT_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+  const Graph graph = Graph::capture(stream, [&] {
+    context.gemm(args, stream);  // captured: the heuristic's first choice, no timing
+  });
   EXPECT_EQ(context.cached_plans(), 1u);
   EXPECT_EQ(context.autotuned_plans(), 0u);
-  cudaGraphExec_t exec = nullptr;
-  FP8KIT_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
   d_y.fill_bytes(0xFF);
-  FP8KIT_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+  graph.launch(stream);
   FP8KIT_CUDA_CHECK(cudaStreamSynchronize(stream));
   EXPECT_LT(testing::relative_error(d_y.to_host(), ref), 2e-6);
 
@@ -299,8 +297,6 @@ TEST(CudaGemm, AutotuningWaitsUntilTheStreamIsNotCaptured) {
   EXPECT_LT(testing::relative_error(d_y.to_host(), ref), 2e-6);
   EXPECT_EQ(context.cached_plans(), 1u);
   EXPECT_EQ(context.autotuned_plans(), 1u);
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
   cudaStreamDestroy(stream);
 }
 

@@ -12,7 +12,7 @@
 #include <random>
 #include <vector>
 
-#include "ops/cuda/device.h"
+#include "runtime/cuda/device_info.h"
 
 namespace fp8kit::cuda::testing {
 

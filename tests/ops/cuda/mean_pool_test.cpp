@@ -11,9 +11,9 @@
 #include "nn/mean_pool.h"
 #include "numerics/cast.h"
 #include "ops/cuda/binary_crossentropy.h"
-#include "ops/cuda/device_buffer.h"
 #include "ops/cuda/gpu_test.h"
 #include "ops/dropout.h"
+#include "runtime/cuda/device_buffer.h"
 
 namespace fp8kit::cuda {
 namespace {

@@ -8,10 +8,10 @@
 #include "base/error.h"
 #include "common/host_tensors.h"
 #include "numerics/cast.h"
-#include "ops/cuda/check.h"
 #include "ops/cuda/gemm.h"
 #include "ops/cuda/gemm_scales.h"
 #include "ops/cuda/gpu_test.h"
+#include "runtime/cuda/check.h"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>

@@ -9,10 +9,10 @@
 
 #include "base/error.h"
 #include "numerics/cast.h"
-#include "ops/cuda/check.h"
-#include "ops/cuda/device_buffer.h"
 #include "ops/cuda/gpu_test.h"
 #include "ops/cuda/quantize.h"
+#include "runtime/cuda/check.h"
+#include "runtime/cuda/device_buffer.h"
 
 namespace fp8kit::cuda {
 namespace {

@@ -5,8 +5,6 @@
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
-#include <cstddef>
-#include <cstdint>
 #include <string>
 
 namespace fp8kit::cuda {
@@ -16,9 +14,6 @@ namespace fp8kit::cuda {
 [[noreturn]] void throw_cublas_error(cublasStatus_t status, const char* call, const std::string& context);
 // Call right after a kernel launch: throws if the launch failed (bad configuration, no device, ...).
 void check_launch(const char* kernel);
-
-// Whether p is `bytes`-aligned (what a kernel's vector loads and stores of its rows need).
-inline bool aligned(const void* p, size_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
 
 }  // namespace fp8kit::cuda
 

@@ -1,23 +1,12 @@
-// Where tensors live (Device) and the one allocator behind them: raw bytes on the CPU or on the
-// CUDA GPU, and explicit copies between the two. Nothing moves between devices implicitly.
+// The one allocator behind tensors and device buffers: raw bytes on the CPU or on the CUDA GPU, and
+// explicit copies between the two. Nothing moves between devices implicitly.
 #pragma once
 
 #include <cstddef>
-#include <cstdint>
-#include <string_view>
+
+#include "runtime/device.h"
 
 namespace fp8kit {
-
-enum class Device : uint8_t { Cpu, Cuda };
-
-std::string_view name(Device device);  // "cpu", "cuda"
-Device parse_device(std::string_view text);  // "cpu" | "cuda"; anything else throws
-
-// Whether Device::Cuda can be used: this build has the CUDA backend and a GPU is visible.
-bool cuda_available();
-// Throws fp8kit::Error saying why Device::Cuda cannot be used (no CUDA backend in this build, no GPU,
-// driver too old); returns when it can.
-void require_cuda();
 
 // `bytes` uninitialised bytes on `device`: CPU memory 64-byte aligned, GPU memory from cudaMalloc
 // (256-byte aligned). Running out of memory throws an error that says how much was asked for and

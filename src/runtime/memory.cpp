@@ -1,6 +1,6 @@
 // CPU memory from aligned operator new; GPU memory through the CUDA runtime when the CUDA backend is
 // built, else a clear error.
-#include "tensor/device_memory.h"
+#include "runtime/memory.h"
 
 #include "base/error.h"
 
@@ -21,47 +21,8 @@ constexpr std::align_val_t kCpuAlignment{64};
 void check_cuda(cudaError_t status, std::string_view what) {
   if (status != cudaSuccess) fail("{} failed: {} ({})", what, cudaGetErrorString(status), cudaGetErrorName(status));
 }
-
 #endif
-
 }  // namespace
-
-std::string_view name(Device device) {
-  switch (device) {
-    case Device::Cpu: return "cpu";
-    case Device::Cuda: return "cuda";
-  }
-  return "?";
-}
-
-Device parse_device(std::string_view text) {
-  if (text == "cpu") return Device::Cpu;
-  if (text == "cuda") return Device::Cuda;
-  fail("unknown device '{}': use cpu or cuda", text);
-}
-
-bool cuda_available() {
-#if FP8KIT_HAVE_CUDA
-  int count = 0;
-  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
-#else
-  return false;
-#endif
-}
-
-void require_cuda() {
-#if FP8KIT_HAVE_CUDA
-  int count = 0;
-  const cudaError_t status = cudaGetDeviceCount(&count);
-  if (status != cudaSuccess)
-    fail("no usable CUDA GPU: {} ({}); run on a machine with an NVIDIA GPU and driver, or use the CPU",
-         cudaGetErrorString(status), cudaGetErrorName(status));
-  if (count == 0) fail("no CUDA GPU is visible (check CUDA_VISIBLE_DEVICES), or use the CPU");
-#else
-  fail("this fp8kit was built without the CUDA backend (no nvcc when it was configured, or -DFP8KIT_CUDA=OFF): "
-       "rebuild with the CUDA toolkit on PATH (cmake -DFP8KIT_CUDA=ON), or use the CPU");
-#endif
-}
 
 void* allocate_bytes(Device device, size_t bytes) {
   if (bytes == 0) return nullptr;

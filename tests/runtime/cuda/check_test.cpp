@@ -1,5 +1,5 @@
 // Checked CUDA calls and device buffers: failures name the call and CUDA's reason; copies round-trip.
-#include "ops/cuda/check.h"
+#include "runtime/cuda/check.h"
 
 #include <gtest/gtest.h>
 
@@ -7,8 +7,9 @@
 #include <vector>
 
 #include "base/error.h"
-#include "ops/cuda/device_buffer.h"
 #include "ops/cuda/gpu_test.h"
+#include "runtime/cuda/device_buffer.h"
+#include "runtime/cuda/stream.h"
 
 namespace fp8kit::cuda {
 namespace {

@@ -1,5 +1,5 @@
 // Checked CUDA runtime and cuBLASLt calls: builds the error messages (fmt is unusable in .cu files).
-#include "ops/cuda/check.h"
+#include "runtime/cuda/check.h"
 
 #include <fmt/format.h>
 

@@ -1,6 +1,5 @@
 // Typed GPU arrays that free themselves (DeviceBuffer<T>, from the same allocator as CUDA tensors:
-// tensor/device_memory.h), owned streams (Stream) and events (Event), and explicit host <-> device
-// copies on a stream.
+// runtime/memory.h), with explicit host <-> device copies on a stream.
 // Nothing is copied implicitly: every transfer is a named call.
 #pragma once
 
@@ -13,8 +12,8 @@
 #include <vector>
 
 #include "base/error.h"
-#include "ops/cuda/check.h"
-#include "tensor/device_memory.h"
+#include "runtime/cuda/check.h"
+#include "runtime/memory.h"
 
 namespace fp8kit::cuda {
 
@@ -81,49 +80,5 @@ class DeviceBuffer {
   T* data_ = nullptr;
   size_t count_ = 0;
 };
-
-// A CUDA stream that does not synchronise with the legacy default stream; destroyed with its owner.
-class Stream {
- public:
-  Stream() { FP8KIT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking)); }
-  ~Stream() { cudaStreamDestroy(stream_); }
-  Stream(const Stream&) = delete;
-  Stream& operator=(const Stream&) = delete;
-
-  cudaStream_t get() const { return stream_; }
-  void synchronize() const { FP8KIT_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
-
- private:
-  cudaStream_t stream_ = nullptr;
-};
-
-// A CUDA event, destroyed with its owner. Plain events only order streams (cheaper); timing ones
-// also measure (elapsed_ms). Move-only.
-class Event {
- public:
-  explicit Event(bool timing = false) {
-    FP8KIT_CUDA_CHECK(cudaEventCreateWithFlags(&event_, timing ? cudaEventDefault : cudaEventDisableTiming));
-  }
-  ~Event() {
-    if (event_ != nullptr) cudaEventDestroy(event_);
-  }
-  Event(Event&& other) noexcept : event_(std::exchange(other.event_, nullptr)) {}
-  Event& operator=(Event&&) = delete;
-  Event(const Event&) = delete;
-  Event& operator=(const Event&) = delete;
-
-  cudaEvent_t get() const { return event_; }
-
- private:
-  cudaEvent_t event_ = nullptr;
-};
-
-// Milliseconds between two recorded timing events; waits for `stop`.
-inline float elapsed_ms(const Event& start, const Event& stop) {
-  FP8KIT_CUDA_CHECK(cudaEventSynchronize(stop.get()));
-  float ms = 0.0f;
-  FP8KIT_CUDA_CHECK(cudaEventElapsedTime(&ms, start.get(), stop.get()));
-  return ms;
-}
 
 }  // namespace fp8kit::cuda

@@ -1,5 +1,5 @@
 // CUDA device query: which GPU fp8kit runs on and whether it has FP8 tensor cores.
-#include "ops/cuda/device.h"
+#include "runtime/cuda/device_info.h"
 
 #include <cuda_runtime.h>
 
