@@ -98,25 +98,44 @@ if [ "$mode" = sanitize ]; then
   # memcheck: the tests provoke out-of-memory and invalid-device errors on purpose (and check our
   # messages), so failed API calls are not reports; memory errors and leaks are.
   # racecheck: cuBLASLt's Hopper kernels (nvjet_*) synchronize through mbarriers, which racecheck
-  # does not model (false WAR hazards); our own kernels are all checked. It is the slowest tool, so
-  # it runs in 4 gtest shards beside the others.
+  # does not model (false WAR hazards), and leaving them uninstrumented (--kernel-name-exclude) makes
+  # the tool fault. So every kernel is checked, and a hazard fails the run unless both of its
+  # accesses are in cuBLASLt's kernels. The slowest tool: 6 gtest shards beside the others.
   run_tool() {  # tool, log name, shard index or "", extra flags...
     local tool=$1 name=$2 shard=$3; shift 3
-    GTEST_TOTAL_SHARDS=${shard:+4} GTEST_SHARD_INDEX=$shard timeout ${SANITIZE_TIMEOUT:-400} "$sanitizer" \
-      --tool $tool --error-exitcode 86 --print-limit 20 "$@" ./tests/test_cuda $gtest_filter >"$OUT/$name.log" 2>&1
+    GTEST_TOTAL_SHARDS=${shard:+6} GTEST_SHARD_INDEX=$shard timeout ${SANITIZE_TIMEOUT:-400} "$sanitizer" \
+      --tool $tool --error-exitcode 86 "$@" ./tests/test_cuda $gtest_filter >"$OUT/$name.log" 2>&1
     echo $? >"$OUT/$name.rc"
   }
-  run_tool memcheck memcheck "" --leak-check full --report-api-errors no &
-  run_tool synccheck synccheck "" &
-  for i in 0 1 2 3; do
-    run_tool racecheck racecheck-$i $i --racecheck-report all --kernel-name-exclude kns=nvjet_ &
+  run_tool memcheck memcheck "" --print-limit 20 --leak-check full --report-api-errors no &
+  run_tool synccheck synccheck "" --print-limit 20 &
+  for i in 0 1 2 3 4 5; do
+    # The autotuning test times dozens of cuBLASLt algorithms per shape: racecheck finds 265,000
+    # hazard accesses there, all in nvjet kernels, and it alone outlasts the call; our code is in
+    # the other GEMM tests.
+    GTEST_FILTER="${2:+*$2*}-CudaGemm.AutotunedGemmsStayWithinTolerancesAndAreCached" \
+      run_tool racecheck racecheck-$i $i --racecheck-report hazard --print-limit 0 --show-backtrace no &
   done
   wait
-  for name in memcheck synccheck racecheck-0 racecheck-1 racecheck-2 racecheck-3; do
-    log="$OUT/$name.log"
-    note "$name: exit $(cat "$OUT/$name.rc"), $(grep -m1 -E '^\[  PASSED  \]' "$log") $(grep -m1 -E '^\[  FAILED  \]' "$log") $(grep -m1 -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log")"
-    grep -m10 -E "^=========  *(Invalid|Race|Barrier|Leaked|Program hit|Error|Uninit|Potential)" "$log" | tee -a "$summary"
+  for name in memcheck synccheck racecheck-{0..5}; do
+    log="$OUT/$name.log" rc=$(cat "$OUT/$name.rc")
+    if [ "${name%-*}" = racecheck ]; then
+      # Each hazard names its two accesses' kernels ("Read Thread (x,y,z) at KERNEL+0x..."); ours are
+      # any but cuBLASLt's nvjet_*. The run is clean when the tests passed and every access is theirs.
+      accesses=$(grep -E "^=========  +(Read|Write) Thread .* at [^ ]+\+0x" "$log")
+      ours=$(echo "$accesses" | grep -v " at nvjet_" | grep -c " at ")
+      if [ "$rc" = 86 ] && [ -n "$accesses" ] && [ "$ours" = 0 ] && grep -q '^\[  PASSED  \]' "$log" &&
+          ! grep -q '^\[  FAILED  \]' "$log"; then
+        rc="0 (hazards only in cuBLASLt's mbarrier kernels: $(echo "$accesses" | wc -l) accesses)"
+      fi
+      echo "$accesses" | grep -v " at nvjet_" | grep -o " at [^ ]*+0x" | sort | uniq -c | head -10 | tee -a "$summary"
+    else
+      grep -m10 -E "^=========  *(Invalid|Race|Barrier|Leaked|Program hit|Error|Uninit|Potential|Internal)" "$log" | tee -a "$summary"
+    fi
+    note "$name: exit $rc, $(grep -m1 -E '^\[  PASSED  \]' "$log") $(grep -m1 -E '^\[  FAILED  \]' "$log") $(grep -m1 -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log")"
+    rm -f "$OUT/$name.rc"
   done
+  cat "$OUT"/racecheck-*.log | gzip >"$OUT/racecheck.log.gz" && rm -f "$OUT"/racecheck-*.log  # the tool's 8-file limit
   cat "$summary"
   exit 0
 fi
