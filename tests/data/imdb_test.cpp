@@ -6,6 +6,7 @@
 #include "base/error.h"
 #include "common/temp_dir.h"
 #include "text/wordpiece_tokenizer.h"
+#include "common/error_of.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -14,6 +15,8 @@
 
 namespace fp8kit::data {
 namespace {
+
+using testing::error_of;
 
 namespace fs = std::filesystem;
 using ::testing::ElementsAre;
@@ -54,16 +57,6 @@ TEST(Imdb, LoadsSplitsFromATarballOrADirectory) {
   }
 }
 
-// The message of the fp8kit::Error that `load` throws, or "no error".
-template <typename Load>
-std::string error_of(Load&& load) {
-  try {
-    load();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "no error";
-}
 
 TEST(Imdb, MissingFolderIsNamed) {
   const testing::TempDir dir("imdb_missing");

@@ -4,6 +4,7 @@
 #include "archive_writer.h"
 #include "base/error.h"
 #include "common/temp_dir.h"
+#include "common/error_of.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -15,6 +16,8 @@
 
 namespace fp8kit::data {
 namespace {
+
+using testing::error_of;
 
 namespace fs = std::filesystem;
 using ::testing::ElementsAre;
@@ -46,16 +49,6 @@ std::vector<TreeEntry> sample_tree() {
   };
 }
 
-// The message of the fp8kit::Error that `load` throws, or "no error".
-template <typename Load>
-std::string error_of(Load&& load) {
-  try {
-    load();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "no error";
-}
 
 // 40 nearly identical ~9 KB files in two classes: a tarball of a few KB.
 std::vector<TreeEntry> compressible_tree() {

@@ -3,6 +3,7 @@
 
 #include "base/error.h"
 #include "common/temp_dir.h"
+#include "common/error_of.h"
 
 #include <gtest/gtest.h>
 
@@ -10,6 +11,8 @@
 
 namespace fp8kit::text {
 namespace {
+
+using testing::error_of;
 
 namespace fs = std::filesystem;
 
@@ -56,16 +59,6 @@ TEST(VocabFile, RejectsBadFiles) {
   EXPECT_THROW(write_vocab("/nonexistent/dir/vocab.txt", {"a"}), Error);
 }
 
-// The message of the Error that `read` throws, or "" when it throws none.
-template <typename Read>
-std::string error_of(Read&& read) {
-  try {
-    read();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 TEST(VocabFile, RefusesNonRegularFilesAndBoundsSizeAndLines) {
   const testing::TempDir dir("vocab_file_bounds");
