@@ -168,7 +168,7 @@ class ArchiveStream {
  public:
   ArchiveStream(std::string name, File* file, std::span<const std::byte> image)
       : name_(std::move(name)), file_(file), image_(image) {
-    if (file_) input_.resize(1 << 20);
+    if (file_) input_.resize(static_cast<size_t>(std::clamp<int64_t>(file_->size(), 1, 1 << 20)));  // small file, small buffer
   }
   ~ArchiveStream() {
     if (gzip_) inflateEnd(&zlib_);
@@ -240,7 +240,7 @@ class ArchiveStream {
     gzip_ = pending_.size() >= 2 && pending_[0] == 0x1f && pending_[1] == 0x8b;
     if (!gzip_) return;
     FP8KIT_CHECK(inflateInit2(&zlib_, 16 + MAX_WBITS) == Z_OK, "out of memory reading {}", name_);
-    output_.resize(1 << 20);
+    output_.resize(1 << 18);
     zlib_.next_in = pending_.data();
     zlib_.avail_in = static_cast<uInt>(pending_.size());
     pending_ = {};
