@@ -93,9 +93,13 @@ uint64_t available_memory() {
     available = std::min<uint64_t>(available, limit.rlim_cur > mapped ? limit.rlim_cur - mapped : 0);
   }
   const auto cgroup_max = read_number("/sys/fs/cgroup/memory.max");  // "max" (no limit) reads as nullopt
-  const auto cgroup_used = read_number("/sys/fs/cgroup/memory.current");
-  if (cgroup_max && cgroup_used) {
-    available = std::min(available, *cgroup_max > *cgroup_used ? *cgroup_max - *cgroup_used : 0);
+  const auto cgroup_current = read_number("/sys/fs/cgroup/memory.current");
+  if (cgroup_max && cgroup_current) {
+    // memory.current counts the file cache, which the kernel reclaims before it refuses memory: a
+    // long-lived container sits near its limit with a cold cache that is really free.
+    const uint64_t cache = read_number("/sys/fs/cgroup/memory.stat", "inactive_file").value_or(0);
+    const uint64_t used = *cgroup_current > cache ? *cgroup_current - cache : 0;
+    available = std::min(available, *cgroup_max > used ? *cgroup_max - used : 0);
   }
   return available;
 }

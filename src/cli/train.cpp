@@ -220,6 +220,16 @@ void run(const Args& args) {
   models::SeedClassifier summary_model(config, args.seed);
   summary_model.set_precision(precisions.front(), recipe);
   fmt::print("{}\n", summary_model.summary());
+  if (!args.resume) {
+    // Starting over empties the metrics log, so an earlier run's checkpoints of these precisions
+    // go too: a later --resume must never continue a run whose log lines are gone.
+    for (nn::Precision p : precisions) {
+      const fs::path old = train::checkpoint_path(args.out, p);
+      std::error_code error;
+      if (fs::remove(old, error)) fmt::print("Starting over: removed {} of an earlier run\n", old.string());
+      FP8KIT_CHECK(!error, "cannot remove {} of an earlier run: {}", old.string(), error.message());
+    }
+  }
   train::MetricsLog log(fs::path(args.out) / "metrics.jsonl", args.resume);
   log.write({{"event", "run"},
              {"precisions", names},
@@ -309,8 +319,8 @@ void setup(CLI::App& app) {
       ->check(whole_number(1, kMaxBatchSize));
   add_seed_option(app, args->seed, "seed of the weights, dropout and data order");
   app.add_option("--data", args->data,
-                 "aclImdb_v1.tar.gz, an aclImdb directory, or any folder or .tar.gz with train/ and test/ class "
-                 "folders (default: searched, see README)")
+                 "aclImdb_v1.tar.gz, an aclImdb directory, or any folder or .tar.gz with train/ and test/, each "
+                 "holding neg/ and pos/ folders of .txt files (default: searched, see README)")
       ->check(non_empty_path());
   app.add_option("--out", args->out, "directory for checkpoints and metrics.jsonl")
       ->capture_default_str()

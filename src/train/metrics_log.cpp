@@ -74,10 +74,12 @@ void MetricsLog::forget_epochs_after(std::string_view precision, int epoch) {
     const nlohmann::json event = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
     // Lines we did not write this way (hand-edited, other fields' types) are kept as they are.
     const nlohmann::json number = event.is_object() ? event.value("epoch", nlohmann::json()) : nlohmann::json();
-    const bool later_epoch = number.is_number_integer() && number.get<int64_t>() > epoch &&
-                             event.value("event", nlohmann::json()) == "epoch" &&
-                             event.value("precision", nlohmann::json()) == precision;
-    if (later_epoch) {
+    const nlohmann::json kind = event.is_object() ? event.value("event", nlohmann::json()) : nlohmann::json();
+    const bool ours = event.is_object() && event.value("precision", nlohmann::json()) == precision;
+    const bool later_epoch = ours && kind == "epoch" && number.is_number_integer() && number.get<int64_t>() > epoch;
+    // The resumed run evaluates the test set again and says again if it diverges: one line of each.
+    const bool rewritten = ours && (kind == "test" || kind == "diverged");
+    if (later_epoch || rewritten) {
       dropped = true;
     } else {
       kept += line + '\n';

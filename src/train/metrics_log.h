@@ -24,7 +24,8 @@ class MetricsLog {
   void write(const nlohmann::json& event);
 
   // Removes the "epoch" events of `precision` numbered after `epoch` (those of epochs whose
-  // checkpoint never landed, see train()); the file is replaced atomically, and only when one goes.
+  // checkpoint never landed, see train()) and its "test" and "diverged" events (the resumed run
+  // writes them again); the file is replaced atomically, and only when one goes.
   void forget_epochs_after(std::string_view precision, int epoch);
 
   const std::filesystem::path& path() const { return path_; }

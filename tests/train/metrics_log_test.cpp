@@ -61,7 +61,7 @@ TEST(MetricsLog, AppendingDropsALastLineCutShort) {
   EXPECT_TRUE(read_lines(path).empty());
 }
 
-TEST(MetricsLog, ForgetsOnlyLaterEpochsOfOnePrecision) {
+TEST(MetricsLog, ForgetsOnlyLaterEpochsAndTheTestOfOnePrecision) {
   const testing::TempDir dir("metrics_log");
   const auto path = dir / "metrics.jsonl";
   std::ofstream(dir / ".metrics.jsonl.tmp-Zz9Yy8") << "left by a kill";
@@ -72,7 +72,9 @@ TEST(MetricsLog, ForgetsOnlyLaterEpochsOfOnePrecision) {
       log.write({{"event", "epoch"}, {"precision", precision}, {"epoch", epoch}});
     }
   }
-  log.write({{"event", "test"}, {"precision", "fp8"}});
+  log.write({{"event", "test"}, {"precision", "fp8"}});        // written again by the resumed run
+  log.write({{"event", "diverged"}, {"precision", "fp8"}});    // likewise
+  log.write({{"event", "test"}, {"precision", "bf16"}});       // another precision's: kept
   log.write({{"event", "epoch"}, {"precision", "fp8"}, {"epoch", "7"}});  // not ours: kept
   log.forget_epochs_after("fp8", 1);
   log.write({{"event", "run"}});  // still appends, to the rewritten file
@@ -81,7 +83,7 @@ TEST(MetricsLog, ForgetsOnlyLaterEpochsOfOnePrecision) {
     kept.push_back(event["event"].get<std::string>() + (event.contains("epoch") ? event["epoch"].dump() : "") +
                    event.value("precision", ""));
   }
-  EXPECT_EQ(kept, (std::vector<std::string>{"epoch1bf16", "epoch1fp8", "epoch2bf16", "epoch3bf16", "testfp8",
+  EXPECT_EQ(kept, (std::vector<std::string>{"epoch1bf16", "epoch1fp8", "epoch2bf16", "epoch3bf16", "testbf16",
                                             "epoch\"7\"fp8", "run"}));
   size_t files = 0;
   for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator(dir.path())) ++files;

@@ -92,7 +92,8 @@ TEST(TrainCommand, ComparesPrecisionsWritesCheckpointsAndResumes) {
   std::ifstream metrics(dir / "out" / "metrics.jsonl");
   int lines = 0;
   for (std::string line; std::getline(metrics, line);) ++lines;
-  EXPECT_EQ(lines, 2 * (1 + 2 * 2));  // per invocation: the run, then per precision an epoch and a test
+  // Two run lines; per precision its two epochs and one test (the resumed run's replaces the first's).
+  EXPECT_EQ(lines, 2 + 2 * (2 + 1));
 
   r = run_train("--precision fp8 --epochs 3 --resume --lag keras" + common);
   EXPECT_EQ(r.exit_code, 1);
@@ -227,6 +228,22 @@ TEST(TrainCommand, ResumeWithOnlyALeftoverTemporaryFileStartsFromTheBeginning) {
   EXPECT_THAT(r.output, HasSubstr("fp32 starts from the beginning"));
   EXPECT_FALSE(std::filesystem::exists(leftover));
   EXPECT_EQ(fp8kit::io::read_safetensors(dir / "out" / "checkpoint-fp32.safetensors").metadata.at("epoch"), "1");
+}
+
+TEST(TrainCommand, AFreshRunRemovesTheCheckpointsOfTheRunItReplaces) {
+  // A fresh run empties metrics.jsonl; were the old checkpoint kept and the new run killed before
+  // its own first one, --resume would continue the old run with none of its log lines.
+  const fp8kit::testing::TempDir dir("train_command");
+  const std::string common = " --data " + make_tiny_imdb(dir.path()).string() +
+                             " --vocab " + (dir / "vocab.txt").string() + " --out " + (dir / "out").string() +
+                             " --batch-size 8 --seed 3 --precision fp32";
+  ASSERT_EQ(run_train(common + " --epochs 1").exit_code, 0);
+  const auto checkpoint = dir / "out" / "checkpoint-fp32.safetensors";
+  ASSERT_TRUE(std::filesystem::exists(checkpoint));
+  const CommandResult r = run_train(common + " --epochs 0");  // starts over, writes no checkpoint
+  ASSERT_EQ(r.exit_code, 0) << tail(r.output);
+  EXPECT_THAT(r.output, HasSubstr("Starting over: removed " + checkpoint.string()));
+  EXPECT_FALSE(std::filesystem::exists(checkpoint));
 }
 
 TEST(TrainCommand, RejectsUnknownPrecisionsRecipesAndLags) {
