@@ -178,6 +178,19 @@ GemmContext::~GemmContext() {
   if (handle_) cublasLtDestroy(handle_);
 }
 
+namespace {
+
+// throw_cublas_error's message, as NoAlgorithm.
+[[noreturn]] void throw_no_algorithm(cublasStatus_t status, const char* call, const std::string& context) {
+  try {
+    throw_cublas_error(status, call, context);
+  } catch (const Error& e) {
+    throw NoAlgorithm(e.what());
+  }
+}
+
+}  // namespace
+
 GemmContext::Plan& GemmContext::plan_for(const GemmArgs& g) {
   const PlanKey key{g.m, g.n, g.k, g.a_type, g.b_type, g.y_type, g.epilogue, g.fast_accumulation, g.accumulate,
                     g.a_scale_inv != nullptr, g.b_scale_inv != nullptr, g.a_scale_mode, g.b_scale_mode,
@@ -228,10 +241,11 @@ GemmContext::Plan& GemmContext::plan_for(const GemmArgs& g) {
       cublasLtMatmulAlgoGetHeuristic(handle_, plan->desc, plan->a, plan->b, plan->y, plan->y, preference,
                                      static_cast<int>(results.size()), results.data(), &found);
   cublasLtMatmulPreferenceDestroy(preference);
+  if (status == CUBLAS_STATUS_NOT_SUPPORTED) throw_no_algorithm(status, "cublasLtMatmulAlgoGetHeuristic", ctx);
   if (status != CUBLAS_STATUS_SUCCESS) throw_cublas_error(status, "cublasLtMatmulAlgoGetHeuristic", ctx);
   for (int i = 0; i < found; ++i)
     if (results[i].state == CUBLAS_STATUS_SUCCESS) plan->candidates.push_back(results[i].algo);
-  if (plan->candidates.empty()) fail("{}: cuBLASLt has no algorithm for this GEMM on this GPU", ctx);
+  if (plan->candidates.empty()) throw NoAlgorithm(fmt::format("{}: cuBLASLt has no algorithm for this GEMM on this GPU", ctx));
   plan->algo = plan->candidates.front();
   return *plans_.emplace(key, std::move(plan)).first->second;
 }
@@ -303,7 +317,9 @@ void GemmContext::matmul(const GemmArgs& g, cudaStream_t stream) {
   }
   if (has_bias(g.epilogue)) set_attribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, g.bias, plan.context);
   if (options_.autotune && !plan.tuned && !is_capturing(stream)) autotune(plan, g, stream);
-  FP8KIT_CUBLAS_CHECK(launch(plan, g, plan.algo, stream), plan.context);
+  const cublasStatus_t status = launch(plan, g, plan.algo, stream);
+  if (status == CUBLAS_STATUS_NOT_SUPPORTED) throw_no_algorithm(status, "cublasLtMatmul", plan.context);
+  FP8KIT_CUBLAS_CHECK(status, plan.context);
 }
 
 // Copies the operands into zero-padded [m, kp] and [np, kp] buffers (zeros add nothing to the dot
@@ -474,14 +490,14 @@ void GemmContext::gemm(const GemmArgs& args, cudaStream_t stream) {
     case ScaleMode::Block128:  // (validate: a is Vec128)
       try {
         return matmul_block_scaled(g, stream);
-      } catch (const Error&) {
+      } catch (const NoAlgorithm&) {
         return matmul_block_fallback(g, stream);  // cuBLASLt has no algorithm for this shape
       }
     case ScaleMode::OuterVec:
       if (!outer_vec_refused_) {
         try {
           return dispatch(g, stream);
-        } catch (const Error&) {
+        } catch (const NoAlgorithm&) {
           outer_vec_refused_ = true;  // no algorithm (or a refused launch): the fallback from now on
         }
       }

@@ -70,6 +70,12 @@ struct GemmArgs {
 // The bias type a GEMM with these types takes.
 DType bias_type(DType a_type, DType y_type);
 
+// cuBLASLt has no algorithm for a GEMM: its heuristic finds none, or it refuses the launch. Nothing
+// was computed, so a caller may run the product another way; every other error is a real failure.
+struct NoAlgorithm : Error {
+  using Error::Error;
+};
+
 struct GemmOptions {
   // false: each plan key (shapes, types, epilogue, alignments) runs cuBLASLt's first heuristic choice.
   // true: the first GEMM of a plan key also times up to `candidates` of the heuristic's algorithms on
