@@ -54,12 +54,26 @@ int64_t checked_numel(std::span<const int64_t> shape) {
 
 }  // namespace
 
-Tensor::Tensor(std::vector<int64_t> shape, DType dtype, Device device)
-    : dtype_(dtype), device_(device), storage_(nullptr, Free{device}) {
+Tensor::Tensor(std::vector<int64_t> shape, DType dtype, Device device) : dtype_(dtype), device_(device) {
   resize(shape);
 }
 
 Tensor Tensor::clone() const { return to(device_); }
+
+Tensor Tensor::view(int64_t offset, std::vector<int64_t> shape) const {
+  const int64_t n = checked_numel(shape);
+  FP8KIT_CHECK(offset >= 0 && offset + n <= numel_, "view of elements [{}, {}) of a tensor of {}", offset, offset + n,
+               numel_);
+  Tensor v;
+  v.dtype_ = dtype_;
+  v.device_ = device_;
+  v.storage_ = storage_;
+  v.offset_bytes_ = offset_bytes_ + static_cast<size_t>(offset) * dtype_size(dtype_);
+  v.capacity_bytes_ = static_cast<size_t>(n) * dtype_size(dtype_);
+  v.is_view_ = true;
+  v.resize(shape);
+  return v;
+}
 
 Tensor Tensor::to(Device device) const {
   Tensor copy(shape_, dtype_, device);
@@ -71,16 +85,21 @@ void Tensor::copy_from(const Tensor& src) {
   FP8KIT_CHECK(src.dtype_ == dtype_ && src.shape_ == shape_,
                "copy_from: source is {} {}, destination {} {}: shapes and dtypes must match", name(src.dtype_),
                fmt::join(src.shape_, "x"), name(dtype_), fmt::join(shape_, "x"));
-  copy_bytes(storage_.get(), device_, src.storage_.get(), src.device_, nbytes());
+  copy_bytes(bytes(), device_, src.bytes(), src.device_, nbytes());
 }
 
 void Tensor::resize(std::span<const int64_t> shape) {
   const int64_t n = checked_numel(shape);
   const size_t bytes = static_cast<size_t>(n) * dtype_size(dtype_);
   if (bytes > capacity_bytes_) {
-    storage_.reset(static_cast<std::byte*>(allocate_bytes(device_, bytes)));
+    FP8KIT_CHECK(!is_view_, "a view of {} bytes cannot grow to {}", capacity_bytes_, bytes);
+    const Device device = device_;
+    storage_.reset(static_cast<std::byte*>(allocate_bytes(device, bytes)), [device](std::byte* p) {
+      free_bytes(device, p);
+    });
     zero_bytes(device_, storage_.get(), bytes);
     capacity_bytes_ = bytes;
+    offset_bytes_ = 0;
   }
   shape_.assign(shape.begin(), shape.end());  // reuses shape_'s capacity
   numel_ = n;

@@ -34,6 +34,12 @@ class Tensor {
   Tensor(const Tensor&) = delete;  // copies are explicit: clone()
   Tensor& operator=(const Tensor&) = delete;
   Tensor clone() const;
+  // A tensor of `shape` over this one's elements [offset, offset + numel(shape)), sharing its storage
+  // (which lives while any view does): e.g. every parameter of a model as a view of one flat buffer,
+  // so that one launch updates them all. Views of views are views of the same storage.
+  Tensor view(int64_t offset, std::vector<int64_t> shape) const;
+  // Whether both tensors use the same storage (one is a view of the other, or both of a third).
+  bool shares_storage(const Tensor& other) const { return storage_ != nullptr && storage_ == other.storage_; }
   // A copy of this tensor on `device` (the same device: a clone).
   Tensor to(Device device) const;
   // Copies src's elements into this tensor, from any device to any device; shapes and dtypes must match.
@@ -52,23 +58,23 @@ class Tensor {
   template <typename T>
   T* data() {
     check<T>(Device::Cpu);
-    return reinterpret_cast<T*>(storage_.get());
+    return reinterpret_cast<T*>(bytes());
   }
   template <typename T>
   const T* data() const {
     check<T>(Device::Cpu);
-    return reinterpret_cast<const T*>(storage_.get());
+    return reinterpret_cast<const T*>(bytes());
   }
   // The elements' address on the tensor's own device (a GPU pointer for CUDA tensors), for kernels.
   template <typename T>
   T* device_data() {
     check<T>(device_);
-    return reinterpret_cast<T*>(storage_.get());
+    return reinterpret_cast<T*>(bytes());
   }
   template <typename T>
   const T* device_data() const {
     check<T>(device_);
-    return reinterpret_cast<const T*>(storage_.get());
+    return reinterpret_cast<const T*>(bytes());
   }
   template <typename T>
   std::span<T> span() {
@@ -81,24 +87,23 @@ class Tensor {
 
   // Gives the tensor a new shape, keeping the storage when it is large enough (so a buffer sized
   // for the largest batch is reused for smaller ones without allocating). Grown storage is zeroed;
-  // kept storage keeps its contents.
+  // kept storage keeps its contents. A view cannot grow past the elements it was given.
   void resize(std::span<const int64_t> shape);
   void resize(std::initializer_list<int64_t> shape) { resize(std::span<const int64_t>(shape.begin(), shape.size())); }
 
  private:
-  struct Free {
-    Device device;
-    void operator()(std::byte* p) const { free_bytes(device, p); }
-  };
   template <typename T>
   void check(Device expected) const;
+  std::byte* bytes() const { return storage_.get() + offset_bytes_; }
 
   std::vector<int64_t> shape_;
   DType dtype_ = DType::F32;
   Device device_ = Device::Cpu;
   int64_t numel_ = 0;
-  size_t capacity_bytes_ = 0;
-  std::unique_ptr<std::byte[], Free> storage_{nullptr, Free{Device::Cpu}};  // from allocate_bytes
+  size_t capacity_bytes_ = 0;  // from bytes() on
+  size_t offset_bytes_ = 0;    // into storage_ (views)
+  bool is_view_ = false;
+  std::shared_ptr<std::byte> storage_;  // from allocate_bytes
 };
 
 }  // namespace fp8kit

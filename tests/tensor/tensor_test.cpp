@@ -87,5 +87,24 @@ TEST(Device, CudaWithoutGpuFailsClearly) {
   EXPECT_THROW(require_cuda(), Error);
 }
 
+TEST(Tensor, ViewsShareStorageAndCannotGrow) {
+  Tensor flat({10}, DType::F32);
+  Tensor a = flat.view(2, {2, 3});
+  a.data<float>()[0] = 5.0f;
+  a.data<float>()[5] = 7.0f;
+  EXPECT_EQ(flat.data<float>()[2], 5.0f);
+  EXPECT_EQ(flat.data<float>()[7], 7.0f);
+  EXPECT_TRUE(a.shares_storage(flat));
+  const Tensor b = a.view(1, {4});  // a view of a view: the same storage, offsets added
+  EXPECT_EQ(b.data<float>()[4], 7.0f);
+  a.resize({3});  // shrinking keeps the view's elements
+  EXPECT_EQ(a.data<float>()[0], 5.0f);
+  EXPECT_THROW(a.resize({7}), Error);
+  EXPECT_THROW(flat.view(8, {3}), Error);
+  Tensor view_outlives = Tensor({4}, DType::F32).view(1, {2});  // the storage lives while a view does
+  view_outlives.data<float>()[1] = 1.0f;
+  EXPECT_EQ(view_outlives.data<float>()[1], 1.0f);
+}
+
 }  // namespace
 }  // namespace fp8kit

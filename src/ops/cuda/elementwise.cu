@@ -233,4 +233,13 @@ void spread(const float* x, int64_t count, int64_t stride, float* out, cudaStrea
   check_launch("spread");
 }
 
+namespace {
+__global__ void increment_kernel(uint64_t* counter) { ++*counter; }
+}  // namespace
+
+void increment(uint64_t* counter, cudaStream_t stream) {
+  increment_kernel<<<1, 1, 0, stream>>>(counter);
+  FP8KIT_CUDA_CHECK(cudaGetLastError());
+}
+
 }  // namespace fp8kit::cuda

@@ -69,4 +69,7 @@ void transpose(std::span<const Transpose> matrices, cudaStream_t stream);
 // is set, also zero[i] = 0 in the same launch (e.g. the amaxes the scaling update has just consumed).
 void spread(const float* x, int64_t count, int64_t stride, float* out, cudaStream_t stream, float* zero = nullptr);
 
+// *counter += 1 (a step counter in device memory, advanced in stream order).
+void increment(uint64_t* counter, cudaStream_t stream);
+
 }  // namespace fp8kit::cuda

@@ -1,0 +1,48 @@
+// CapturedStep: eager, then captured, then replayed (CUDA); eager always (CPU).
+#include "exec/captured_step.h"
+
+#if FP8KIT_HAVE_CUDA
+#include "ops/cuda/context.h"
+#include "runtime/cuda/graph.h"
+#endif
+
+namespace fp8kit::exec {
+
+#if FP8KIT_HAVE_CUDA
+struct CapturedStep::Graph {
+  cuda::Graph graph;
+};
+#else
+struct CapturedStep::Graph {};
+#endif
+
+CapturedStep::CapturedStep(std::function<void(ops::Context&)> step) : step_(std::move(step)) {}
+CapturedStep::~CapturedStep() = default;
+CapturedStep::CapturedStep(CapturedStep&&) noexcept = default;
+CapturedStep& CapturedStep::operator=(CapturedStep&&) noexcept = default;
+
+bool CapturedStep::captured() const { return graph_ != nullptr; }
+
+void CapturedStep::run(ops::Context& context) {
+#if FP8KIT_HAVE_CUDA
+  if (context.is_cuda() && runs_ > 0) {
+    const cudaStream_t main = ops::stream(context, ops::Lane::Main);
+    if (graph_ == nullptr) {  // capturing runs the host code (which advances the host step) once
+      auto graph = std::make_unique<Graph>();
+      const uint64_t before = context.step();
+      graph->graph = cuda::Graph::capture(main, [&] { step_(context); });
+      steps_per_run_ = context.step() - before;
+      graph_ = std::move(graph);
+    } else {
+      context.replayed_steps(steps_per_run_);
+    }
+    graph_->graph.launch(main);
+    ++runs_;
+    return;
+  }
+#endif
+  step_(context);
+  ++runs_;
+}
+
+}  // namespace fp8kit::exec

@@ -1,0 +1,68 @@
+// ops::Context on a CUDA GPU: lanes are non-blocking streams ordered by events, so a step queued on
+// several lanes is captured as a graph with parallel branches.
+#include "ops/cuda/context.h"
+
+#include "base/error.h"
+#include "ops/cuda/elementwise.h"
+#include "runtime/cuda/check.h"
+
+namespace fp8kit::ops {
+
+namespace {
+
+bool capturing(cudaStream_t stream) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  FP8KIT_CUDA_CHECK(cudaStreamIsCapturing(stream, &status));
+  return status != cudaStreamCaptureStatusNone;
+}
+
+}  // namespace
+
+void Context::set_step(uint64_t step) {
+  step_ = step;
+  if (cuda_ != nullptr) {
+    FP8KIT_CUDA_CHECK(cudaMemcpyAsync(cuda_->step.data(), &step_, sizeof step_, cudaMemcpyHostToDevice,
+                                      stream(*this, Lane::Main)));
+    FP8KIT_CUDA_CHECK(cudaStreamSynchronize(stream(*this, Lane::Main)));
+  }
+}
+
+void Context::advance_step() {
+  ++step_;
+  if (cuda_ != nullptr) cuda::increment(cuda_->step.data(), stream(*this));
+}
+
+void Context::fork(Lane lane) {
+  if (cuda_ == nullptr || lane == Lane::Main) return;
+  const cudaEvent_t event = cuda_->events[0].get();
+  FP8KIT_CUDA_CHECK(cudaEventRecord(event, stream(*this, Lane::Main)));
+  FP8KIT_CUDA_CHECK(cudaStreamWaitEvent(stream(*this, lane), event, 0));
+}
+
+void Context::join(Lane lane) {
+  if (cuda_ == nullptr || lane == Lane::Main) return;
+  const cudaEvent_t event = cuda_->events[static_cast<int>(lane)].get();
+  FP8KIT_CUDA_CHECK(cudaEventRecord(event, stream(*this, lane)));
+  FP8KIT_CUDA_CHECK(cudaStreamWaitEvent(stream(*this, Lane::Main), event, 0));
+}
+
+void Context::join_all() {
+  for (Lane lane : {Lane::Side, Lane::A, Lane::B}) join(lane);
+}
+
+void* Context::scratch(size_t bytes) {
+  auto& buffer = cuda().scratch[static_cast<int>(lane_)];
+  if (buffer.bytes() < bytes) {
+    FP8KIT_CHECK(!capturing(stream(*this)),
+                 "scratch of {} bytes asked for during a graph capture: run the step once eagerly first", bytes);
+    buffer = cuda::DeviceBuffer<std::byte>(bytes);  // frees the old one (cudaFree waits for its users)
+  }
+  return buffer.data();
+}
+
+void Context::synchronize() {
+  if (cuda_ == nullptr) return;
+  for (const cuda::Stream& s : cuda_->streams) s.synchronize();
+}
+
+}  // namespace fp8kit::ops

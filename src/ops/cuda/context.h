@@ -1,0 +1,32 @@
+// The CUDA half of ops::Context: a stream, an event and a cuBLASLt context per lane, per-lane scratch,
+// and the device step counter that dropout reads. Kernels are queued on stream(context).
+#pragma once
+
+#include "ops/context.h"
+#include "ops/cuda/gemm.h"
+#include "runtime/cuda/device_buffer.h"
+#include "runtime/cuda/stream.h"
+
+#include <array>
+#include <cuda_runtime.h>
+
+namespace fp8kit::ops {
+
+struct Context::Cuda {
+  std::array<cuda::Stream, kLanes> streams;
+  std::array<cuda::Event, kLanes> events;
+  std::array<cuda::GemmContext, kLanes> gemms;
+  std::array<cuda::DeviceBuffer<std::byte>, kLanes> scratch;
+  cuda::DeviceBuffer<uint64_t> step{1};
+
+  Cuda() : events{cuda::Event(), cuda::Event(), cuda::Event(), cuda::Event()} {}
+};
+
+// The current lane's stream, cuBLASLt context, and the device step counter.
+inline cudaStream_t stream(Context& c) { return c.cuda().streams[static_cast<int>(c.lane())].get(); }
+inline cudaStream_t stream(Context& c, Lane lane) { return c.cuda().streams[static_cast<int>(lane)].get(); }
+inline cuda::GemmContext& gemm(Context& c) { return c.cuda().gemms[static_cast<int>(c.lane())]; }
+inline const uint64_t* device_step(Context& c) { return c.cuda().step.data(); }
+inline uint64_t* mutable_device_step(Context& c) { return c.cuda().step.data(); }
+
+}  // namespace fp8kit::ops

@@ -1,0 +1,95 @@
+// Op table rows: quantize (every granularity, both formats, f32 and bf16 inputs, current and delayed
+// scales, with and without the transpose) and matmul (f32, bf16, and FP8 at every granularity pair).
+#include "ops/cuda/op_table.h"
+#include "ops/matmul.h"
+#include "ops/quantize.h"
+
+#include <fmt/format.h>
+
+namespace fp8kit::testing {
+namespace {
+
+std::vector<Tensor> outputs(QTensor q) {
+  std::vector<Tensor> out;
+  out.push_back(std::move(q.codes));
+  if (q.codes_t.numel() > 0) out.push_back(std::move(q.codes_t));
+  out.push_back(std::move(q.scale_inv));
+  out.push_back(std::move(q.amax));
+  return out;
+}
+
+struct Granular {
+  const char* name;
+  Granularity granularity;
+  int group;
+  bool transposable;
+};
+constexpr Granular kGranularities[] = {{"tensor", Granularity::PerTensor, 128, true},
+                                       {"row", Granularity::PerRow, 128, false},
+                                       {"1x32", Granularity::PerGroup, 32, false},
+                                       {"1x64", Granularity::PerGroup, 64, false},
+                                       {"1x128", Granularity::PerGroup, 128, false},
+                                       {"128x128", Granularity::Block128x128, 128, true}};
+
+const RegisterOps rows([](std::vector<OpCase>& t) {
+  for (const Granular& g : kGranularities) {
+    for (const Fp8Format format : {Fp8Format::E4M3, Fp8Format::E5M2}) {
+      for (const DType dtype : {DType::F32, DType::Bf16}) {
+        for (const bool transpose : {false, true}) {
+          if (transpose && !g.transposable) continue;
+          const QuantSpec spec{format, g.granularity, g.group};
+          t.push_back({fmt::format("quantize/{}/{}/{}{}", g.name, name(format), name(dtype), transpose ? "/t" : ""),
+                       [=](ops::Context& c) {
+                         const Tensor x =
+                             device_tensor(random_values(300 * 260, 1, -30.0f, 30.0f), {300, 260}, c.device(), dtype);
+                         return outputs(ops::quantize(x, spec, nullptr, transpose));
+                       }});
+        }
+      }
+    }
+  }
+  t.push_back({"quantize/tensor/e4m3/delayed_scale", [](ops::Context& c) {
+                 const Tensor x = device_tensor(random_values(64 * 48, 2, -3.0f, 3.0f), {64, 48}, c.device());
+                 const Tensor scale = device_tensor({37.5f}, {1}, c.device());
+                 return outputs(ops::quantize(x, {Fp8Format::E4M3}, &scale, true));
+               }});
+
+  // matmul: y = a . b^T. fp32 summation order differs between OpenBLAS and cuBLASLt: tolerances.
+  for (const DType dtype : {DType::F32, DType::Bf16}) {
+    t.push_back({fmt::format("matmul/{}", name(dtype)),
+                 [=](ops::Context& c) {
+                   const Tensor a = device_tensor(random_values(96 * 160, 3), {96, 160}, c.device(), dtype);
+                   const Tensor b = device_tensor(random_values(80 * 160, 4), {80, 160}, c.device(), dtype);
+                   std::vector<Tensor> y;
+                   y.emplace_back(std::vector<int64_t>{96, 80}, DType::F32, c.device());
+                   ops::matmul(a, b, y[0]);
+                   return y;
+                 },
+                 1e-4, 1e-4});
+  }
+  struct Pair {
+    const char* name;
+    QuantSpec a, b;
+  };
+  const Pair pairs[] = {{"tensor", {Fp8Format::E4M3}, {Fp8Format::E4M3}},
+                        {"tensor_e5m2", {Fp8Format::E5M2}, {Fp8Format::E4M3}},
+                        {"row", {Fp8Format::E4M3, Granularity::PerRow}, {Fp8Format::E4M3, Granularity::PerRow}},
+                        {"1x128_128x128",
+                         {Fp8Format::E4M3, Granularity::PerGroup, 128},
+                         {Fp8Format::E4M3, Granularity::Block128x128}}};
+  for (const Pair& p : pairs) {
+    t.push_back({fmt::format("matmul/fp8/{}", p.name),
+                 [=](ops::Context& c) {
+                   const Tensor x = device_tensor(random_values(256 * 384, 5, -4.0f, 4.0f), {256, 384}, c.device());
+                   const Tensor w = device_tensor(random_values(128 * 384, 6), {128, 384}, c.device());
+                   std::vector<Tensor> y;
+                   y.emplace_back(std::vector<int64_t>{256, 128}, DType::F32, c.device());
+                   ops::matmul(ops::quantize(x, p.a), ops::quantize(w, p.b), y[0]);
+                   return y;
+                 },
+                 1e-3, 1e-4});
+  }
+});
+
+}  // namespace
+}  // namespace fp8kit::testing
