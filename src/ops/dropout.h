@@ -8,6 +8,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <span>
 
 // The two hashes are also compiled for the GPU (ops/cuda/dropout.cu draws the same keep bits).
@@ -54,6 +55,18 @@ class DropoutMask {
  private:
   uint32_t key0_, key1_, threshold_;
 };
+
+// A dropout site in a step's ops: element i is kept exactly when DropoutMask(context seed, context
+// step, site, rate).keep(i), on either device. Inactive (evaluation, rate 0): the identity.
+struct DropoutSpec {
+  uint32_t site = 0;
+  float rate = 0.0f;
+  bool active = false;
+};
+
+// The mask of `d` in the step a CPU context is at (std::nullopt when inactive).
+class Context;
+std::optional<DropoutMask> dropout_mask(const Context& c, const DropoutSpec& d);
 
 // Keras's dropout of a float32 or bf16 tensor: out = keep ? x / keep_prob : 0, where keep_prob is
 // 1 - rate in the tensor's dtype (bf16(0.9) = 0.8984375) and the quotient is rounded to bf16 when

@@ -2,9 +2,15 @@
 #include "ops/dropout.h"
 
 #include "base/error.h"
+#include "ops/context.h"
 #include "numerics/cast.h"
 
 namespace fp8kit::ops {
+
+std::optional<DropoutMask> dropout_mask(const Context& c, const DropoutSpec& d) {
+  if (!d.active || d.rate <= 0.0f) return std::nullopt;
+  return DropoutMask(c.seed(), c.step(), d.site, d.rate);
+}
 
 float dropout_keep_prob(float rate, bool bf16) {
   const float keep = 1.0f - rate;

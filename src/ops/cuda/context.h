@@ -3,7 +3,9 @@
 #pragma once
 
 #include "ops/context.h"
+#include "ops/cuda/dropout.h"
 #include "ops/cuda/gemm.h"
+#include "ops/dropout.h"
 #include "runtime/cuda/device_buffer.h"
 #include "runtime/cuda/stream.h"
 
@@ -28,5 +30,10 @@ inline cudaStream_t stream(Context& c, Lane lane) { return c.cuda().streams[stat
 inline cuda::GemmContext& gemm(Context& c) { return c.cuda().gemms[static_cast<int>(c.lane())]; }
 inline const uint64_t* device_step(Context& c) { return c.cuda().step.data(); }
 inline uint64_t* mutable_device_step(Context& c) { return c.cuda().step.data(); }
+
+// A step's dropout site as the kernels take it (the step read from the device counter).
+inline cuda::DropoutSite dropout_site(Context& c, const DropoutSpec& d) {
+  return {c.seed(), device_step(c), d.site, d.rate, d.active && d.rate > 0.0f};
+}
 
 }  // namespace fp8kit::ops

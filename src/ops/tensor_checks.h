@@ -1,0 +1,24 @@
+// Argument checks shared by the ops on Tensors: one line that names the op, the argument and what
+// to fix (shape, dtype, device).
+#pragma once
+
+#include "ops/context.h"
+#include "tensor/tensor.h"
+
+#include <initializer_list>
+#include <string_view>
+
+namespace fp8kit::ops {
+
+// t must have exactly `shape` and `dtype` and live on the context's device.
+void check_tensor(const Context& c, const Tensor& t, std::initializer_list<int64_t> shape, DType dtype,
+                  std::string_view op, std::string_view what);
+// The same with the shape as a span.
+void check_tensor(const Context& c, const Tensor& t, std::span<const int64_t> shape, DType dtype, std::string_view op,
+                  std::string_view what);
+// An output: resized to `shape` when it has the dtype and device (a default Tensor() becomes
+// one of them on a CPU context), else the error says what it has.
+void prepare_output(const Context& c, Tensor& t, std::initializer_list<int64_t> shape, DType dtype,
+                    std::string_view op, std::string_view what);
+
+}  // namespace fp8kit::ops
