@@ -23,7 +23,7 @@ void train_step(benchmark::State& state, Precision precision) {
   omp_set_num_threads(static_cast<int>(state.range(0)));
   SeedClassifier model({}, 1234);
   model.set_precision(precision);
-  fp8kit::optim::Adam adam(model.parameters());
+  fp8kit::optim::Adam adam(model.parameter_set());
   const int seq = model.config().sequence_length;
   std::mt19937 rng(7);
   std::uniform_int_distribution<int32_t> token(0, model.config().vocabulary_size - 1);
@@ -35,7 +35,7 @@ void train_step(benchmark::State& state, Precision precision) {
   for (auto _ : state) {
     model.forward(tokens, kBatch, true, step++);
     benchmark::DoNotOptimize(model.backward(labels));
-    adam.step();
+    adam.step(model.context());
   }
   omp_set_num_threads(threads_before);
 }

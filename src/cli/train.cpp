@@ -11,7 +11,6 @@
 #include "train/trainer.h"
 
 #if FP8KIT_HAVE_CUDA
-#include "train/step_device_cuda.h"
 #endif
 
 #include <fmt/format.h>
@@ -129,26 +128,20 @@ uint64_t step_bytes_per_example(const models::SeedClassifierConfig& c) {
   return sizeof(float) * (static_cast<uint64_t>(c.num_heads) * T * T + 60 * T * width);
 }
 
-// The trainer's device for --device: empty for the CPU.
-std::function<std::unique_ptr<train::StepDevice>(models::SeedClassifier&, optim::Adam&)> step_device(const Args& args) {
-  if (args.device == "cpu") return {};
-  FP8KIT_CHECK(args.device == "cuda", "--device must be cpu or cuda, not {}", args.device);
+// The trainer's device for --device, checked before the data is read.
+Device step_device(const Args& args) {
+  FP8KIT_CHECK(args.device == "cpu" || args.device == "cuda", "--device must be cpu or cuda, not {}", args.device);
+  if (args.device == "cpu") return Device::Cpu;
   try {
-    require_cuda();  // before the data is read: says why not (no CUDA backend in this build, no GPU)
+    require_cuda();  // says why not (no CUDA backend in this build, no GPU)
   } catch (const Error& e) {
     fail("--device cuda: {}", e.what());
   }
-#if FP8KIT_HAVE_CUDA
-  return [seed = args.seed, batch_size = args.batch_size](models::SeedClassifier& model, optim::Adam& adam) {
-    return train::cuda_step_device(model, adam, seed, batch_size);
-  };
-#else
-  fail("--device cuda: this fp8kit has no CUDA backend");  // not reached: require_cuda() said why
-#endif
+  return Device::Cuda;
 }
 
 void run(const Args& args) {
-  const auto device = step_device(args);
+  const Device device = step_device(args);
   std::vector<nn::Precision> precisions;
   for (const std::string& text : args.compare.empty() ? std::vector{args.precision} : args.compare) {
     const nn::Precision precision = nn::parse_precision(text);

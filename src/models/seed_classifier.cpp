@@ -10,18 +10,20 @@
 
 #include "base/error.h"
 #include "nn/attention.h"
-#include "nn/binary_crossentropy.h"
-#include "nn/dropout.h"
 #include "nn/embedding.h"
 #include "nn/init.h"
 #include "nn/layer_norm.h"
 #include "nn/linear.h"
-#include "nn/mean_pool.h"
-#include "numerics/cast.h"
+#include "ops/binary_crossentropy.h"
+#include "ops/elementwise.h"
+#include "ops/mean_pool.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
+#include <cstring>
+#include <optional>
 #include <random>
 
 namespace fp8kit::models {
@@ -35,13 +37,6 @@ namespace {
 // Dropout sites (each draws an independent mask per step).
 enum Site : uint32_t { kEmbeddingDropout, kAttentionProbs, kAttentionDropout, kFeedforwardDropout, kPoolDropout,
                        kHeadDropout };
-
-// out = a + b, rounded to bf16 when bf16 (a residual connection).
-void add(std::span<const float> a, std::span<const float> b, bool bf16, std::span<float> out) {
-  const int64_t n = static_cast<int64_t>(out.size());
-#pragma omp parallel for schedule(static) if (n >= 65536)
-  for (int64_t i = 0; i < n; ++i) out[i] = bf16 ? round_bf16(a[i] + b[i]) : a[i] + b[i];
-}
 
 std::string with_commas(int64_t n) {
   std::string digits = std::to_string(n), out;
@@ -65,83 +60,132 @@ struct SeedClassifier::Impl {
   uint64_t seed;
   Precision precision = Precision::Fp32;
   Fp8Recipe recipe;
+  ops::Context context;
+  nn::ParameterSet parameters;
+  std::optional<ops::ScalingTable> scaling;  // Fp8 only
 
   nn::TokenAndPositionEmbedding embedding;
-  nn::Dropout embedding_dropout;
   nn::CausalSelfAttention attention;
-  nn::Dropout attention_dropout;
   nn::LayerNorm attention_norm;
   Linear intermediate, output;
-  nn::Dropout feedforward_dropout;
   nn::LayerNorm feedforward_norm;
-  nn::Dropout pool_dropout;
-  Linear dense;
-  nn::Dropout head_dropout;
-  Linear dense_1;
+  Linear dense, dense_1;
 
-  // Activations owned by the model (layer outputs live in the layers).
+  // Activations and gradients owned by the model (layer outputs live in the layers).
   int64_t batch = 0;
   bool trained_forward = false;
-  Tensor residual1, residual2, pooled, probs;  // [B,T,D], [B,T,D], [B,D], [B]
-  Tensor d_pooled_x, d_x1, d_x0, dz;          // [B,T,D], [B,T,D], [B,T,D], [B]
+  Tensor tokens, labels;                  // [B, T] i32, [B] (the host API's copies on the device)
+  Tensor x0;                              // [B T, D]: a view of the embedding's output (the Linears keep it)
+  Tensor residual1, residual2, pooled;    // [B T, D], [B T, D], [B, D]
+  Tensor h2, probs, loss, dz;             // [B, I], [B], [1], [B, 1]
+  Tensor d_pooled_x, d_x0;                // [B T, D]
+  std::vector<float> host_probs;
 
-  Impl(const SeedClassifierConfig& c, uint64_t s)
+  Impl(const SeedClassifierConfig& c, uint64_t s, Device device)
       : config(c),
         seed(s),
-        embedding("token_and_position_embedding", c.vocabulary_size, c.sequence_length, c.hidden_dim),
-        embedding_dropout(kEmbeddingDropout, c.dropout),
-        attention("transformer_decoder/self_attention", c.hidden_dim, c.num_heads, c.hidden_dim / c.num_heads,
-                  c.dropout, kAttentionProbs),
-        attention_dropout(kAttentionDropout, c.dropout),
-        attention_norm("transformer_decoder/self_attention_layer_norm", c.hidden_dim),
-        intermediate("transformer_decoder/feedforward_intermediate_dense", c.hidden_dim, c.intermediate_dim,
-                     {c.hidden_dim, c.intermediate_dim}, {c.intermediate_dim}, Activation::Relu),
-        output("transformer_decoder/feedforward_output_dense", c.intermediate_dim, c.hidden_dim,
+        context(device, s),
+        embedding(parameters, "token_and_position_embedding", c.vocabulary_size, c.sequence_length, c.hidden_dim),
+        attention(parameters, "transformer_decoder/self_attention", c.hidden_dim, c.num_heads,
+                  c.hidden_dim / c.num_heads),
+        attention_norm(parameters, "transformer_decoder/self_attention_layer_norm", c.hidden_dim),
+        intermediate(parameters, "transformer_decoder/feedforward_intermediate_dense", c.hidden_dim,
+                     c.intermediate_dim, {c.hidden_dim, c.intermediate_dim}, {c.intermediate_dim}, Activation::Relu),
+        output(parameters, "transformer_decoder/feedforward_output_dense", c.intermediate_dim, c.hidden_dim,
                {c.intermediate_dim, c.hidden_dim}, {c.hidden_dim}, Activation::None),
-        feedforward_dropout(kFeedforwardDropout, c.dropout),
-        feedforward_norm("transformer_decoder/feedforward_layer_norm", c.hidden_dim),
-        pool_dropout(kPoolDropout, c.dropout),
-        dense("dense", c.hidden_dim, c.intermediate_dim, {c.hidden_dim, c.intermediate_dim}, {c.intermediate_dim},
-              Activation::Relu),
-        head_dropout(kHeadDropout, c.dropout),
-        dense_1("dense_1", c.intermediate_dim, 1, {c.intermediate_dim, 1}, {1}, Activation::None) {}
+        feedforward_norm(parameters, "transformer_decoder/feedforward_layer_norm", c.hidden_dim),
+        dense(parameters, "dense", c.hidden_dim, c.intermediate_dim, {c.hidden_dim, c.intermediate_dim},
+              {c.intermediate_dim}, Activation::Relu),
+        dense_1(parameters, "dense_1", c.intermediate_dim, 1, {c.intermediate_dim, 1}, {1}, Activation::None) {}
 
   std::vector<Linear*> linears() {
     return {&attention.query, &attention.key, &attention.value, &attention.output, &intermediate, &output,
             &dense, &dense_1};
   }
 
-  std::vector<nn::Parameter*> parameters() {
-    std::vector<nn::Parameter*> p = {&embedding.token, &embedding.position};
-    for (Linear* l : {&attention.query, &attention.key, &attention.value, &attention.output}) {
-      p.push_back(&l->kernel);
-      p.push_back(&l->bias);
-    }
-    p.insert(p.end(), {&attention_norm.gamma, &attention_norm.beta, &intermediate.kernel, &intermediate.bias,
-                       &output.kernel, &output.bias, &feedforward_norm.gamma, &feedforward_norm.beta, &dense.kernel,
-                       &dense.bias, &dense_1.kernel, &dense_1.bias});
-    return p;
-  }
-
+  // On the CPU, then on the model's device.
   void initialise() {
+    parameters.allocate(Device::Cpu);
     std::mt19937_64 rng(seed);
-    nn::fill_uniform(embedding.token.value, -0.05f, 0.05f, rng);
-    nn::fill_uniform(embedding.position.value, -0.05f, 0.05f, rng);
+    nn::fill_uniform(embedding.token.value.span<float>(), -0.05f, 0.05f, rng);
+    nn::fill_uniform(embedding.position.value.span<float>(), -0.05f, 0.05f, rng);
     for (Linear* l : linears()) {
       const float limit = nn::glorot_uniform_limit(l->kernel.shape);
-      nn::fill_uniform(l->kernel.value, -limit, limit, rng);
+      nn::fill_uniform(l->kernel.value.span<float>(), -limit, limit, rng);
     }
+    if (context.device() != Device::Cpu) parameters.allocate(context.device());
+  }
+
+  ops::DropoutSpec dropout(Site site, bool training) const { return {site, config.dropout, training}; }
+  bool bf16() const { return precision != Precision::Fp32; }
+
+  void forward(const Tensor& ids, bool training) {
+    ops::Context& c = context;
+    const int64_t B = ids.dim(0), T = config.sequence_length, D = config.hidden_dim;
+    FP8KIT_CHECK(ids.rank() == 2 && ids.dim(1) == T, "tokens must be [batch, {}]", T);
+    batch = B;
+    if (scaling && !training) scaling->clear_evaluation_amaxes(c);
+    if (training) {  // the embedding gradient's sort of the ids needs only the ids: on the side, from here
+      c.fork(ops::Lane::Side);
+      const ops::Context::OnLane side(c, ops::Lane::Side);
+      embedding.prepare_backward(c, ids);
+    }
+    // The weights' casts for this step, on lane A beside the embedding.
+    c.fork(ops::Lane::A);
+    {
+      const ops::Context::OnLane lane(c, ops::Lane::A);
+      std::vector<ops::LinearOp*> ops;
+      for (Linear* l : linears()) ops.push_back(&l->op());
+      ops::linear_prepare_weights(c, ops, training);
+    }
+    const Tensor& x0d = embedding.forward(c, ids, bf16(), dropout(kEmbeddingDropout, training));
+    c.join(ops::Lane::A);
+    x0 = x0d.view(0, {B * T, D});
+    attention.forward(c, x0, B, T, training, bf16(), dropout(kAttentionProbs, training),
+                      {dropout(kAttentionDropout, training), &x0, &residual1});
+    const Tensor& x1 = attention_norm.forward(c, residual1, bf16());
+    const Tensor& h = intermediate.forward(c, x1, training);
+    output.forward(c, h, training, {dropout(kFeedforwardDropout, training), &x1, &residual2});
+    const Tensor& x2 = feedforward_norm.forward(c, residual2, bf16());
+    ops::mean_pool_forward(c, x2.view(0, {B, T, D}), bf16(), dropout(kPoolDropout, training), pooled);
+    dense.forward(c, pooled, training, {dropout(kHeadDropout, training), nullptr, &h2});
+    const Tensor& z = dense_1.forward(c, h2, training);
+    ops::sigmoid_binary_crossentropy(c, z, nullptr, bf16(), probs, loss, dz);
+    trained_forward = training;
+  }
+
+  void backward(const Tensor& y) {
+    ops::Context& c = context;
+    FP8KIT_CHECK(trained_forward, "backward() needs a preceding forward(training=true)");
+    trained_forward = false;  // one backward per forward: the FP8 state moves once per step
+    const int64_t B = batch, T = config.sequence_length, D = config.hidden_dim;
+    ops::sigmoid_binary_crossentropy(c, dense_1.op().y, &y, bf16(), probs, loss, dz);
+    const Tensor& d_h2 = dense_1.backward(c, dz);
+    const Tensor& d_pooled = dense.backward(c, d_h2, dropout(kHeadDropout, true));
+    ops::mean_pool_backward(c, d_pooled, bf16(), dropout(kPoolDropout, true), d_pooled_x);
+    const Tensor d_x2 = d_pooled_x.view(0, {B * T, D});
+    const Tensor& d_r2 = feedforward_norm.backward(c, d_x2);
+    const Tensor& d_h = output.backward(c, d_r2, dropout(kFeedforwardDropout, true));
+    const Tensor& d_x1_ffn = intermediate.backward(c, d_h);
+    const Tensor& d_r1 = attention_norm.backward(c, d_r2, &d_x1_ffn);
+    attention.backward(c, d_r1, dropout(kAttentionDropout, true));
+    const auto [dq, dk, dv] = attention.input_gradients();
+    const Tensor* branches[] = {dq, dk, dv};
+    ops::sum_dropout_backward(c, d_r1, branches, bf16(), dropout(kEmbeddingDropout, true), d_x0);
+    embedding.backward(c, d_x0.view(0, {B, T, D}));
+    c.join_all();
+    if (scaling) scaling->update(c);
   }
 };
 
-SeedClassifier::SeedClassifier(const SeedClassifierConfig& config, uint64_t seed) {
+SeedClassifier::SeedClassifier(const SeedClassifierConfig& config, uint64_t seed, Device device) {
   FP8KIT_CHECK(config.vocabulary_size > 0 && config.sequence_length > 0 && config.hidden_dim > 0 &&
                    config.num_heads > 0 && config.intermediate_dim > 0,
                "model sizes must be positive");
   FP8KIT_CHECK(config.hidden_dim % config.num_heads == 0, "hidden_dim {} must be a multiple of num_heads {}",
                config.hidden_dim, config.num_heads);
   FP8KIT_CHECK(config.dropout >= 0.0f && config.dropout < 1.0f, "dropout must be in [0, 1), got {}", config.dropout);
-  impl_ = std::make_unique<Impl>(config, seed);
+  impl_ = std::make_unique<Impl>(config, seed, device);
   impl_->initialise();
   set_precision(Precision::Fp32);
 }
@@ -154,99 +198,77 @@ void SeedClassifier::set_precision(Precision precision, const Fp8Recipe& recipe)
   Impl& m = *impl_;
   m.precision = precision;
   m.recipe = recipe;
-  // quantize(model, recipe): the 8 Linears take the model's policy; everything else only needs to
-  // know whether it runs in mixed bf16, which is also the case for the FP8 model.
-  for (Linear* l : m.linears()) l->set_precision(precision, recipe);
-  m.attention.set_precision(precision, recipe);
+  // quantize(model, recipe): the 8 Linears take the model's policy and their FP8 state a slot each in
+  // one scaling table; everything else only needs to know whether it runs in mixed bf16, which is also
+  // the case for the FP8 model.
+  m.scaling.reset();
+  if (precision == Precision::Fp8) m.scaling.emplace(recipe);
+  ops::ScalingTable* table = m.scaling ? &*m.scaling : nullptr;
+  m.attention.set_precision(precision, table);
+  for (Linear* l : {&m.intermediate, &m.output, &m.dense, &m.dense_1}) l->set_precision(precision, table);
+  if (table != nullptr) table->allocate(m.context.device());
   m.trained_forward = false;
 }
 
 Precision SeedClassifier::precision() const { return impl_->precision; }
 const Fp8Recipe& SeedClassifier::recipe() const { return impl_->recipe; }
 const SeedClassifierConfig& SeedClassifier::config() const { return impl_->config; }
+Device SeedClassifier::device() const { return impl_->context.device(); }
+ops::Context& SeedClassifier::context() { return impl_->context; }
 
 std::span<const float> SeedClassifier::forward(std::span<const int32_t> tokens, int batch, bool training,
                                                uint64_t step) {
   Impl& m = *impl_;
   FP8KIT_CHECK(batch > 0, "batch size must be positive, got {}", batch);
-  const int64_t B = batch, T = m.config.sequence_length, D = m.config.hidden_dim;
-  const bool bf16 = m.precision != Precision::Fp32;
-  const uint64_t seed = m.seed;
-  m.batch = B;
-
-  auto x0 = m.embedding.forward(tokens, B, bf16);
-  auto x0d = m.embedding_dropout.forward(x0, training, seed, step, bf16);
-  auto attn = m.attention.forward(x0d, B, T, training, seed, step);
-  auto attn_d = m.attention_dropout.forward(attn, training, seed, step, bf16);
-  m.residual1.resize({B, T, D});
-  add(x0d, attn_d, bf16, m.residual1.span<float>());
-  auto x1 = m.attention_norm.forward(m.residual1.span<float>(), B * T, bf16);
-  auto h = m.intermediate.forward(x1, B * T, training);
-  auto f = m.output.forward(h, B * T, training);
-  auto f_d = m.feedforward_dropout.forward(f, training, seed, step, bf16);
-  m.residual2.resize({B, T, D});
-  add(x1, f_d, bf16, m.residual2.span<float>());
-  auto x2 = m.feedforward_norm.forward(m.residual2.span<float>(), B * T, bf16);
-  m.pooled.resize({B, D});
-  nn::mean_pool_forward(x2, B, T, D, bf16, m.pooled.span<float>());
-  auto pooled_d = m.pool_dropout.forward(m.pooled.span<float>(), training, seed, step, bf16);
-  auto h2 = m.dense.forward(pooled_d, B, training);
-  auto h2_d = m.head_dropout.forward(h2, training, seed, step, bf16);
-  auto z = m.dense_1.forward(h2_d, B, training);
-  m.probs.resize({B});
-  nn::sigmoid(z, bf16, m.probs.span<float>());
-  m.trained_forward = training;
-  return m.probs.span<float>();
+  const int64_t T = m.config.sequence_length;
+  FP8KIT_CHECK(static_cast<int64_t>(tokens.size()) == batch * T, "token batch has {} ids, expected {} x {}",
+               tokens.size(), batch, T);
+  for (size_t i = 0; i < tokens.size(); ++i)
+    FP8KIT_CHECK(tokens[i] >= 0 && tokens[i] < m.config.vocabulary_size,
+                 "token id {} at position {} is outside the vocabulary [0, {})", tokens[i], i,
+                 m.config.vocabulary_size);
+  Tensor host({batch, T}, DType::I32);
+  std::memcpy(host.data<int32_t>(), tokens.data(), tokens.size_bytes());
+  if (m.tokens.device() != device() || m.tokens.numel() < host.numel()) m.tokens = Tensor({batch, T}, DType::I32, device());
+  m.tokens.resize({batch, T});
+  m.tokens.copy_from(host);
+  if (m.context.step() != step) m.context.set_step(step);
+  m.forward(m.tokens, training);
+  m.context.synchronize();
+  const Tensor probs = m.probs.to(Device::Cpu);
+  m.host_probs.assign(probs.data<float>(), probs.data<float>() + probs.numel());
+  return m.host_probs;
 }
 
 float SeedClassifier::backward(std::span<const float> labels) {
   Impl& m = *impl_;
   FP8KIT_CHECK(m.trained_forward, "backward() needs a preceding forward(training=true)");
-  const int64_t B = m.batch, T = m.config.sequence_length, D = m.config.hidden_dim;
-  FP8KIT_CHECK(static_cast<int64_t>(labels.size()) == B, "{} labels for a batch of {}", labels.size(), B);
-  m.trained_forward = false;  // one backward per forward: the FP8 gradient state moves once per step
-
-  const float loss = nn::binary_crossentropy(m.probs.span<float>(), labels);
-  m.dz.resize({B});
-  nn::binary_crossentropy_sigmoid_backward(m.probs.span<float>(), labels, m.dz.span<float>());
-  auto d_h2d = m.dense_1.backward(m.dz.span<float>());
-  auto d_h2 = m.head_dropout.backward(d_h2d);
-  auto d_pooled_d = m.dense.backward(d_h2);
-  auto d_pooled = m.pool_dropout.backward(d_pooled_d);
-  m.d_pooled_x.resize({B, T, D});
-  nn::mean_pool_backward(d_pooled, B, T, D, m.d_pooled_x.span<float>());
-  auto d_r2 = m.feedforward_norm.backward(m.d_pooled_x.span<float>());
-  auto d_f = m.feedforward_dropout.backward(d_r2);
-  auto d_h = m.output.backward(d_f);
-  auto d_x1_ffn = m.intermediate.backward(d_h);
-  m.d_x1.resize({B, T, D});
-  add(d_r2, d_x1_ffn, false, m.d_x1.span<float>());
-  auto d_r1 = m.attention_norm.backward(m.d_x1.span<float>());
-  auto d_attn = m.attention_dropout.backward(d_r1);
-  auto d_x0d_attn = m.attention.backward(d_attn);
-  m.d_x0.resize({B, T, D});
-  add(d_r1, d_x0d_attn, false, m.d_x0.span<float>());
-  auto d_x0 = m.embedding_dropout.backward(m.d_x0.span<float>());
-  m.embedding.backward(d_x0);
-  return loss;
+  FP8KIT_CHECK(static_cast<int64_t>(labels.size()) == m.batch, "{} labels for a batch of {}", labels.size(), m.batch);
+  Tensor host({m.batch}, DType::F32);
+  std::ranges::copy(labels, host.data<float>());
+  if (m.labels.device() != device() || m.labels.numel() < m.batch) m.labels = Tensor({m.batch}, DType::F32, device());
+  m.labels.resize({m.batch});
+  m.labels.copy_from(host);
+  m.backward(m.labels);
+  m.context.synchronize();
+  return m.loss.to(Device::Cpu).data<float>()[0];
 }
 
-std::vector<nn::Parameter*> SeedClassifier::parameters() { return impl_->parameters(); }
+void SeedClassifier::forward(const Tensor& tokens, bool training) { impl_->forward(tokens, training); }
+void SeedClassifier::backward(const Tensor& labels) { impl_->backward(labels); }
+const Tensor& SeedClassifier::probabilities() const { return impl_->probs; }
+const Tensor& SeedClassifier::loss() const { return impl_->loss; }
+nn::ParameterSet& SeedClassifier::parameter_set() { return impl_->parameters; }
 
-std::vector<nn::StateEntry> SeedClassifier::fp8_state() {
-  std::vector<nn::StateEntry> entries;
-  for (Linear* l : impl_->linears()) {
-    auto e = l->fp8_state();
-    entries.insert(entries.end(), std::make_move_iterator(e.begin()), std::make_move_iterator(e.end()));
-  }
-  return entries;
+std::vector<nn::Parameter*> SeedClassifier::parameters() { return impl_->parameters.parameters(); }
+
+std::vector<nn::StateTensor> SeedClassifier::fp8_state() {
+  return impl_->scaling ? impl_->scaling->state() : std::vector<nn::StateTensor>{};
 }
 
-int64_t SeedClassifier::parameter_count() const {
-  int64_t n = 0;
-  for (const nn::Parameter* p : impl_->parameters()) n += p->numel();
-  return n;
-}
+ops::ScalingTable* SeedClassifier::scaling() { return impl_->scaling ? &*impl_->scaling : nullptr; }
+
+int64_t SeedClassifier::parameter_count() const { return impl_->parameters.count(); }
 
 std::vector<std::string> SeedClassifier::quantized_layers() const {
   std::vector<std::string> names;
@@ -260,7 +282,7 @@ std::string SeedClassifier::summary() const {
   const auto& c = m.config;
   auto count = [](std::initializer_list<const nn::Parameter*> ps) {
     int64_t n = 0;
-    for (const nn::Parameter* p : ps) n += p->numel();
+    for (const nn::Parameter* p : ps) n += nn::numel(p->shape);
     return n;
   };
   int64_t decoder = 0;

@@ -1,13 +1,18 @@
 // The seed experiment's IMDB classifier (spec/seed-experiment.md, 653,953 parameters): token +
 // position embedding, one post-LN causal Transformer decoder block, mean pooling, a 2-layer head.
-// A training step is a pure function of (weights, optimizer and FP8 state, batch, seed, step): on a
-// given CPU (OpenBLAS and the AVX2 kernels pick code by CPU) its bits do not depend on the OpenMP
-// thread count, so runs and resumes reproduce exactly.
+// Written once on device-generic layers: it runs on the CPU (the exact reference) or a CUDA GPU,
+// in fp32, mixed bf16 or FP8. A training step is a pure function of (weights, optimizer and FP8 state,
+// batch, seed, step): on a given CPU (OpenBLAS and the AVX2 kernels pick code by CPU) its bits do not
+// depend on the OpenMP thread count, and on the GPU it uses no float atomics, so runs and resumes
+// reproduce exactly.
 #pragma once
 
 #include "nn/parameter.h"
 #include "nn/precision.h"
 #include "numerics/recipe.h"
+#include "ops/context.h"
+#include "ops/scaling_table.h"
+#include "tensor/tensor.h"
 
 #include <cstdint>
 #include <memory>
@@ -29,9 +34,10 @@ struct SeedClassifierConfig {
 class SeedClassifier {
  public:
   // Initialises the weights as the spec says (Glorot-uniform kernels, uniform(-0.05, 0.05)
-  // embeddings, zero biases, LayerNorm gamma 1 / beta 0) from std::mt19937_64(seed). The same seed
-  // keys the dropout masks: a training step's masks depend only on (seed, step).
-  SeedClassifier(const SeedClassifierConfig& config, uint64_t seed);
+  // embeddings, zero biases, LayerNorm gamma 1 / beta 0) from std::mt19937_64(seed), on the CPU, then
+  // puts the model on `device`. The same seed keys the dropout masks: a training step's masks depend
+  // only on (seed, step).
+  SeedClassifier(const SeedClassifierConfig& config, uint64_t seed, Device device = Device::Cpu);
   ~SeedClassifier();
   SeedClassifier(SeedClassifier&&) noexcept;
   SeedClassifier& operator=(SeedClassifier&&) noexcept;
@@ -43,19 +49,36 @@ class SeedClassifier {
   const Fp8Recipe& recipe() const;
   const SeedClassifierConfig& config() const;
 
-  // tokens: [batch, sequence_length] int32, row-major, ids in [0, vocabulary_size).
-  // Returns the probabilities [batch] (valid until the next forward). training: dropout keyed by
-  // (seed, step) and FP8 scaling updates; !training: no dropout, frozen FP8 scales.
-  std::span<const float> forward(std::span<const int32_t> tokens, int batch, bool training, uint64_t step);
+  Device device() const;
+  // Where the model's ops run: its device, the dropout seed and the step.
+  ops::Context& context();
 
+  // tokens: [batch, sequence_length] int32 on the host, row-major, ids in [0, vocabulary_size) (else
+  // throws). Returns the probabilities [batch] on the host (valid until the next forward).
+  // training: dropout keyed by (seed, step) and FP8 amaxes recorded; !training: no dropout, frozen
+  // FP8 scales.
+  std::span<const float> forward(std::span<const int32_t> tokens, int batch, bool training, uint64_t step);
   // After forward(training=true): labels [batch] in {0, 1} (any value in [0, 1] works). Returns the
-  // mean clipped binary cross-entropy and overwrites every Parameter::grad.
+  // mean clipped binary cross-entropy, overwrites every Parameter::grad and moves the FP8 scaling
+  // state (one update of the whole table).
   float backward(std::span<const float> labels);
 
-  // Trainable parameters in a stable order with Keras-like names.
+  // The same on tensors on the model's device, queued on context() without waiting (what a captured
+  // training step runs): tokens [batch, sequence_length] i32 (ids unchecked on the GPU), labels [batch]
+  // f32. The results stay on the device: probabilities() [batch] and, after backward, loss() [1].
+  void forward(const Tensor& tokens, bool training);
+  void backward(const Tensor& labels);
+  const Tensor& probabilities() const;
+  const Tensor& loss() const;
+
+  // Trainable parameters in a stable order with Keras-like names, views of one flat buffer each for
+  // values and gradients (parameter_set()).
   std::vector<nn::Parameter*> parameters();
+  nn::ParameterSet& parameter_set();
   // Per FP8 Linear: <layer path>/{inputs,kernel,outputs_grad}_{scale,amax_history}; empty unless Fp8.
-  std::vector<nn::StateEntry> fp8_state();
+  std::vector<nn::StateTensor> fp8_state();
+  // The model's FP8 scaling table (null unless Fp8).
+  ops::ScalingTable* scaling();
 
   int64_t parameter_count() const;
   // A table like Keras's model.summary(): layer, output shape, params; totals; the FP8 state size.

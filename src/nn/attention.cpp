@@ -1,68 +1,68 @@
-// Causal self-attention layer: projections around the ops/attention core.
+// Causal self-attention layer: projections around the causal attention op.
 #include "nn/attention.h"
 
 #include "ops/attention.h"
 
 namespace fp8kit::nn {
 
-CausalSelfAttention::CausalSelfAttention(std::string path, int64_t hidden, int64_t heads, int64_t head_dim,
-                                         float dropout, uint32_t dropout_site)
-    : query(path + "/query", hidden, heads * head_dim, {hidden, heads, head_dim}, {heads, head_dim}, Activation::None),
-      key(path + "/key", hidden, heads * head_dim, {hidden, heads, head_dim}, {heads, head_dim}, Activation::None),
-      value(path + "/value", hidden, heads * head_dim, {hidden, heads, head_dim}, {heads, head_dim}, Activation::None),
-      output(path + "/attention_output", heads * head_dim, hidden, {heads, head_dim, hidden}, {hidden},
+CausalSelfAttention::CausalSelfAttention(ParameterSet& parameters, const std::string& path, int64_t hidden,
+                                         int64_t heads, int64_t head_dim)
+    : query(parameters, path + "/query", hidden, heads * head_dim, {hidden, heads, head_dim}, {heads, head_dim},
+            Activation::None),
+      key(parameters, path + "/key", hidden, heads * head_dim, {hidden, heads, head_dim}, {heads, head_dim},
+          Activation::None),
+      value(parameters, path + "/value", hidden, heads * head_dim, {hidden, heads, head_dim}, {heads, head_dim},
+            Activation::None),
+      output(parameters, path + "/attention_output", heads * head_dim, hidden, {heads, head_dim, hidden}, {hidden},
              Activation::None),
-      hidden_(hidden),
       heads_(heads),
-      head_dim_(head_dim),
-      dropout_(dropout),
-      site_(dropout_site) {}
+      head_dim_(head_dim) {}
 
-void CausalSelfAttention::set_precision(Precision precision, const Fp8Recipe& recipe) {
-  for (Linear* l : {&query, &key, &value, &output}) l->set_precision(precision, recipe);
-  bf16_ = precision != Precision::Fp32;
+void CausalSelfAttention::set_precision(Precision precision, ops::ScalingTable* scaling) {
+  for (Linear* l : linears()) l->set_precision(precision, scaling);
+  // bf16 on the GPU: key and value share query's cast of x.
+  key.op().input_of = value.op().input_of = precision == Precision::Bf16 ? &query.op() : nullptr;
 }
 
-std::span<const float> CausalSelfAttention::forward(std::span<const float> x, int64_t batch, int64_t seq,
-                                                    bool training, uint64_t seed, uint64_t step) {
-  const int64_t rows = batch * seq;
-  q_ = query.forward(x, rows, training);
-  k_ = key.forward(x, rows, training);
-  v_ = value.forward(x, rows, training);
+const Tensor& CausalSelfAttention::forward(ops::Context& c, const Tensor& x, int64_t batch, int64_t seq,
+                                           bool training, bool bf16, const ops::DropoutSpec& probabilities,
+                                           const ops::LinearOutput& next) {
   batch_ = batch;
   seq_ = seq;
-  if (training && dropout_ > 0.0f) {
-    mask_.emplace(seed, step, site_, dropout_);
-  } else {
-    mask_.reset();
+  bf16_ = bf16;
+  probabilities_ = probabilities;
+  query.forward(c, x, training);
+  c.fork(ops::Lane::A);
+  c.fork(ops::Lane::B);
+  {
+    const ops::Context::OnLane lane(c, ops::Lane::A);
+    key.forward(c, x, training);
   }
-  probs_.resize({batch, heads_, seq, seq});
-  context_.resize({batch, seq, heads_ * head_dim_});
+  {
+    const ops::Context::OnLane lane(c, ops::Lane::B);
+    value.forward(c, x, training);
+  }
+  c.join(ops::Lane::A);
+  c.join(ops::Lane::B);
   const ops::AttentionShape shape{batch, seq, heads_, head_dim_};
-  ops::causal_attention_forward(shape, q_.data(), k_.data(), v_.data(), mask_ ? &*mask_ : nullptr, dropout_, bf16_,
-                                probs_.data<float>(), context_.data<float>());
-  return output.forward(context_.span<float>(), rows, training);
+  ops::causal_attention_forward(c, shape, query.op().y, key.op().y, value.op().y, probabilities, bf16, saved_,
+                                context_);
+  return output.forward(c, context_, training, next);
 }
 
-std::span<const float> CausalSelfAttention::backward(std::span<const float> dout) {
-  const std::span<const float> dcontext = output.backward(dout);
-  const int64_t n = batch_ * seq_ * heads_ * head_dim_;
-  dq_.resize({n});
-  dk_.resize({n});
-  dv_.resize({n});
+void CausalSelfAttention::backward(ops::Context& c, const Tensor& dy, const ops::DropoutSpec& dropout) {
+  const Tensor& dcontext = output.backward(c, dy, dropout);
   const ops::AttentionShape shape{batch_, seq_, heads_, head_dim_};
-  ops::causal_attention_backward(shape, q_.data(), k_.data(), v_.data(), probs_.data<float>(),
-                                 mask_ ? &*mask_ : nullptr, dropout_, bf16_, dcontext.data(), dq_.data<float>(),
-                                 dk_.data<float>(), dv_.data<float>());
-  const auto dxq = query.backward(dq_.span<float>());
-  const auto dxk = key.backward(dk_.span<float>());
-  const auto dxv = value.backward(dv_.span<float>());
-  dx_.resize({batch_ * seq_, hidden_});
-  float* dx = dx_.data<float>();
-  const int64_t m = static_cast<int64_t>(dxq.size());
-#pragma omp parallel for schedule(static) if (m >= 65536)
-  for (int64_t i = 0; i < m; ++i) dx[i] = dxq[i] + dxk[i] + dxv[i];
-  return dx_.span<float>();
+  ops::causal_attention_backward(c, shape, query.op().y, key.op().y, value.op().y, saved_, probabilities_, bf16_,
+                                 dcontext, dq_, dk_, dv_);
+  const ops::LinearGradient group[] = {{&query.op(), &dq_, {}, ops::Lane::Main},
+                                       {&key.op(), &dk_, {}, ops::Lane::A},
+                                       {&value.op(), &dv_, {}, ops::Lane::B}};
+  ops::linear_backward(c, group);
+}
+
+std::array<const Tensor*, 3> CausalSelfAttention::input_gradients() const {
+  return {&query.op().dx, &key.op().dx, &value.op().dx};
 }
 
 }  // namespace fp8kit::nn

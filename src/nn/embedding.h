@@ -3,32 +3,35 @@
 #pragma once
 
 #include "nn/parameter.h"
-#include "tensor/tensor.h"
+#include "ops/context.h"
+#include "ops/dropout.h"
 
-#include <cstdint>
-#include <span>
 #include <string>
 
 namespace fp8kit::nn {
 
 class TokenAndPositionEmbedding {
  public:
-  TokenAndPositionEmbedding(std::string path, int64_t vocabulary_size, int64_t sequence_length, int64_t dim);
+  TokenAndPositionEmbedding(ParameterSet& parameters, const std::string& path, int64_t vocabulary_size,
+                            int64_t sequence_length, int64_t dim);
 
-  // tokens: [batch, sequence_length] ids in [0, vocabulary_size) (else throws). Returns
-  // [batch, sequence_length, dim], valid until the next forward.
-  std::span<const float> forward(std::span<const int32_t> tokens, int64_t batch, bool bf16);
-  // Overwrites both grads: the token grad is dense (zero except the rows used), as Keras's dense
-  // Adam update expects; the position grad sums over the batch.
-  void backward(std::span<const float> dout);
+  // tokens: [batch, sequence_length] i32 ids in [0, vocabulary_size) on the model's device, unchanged
+  // until backward (the caller validates ids on the host: the GPU does not check them). Returns
+  // dropout([batch, sequence_length, dim]).
+  const Tensor& forward(ops::Context& c, const Tensor& tokens, bool bf16, const ops::DropoutSpec& dropout);
+  // The first half of the backward, which needs only the ids: queue it early (e.g. on a lane of its
+  // own, from the step's start).
+  void prepare_backward(ops::Context& c, const Tensor& tokens);
+  // Overwrites both grads from dout [batch, sequence_length, dim] (after prepare_backward): the token
+  // grad is dense (zero except the rows used), as Keras's dense Adam update expects.
+  void backward(ops::Context& c, const Tensor& dout);
 
-  Parameter token, position;  // [vocabulary_size, dim], [sequence_length, dim]
+  Parameter& token;     // [vocabulary_size, dim]
+  Parameter& position;  // [sequence_length, dim]
 
  private:
-  int64_t vocabulary_size_, sequence_length_, dim_;
-  Tensor tokens_;  // [batch, sequence_length] copy of the ids, for the backward
-  int64_t batch_ = 0;
-  Tensor out_;
+  const Tensor* tokens_ = nullptr;
+  Tensor out_, workspace_;
 };
 
 }  // namespace fp8kit::nn

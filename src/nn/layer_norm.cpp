@@ -1,36 +1,28 @@
-// LayerNorm layer: parameters and buffers around ops/layer_norm.
+// LayerNorm on the layer_norm ops.
 #include "nn/layer_norm.h"
 
-#include "base/error.h"
 #include "ops/layer_norm.h"
 
 namespace fp8kit::nn {
 
-LayerNorm::LayerNorm(std::string path, int64_t dim, float epsilon) : dim_(dim), epsilon_(epsilon) {
-  gamma = {path + "/gamma", {dim}, std::vector<float>(dim, 1.0f), std::vector<float>(dim)};
-  beta = {path + "/beta", {dim}, std::vector<float>(dim, 0.0f), std::vector<float>(dim)};
+LayerNorm::LayerNorm(ParameterSet& parameters, const std::string& path, int64_t dim, float epsilon)
+    : gamma(parameters.add(path + "/gamma", {dim}, 1.0f)), beta(parameters.add(path + "/beta", {dim})), dim_(dim),
+      epsilon_(epsilon) {}
+
+const Tensor& LayerNorm::forward(ops::Context& c, const Tensor& x, bool bf16) {
+  x_ = &x;
+  ops::layer_norm_forward(c, x, gamma.value, beta.value, epsilon_, bf16, out_, mean_, rstd_);
+  return out_;
 }
 
-std::span<const float> LayerNorm::forward(std::span<const float> x, int64_t rows, bool bf16) {
-  FP8KIT_CHECK(static_cast<int64_t>(x.size()) == rows * dim_, "LayerNorm input has {} values, expected {} x {}",
-               x.size(), rows, dim_);
-  x_ = x.data();
-  rows_ = rows;
-  out_.resize({rows, dim_});
-  mean_.resize({rows});
-  rstd_.resize({rows});
-  ops::layer_norm_forward(rows, dim_, epsilon_, x_, gamma.value.data(), beta.value.data(), bf16, out_.data<float>(),
-                          mean_.data<float>(), rstd_.data<float>());
-  return out_.span<float>();
-}
-
-std::span<const float> LayerNorm::backward(std::span<const float> dout) {
-  FP8KIT_CHECK(static_cast<int64_t>(dout.size()) == rows_ * dim_, "LayerNorm gradient has {} values, expected {}",
-               dout.size(), rows_ * dim_);
-  dx_.resize({rows_, dim_});
-  ops::layer_norm_backward(rows_, dim_, x_, gamma.value.data(), mean_.data<float>(), rstd_.data<float>(), dout.data(),
-                           dx_.data<float>(), gamma.grad.data(), beta.grad.data());
-  return dx_.span<float>();
+const Tensor& LayerNorm::backward(ops::Context& c, const Tensor& dy, const Tensor* dy2) {
+  c.fork(ops::Lane::Side);
+  {
+    const ops::Context::OnLane side(c, ops::Lane::Side);
+    ops::layer_norm_backward_params(c, *x_, mean_, rstd_, dy, dy2, gamma.grad, beta.grad);
+  }
+  ops::layer_norm_backward_dx(c, *x_, gamma.value, mean_, rstd_, dy, dy2, dx_);
+  return dx_;
 }
 
 }  // namespace fp8kit::nn

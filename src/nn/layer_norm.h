@@ -3,30 +3,29 @@
 #pragma once
 
 #include "nn/parameter.h"
-#include "tensor/tensor.h"
+#include "ops/context.h"
 
-#include <cstdint>
-#include <span>
 #include <string>
 
 namespace fp8kit::nn {
 
 class LayerNorm {
  public:
-  LayerNorm(std::string path, int64_t dim, float epsilon = 1e-5f);
+  LayerNorm(ParameterSet& parameters, const std::string& path, int64_t dim, float epsilon = 1e-5f);
 
-  // x: [rows, dim], valid and unchanged until backward. Returns [rows, dim].
-  std::span<const float> forward(std::span<const float> x, int64_t rows, bool bf16);
-  // Overwrites gamma.grad and beta.grad; returns dx.
-  std::span<const float> backward(std::span<const float> dout);
+  // x: [rows, dim], unchanged until backward. Returns [rows, dim].
+  const Tensor& forward(ops::Context& c, const Tensor& x, bool bf16);
+  // The output gradient is dy, or dy + dy2 (a residual's two branches, summed as read). Returns dx;
+  // gamma's and beta's gradients are overwritten on Lane::Side (joined by the step's end).
+  const Tensor& backward(ops::Context& c, const Tensor& dy, const Tensor* dy2 = nullptr);
 
-  Parameter gamma, beta;  // [dim], initialised to 1 and 0
+  Parameter& gamma;  // [dim], initialised to 1
+  Parameter& beta;   // [dim], 0
 
  private:
   int64_t dim_;
   float epsilon_;
-  const float* x_ = nullptr;
-  int64_t rows_ = 0;
+  const Tensor* x_ = nullptr;
   Tensor out_, dx_, mean_, rstd_;
 };
 

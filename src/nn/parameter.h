@@ -1,6 +1,11 @@
-// Trainable parameters (float32 master value + gradient) and named float32 views of other state
-// (optimizer moments, FP8 scales and amax histories) for checkpoints and inspection.
+// Trainable parameters (float32 master value + gradient, Tensors on the model's device, all of a
+// model's in one flat buffer), named float32 tensors of other state (optimizer moments, FP8 scales and
+// amax histories) for checkpoints and inspection, and host views of them for the checkpoint files.
 #pragma once
+
+#include "tensor/tensor.h"
+
+#include <deque>
 
 #include <cstdint>
 #include <span>
@@ -15,10 +20,35 @@ namespace fp8kit::nn {
 struct Parameter {
   std::string name;
   std::vector<int64_t> shape;
-  std::vector<float> value;
-  std::vector<float> grad;
+  Tensor value;  // f32, a view of the ParameterSet's flat buffer, [numel(shape)]
+  Tensor grad;   // the same in the gradient buffer
 
-  int64_t numel() const { return static_cast<int64_t>(value.size()); }
+  int64_t numel() const { return value.numel(); }
+};
+
+// A model's parameters in registration order, every one a view of two flat buffers (values and
+// gradients, each parameter at a 256-byte aligned offset, the gaps zero), so that one launch updates
+// them all. Layers add() theirs when constructed and keep the references (stable).
+class ParameterSet {
+ public:
+  // A parameter whose every element starts at `initial` (before a model's initialiser runs).
+  Parameter& add(std::string name, std::vector<int64_t> shape, float initial = 0.0f);
+  // The buffers on `device`, zero-filled (first call), or moved there with their values (later calls).
+  void allocate(Device device);
+  Device device() const { return values_.device(); }
+  std::vector<Parameter*> parameters();
+  std::vector<const Parameter*> parameters() const;
+  int64_t count() const;  // of parameter values (without the gaps)
+  Tensor& values() { return values_; }
+  Tensor& grads() { return grads_; }
+  // Where each parameter starts in the flat buffers (elements).
+  int64_t offset(size_t index) const { return offsets_.at(index); }
+
+ private:
+  std::deque<Parameter> parameters_;
+  std::vector<float> initial_;
+  std::vector<int64_t> offsets_;
+  Tensor values_, grads_;
 };
 
 // The values a state entry can hold by its meaning; checkpoints holding any other are refused.
@@ -34,13 +64,38 @@ std::string_view requirement(Domain domain);
 // Whether `value` lies in `domain`.
 bool in_domain(float value, Domain domain);
 
-// A named, non-owning float32 view; shape {} is a scalar. Valid while its owner lives and is not
+// A named float32 tensor of a model's state on any device (a view its owner keeps); shape {} is a
+// scalar (tensor of one element).
+struct StateTensor {
+  std::string name;
+  std::vector<int64_t> shape;
+  Tensor* tensor;
+  Domain domain = Domain::Finite;
+};
+
+// A named, non-owning float32 view of host memory (what checkpoint files are read into and written
+// from); shape {} is a scalar. Valid while its owner lives and is not
 // reconfigured (e.g. SeedClassifier::set_precision invalidates FP8 state views).
 struct StateEntry {
   std::string name;
   std::vector<int64_t> shape;
   std::span<float> data;
   Domain domain = Domain::Finite;
+};
+
+// Host views of state tensors, for checkpoint files: a CPU tensor's own memory; for a GPU tensor a
+// host copy that pull() fills from the device and push() writes back.
+class HostState {
+ public:
+  explicit HostState(std::vector<StateTensor> tensors);
+  const std::vector<StateEntry>& entries() const { return entries_; }
+  void pull();  // device -> host copies
+  void push();  // host copies -> device
+
+ private:
+  std::vector<StateTensor> tensors_;
+  std::vector<Tensor> copies_;  // per tensor: its host copy, or empty for a CPU tensor
+  std::vector<StateEntry> entries_;
 };
 
 // Product of the dims (1 for a scalar).

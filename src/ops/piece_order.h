@@ -1,6 +1,6 @@
 // The fixed order of a deterministic sum over rows (no atomics, no dependence on thread counts),
 // which a CPU layer and the GPU op that mirrors it share so both give the same bits. The layer owns
-// its order (e.g. nn::Linear::kBiasGradientOrder); the op takes it as a parameter.
+// its order (e.g. ops::LinearOp::kBiasGradientOrder); the op takes it as a parameter.
 #pragma once
 
 #include <cstdint>

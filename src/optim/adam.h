@@ -1,10 +1,13 @@
 // Adam exactly as Keras 3 applies it (dense updates of every element, float32 state):
 //   m += (g - m) (1 - b1);  v += (g^2 - v) (1 - b2);
 //   alpha = lr sqrt(1 - b2^t) / (1 - b1^t);  w -= alpha m / (sqrt(v) + eps),  t = iterations + 1.
+// The moments are laid out as the parameters' flat buffers, on their device, so a step is one op
+// over all of them (ops/adam.h).
 #pragma once
 
 #include "nn/parameter.h"
 #include "ops/adam.h"
+#include "ops/context.h"
 
 #include <cstdint>
 #include <vector>
@@ -15,24 +18,26 @@ using AdamOptions = ops::AdamOptions;  // learning rate, beta1, beta2, epsilon (
 
 class Adam {
  public:
-  // The parameters must outlive the optimizer; their order fixes the order of state().
-  explicit Adam(std::vector<nn::Parameter*> parameters, AdamOptions options = {});
+  // The parameters must be allocated (on their device) and outlive the optimizer; their order fixes
+  // the order of state().
+  explicit Adam(nn::ParameterSet& parameters, AdamOptions options = {});
 
-  // One update of every parameter from its current grad.
-  void step();
-  int64_t iterations() const { return static_cast<int64_t>(iterations_[0]); }
+  // One update of every parameter from its current grad, queued on c (the parameters' device).
+  void step(ops::Context& c);
+  // The updates made so far (read from the device: waits for queued work there).
+  int64_t iterations() const;
   const AdamOptions& options() const { return options_; }
 
   // "<param name>/m" and "<param name>/v" per parameter (parameter shape; v non-negative), then
-  // "iterations" (shape {}, stored as float: exact up to 2^24 steps, a Domain::Count). Writable
-  // views, for checkpoint restore.
-  std::vector<nn::StateEntry> state();
+  // "iterations" (shape {}, stored as float: exact up to 2^24 steps, a Domain::Count), on the
+  // parameters' device. Writable, for checkpoint restore.
+  std::vector<nn::StateTensor> state();
 
  private:
-  std::vector<nn::Parameter*> parameters_;
+  nn::ParameterSet& parameters_;
   AdamOptions options_;
-  std::vector<std::vector<float>> m_, v_;
-  std::vector<float> iterations_ = {0.0f};
+  Tensor m_, v_, iterations_;  // flat as the parameters; [1]
+  std::vector<Tensor> views_;  // state()'s
 };
 
 }  // namespace fp8kit::optim

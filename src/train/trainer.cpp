@@ -1,10 +1,11 @@
 // The training loop: batches from data::Batcher (order a function of (seed, epoch)), forward /
-// backward / Adam per step on a StepDevice, validation and an atomic checkpoint per epoch, exact resume.
+// backward / Adam per step on the model's device (a captured graph per batch size on the GPU), validation and an atomic checkpoint per epoch, exact resume.
 #include "train/trainer.h"
 
 #include "base/error.h"
 #include "base/version.h"
 #include "data/batcher.h"
+#include "exec/captured_step.h"
 #include "io/checkpoint.h"
 #include "io/safetensors.h"
 #include "numerics/format.h"
@@ -18,6 +19,8 @@
 #include <charconv>
 #include <chrono>
 #include <cmath>
+#include <cstring>
+#include <map>
 
 namespace fp8kit::train {
 
@@ -66,12 +69,12 @@ std::vector<io::MetadataRequirement> run_identity(const TrainOptions& options, i
 
 // Every tensor a checkpoint holds: weights (their own names), Adam state ("optimizer/..."), and the
 // FP8 scales and amax histories (named by layer path).
-std::vector<nn::StateEntry> checkpoint_entries(models::SeedClassifier& model, optim::Adam& adam) {
-  std::vector<nn::StateEntry> entries;
-  for (nn::Parameter* p : model.parameters()) entries.push_back({p->name, p->shape, p->value});
-  for (const nn::StateEntry& e : adam.state()) entries.push_back({"optimizer/" + e.name, e.shape, e.data, e.domain});
-  for (const nn::StateEntry& e : model.fp8_state()) entries.push_back(e);
-  return entries;
+std::vector<nn::StateTensor> checkpoint_tensors(models::SeedClassifier& model, optim::Adam& adam) {
+  std::vector<nn::StateTensor> tensors;
+  for (nn::Parameter* p : model.parameters()) tensors.push_back({p->name, p->shape, &p->value});
+  for (nn::StateTensor& t : adam.state()) tensors.push_back({"optimizer/" + t.name, t.shape, t.tensor, t.domain});
+  for (nn::StateTensor& t : model.fp8_state()) tensors.push_back(t);
+  return tensors;
 }
 
 void check_dataset(const TokenDataset& data, const models::SeedClassifierConfig& config, std::string_view what) {
@@ -105,7 +108,9 @@ void print_fp8_state(std::FILE* out, models::SeedClassifier& model, std::string_
     return;
   }
   fmt::print(out, "FP8 state of the query layer {}:\n", when);
-  for (const nn::StateEntry& entry : model.fp8_state()) {
+  model.context().synchronize();
+  const nn::HostState state(model.fp8_state());
+  for (const nn::StateEntry& entry : state.entries()) {
     if (entry.name.find("/query/") == std::string::npos) continue;
     fmt::print(out, "  {}: {}\n", entry.name, abbreviate(entry.data));
   }
@@ -161,20 +166,16 @@ std::filesystem::path checkpoint_path(const std::filesystem::path& out, nn::Prec
   return out / fmt::format("checkpoint-{}.safetensors", nn::name(precision));
 }
 
-namespace {
-
-// Evaluates with device.predict in batches of batch_size.
-Evaluation evaluate_with(StepDevice& device, const TokenDataset& data, int batch_size,
-                         const models::SeedClassifierConfig& config) {
+Evaluation evaluate(models::SeedClassifier& model, const TokenDataset& data, int batch_size) {
   FP8KIT_CHECK(batch_size > 0, "the batch size must be positive, not {}", batch_size);
-  check_dataset(data, config, "evaluation");
+  check_dataset(data, model.config(), "evaluation");
   double loss_sum = 0;
   int64_t correct = 0;
   const int64_t n = data.size(), length = data.sequence_length;
   for (int64_t begin = 0; begin < n; begin += batch_size) {
     const int batch = static_cast<int>(std::min<int64_t>(batch_size, n - begin));
     const auto tokens = std::span(data.tokens).subspan(begin * length, batch * length);
-    const std::span<const float> probabilities = device.predict(tokens, batch);
+    const std::span<const float> probabilities = model.forward(tokens, batch, /*training=*/false, /*step=*/0);
     for (int i = 0; i < batch; ++i) {
       const double label = data.labels[begin + i];
       const double p = std::clamp(static_cast<double>(probabilities[i]), 1e-7, 1.0 - 1e-7);
@@ -185,12 +186,60 @@ Evaluation evaluate_with(StepDevice& device, const TokenDataset& data, int batch
   return {loss_sum / static_cast<double>(n), static_cast<double>(correct) / static_cast<double>(n)};
 }
 
-}  // namespace
+namespace {
 
-Evaluation evaluate(models::SeedClassifier& model, const TokenDataset& data, int batch_size) {
-  optim::Adam no_training({});  // predict never steps it
-  return evaluate_with(*cpu_step_device(model, no_training), data, batch_size, model.config());
-}
+// The training steps of one run: a batch copied into tensors on the model's device, then forward,
+// backward, Adam and the step counter, run eagerly on the CPU and as a captured graph (one per batch
+// size) on the GPU.
+class Stepper {
+ public:
+  Stepper(models::SeedClassifier& model, optim::Adam& adam) : model_(model), adam_(adam) {}
+
+  struct Result {
+    float loss = 0;  // NaN when the probabilities hold a NaN (the loss's clip would hide it)
+    std::span<const float> probabilities;
+  };
+
+  Result step(std::span<const int32_t> host_tokens, std::span<const float> host_labels, int batch, int64_t step) {
+    ops::Context& c = model_.context();
+    const int64_t T = model_.config().sequence_length;
+    stage(tokens_, host_tokens, {batch, T}, DType::I32);
+    stage(labels_, host_labels, {batch}, DType::F32);
+    if (c.step() != static_cast<uint64_t>(step)) c.set_step(static_cast<uint64_t>(step));
+    auto [it, fresh] = steps_.try_emplace(batch, [this](ops::Context& context) {
+      model_.forward(tokens_, /*training=*/true);
+      model_.backward(labels_);
+      adam_.step(context);
+      context.advance_step();
+    });
+    it->second.run(c);
+    c.synchronize();
+    const Tensor probs = model_.probabilities().to(Device::Cpu);
+    probabilities_.assign(probs.data<float>(), probs.data<float>() + probs.numel());
+    float loss = model_.loss().to(Device::Cpu).data<float>()[0];
+    if (std::any_of(probabilities_.begin(), probabilities_.end(), [](float p) { return std::isnan(p); })) loss = NAN;
+    return {loss, probabilities_};
+  }
+
+ private:
+  // Host data into `t` on the model's device, in place (a captured step reads it there).
+  template <typename T>
+  void stage(Tensor& t, std::span<const T> host, std::initializer_list<int64_t> shape, DType dtype) {
+    Tensor h(std::vector<int64_t>(shape), dtype);
+    std::memcpy(h.data<std::byte>(), host.data(), host.size_bytes());
+    if (t.numel() == 0) t = Tensor(std::vector<int64_t>(shape), dtype, model_.device());
+    t.resize(shape);
+    t.copy_from(h);
+  }
+
+  models::SeedClassifier& model_;
+  optim::Adam& adam_;
+  Tensor tokens_, labels_;
+  std::map<int, exec::CapturedStep> steps_;
+  std::vector<float> probabilities_;
+};
+
+}  // namespace
 
 TrainResult train(const TrainOptions& options, const TokenDataset& train_data, const TokenDataset* validation,
                   const TokenDataset* test) {
@@ -202,11 +251,13 @@ TrainResult train(const TrainOptions& options, const TokenDataset& train_data, c
   std::FILE* out = options.console;
   const std::string precision(nn::name(options.precision));
 
-  TrainResult result{models::SeedClassifier(options.model, options.seed), {}, {}, {}};
+  TrainResult result{models::SeedClassifier(options.model, options.seed, options.device), {}, {}, {}};
   models::SeedClassifier& model = result.model;
   model.set_precision(options.precision, options.recipe);
-  optim::Adam adam(model.parameters(), options.adam);
-  const std::unique_ptr<StepDevice> device = options.device ? options.device(model, adam) : cpu_step_device(model, adam);
+  optim::Adam adam(model.parameter_set(), options.adam);
+  ops::Context& context = model.context();
+  nn::HostState state(checkpoint_tensors(model, adam));  // the checkpoint's view of the model's state
+  Stepper stepper(model, adam);
 
   const std::vector<io::MetadataRequirement> identity = run_identity(options, train_data.size());
   data::Batcher batcher(train_data.size(), options.batch_size, options.seed);
@@ -221,13 +272,14 @@ TrainResult train(const TrainOptions& options, const TokenDataset& train_data, c
   if (options.resume && !has_checkpoint) {
     if (out) fmt::print(out, "No checkpoint {} yet: {} starts from the beginning\n", checkpoint.string(), precision);
   } else if (options.resume) {
-    const io::Metadata metadata = io::load_checkpoint(checkpoint, checkpoint_entries(model, adam), identity);
+    const io::Metadata metadata = io::load_checkpoint(checkpoint, state.entries(), identity);
+    state.push();
+    if (ops::ScalingTable* scaling = model.scaling()) scaling->restored(context);
     start_epoch = parse_epoch(metadata, checkpoint, options.epochs);
     FP8KIT_CHECK(adam.iterations() == start_epoch * steps_per_epoch,
                  "checkpoint {} records epoch {} but its optimizer made {} steps, not {}", checkpoint.string(),
                  start_epoch, adam.iterations(), start_epoch * steps_per_epoch);
     result.checkpoint = checkpoint;
-    device->push();
     if (out) fmt::print(out, "Resumed {} from {} after epoch {}\n", precision, checkpoint.string(), start_epoch);
   }
   // Lines of epochs after the checkpoint's were written by a run killed before their checkpoint landed.
@@ -253,7 +305,7 @@ TrainResult train(const TrainOptions& options, const TokenDataset& train_data, c
       data::gather_rows<float>(train_data.labels, 1, rows, batch_labels);
       if (options.before_step) options.before_step(model, step);
 
-      const auto [loss, probabilities] = device->train_step(batch_tokens, batch_labels, batch, step);
+      const auto [loss, probabilities] = stepper.step(batch_tokens, batch_labels, batch, step);
       for (int i = 0; i < batch; ++i) correct += (probabilities[i] > 0.5f) == (batch_labels[i] > 0.5f);
       if (!std::isfinite(loss)) {
         if (out) fmt::print(out, "\n");
@@ -271,11 +323,12 @@ TrainResult train(const TrainOptions& options, const TokenDataset& train_data, c
     }
     EpochSummary summary{epoch + 1, loss_sum / seen, static_cast<double>(correct) / seen, std::nullopt,
                          std::chrono::duration<double>(std::chrono::steady_clock::now() - epoch_start).count()};
-    device->pull();
-    const std::string invalid = invalid_state(checkpoint_entries(model, adam));
+    context.synchronize();
+    state.pull();
+    const std::string invalid = invalid_state(state.entries());
     FP8KIT_CHECK(invalid.empty(), "{} during epoch {} ({} precision); {}", invalid, epoch + 1, precision,
                  last_good(result.checkpoint));
-    if (validation) summary.validation = evaluate_with(*device, *validation, options.batch_size, options.model);
+    if (validation) summary.validation = evaluate(model, *validation, options.batch_size);
 
     std::vector<Metric> final{{"accuracy", summary.accuracy}, {"loss", summary.loss}};
     nlohmann::json event = {{"event", "epoch"},         {"precision", precision},     {"epoch", epoch + 1},
@@ -301,14 +354,14 @@ TrainResult train(const TrainOptions& options, const TokenDataset& train_data, c
       metadata["data_order"] = "data::epoch_order(train_examples, seed, epoch), batches of batch_size in order";
       metadata["fp8kit_version"] = kVersion;
       std::filesystem::create_directories(options.out);
-      io::save_checkpoint(checkpoint, checkpoint_entries(model, adam), metadata);
+      io::save_checkpoint(checkpoint, state.entries(), metadata);
       result.checkpoint = checkpoint;
     }
     result.epochs.push_back(summary);
   }
 
   if (test) {
-    result.test = evaluate_with(*device, *test, options.batch_size, options.model);
+    result.test = evaluate(model, *test, options.batch_size);
     if (out) {
       fmt::print(out, "Test: accuracy {:.4f} - loss {:.4f} ({} examples)\nAccuracy ({}): {:.2f}%\n",
                  result.test->accuracy, result.test->loss, test->size(), precision, 100.0 * result.test->accuracy);

@@ -7,8 +7,8 @@
 #include "nn/precision.h"
 #include "numerics/recipe.h"
 #include "optim/adam.h"
+#include "runtime/device.h"
 #include "train/metrics_log.h"
-#include "train/step_device.h"
 
 #include <cstdint>
 #include <cstdio>
@@ -34,7 +34,7 @@ struct Evaluation {
   double accuracy = 0;  // fraction with (probability > 0.5) == label
 };
 
-// Evaluates without dropout and with frozen FP8 scales, in batches of batch_size.
+// Evaluates without dropout and with frozen FP8 scales, in batches of batch_size, on the model's device.
 Evaluation evaluate(models::SeedClassifier& model, const TokenDataset& data, int batch_size);
 
 struct TrainOptions {
@@ -54,11 +54,10 @@ struct TrainOptions {
   bool resume = false;       // continue from out's checkpoint for this precision, if there is one
   bool inspect_fp8 = false;  // print the query layer's FP8 state before and after training
   std::FILE* console = stdout;  // progress and reports; nullptr: silent
-  // Where the steps and evaluations run, made once per train() from the host model and optimizer
-  // (which checkpoints save and resume restores, whatever the device). Empty: the CPU.
-  std::function<std::unique_ptr<StepDevice>(models::SeedClassifier&, optim::Adam&)> device;
-  // Test hook, called before each training step with the 0-based global step (CPU device: the model
-  // being trained; other devices: the host copy, synchronised only at epoch ends).
+  // Where the model lives and its steps and evaluations run (checkpoints are the same files either
+  // way). A GPU step is captured once per batch size as a CUDA graph and replayed.
+  Device device = Device::Cpu;
+  // Test hook, called before each training step with the model and the 0-based global step.
   std::function<void(models::SeedClassifier&, int64_t step)> before_step;
 };
 

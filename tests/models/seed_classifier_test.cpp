@@ -6,7 +6,6 @@
 
 #include "base/error.h"
 #include "common/gradient_check.h"
-#include "nn/binary_crossentropy.h"
 #include "nn/init.h"
 #include "optim/adam.h"
 
@@ -35,6 +34,8 @@ std::vector<int32_t> random_tokens(int batch, const SeedClassifierConfig& c, uin
   return t;
 }
 
+std::vector<float> values(const Tensor& t) { return {t.data<float>(), t.data<float>() + t.numel()}; }
+
 TEST(SeedClassifier, HasTheSeedsParametersAndNames) {
   SeedClassifier model({}, 1);
   EXPECT_EQ(model.parameter_count(), 653953);
@@ -59,7 +60,7 @@ TEST(SeedClassifier, InitialisesAsTheSpecSays) {
   SeedClassifier model({}, 2);
   for (const nn::Parameter* p : model.parameters()) {
     float lo = INFINITY, hi = -INFINITY;
-    for (float v : p->value) lo = std::min(lo, v), hi = std::max(hi, v);
+    for (float v : p->value.span<float>()) lo = std::min(lo, v), hi = std::max(hi, v);
     const std::string& n = p->name;
     if (n.ends_with("/embeddings")) {
       EXPECT_GE(lo, -0.05f) << n;
@@ -81,7 +82,7 @@ TEST(SeedClassifier, InitialisesAsTheSpecSays) {
   }
   // Same seed, same weights.
   SeedClassifier again({}, 2);
-  EXPECT_EQ(again.parameters()[5]->value, model.parameters()[5]->value);
+  EXPECT_EQ(values(again.parameters()[5]->value), values(model.parameters()[5]->value));
 }
 
 TEST(SeedClassifier, SummaryLooksLikeKeras) {
@@ -114,9 +115,9 @@ TEST(SeedClassifier, Fp8StateIsKerasLikeAnd24600Values) {
                                       "feedforward_output_dense", "dense", "dense_1"}));
   const auto state = model.fp8_state();
   ASSERT_EQ(state.size(), 48u);
-  size_t values = 0;
-  for (const auto& e : state) values += e.data.size();
-  EXPECT_EQ(values, 24600u);
+  size_t count = 0;
+  for (const auto& e : state) count += e.tensor->numel();
+  EXPECT_EQ(count, 24600u);
   EXPECT_EQ(state[0].name, "transformer_decoder/self_attention/query/inputs_scale");
   EXPECT_EQ(state[1].name, "transformer_decoder/self_attention/query/inputs_amax_history");
   EXPECT_EQ(state[1].shape, (std::vector<int64_t>{1024}));
@@ -150,7 +151,10 @@ TEST(SeedClassifier, EvaluationFreezesFp8State) {
   model.backward(labels);
   auto snapshot = [&] {
     std::vector<float> all;
-    for (const auto& e : model.fp8_state()) all.insert(all.end(), e.data.begin(), e.data.end());
+    for (const auto& e : model.fp8_state()) {
+      const std::vector<float> v = values(*e.tensor);
+      all.insert(all.end(), v.begin(), v.end());
+    }
     return all;
   };
   const auto before = snapshot();
@@ -194,17 +198,18 @@ TEST(SeedClassifier, Fp32GradientsMatchFiniteDifferences) {
   };
   const double h = 3e-4;
   for (nn::Parameter* p : model.parameters()) {
-    const std::vector<float> grad = p->grad;
+    const std::vector<float> grad = values(p->grad);
+    float* value = p->value.data<float>();
     double num = 0, den = 0;
     const size_t stride = std::max<size_t>(1, grad.size() / 16);
     int count = 0;
     for (size_t i = 0; i < grad.size(); i += stride, ++count) {
-      const float saved = p->value[i];
-      p->value[i] = static_cast<float>(saved + h);
+      const float saved = value[i];
+      value[i] = static_cast<float>(saved + h);
       const double plus = loss();
-      p->value[i] = static_cast<float>(saved - h);
+      value[i] = static_cast<float>(saved - h);
       const double minus = loss();
-      p->value[i] = saved;
+      value[i] = saved;
       const double fd = (plus - minus) / (double(static_cast<float>(saved + h)) - static_cast<float>(saved - h));
       num += (fd - grad[i]) * (fd - grad[i]);
       den += double(grad[i]) * grad[i];
@@ -245,7 +250,7 @@ TEST(SeedClassifier, Bf16AndFp8GradientsStayNearFp32) {
     model.forward(tokens, batch, true, 0);
     model.backward(labels);
     std::vector<std::vector<float>> g;
-    for (const nn::Parameter* p : model.parameters()) g.push_back(p->grad);
+    for (const nn::Parameter* p : model.parameters()) g.push_back(values(p->grad));
     return g;
   };
   const auto g32 = grads(Precision::Fp32), g16 = grads(Precision::Bf16), g8 = grads(Precision::Fp8);
@@ -277,14 +282,14 @@ TEST(SeedClassifier, FullSizeStepInEveryPrecision) {
     } else {
       quantize(model, keras);
     }
-    optim::Adam adam(model.parameters());
-    const std::vector<float> before = model.parameters()[20]->value;  // dense_1/kernel
+    optim::Adam adam(model.parameter_set());
+    const std::vector<float> before = values(model.parameters()[20]->value);  // dense_1/kernel
     model.forward(tokens, 4, true, 0);
     const float loss = model.backward(labels);
     EXPECT_TRUE(std::isfinite(loss)) << run;
     EXPECT_NEAR(loss, std::log(2.0f), 0.1f) << run;  // an untrained model is near chance
-    adam.step();
-    EXPECT_NE(model.parameters()[20]->value, before) << run;
+    adam.step(model.context());
+    EXPECT_NE(values(model.parameters()[20]->value), before) << run;
     for (const float p : model.forward(tokens, 4, false, 0)) EXPECT_TRUE(p > 0.0f && p < 1.0f) << run;
   }
 }
@@ -306,28 +311,31 @@ TEST(SeedClassifier, ResumeFromStateViewsIsExact) {
       for (uint64_t step = from; step < to; ++step) {
         model.forward(random_tokens(batch, c, 100 + step), batch, true, step);
         model.backward(labels);
-        adam.step();
+        adam.step(model.context());
       }
     };
     SeedClassifier straight(c, 20), first(c, 20), resumed(c, 20);
     for (SeedClassifier* m : {&straight, &first, &resumed}) quantize(*m, recipe);
-    optim::Adam straight_adam(straight.parameters()), first_adam(first.parameters()), resumed_adam(resumed.parameters());
+    optim::Adam straight_adam(straight.parameter_set()), first_adam(first.parameter_set()),
+        resumed_adam(resumed.parameter_set());
     train(straight, straight_adam, 0, 7);
     train(first, first_adam, 0, 4);
     train(resumed, resumed_adam, 0, 2);  // state that the copy must overwrite entirely
-    auto copy = [](std::vector<nn::StateEntry> from, std::vector<nn::StateEntry> to) {
+    auto copy = [](std::vector<nn::StateTensor> from, std::vector<nn::StateTensor> to) {
       ASSERT_EQ(from.size(), to.size());
       for (size_t i = 0; i < from.size(); ++i) {
         ASSERT_EQ(from[i].name, to[i].name);
-        std::copy(from[i].data.begin(), from[i].data.end(), to[i].data.begin());
+        to[i].tensor->copy_from(*from[i].tensor);
       }
     };
-    for (size_t i = 0; i < first.parameters().size(); ++i) resumed.parameters()[i]->value = first.parameters()[i]->value;
+    for (size_t i = 0; i < first.parameters().size(); ++i)
+      resumed.parameters()[i]->value.copy_from(first.parameters()[i]->value);
     copy(first_adam.state(), resumed_adam.state());
     copy(first.fp8_state(), resumed.fp8_state());
+    resumed.scaling()->restored(resumed.context());
     train(resumed, resumed_adam, 4, 7);
     for (size_t i = 0; i < straight.parameters().size(); ++i)
-      EXPECT_EQ(resumed.parameters()[i]->value, straight.parameters()[i]->value)
+      EXPECT_EQ(values(resumed.parameters()[i]->value), values(straight.parameters()[i]->value))
           << "variant " << variant << " " << straight.parameters()[i]->name;
   }
 }
@@ -345,14 +353,14 @@ TEST(SeedClassifier, StepsDoNotDependOnTheThreadCount) {
       omp_set_num_threads(threads);
       SeedClassifier model(c, 22);
       model.set_precision(precision);
-      optim::Adam adam(model.parameters());
+      optim::Adam adam(model.parameter_set());
       for (uint64_t step = 0; step < 2; ++step) {
         model.forward(tokens, 8, true, step);
         model.backward(labels);
-        adam.step();
+        adam.step(model.context());
       }
-      for (const nn::Parameter* p : model.parameters()) results[threads - 1].push_back(p->value);
-      for (const nn::StateEntry& e : model.fp8_state()) results[threads - 1].emplace_back(e.data.begin(), e.data.end());
+      for (const nn::Parameter* p : model.parameters()) results[threads - 1].push_back(values(p->value));
+      for (const nn::StateTensor& e : model.fp8_state()) results[threads - 1].push_back(values(*e.tensor));
     }
     ASSERT_EQ(results[0].size(), results[1].size());
     for (size_t i = 0; i < results[0].size(); ++i) EXPECT_EQ(results[0][i], results[1][i]) << nn::name(precision) << " " << i;
@@ -365,7 +373,7 @@ void expect_overfits(Precision precision) {
   const auto c = tiny();
   SeedClassifier model(c, 14);
   model.set_precision(precision);
-  optim::Adam adam(model.parameters(), {.learning_rate = 3e-3f});
+  optim::Adam adam(model.parameter_set(), {.learning_rate = 3e-3f});
   const int batch = 16;
   std::mt19937 rng(15);
   auto make_batch = [&](std::vector<int32_t>& tokens, std::vector<float>& labels) {
@@ -385,7 +393,7 @@ void expect_overfits(Precision precision) {
     make_batch(tokens, labels);
     model.forward(tokens, batch, true, step);
     loss = model.backward(labels);
-    adam.step();
+    adam.step(model.context());
   }
   EXPECT_LT(loss, 0.1f) << nn::name(precision);
   make_batch(tokens, labels);

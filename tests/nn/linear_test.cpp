@@ -6,6 +6,9 @@
 #include "common/gradient_check.h"
 #include "numerics/cast.h"
 
+#include <memory>
+#include <optional>
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -19,12 +22,59 @@ using testing::expect_gradient_close;
 using testing::probe;
 using testing::random_vector;
 
-Linear make(int64_t in, int64_t out, Activation act, uint64_t seed) {
-  Linear l("block/dense", in, out, {in, out}, {out}, act);
-  l.kernel.value = random_vector(in * out, seed, -0.5f, 0.5f);
-  l.bias.value = random_vector(out, seed + 1, -0.2f, 0.2f);
-  return l;
-}
+std::vector<float> values(const Tensor& t) { return {t.data<float>(), t.data<float>() + t.numel()}; }
+std::vector<uint8_t> codes(const Tensor& t) { return {t.data<uint8_t>(), t.data<uint8_t>() + t.numel()}; }
+void set(Tensor& t, const std::vector<float>& v) { std::copy(v.begin(), v.end(), t.data<float>()); }
+
+// A Linear on the CPU with its parameters, context and (FP8) scaling table, and the old span API
+// its tests were written against.
+struct Layer {
+  ParameterSet parameters;
+  ops::Context context;
+  std::optional<ops::ScalingTable> scaling;
+  std::unique_ptr<Linear> linear;
+  Tensor x_;
+
+  Layer(int64_t in, int64_t out, Activation act, uint64_t seed) {
+    linear = std::make_unique<Linear>(parameters, "block/dense", in, out, std::vector<int64_t>{in, out},
+                                      std::vector<int64_t>{out}, act);
+    parameters.allocate(Device::Cpu);
+    set(linear->kernel.value, random_vector(in * out, seed, -0.5f, 0.5f));
+    set(linear->bias.value, random_vector(out, seed + 1, -0.2f, 0.2f));
+  }
+  void set_precision(Precision precision, const Fp8Recipe& recipe = {}) {
+    scaling.reset();
+    if (precision == Precision::Fp8) scaling.emplace(recipe);
+    linear->set_precision(precision, scaling ? &*scaling : nullptr);
+    if (scaling) scaling->allocate(Device::Cpu);
+  }
+  std::span<const float> forward(const std::vector<float>& x, int64_t rows, bool training) {
+    x_ = Tensor({rows, linear->in_features()}, DType::F32);
+    set(x_, x);
+    ops::LinearOp* op = &linear->op();
+    ops::linear_prepare_weights(context, {&op, 1}, training);
+    return linear->forward(context, x_, training).span<float>();
+  }
+  // The backward, then the scaling table's update (the model's, once per step).
+  std::span<const float> backward(const std::vector<float>& dy) {
+    Tensor g({x_.dim(0), linear->out_features()}, DType::F32);
+    set(g, dy);
+    const Tensor& dx = linear->backward(context, g);
+    used = {*scaling_inv(0), *scaling_inv(1), *scaling_inv(2)};
+    if (scaling) scaling->update(context);
+    return dx.span<float>();
+  }
+  const float* scaling_inv(int k) {
+    static const float one = 1.0f;
+    return scaling ? scaling->gemm_scale_inv(linear->op().slot + k) : &one;
+  }
+  struct Used {
+    float inputs, kernel, outputs_grad;
+  } used{};
+  std::vector<StateTensor> fp8_state() { return scaling ? scaling->state() : std::vector<StateTensor>{}; }
+  std::span<float> kernel() { return linear->kernel.value.span<float>(); }
+  std::span<float> bias() { return linear->bias.value.span<float>(); }
+};
 
 TEST(Linear, Fp32GradientsMatchFiniteDifferences) {
   for (Activation act : {Activation::None, Activation::Relu}) {
@@ -32,27 +82,28 @@ TEST(Linear, Fp32GradientsMatchFiniteDifferences) {
     // Inputs whose pre-activations keep clear of ReLU's kink (finite differences cross no kink).
     uint64_t seed = 3;
     for (;; seed += 10) {
-      Linear probe_layer = make(in, out, Activation::None, seed);
+      Layer probe_layer(in, out, Activation::None, seed);
       const auto pre = probe_layer.forward(random_vector(rows * in, seed + 1), rows, true);
       if (std::all_of(pre.begin(), pre.end(), [](float v) { return std::abs(v) > 0.02f; })) break;
     }
-    Linear l = make(in, out, act, seed);
+    Layer l(in, out, act, seed);
     auto x = random_vector(rows * in, seed + 1);
     const auto w = random_vector(rows * out, 5);
     l.forward(x, rows, true);
     const auto dx = l.backward(w);
     const std::vector<float> dx_copy(dx.begin(), dx.end());
+    const std::vector<float> dw = values(l.linear->kernel.grad), db = values(l.linear->bias.grad);
     auto loss = [&] { return probe(l.forward(x, rows, true), w); };
     // A small step keeps the ReLU pattern of these inputs unchanged.
     expect_gradient_close(x, dx_copy, loss, 1e-3, 1e-4, 1e-3, "dx");
-    expect_gradient_close(l.kernel.value, l.kernel.grad, loss, 1e-3, 1e-4, 1e-3, "dW");
-    expect_gradient_close(l.bias.value, l.bias.grad, loss, 1e-3, 1e-4, 1e-3, "db");
+    expect_gradient_close(l.kernel(), dw, loss, 1e-3, 1e-4, 1e-3, "dW");
+    expect_gradient_close(l.bias(), db, loss, 1e-3, 1e-4, 1e-3, "db");
   }
 }
 
 TEST(Linear, Bf16RoundsOperandsAndOutputs) {
   const int64_t rows = 6, in = 33, out = 4;
-  Linear l = make(in, out, Activation::None, 7);
+  Layer l(in, out, Activation::None, 7);
   l.set_precision(Precision::Bf16);
   const auto x = random_vector(rows * in, 8);
   const auto y = l.forward(x, rows, true);
@@ -60,8 +111,8 @@ TEST(Linear, Bf16RoundsOperandsAndOutputs) {
     for (int64_t o = 0; o < out; ++o) {
       double acc = 0;
       for (int64_t i = 0; i < in; ++i)
-        acc += double(round_bf16(x[r * in + i])) * round_bf16(l.kernel.value[i * out + o]);
-      const float expected = round_bf16(round_bf16(static_cast<float>(acc)) + round_bf16(l.bias.value[o]));
+        acc += double(round_bf16(x[r * in + i])) * round_bf16(l.kernel()[i * out + o]);
+      const float expected = round_bf16(round_bf16(static_cast<float>(acc)) + round_bf16(l.bias()[o]));
       EXPECT_NEAR(y[r * out + o], expected, std::abs(expected) * 0x1p-8 + 1e-6) << r << "," << o;
       EXPECT_EQ(y[r * out + o], round_bf16(y[r * out + o]));
     }
@@ -85,7 +136,7 @@ TEST(Linear, Fp8MatchesSlowReference) {
   for (ScalingLag lag : {ScalingLag::Te, ScalingLag::Keras}) {
     const bool keras = lag == ScalingLag::Keras;
     const int64_t rows = 11, in = 32, out = 9;
-    Linear l = make(in, out, Activation::Relu, 11);
+    Layer l(in, out, Activation::Relu, 11);
     Fp8Recipe recipe;
     recipe.amax_history_length = 16;
     recipe.lag = lag;
@@ -109,24 +160,19 @@ TEST(Linear, Fp8MatchesSlowReference) {
       const auto dx = l.backward(dy);
 
       const auto xq = quantize_ref(x, sx, Fp8Format::E4M3);
-      const auto wq = quantize_ref(l.kernel.value, sw, Fp8Format::E4M3);
-      ASSERT_EQ(std::vector<uint8_t>(l.quantized_inputs().span<uint8_t>().begin(),
-                                     l.quantized_inputs().span<uint8_t>().end()),
-                xq);
-      ASSERT_EQ(std::vector<uint8_t>(l.quantized_kernel().span<uint8_t>().begin(),
-                                     l.quantized_kernel().span<uint8_t>().end()),
-                wq);
-      EXPECT_EQ(l.used_scale_invs().inputs, sx.scale_inv()) << "step " << step;
-      EXPECT_EQ(l.used_scale_invs().kernel, sw.scale_inv()) << "step " << step;
-      EXPECT_EQ(l.used_scale_invs().outputs_grad, sg.scale_inv()) << "step " << step;
+      const auto wq = quantize_ref(l.kernel(), sw, Fp8Format::E4M3);
+      // The CPU op keeps each operand's codes in its *_t tensor and their exact values beside them.
+      ASSERT_EQ(codes(l.linear->op().xc_t), xq);
+      ASSERT_EQ(codes(l.linear->op().wc_t), wq);
+      EXPECT_EQ(l.used.inputs, sx.scale_inv()) << "step " << step;
+      EXPECT_EQ(l.used.kernel, sw.scale_inv()) << "step " << step;
+      EXPECT_EQ(l.used.outputs_grad, sg.scale_inv()) << "step " << step;
 
       // Masked dy (ReLU of the output), then its E5M2 codes.
       std::vector<float> g(rows * out);
       for (int64_t i = 0; i < rows * out; ++i) g[i] = y_copy[i] > 0 ? dy[i] : 0.0f;
       const auto gq = quantize_ref(g, sg, Fp8Format::E5M2);
-      ASSERT_EQ(std::vector<uint8_t>(l.quantized_outputs_grad().span<uint8_t>().begin(),
-                                     l.quantized_outputs_grad().span<uint8_t>().end()),
-                gq);
+      ASSERT_EQ(codes(l.linear->op().gc_t), gq);
 
       auto X = [&](int64_t r, int64_t i) { return double(decode_fp8(xq[r * in + i], Fp8Format::E4M3)); };
       auto W = [&](int64_t i, int64_t o) { return double(decode_fp8(wq[i * out + o], Fp8Format::E4M3)); };
@@ -136,7 +182,7 @@ TEST(Linear, Fp8MatchesSlowReference) {
         for (int64_t o = 0; o < out; ++o) {
           double acc = 0;
           for (int64_t i = 0; i < in; ++i) acc += X(r, i) * W(i, o);
-          const float pre = round_bf16(round_bf16(static_cast<float>(acc * sxi * swi)) + round_bf16(l.bias.value[o]));
+          const float pre = round_bf16(round_bf16(static_cast<float>(acc * sxi * swi)) + round_bf16(l.bias()[o]));
           const float expected = std::max(pre, 0.0f);
           EXPECT_NEAR(y_copy[r * out + o], expected, std::abs(expected) * 0x1p-7 + 1e-6) << "y " << r << "," << o;
         }
@@ -150,13 +196,13 @@ TEST(Linear, Fp8MatchesSlowReference) {
         for (int64_t o = 0; o < out; ++o) {
           double acc = 0, mag = 0;
           for (int64_t r = 0; r < rows; ++r) acc += X(r, i) * G(r, o), mag += std::abs(X(r, i) * G(r, o));
-          EXPECT_NEAR(l.kernel.grad[i * out + o], acc * sxi * sgi, mag * sxi * sgi * 1e-6 + 1e-30)
+          EXPECT_NEAR(l.linear->kernel.grad.data<float>()[i * out + o], acc * sxi * sgi, mag * sxi * sgi * 1e-6 + 1e-30)
               << "dW " << i << "," << o;
         }
       for (int64_t o = 0; o < out; ++o) {  // bias gradient from the unquantized, masked dy
         double acc = 0;
         for (int64_t r = 0; r < rows; ++r) acc += g[r * out + o];
-        EXPECT_NEAR(l.bias.grad[o], acc, 1e-9);
+        EXPECT_NEAR(l.linear->bias.grad.data<float>()[o], acc, 1e-9);
       }
       auto amax = [](std::span<const float> v) {
         float a = 0;
@@ -164,9 +210,9 @@ TEST(Linear, Fp8MatchesSlowReference) {
         return a;
       };
       amax_x.push_back(amax(x));
-      amax_w.push_back(amax(l.kernel.value));
+      amax_w.push_back(amax(l.kernel()));
       amax_g.push_back(amax(g));
-      l.kernel.value[step] += 0.25f;  // the weights move between steps
+      l.kernel()[step] += 0.25f;  // the weights move between steps
     }
   }
 }
@@ -195,7 +241,7 @@ TEST(Linear, Fp8LagDecidesWhichAmaxEachStepUses) {
   };
   for (const LagCase& c : cases) {
     const int64_t rows = 4, in = 8, out = 3;
-    Linear l = make(in, out, Activation::None, 40);
+    Layer l(in, out, Activation::None, 40);
     Fp8Recipe recipe;
     recipe.mode = c.mode;
     recipe.lag = c.lag;
@@ -205,30 +251,30 @@ TEST(Linear, Fp8LagDecidesWhichAmaxEachStepUses) {
       const auto x = with_amax(rows * in, amaxes[step], 50 + step);
       l.forward(x, rows, true);
       l.backward(random_vector(rows * out, 60 + step));
-      EXPECT_EQ(l.used_scale_invs().inputs, c.scale_invs[step])
+      EXPECT_EQ(l.used.inputs, c.scale_invs[step])
           << "lag " << int(c.lag) << " mode " << int(c.mode) << " step " << step;
       // Evaluation in between uses the next step's scale and changes no state.
       std::vector<std::vector<float>> before;
-      for (const StateEntry& e : l.fp8_state()) before.emplace_back(e.data.begin(), e.data.end());
+      for (const StateTensor& e : l.fp8_state()) before.push_back(values(*e.tensor));
       l.forward(with_amax(rows * in, 100.0f, 70 + step), rows, false);
       if (step < 3 && c.mode == ScalingMode::Delayed) {
-        EXPECT_EQ(l.used_scale_invs().inputs, c.scale_invs[step + 1]) << "eval after step " << step;
+        EXPECT_EQ(*l.scaling_inv(0), c.scale_invs[step + 1]) << "eval after step " << step;
       }
       size_t k = 0;
-      for (const StateEntry& e : l.fp8_state())
-        EXPECT_EQ(std::vector<float>(e.data.begin(), e.data.end()), before[k++]) << e.name;
+      for (const StateTensor& e : l.fp8_state()) EXPECT_EQ(values(*e.tensor), before[k++]) << e.name;
     }
     // The history holds the amaxes, newest first.
     const auto state = l.fp8_state();
     ASSERT_EQ(state[1].name, "block/dense/inputs_amax_history");
-    EXPECT_EQ(state[1].data[0], 1.0f);
-    EXPECT_EQ(state[1].data[1], 0.5f);
-    EXPECT_EQ(state[1].data[3], 2.0f);
+    const std::vector<float> history = values(*state[1].tensor);
+    EXPECT_EQ(history[0], 1.0f);
+    EXPECT_EQ(history[1], 0.5f);
+    EXPECT_EQ(history[3], 2.0f);
   }
 }
 
 TEST(Linear, Fp8StateNamesAndSizes) {
-  Linear l = make(4, 2, Activation::None, 1);
+  Layer l(4, 2, Activation::None, 1);
   EXPECT_TRUE(l.fp8_state().empty());
   l.set_precision(Precision::Fp8);
   const auto s = l.fp8_state();
@@ -237,8 +283,8 @@ TEST(Linear, Fp8StateNamesAndSizes) {
                          "kernel_amax_history", "outputs_grad_scale",  "outputs_grad_amax_history"};
   for (size_t i = 0; i < 6; ++i) {
     EXPECT_EQ(s[i].name, std::string("block/dense/") + names[i]);
-    EXPECT_EQ(s[i].data.size(), i % 2 ? 1024u : 1u);
-    EXPECT_EQ(s[i].data[0], i % 2 ? 0.0f : 1.0f);
+    EXPECT_EQ(s[i].tensor->numel(), i % 2 ? 1024 : 1);
+    EXPECT_EQ(values(*s[i].tensor)[0], i % 2 ? 0.0f : 1.0f);
   }
 }
 
@@ -248,7 +294,7 @@ TEST(Linear, Fp8StateNamesAndSizes) {
 // 10% for dx and dW and an exact bias gradient.
 TEST(Linear, Fp8GradientsStayCloseToFp32) {
   const int64_t rows = 64, in = 32, out = 32;
-  Linear f32 = make(in, out, Activation::None, 90), f8 = make(in, out, Activation::None, 90);
+  Layer f32(in, out, Activation::None, 90), f8(in, out, Activation::None, 90);
   Fp8Recipe recipe;
   recipe.amax_history_length = 4;
   f8.set_precision(Precision::Fp8, recipe);
@@ -256,7 +302,8 @@ TEST(Linear, Fp8GradientsStayCloseToFp32) {
     const auto x = random_vector(rows * in, 91 + step, -2, 2);
     const auto dy = random_vector(rows * out, 95 + step, -1e-4f, 1e-4f);
     f32.forward(x, rows, true);
-    const auto dx32 = f32.backward(dy);
+    const auto dx32_span = f32.backward(dy);
+    const std::vector<float> dx32(dx32_span.begin(), dx32_span.end());
     f8.forward(x, rows, true);
     const auto dx8 = f8.backward(dy);
     if (step == 0) continue;  // scales of 1.0 flush these small gradients in E5M2
@@ -266,8 +313,8 @@ TEST(Linear, Fp8GradientsStayCloseToFp32) {
       return std::sqrt(num / den);
     };
     EXPECT_LT(rel(dx32, dx8), 0.1) << step;
-    EXPECT_LT(rel(f32.kernel.grad, f8.kernel.grad), 0.1) << step;
-    EXPECT_LT(rel(f32.bias.grad, f8.bias.grad), 1e-6) << step;
+    EXPECT_LT(rel(f32.linear->kernel.grad.span<float>(), f8.linear->kernel.grad.span<float>()), 0.1) << step;
+    EXPECT_LT(rel(f32.linear->bias.grad.span<float>(), f8.linear->bias.grad.span<float>()), 1e-6) << step;
   }
 }
 

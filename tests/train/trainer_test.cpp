@@ -118,7 +118,7 @@ TEST_F(TrainerTest, NanLossStopsWithTheStepAndKeepsTheLastGoodCheckpoint) {
   TrainOptions o = options(nn::Precision::Bf16, 3, "nan");
   o.before_step = [](models::SeedClassifier& model, int64_t step) {
     if (step == 8) {  // epoch 2, step 3
-      for (nn::Parameter* p : model.parameters()) std::fill(p->value.begin(), p->value.end(), NAN);
+      for (nn::Parameter* p : model.parameters()) std::ranges::fill(p->value.span<float>(), NAN);
     }
   };
   const std::string checkpoint = checkpoint_path(o.out, o.precision).string();
@@ -129,7 +129,7 @@ TEST_F(TrainerTest, NanLossStopsWithTheStepAndKeepsTheLastGoodCheckpoint) {
 
   TrainOptions early = options(nn::Precision::Bf16, 1, "early");
   early.before_step = [](models::SeedClassifier& model, int64_t step) {
-    if (step == 2) model.parameters()[0]->value.assign(model.parameters()[0]->value.size(), NAN);
+    if (step == 2) std::ranges::fill(model.parameters()[0]->value.span<float>(), NAN);
   };
   EXPECT_THAT(train_error(early), HasSubstr("at epoch 1 step 3 (bf16 precision); no checkpoint was written yet"));
   EXPECT_FALSE(std::filesystem::exists(checkpoint_path(early.out, early.precision)));

@@ -41,7 +41,7 @@ void linear_outputs(std::span<const LinearOutput> outputs, bool bf16, cudaStream
 
 // The bias gradient of a Linear from its output gradient dy [rows, cols]: g = gradient(dy) (the
 // backward of its ReLU and of the dropout after it, linear_epilogue.h); bias_grad [cols] = sum of g
-// over rows, float32, added in exactly `order` (nn::Linear::kBiasGradientOrder: bit-identical to the
+// over rows, float32, added in exactly `order` (ops::LinearOp::kBiasGradientOrder: bit-identical to the
 // CPU, the same bits every run). g [rows, cols] is also written when set (it may alias dy).
 struct BiasBackward {
   const float* dy = nullptr;

@@ -1,6 +1,6 @@
 // GPU element-wise kernels of the training step against plain loops and the CPU ops they fuse
-// (nn::Linear's bias/ReLU rules, ops::dropout_forward/backward, residual sums), and the bias gradient
-// against nn::Linear::backward bit for bit (the GPU adds in its order).
+// (the Linear op's bias/ReLU rules, ops::dropout_forward/backward, residual sums), and the bias
+// gradient against the CPU Linear op's backward bit for bit (the GPU adds in its order).
 #include "ops/cuda/elementwise.h"
 
 #include <gtest/gtest.h>
@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "base/error.h"
-#include "nn/linear.h"
+#include "ops/linear.h"
 #include "numerics/cast.h"
 #include "ops/cuda/gpu_test.h"
 #include "ops/dropout.h"
@@ -21,9 +21,9 @@
 namespace fp8kit::cuda {
 namespace {
 
-constexpr ops::PieceOrder kOrder = nn::Linear::kBiasGradientOrder;
+constexpr ops::PieceOrder kOrder = ops::LinearOp::kBiasGradientOrder;
 
-// The CPU model's ops one after the other (ops/cpu): nn::Linear's bias + ReLU, dropout, residual add.
+// The CPU model's ops one after the other (ops/cpu): the Linear op's bias + ReLU, dropout, residual add.
 std::vector<float> cpu_linear_output(const std::vector<float>& y0, const std::vector<float>& bias, int64_t cols,
                                      bool relu, bool bf16, std::vector<float>& y) {
   y.resize(y0.size());
@@ -128,23 +128,37 @@ TEST(CudaElementwise, BiasBackwardMasksReluAndDropout) {
   }
 }
 
-// nn::Linear::backward's bias gradient (the CPU's order), from its own forward output y; twice, for
-// the same bits; in place (g aliasing dy) as the seed model calls it.
+// The CPU Linear op's bias gradient (its order), from its own forward output y; twice, for the same
+// bits; in place (g aliasing dy).
 TEST(CudaElementwise, BiasGradientIsTheCpuLayersBitForBit) {
   FP8KIT_REQUIRE_GPU();
   constexpr int64_t kIn = 3;
   for (const auto& [rows, cols] :
        std::vector<std::pair<int64_t, int64_t>>{{6400, 32}, {32, 1}, {5, 33}, {1537, 70}, {512, 32}, {513, 32}}) {
     for (bool relu : {false, true}) {
-      nn::Linear layer("d", kIn, cols, {kIn, cols}, {cols}, relu ? nn::Activation::Relu : nn::Activation::None);
-      layer.kernel.value = testing::random_normal(kIn * cols, 1);
-      layer.bias.value = testing::random_normal(cols, 2);
+      auto host = [](const std::vector<float>& v, std::vector<int64_t> shape) {
+        Tensor t(std::move(shape), DType::F32);
+        std::copy(v.begin(), v.end(), t.data<float>());
+        return t;
+      };
+      Tensor w = host(testing::random_normal(kIn * cols, 1), {kIn * cols}), b = host(testing::random_normal(cols, 2), {cols});
+      Tensor dw({kIn * cols}, DType::F32), bias_grad({cols}, DType::F32);
+      ops::LinearOp layer;
+      layer.in = kIn;
+      layer.out = cols;
+      layer.relu = relu;
+      layer.w = &w, layer.b = &b, layer.dw = &dw, layer.db = &bias_grad;
       const std::vector<float> x = testing::random_normal(rows * kIn, 3), dy = testing::random_normal(rows * cols, 4);
-      const auto y = layer.forward(x, rows, true);
+      const Tensor xt = host(x, {rows, kIn}), dyt = host(dy, {rows, cols});
+      ops::Context cpu;
+      ops::linear_forward(cpu, layer, xt, true);
+      const std::vector<float> y(layer.y.data<float>(), layer.y.data<float>() + layer.y.numel());
       DeviceBuffer<float> d_y(y.size()), d_dy(dy.size()), d_db(cols),
           workspace(bias_backward_workspace(rows, cols, kOrder));
       d_y.upload(y);
-      layer.backward(dy);
+      const ops::LinearGradient gradient{&layer, &dyt};
+      ops::linear_backward(cpu, {&gradient, 1});
+      const std::vector<float> want(bias_grad.data<float>(), bias_grad.data<float>() + cols);
       std::vector<float> first;
       for (int run = 0; run < 2; ++run) {
         d_dy.upload(dy);
@@ -152,7 +166,7 @@ TEST(CudaElementwise, BiasGradientIsTheCpuLayersBitForBit) {
         const BiasBackward t{d_dy.data(), {relu, d_y.data()}, d_dy.data(), d_db.data()};
         bias_backward({&t, 1}, rows, cols, kOrder, workspace.data(), nullptr);
         const std::vector<float> db = d_db.to_host();
-        EXPECT_EQ(testing::max_ulp_difference(db, layer.bias.grad), 0) << rows << "x" << cols << " relu " << relu;
+        EXPECT_EQ(testing::max_ulp_difference(db, want), 0) << rows << "x" << cols << " relu " << relu;
         if (run == 0) {
           first = db;
         } else {

@@ -1,0 +1,352 @@
+// The Linear op on the GPU. GEMM operands are laid out K-major for cuBLASLt: FP8 operands come from
+// quantize_fp8 with their transposed copies, bf16 ones from float_to_bf16_transposed (copy + transposed
+// copy in one pass), fp32 ones from transposes. The steps of a narrow model are launch-bound, so
+// kernels are fused where the CPU's rounding points allow: an FP8 Linear's input (or output
+// gradient) is quantized and multiplied in one launch (cuda::quantize_fp8_gemm) where its shape fits;
+// the bias + ReLU runs with the dropout and residual sum after it (cuda::linear_outputs); the
+// backward of the ReLU and of the dropout runs inside the cast or quantization of the output
+// gradient. Weight gradients (wgrad GEMMs, bias sums) go to Lane::Side (or their dgrad's lane), so
+// the main lane holds only what the next layer's gradient waits for.
+#include "ops/cuda/linear.h"
+
+#include "base/error.h"
+#include "ops/cuda/context.h"
+#include "ops/cuda/convert.h"
+#include "ops/cuda/elementwise.h"
+#include "ops/cuda/gemm.h"
+#include "ops/cuda/quantize.h"
+#include "ops/cuda/small_fp8_gemm.h"
+#include "runtime/cuda/check.h"
+
+#include <algorithm>
+#include <vector>
+
+namespace fp8kit::ops {
+
+namespace {
+
+bool fp8(const LinearOp& l) { return l.precision == LinearPrecision::Fp8; }
+bool bf16_rounding(const LinearOp& l) { return l.precision != LinearPrecision::Fp32; }
+
+// Sizes t as [rows, cols] of `dtype` on the GPU (a no-op once sized: steps allocate nothing).
+void sized(Tensor& t, int64_t rows, int64_t cols, DType dtype) {
+  if (t.dtype() != dtype || t.device() != Device::Cuda) t = Tensor({rows, cols}, dtype, Device::Cuda);
+  t.resize({rows, cols});
+}
+
+float* f32(Tensor& t) { return t.device_data<float>(); }
+const float* f32(const Tensor& t) { return t.device_data<float>(); }
+uint8_t* u8(Tensor& t) { return t.numel() == 0 ? nullptr : t.device_data<uint8_t>(); }
+uint16_t* b16(Tensor& t) { return t.numel() == 0 ? nullptr : t.device_data<uint16_t>(); }
+
+// The FP8 cast of x [rows, cols] with slot `s`'s scale; the amax recorded when training with delayed
+// scaling (current scaling records it in its own pass first).
+cuda::QuantizeArgs quantize_args(ScalingTable& t, int s, const float* x, int64_t rows, int64_t cols, uint8_t* q,
+                                 uint8_t* q_t, bool training) {
+  cuda::QuantizeArgs a;
+  a.x = x;
+  a.x_type = DType::F32;
+  a.rows = rows;
+  a.cols = cols;
+  a.format = t.format(s);
+  a.scale = t.cast_scale(s, training);
+  a.divide = t.divide();
+  a.q = q;
+  a.q_t = q_t;
+  a.amax = training && !t.current() ? t.amax_slot(s, true) : nullptr;
+  return a;
+}
+
+// Current scaling, before `args` (of slots `slots`) are cast: their amaxes (a pass without outputs),
+// then their scales and the GEMMs' scale_invs, on the current lane.
+void current_scales(Context& c, ScalingTable& t, std::vector<cuda::QuantizeArgs> args, const std::vector<int>& slots,
+                    bool training) {
+  for (size_t k = 0; k < args.size(); ++k) {
+    args[k].q = nullptr;
+    args[k].q_t = nullptr;
+    args[k].amax = t.amax_slot(slots[k], training);
+  }
+  cuda::quantize_fp8_batch(args, stream(c));
+  t.current_scales(c, slots, training);
+}
+
+void gemm(Context& c, int64_t m, int64_t n, int64_t k, const void* a, DType at, const void* b, DType bt, float* y,
+          const float* a_scale_inv = nullptr, const float* b_scale_inv = nullptr, bool fast = false) {
+  cuda::GemmArgs g;
+  g.m = m;
+  g.n = n;
+  g.k = k;
+  g.a = a;
+  g.a_type = at;
+  g.b = b;
+  g.b_type = bt;
+  g.y = y;
+  g.y_type = DType::F32;
+  g.a_scale_inv = a_scale_inv;
+  g.b_scale_inv = b_scale_inv;
+  g.fast_accumulation = fast;
+  ops::gemm(c).gemm(g, stream(c));
+}
+
+// An FP8 GEMM; shapes that cuBLASLt would pad (n or k not a multiple of 16: a one-output Linear) run
+// small_fp8_gemm instead, one launch instead of the padded copies.
+void fp8_gemm(Context& c, int64_t m, int64_t n, int64_t k, const uint8_t* a, Fp8Format af, const uint8_t* b,
+              Fp8Format bf, float* y, const float* a_scale_inv, const float* b_scale_inv, bool fast) {
+  if (n % 16 != 0 || k % 16 != 0) {
+    cuda::small_fp8_gemm(m, n, k, a, af, b, bf, a_scale_inv, b_scale_inv, y, stream(c));
+    return;
+  }
+  gemm(c, m, n, k, a, dtype_of(af), b, dtype_of(bf), y, a_scale_inv, b_scale_inv, fast);
+}
+
+cuda::EpilogueGradient gradient_of(Context& c, const LinearGradient& lg) {
+  const LinearOp& l = *lg.linear;
+  return {l.relu, l.y.device_data<float>(), dropout_site(c, lg.dropout), bf16_rounding(l)};
+}
+
+}  // namespace
+
+void cuda_linear_prepare_weights(Context& c, std::span<LinearOp* const> linears, bool training) {
+  if (linears.empty()) return;
+  switch (linears[0]->precision) {
+    case LinearPrecision::Fp32: {  // the transposes for fprop (w_t)
+      std::vector<cuda::Transpose> transposes;
+      for (LinearOp* l : linears) {
+        sized(l->wc_t, l->out, l->in, DType::F32);
+        transposes.push_back({f32(*l->w), l->in, l->out, f32(l->wc_t)});
+      }
+      cuda::transpose(transposes, stream(c));
+      break;
+    }
+    case LinearPrecision::Bf16: {  // bf16 copies: [in, out] for dgrad (when training), [out, in] for fprop
+      std::vector<cuda::Bf16Cast> casts;
+      for (LinearOp* l : linears) {
+        sized(l->wc, l->in, l->out, DType::Bf16);
+        sized(l->wc_t, l->out, l->in, DType::Bf16);
+        casts.push_back({f32(*l->w), l->in, l->out, training ? b16(l->wc) : nullptr, b16(l->wc_t)});
+      }
+      cuda::float_to_bf16_transposed(casts, stream(c));
+      break;
+    }
+    case LinearPrecision::Fp8: {
+      std::vector<cuda::QuantizeArgs> args;
+      std::vector<int> slots;
+      ScalingTable& t = *linears[0]->scaling;
+      for (LinearOp* l : linears) {
+        FP8KIT_CHECK(l->scaling == &t, "linear: Linears prepared together share one scaling table");
+        const DType format = dtype_of(t.format(l->slot + 1));
+        sized(l->wc, l->in, l->out, format);
+        sized(l->wc_t, l->out, l->in, format);
+        args.push_back(quantize_args(t, l->slot + 1, f32(*l->w), l->in, l->out, u8(l->wc), u8(l->wc_t), training));
+        slots.push_back(l->slot + 1);
+      }
+      if (t.current()) current_scales(c, t, args, slots, training);
+      cuda::quantize_fp8_batch(args, stream(c));
+      break;
+    }
+  }
+}
+
+void cuda_linear_forward(Context& c, LinearOp& l, const Tensor& x, bool training, const LinearOutput& next) {
+  const int64_t M = l.rows, N = l.out, K = l.in;
+  sized(l.y, M, N, DType::F32);
+  const float* xp = f32(x);
+  switch (l.precision) {
+    case LinearPrecision::Fp32:
+      gemm(c, M, N, K, xp, DType::F32, l.wc_t.device_data<float>(), DType::F32, f32(l.y));
+      break;
+    case LinearPrecision::Bf16: {
+      // The input's bf16 copy for fprop and, when training, its transposed copy for wgrad (or the
+      // copies of the Linear that shares this input).
+      LinearOp& owner = l.input_of != nullptr ? *l.input_of : l;
+      if (l.input_of == nullptr) {
+        sized(l.xc, M, K, DType::Bf16);
+        sized(l.xc_t, K, M, DType::Bf16);
+        const cuda::Bf16Cast cast{xp, M, K, b16(l.xc), training ? b16(l.xc_t) : nullptr};
+        cuda::float_to_bf16_transposed({&cast, 1}, stream(c));
+      } else {
+        FP8KIT_CHECK(owner.x == &x, "linear: a Linear sharing another's input cast must see the same input");
+      }
+      gemm(c, M, N, K, b16(owner.xc), DType::Bf16, b16(l.wc_t), DType::Bf16, f32(l.y));
+      break;
+    }
+    case LinearPrecision::Fp8: {
+      ScalingTable& t = *l.scaling;
+      const Fp8Format f = t.format(l.slot);
+      sized(l.xc, M, K, dtype_of(f));
+      sized(l.xc_t, K, M, dtype_of(f));
+      cuda::QuantizeArgs args = quantize_args(t, l.slot, xp, M, K, u8(l.xc), u8(l.xc_t), training);
+      if (t.current()) current_scales(c, t, {args}, {l.slot}, training);
+      if (cuda::quantize_fp8_gemm_fits(K, N)) {  // the quantization and the GEMM in one launch
+        args.q = nullptr;  // only the transposed codes (wgrad's) are read after it
+        cuda::quantize_fp8_gemm(args, u8(l.wc_t), t.format(l.slot + 1), N, t.gemm_scale_inv(l.slot),
+                                t.gemm_scale_inv(l.slot + 1), f32(l.y), stream(c));
+        break;
+      }
+      cuda::quantize_fp8(args, stream(c));
+      fp8_gemm(c, M, N, K, u8(l.xc), f, u8(l.wc_t), t.format(l.slot + 1), f32(l.y), t.gemm_scale_inv(l.slot),
+               t.gemm_scale_inv(l.slot + 1), true);
+      break;
+    }
+  }
+  // The bias and activation in place, then the dropout and residual sum that follow, in one pass.
+  const cuda::LinearOutput o{f32(l.y),
+                             f32(*l.b),
+                             M,
+                             N,
+                             l.relu,
+                             dropout_site(c, next.dropout),
+                             next.residual != nullptr ? f32(*next.residual) : nullptr,
+                             next.out != nullptr ? f32(*next.out) : nullptr};
+  cuda::linear_outputs({&o, 1}, bf16_rounding(l), stream(c));
+}
+
+void cuda_linear_backward(Context& c, std::span<const LinearGradient> group) {
+  LinearOp& first = *group[0].linear;
+  const int64_t M = first.rows, N = first.out, K = first.in;
+  const LinearPrecision precision = first.precision;
+  const bool lanes = std::any_of(group.begin(), group.end(), [](const LinearGradient& g) { return g.lane != Lane::Main; });
+  // A wgrad GEMM runs on its dgrad's lane (after it), or on the side lane when that is Main.
+  auto wgrad_lane = [](Lane dgrad) { return dgrad == Lane::Main ? Lane::Side : dgrad; };
+  auto fork_lanes = [&] {
+    for (const LinearGradient& g : group)
+      if (g.lane != Lane::Main) c.fork(g.lane);
+  };
+  std::vector<cuda::BiasBackward> bias;
+  for (const LinearGradient& g : group) {
+    LinearOp& l = *g.linear;
+    sized(l.dx, M, K, DType::F32);
+    bias.push_back({f32(*g.dy), gradient_of(c, g), nullptr, f32(*l.db)});
+  }
+  const int64_t bias_floats = cuda::bias_backward_workspace(M, N, LinearOp::kBiasGradientOrder,
+                                                            static_cast<int64_t>(group.size()));
+  switch (precision) {
+    case LinearPrecision::Fp32: {
+      // g (the backward of the ReLU and dropout) on Main, with the bias gradients; the operands'
+      // transposes and the wgrads on the side.
+      for (size_t t = 0; t < group.size(); ++t) {
+        LinearOp& l = *group[t].linear;
+        sized(l.g, M, N, DType::F32);
+        bias[t].g = f32(l.g);
+      }
+      cuda::bias_backward(bias, M, N, LinearOp::kBiasGradientOrder,
+                          static_cast<float*>(c.scratch(bias_floats * sizeof(float))), stream(c));
+      c.fork(Lane::Side);
+      {
+        const Context::OnLane side(c, Lane::Side);
+        std::vector<cuda::Transpose> transposes;
+        for (const LinearGradient& g : group) {
+          LinearOp& l = *g.linear;
+          sized(l.xc_t, K, M, DType::F32);
+          sized(l.gc_t, N, M, DType::F32);
+          transposes.push_back({f32(*l.x), M, K, f32(l.xc_t)});
+          transposes.push_back({f32(l.g), M, N, f32(l.gc_t)});
+        }
+        cuda::transpose(transposes, stream(c));
+      }
+      if (lanes) fork_lanes();
+      for (const LinearGradient& g : group) {
+        LinearOp& l = *g.linear;
+        {
+          const Context::OnLane lane(c, g.lane);
+          gemm(c, M, K, N, f32(l.g), DType::F32, f32(*l.w), DType::F32, f32(l.dx));  // dx = g W^T
+        }
+        c.join(g.lane);
+        const Context::OnLane side(c, Lane::Side);  // dW = x^T g (operands transposed on the side)
+        gemm(c, K, N, M, f32(l.xc_t), DType::F32, f32(l.gc_t), DType::F32, f32(*l.dw));
+      }
+      return;
+    }
+    case LinearPrecision::Bf16: {
+      // wc and the input's xc_t come from the forward.
+      std::vector<cuda::Bf16Cast> casts;
+      for (size_t t = 0; t < group.size(); ++t) {
+        LinearOp& l = *group[t].linear;
+        sized(l.gc, M, N, DType::Bf16);
+        sized(l.gc_t, N, M, DType::Bf16);
+        casts.push_back({f32(*group[t].dy), M, N, b16(l.gc), b16(l.gc_t), {}, bias[t].gradient});
+      }
+      cuda::float_to_bf16_transposed(casts, stream(c));
+      c.fork(Lane::Side);
+      if (lanes) fork_lanes();
+      {
+        const Context::OnLane side(c, Lane::Side);
+        cuda::bias_backward(bias, M, N, LinearOp::kBiasGradientOrder,
+                            static_cast<float*>(c.scratch(bias_floats * sizeof(float))), stream(c));
+      }
+      for (const LinearGradient& g : group) {
+        LinearOp& l = *g.linear;
+        {
+          const Context::OnLane lane(c, g.lane);
+          gemm(c, M, K, N, b16(l.gc), DType::Bf16, b16(l.wc), DType::Bf16, f32(l.dx));
+        }
+        c.join(g.lane);
+        LinearOp& in = l.input_of != nullptr ? *l.input_of : l;
+        const Context::OnLane lane(c, wgrad_lane(g.lane));
+        gemm(c, K, N, M, b16(in.xc_t), DType::Bf16, b16(l.gc_t), DType::Bf16, f32(*l.dw));
+      }
+      return;
+    }
+    case LinearPrecision::Fp8: {
+      ScalingTable& t = *first.scaling;
+      const Fp8Format fb = t.format(first.slot + 2), ff = t.format(first.slot + 1);
+      std::vector<cuda::QuantizeArgs> args;
+      std::vector<int> slots;
+      for (size_t k = 0; k < group.size(); ++k) {
+        LinearOp& l = *group[k].linear;
+        sized(l.gc, M, N, dtype_of(fb));
+        sized(l.gc_t, N, M, dtype_of(fb));
+        args.push_back(quantize_args(t, l.slot + 2, f32(*group[k].dy), M, N, u8(l.gc), u8(l.gc_t), true));
+        args.back().gradient = bias[k].gradient;
+        slots.push_back(l.slot + 2);
+      }
+      // Each Linear's gradient quantization and dgrad GEMM in one launch on its lane when the shape
+      // fits (its MMAs accumulate in fp32 registers, as the split accumulator that dgrad asks for);
+      // else the quantizations in one launch, then the GEMMs.
+      const bool fused = cuda::quantize_fp8_gemm_fits(N, K);
+      if (fused) {
+        if (lanes) fork_lanes();
+        for (size_t k = 0; k < group.size(); ++k) {
+          LinearOp& l = *group[k].linear;
+          {
+            const Context::OnLane lane(c, group[k].lane);
+            if (t.current()) current_scales(c, t, {args[k]}, {slots[k]}, true);
+            args[k].q = nullptr;  // only the transposed codes (wgrad's) are read after it
+            cuda::quantize_fp8_gemm(args[k], u8(l.wc), ff, K, t.gemm_scale_inv(l.slot + 2),
+                                    t.gemm_scale_inv(l.slot + 1), f32(l.dx), stream(c));
+          }
+          c.join(group[k].lane);
+        }
+        c.fork(Lane::Side);
+      } else {
+        if (t.current()) current_scales(c, t, args, slots, true);
+        cuda::quantize_fp8_batch(args, stream(c));
+        c.fork(Lane::Side);
+        if (lanes) fork_lanes();
+      }
+      {
+        const Context::OnLane side(c, Lane::Side);
+        cuda::bias_backward(bias, M, N, LinearOp::kBiasGradientOrder,
+                            static_cast<float*>(c.scratch(bias_floats * sizeof(float))), stream(c));
+      }
+      for (const LinearGradient& g : group) {
+        LinearOp& l = *g.linear;
+        const int s = l.slot;
+        if (!fused) {
+          {
+            const Context::OnLane lane(c, g.lane);
+            fp8_gemm(c, M, K, N, u8(l.gc), fb, u8(l.wc), ff, f32(l.dx), t.gemm_scale_inv(s + 2),
+                     t.gemm_scale_inv(s + 1), false);
+          }
+          c.join(g.lane);
+        }
+        const Context::OnLane lane(c, wgrad_lane(g.lane));
+        fp8_gemm(c, K, N, M, u8(l.xc_t), t.format(s), u8(l.gc_t), fb, f32(*l.dw), t.gemm_scale_inv(s),
+                 t.gemm_scale_inv(s + 2), false);
+      }
+      return;
+    }
+  }
+}
+
+}  // namespace fp8kit::ops

@@ -1,0 +1,239 @@
+// The Linear op: argument checks, the CPU implementation (the reference, each step exact), and the
+// dispatch to the CUDA one (ops/cuda/linear.h).
+#include "ops/linear.h"
+
+#include "base/error.h"
+#include "numerics/cast.h"
+#include "numerics/convert.h"
+#include "ops/gemm.h"
+#include "ops/tensor_checks.h"
+
+#include <algorithm>
+
+#if FP8KIT_HAVE_CUDA
+#include "ops/cuda/linear.h"
+#endif
+
+namespace fp8kit::ops {
+
+namespace {
+
+Fp8Format forward_format(const LinearOp& l) { return l.scaling->recipe().forward_format; }
+Fp8Format backward_format(const LinearOp& l) { return l.scaling->recipe().backward_format; }
+
+void check_linear(const Context& c, const LinearOp& l) {
+  FP8KIT_CHECK(l.in > 0 && l.out > 0 && l.w != nullptr && l.b != nullptr && l.dw != nullptr && l.db != nullptr,
+               "linear: the op needs its sizes and parameter tensors");
+  check_tensor(c, *l.w, {l.in * l.out}, DType::F32, "linear", "the kernel");
+  check_tensor(c, *l.b, {l.out}, DType::F32, "linear", "the bias");
+  FP8KIT_CHECK(l.precision != LinearPrecision::Fp8 || (l.scaling != nullptr && l.slot >= 0 && l.slot + 2 < l.scaling->size()),
+               "linear: an FP8 Linear needs its three slots in the scaling table");
+}
+
+// The CPU's FP8 cast of x with slot `s`'s scale (codes into `codes`, their exact values into
+// `values`); records the amax when training. Returns the scale_inv the data carries.
+float cast_fp8(ScalingTable& t, int s, std::span<const float> x, bool training, Tensor& codes, Tensor& values,
+               Context& c) {
+  const Fp8Format format = t.format(s);
+  codes.resize({static_cast<int64_t>(x.size())});
+  values.resize({static_cast<int64_t>(x.size())});
+  float* amax_slot = t.amax_slot(s, training);
+  if (t.current()) {
+    *amax_slot = amax(x);
+    const int slots[] = {s};
+    t.current_scales(c, slots, training);
+  }
+  const float scale = *t.cast_scale(s, training);
+  const float tensor_amax = t.divide() ? quantize_fp8_divide(x, scale, format, codes.span<uint8_t>())
+                                       : quantize_fp8(x, scale, format, codes.span<uint8_t>());
+  if (amax_slot != nullptr && training) *amax_slot = tensor_amax;
+  decode_fp8(codes.span<uint8_t>(), format, values.span<float>());
+  return *t.gemm_scale_inv(s);
+}
+
+void cpu_prepare_weights(Context& c, LinearOp& l, bool training) {
+  const std::span<const float> w = l.w->span<float>();
+  switch (l.precision) {
+    case LinearPrecision::Fp32:
+      break;
+    case LinearPrecision::Bf16:
+      l.wc.resize({l.in, l.out});
+      round_bf16(w, l.wc.span<float>());
+      break;
+    case LinearPrecision::Fp8:
+      cast_fp8(*l.scaling, l.slot + 1, w, training, l.wc_t, l.wc, c);  // wc: the exact values [in, out]
+      break;
+  }
+}
+
+void cpu_forward(Context& c, LinearOp& l, const Tensor& x, bool training, const LinearOutput& next) {
+  const int64_t rows = l.rows, in = l.in, out = l.out;
+  l.y.resize({rows, out});
+  float* y = l.y.data<float>();
+  const GemmShape shape{rows, out, in};
+  const bool bf16 = l.precision != LinearPrecision::Fp32;
+  switch (l.precision) {
+    case LinearPrecision::Fp32:
+      gemm_f32(shape, 1.0f, x.data<float>(), l.w->data<float>(), 0.0f, y);
+      break;
+    case LinearPrecision::Bf16:
+      l.xc.resize({rows, in});
+      round_bf16(x.span<float>(), l.xc.span<float>());
+      gemm_f32(shape, 1.0f, l.xc.data<float>(), l.wc.data<float>(), 0.0f, y);
+      break;
+    case LinearPrecision::Fp8: {
+      // x's codes in xc_t, their exact values in xc (decoded once for fprop and wgrad).
+      const float x_scale_inv = cast_fp8(*l.scaling, l.slot, x.span<float>(), training, l.xc_t, l.xc, c);
+      gemm_f32(shape, x_scale_inv * *l.scaling->gemm_scale_inv(l.slot + 1), l.xc.data<float>(), l.wc.data<float>(),
+               0.0f, y);
+      break;
+    }
+  }
+  // Bias and activation. Mixed bf16 as Keras: bf16(bf16(x W) + bf16(b)), then ReLU.
+  const float* b = l.b->data<float>();
+#pragma omp parallel for schedule(static) if (rows * out >= 65536)
+  for (int64_t r = 0; r < rows; ++r) {
+    float* yr = y + r * out;
+    for (int64_t o = 0; o < out; ++o) {
+      const float v = bf16 ? round_bf16(round_bf16(yr[o]) + round_bf16(b[o])) : yr[o] + b[o];
+      yr[o] = l.relu ? std::max(v, 0.0f) : v;
+    }
+  }
+  if (next.out == nullptr) return;
+  // Dropout, then the residual sum, each rounded as its own op.
+  std::span<float> o = next.out->span<float>();
+  const std::optional<DropoutMask> mask = dropout_mask(c, next.dropout);
+  if (mask) {
+    dropout_forward(*mask, next.dropout.rate, bf16, l.y.span<float>(), o);
+  } else {
+    std::copy_n(y, rows * out, o.begin());
+  }
+  if (next.residual != nullptr) {
+    const float* res = next.residual->data<float>();
+    const int64_t n = rows * out;
+#pragma omp parallel for schedule(static) if (n >= 65536)
+    for (int64_t i = 0; i < n; ++i) o[i] = bf16 ? round_bf16(res[i] + o[i]) : res[i] + o[i];
+  }
+}
+
+void cpu_backward(Context& c, const LinearGradient& lg) {
+  LinearOp& l = *lg.linear;
+  const int64_t rows = l.rows, in = l.in, out = l.out;
+  const bool bf16 = l.precision != LinearPrecision::Fp32;
+  l.g.resize({rows, out});
+  l.dx.resize({rows, in});
+  float* g = l.g.data<float>();
+  const float* y = l.y.data<float>();
+  const float* dy = lg.dy->data<float>();
+  const std::optional<DropoutMask> mask = dropout_mask(c, lg.dropout);
+  if (mask) {  // back through the dropout first (into g; the mask below reads it in place)
+    dropout_backward(*mask, lg.dropout.rate, bf16, lg.dy->span<float>(), l.g.span<float>());
+    dy = g;
+  }
+  // The ReLU mask (from the unquantized forward output; relu'(0) = 0 as in JAX), and the bias
+  // gradient from the unquantized dy, float32: partial sums over fixed pieces of rows, added in
+  // piece order, so the result does not depend on the thread count.
+  constexpr int64_t kRowsPerPiece = LinearOp::kBiasGradientOrder.rows_per_piece;
+  const int64_t pieces = LinearOp::kBiasGradientOrder.pieces(rows);
+  l.partials.resize({pieces, out});
+  float* partials = l.partials.data<float>();
+#pragma omp parallel for schedule(static) if (rows * out >= 65536)
+  for (int64_t p = 0; p < pieces; ++p) {
+    float* __restrict db = partials + p * out;
+    std::fill(db, db + out, 0.0f);
+    for (int64_t r = p * kRowsPerPiece; r < std::min(rows, (p + 1) * kRowsPerPiece); ++r) {
+      const float* yr = y + r * out;
+      const float* dyr = dy + r * out;
+      float* gr = g + r * out;
+      for (int64_t o = 0; o < out; ++o) {
+        gr[o] = l.relu && !(yr[o] > 0.0f) ? 0.0f : dyr[o];
+        db[o] += gr[o];
+      }
+    }
+  }
+  float* bias_grad = l.db->data<float>();
+  for (int64_t o = 0; o < out; ++o) {
+    float sum = 0.0f;
+    for (int64_t p = 0; p < pieces; ++p) sum += partials[p * out + o];
+    bias_grad[o] = sum;
+  }
+
+  float* dx = l.dx.data<float>();
+  float* dw = l.dw->data<float>();
+  const GemmShape dgrad{rows, in, out, false, true};  // dx [rows, in] = g [rows, out] W^T
+  const GemmShape wgrad{in, out, rows, true, false};  // dW [in, out] = x^T [in, rows] g
+  switch (l.precision) {
+    case LinearPrecision::Fp32:
+      gemm_f32(dgrad, 1.0f, g, l.w->data<float>(), 0.0f, dx);
+      gemm_f32(wgrad, 1.0f, l.x->data<float>(), g, 0.0f, dw);
+      break;
+    case LinearPrecision::Bf16:
+      round_bf16(l.g.span<float>(), l.g.span<float>());
+      gemm_f32(dgrad, 1.0f, g, l.wc.data<float>(), 0.0f, dx);
+      gemm_f32(wgrad, 1.0f, l.xc.data<float>(), g, 0.0f, dw);
+      break;
+    case LinearPrecision::Fp8: {
+      const float g_scale_inv = cast_fp8(*l.scaling, l.slot + 2, l.g.span<float>(), true, l.gc_t, l.gc, c);
+      const float x_scale_inv = *l.scaling->gemm_scale_inv(l.slot);
+      const float w_scale_inv = *l.scaling->gemm_scale_inv(l.slot + 1);
+      gemm_f32(dgrad, g_scale_inv * w_scale_inv, l.gc.data<float>(), l.wc.data<float>(), 0.0f, dx);
+      gemm_f32(wgrad, x_scale_inv * g_scale_inv, l.xc.data<float>(), l.gc.data<float>(), 0.0f, dw);
+      break;
+    }
+  }
+}
+
+}  // namespace
+
+void linear_prepare_weights(Context& c, std::span<LinearOp* const> linears, bool training) {
+  for (LinearOp* l : linears) check_linear(c, *l);
+  if (c.is_cuda()) {
+#if FP8KIT_HAVE_CUDA
+    cuda_linear_prepare_weights(c, linears, training);
+#endif
+    return;
+  }
+  for (LinearOp* l : linears) cpu_prepare_weights(c, *l, training);
+}
+
+void linear_forward(Context& c, LinearOp& l, const Tensor& x, bool training, const LinearOutput& next) {
+  check_linear(c, l);
+  FP8KIT_CHECK(x.rank() >= 1 && x.numel() % l.in == 0, "linear: the input has {} values, not rows of {}", x.numel(),
+               l.in);
+  check_tensor(c, x, x.shape(), DType::F32, "linear", "the input");
+  l.x = &x;
+  l.rows = x.numel() / l.in;
+  if (next.out != nullptr) {
+    prepare_output(c, *next.out, {l.rows, l.out}, DType::F32, "linear", "the output");
+    if (next.residual != nullptr) check_tensor(c, *next.residual, {l.rows, l.out}, DType::F32, "linear", "the residual");
+  }
+  if (c.is_cuda()) {
+#if FP8KIT_HAVE_CUDA
+    cuda_linear_forward(c, l, x, training, next);
+#endif
+    return;
+  }
+  cpu_forward(c, l, x, training, next);
+}
+
+void linear_backward(Context& c, std::span<const LinearGradient> group) {
+  FP8KIT_CHECK(!group.empty() && group.size() <= 3, "linear backward: 1 to 3 Linears at a time, got {}", group.size());
+  for (const LinearGradient& lg : group) {
+    FP8KIT_CHECK(lg.linear != nullptr && lg.linear->x != nullptr,
+                 "linear backward needs the Linear's forward first");
+    const LinearOp& l = *lg.linear;
+    const LinearOp& first = *group[0].linear;
+    FP8KIT_CHECK(l.rows == first.rows && l.in == first.in && l.out == first.out,
+                 "linear backward: the Linears of a group must have one shape");
+    check_tensor(c, *lg.dy, {l.rows, l.out}, DType::F32, "linear backward", "the output gradient");
+  }
+  if (c.is_cuda()) {
+#if FP8KIT_HAVE_CUDA
+    cuda_linear_backward(c, group);
+#endif
+    return;
+  }
+  for (const LinearGradient& lg : group) cpu_backward(c, lg);
+}
+
+}  // namespace fp8kit::ops

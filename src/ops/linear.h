@@ -1,0 +1,89 @@
+// A Linear's work on either device in the precision it runs in: y = act(x W + b) with x [rows, in],
+// W [in, out] (row-major, Keras's kernel layout), b [out], act ReLU or none, and its gradients.
+//   Fp32: float32 GEMMs.
+//   Bf16: x, W (and dy in the backward) rounded to bf16, float32 accumulation, y rounded to bf16:
+//         bf16(bf16(x W) + bf16(b)) before the activation (Keras's mixed_bfloat16).
+//   Fp8:  y = q(x) q(W), dx = q(dy) q(W)^T, dW = q(x)^T q(dy): E4M3 inputs and weights, E5M2 output
+//         gradients (the recipe's formats), per-tensor scales from the model's ScalingTable (delayed
+//         or current), fp32 accumulation, y rounded to bf16; the bias gradient and the ReLU mask use
+//         the unquantized dy.
+// The CPU computes each step exactly (FP8 codes decoded exactly, products summed in float32 by
+// OpenBLAS; the bias gradient in LinearOp::kBiasGradientOrder); the GPU runs cuBLASLt (or, for the
+// small K of narrow Linears, one kernel that quantizes and multiplies), with the same rounding points
+// and casts bit-identical to the CPU's; GEMM sums agree within fp32 summation order.
+// The model's next steps can ride along (LinearOutput: dropout and a residual sum after the
+// activation; LinearGradient: the dropout's backward), each an exact step of its own on the CPU and
+// fused into the Linear's own passes on the GPU.
+#pragma once
+
+#include "ops/context.h"
+#include "ops/dropout.h"
+#include "ops/piece_order.h"
+#include "ops/scaling_table.h"
+#include "tensor/tensor.h"
+
+#include <span>
+
+namespace fp8kit::ops {
+
+enum class LinearPrecision { Fp32, Bf16, Fp8 };
+
+// One Linear: its shape, precision and parameters, and what its forward keeps for its backward.
+struct LinearOp {
+  // The bias gradient's order of summation over rows (on both devices).
+  static constexpr PieceOrder kBiasGradientOrder{512};
+
+  int64_t in = 0, out = 0;
+  bool relu = false;
+  LinearPrecision precision = LinearPrecision::Fp32;
+  ScalingTable* scaling = nullptr;  // Fp8: slots `slot` (inputs), slot + 1 (kernel), slot + 2 (output gradient)
+  int slot = -1;
+  Tensor* w = nullptr;   // [in * out] f32 (a parameter's value), and its gradient
+  Tensor* b = nullptr;   // [out]
+  Tensor* dw = nullptr;
+  Tensor* db = nullptr;
+  // Bf16 on the GPU: the Linear whose input cast this one shares (query's for key and value: the same
+  // x), forwarded before it; null: its own.
+  LinearOp* input_of = nullptr;
+
+  // Set by the forward: its input (which must stay unchanged until the backward), rows, output
+  // y [rows, out] (after the activation) and, by the backward, dx [rows, in].
+  const Tensor* x = nullptr;
+  int64_t rows = 0;
+  Tensor y, dx;
+  // The precision's GEMM operands (bf16 copies, FP8 codes, transposes) and scratch, sized by the ops.
+  Tensor xc, xc_t, wc, wc_t, gc, gc_t, g, partials;
+};
+
+// What follows a Linear's activation in the model: out = residual + dropout(y) (bf16: each step
+// rounded as its own op); with out null, y only.
+struct LinearOutput {
+  DropoutSpec dropout{};
+  const Tensor* residual = nullptr;  // [rows, out] or null
+  Tensor* out = nullptr;             // [rows, out] or null
+};
+
+// Casts or quantizes the weights of `linears` for this step (weights do not change within a step):
+// one launch for all on the GPU. Before their forwards.
+void linear_prepare_weights(Context& c, std::span<LinearOp* const> linears, bool training);
+
+// l.y = act(x W + b), then `next`. x: [rows, in] f32 on the context's device. training: the FP8
+// amaxes enter the scaling table (current scaling: scales from this x), and the backward's operands
+// are kept; otherwise the scales are frozen.
+void linear_forward(Context& c, LinearOp& l, const Tensor& x, bool training, const LinearOutput& next = {});
+
+// The gradient dy [rows, out] of one Linear's output or, with an active dropout, of the dropout that
+// followed it; the dgrad runs on `lane` (A and B: beside Main, joined back before the call returns).
+struct LinearGradient {
+  LinearOp* linear = nullptr;
+  const Tensor* dy = nullptr;
+  DropoutSpec dropout{};
+  Lane lane = Lane::Main;
+};
+
+// The backward of Linears of one shape whose output gradients are ready together (query, key and
+// value after attention): each one's dx [rows, in] into linear->dx, dW and db overwritten. Weight
+// gradients run on Lane::Side (or their dgrad's lane): the caller joins them by the step's end.
+void linear_backward(Context& c, std::span<const LinearGradient> group);
+
+}  // namespace fp8kit::ops

@@ -1,0 +1,171 @@
+// The scaling table's arrays and their update: on the CPU slot by slot through numerics'
+// ScalingState (the definition), on the GPU in one launch (ops/cuda/scaling_update.h, tested
+// bit for bit against it).
+#include "ops/scaling_table.h"
+
+#include "base/error.h"
+#include "numerics/scale.h"
+
+#include <algorithm>
+
+#if FP8KIT_HAVE_CUDA
+#include "ops/cuda/context.h"
+#include "ops/cuda/current_scaling.h"
+#include "ops/cuda/elementwise.h"
+#include "ops/cuda/scaling_update.h"
+#endif
+
+namespace fp8kit::ops {
+
+namespace {
+
+constexpr int64_t kGemmStride = 4;  // floats between gemm scale_invs: 16-byte aligned for cuBLASLt
+
+Tensor filled(int64_t n, float value) {
+  Tensor t({n}, DType::F32);
+  std::fill_n(t.data<float>(), n, value);
+  return t;
+}
+
+}  // namespace
+
+ScalingTable::ScalingTable(const Fp8Recipe& recipe) : recipe_(recipe) {
+  FP8KIT_CHECK(recipe.amax_history_length > 0, "the amax history length must be at least 1");
+}
+
+int ScalingTable::add(std::string name, Fp8Format format) {
+  FP8KIT_CHECK(scale_.numel() == 0, "FP8 tensor {} added to the scaling table after its allocation", name);
+  names_.push_back(std::move(name));
+  formats_.push_back(format);
+  return size() - 1;
+}
+
+void ScalingTable::allocate(Device device) {
+  const int64_t n = size(), L = static_cast<int64_t>(recipe_.amax_history_length);
+  history_ = Tensor({n, L}, DType::F32);
+  amax_ = Tensor({n}, DType::F32);
+  eval_amax_ = Tensor({n}, DType::F32);
+  scale_ = filled(n, 1.0f);
+  scale_inv_ = filled(n, 1.0f);
+  eval_scale_ = filled(n, 1.0f);
+  fp8_max_ = Tensor({n}, DType::F32);
+  for (int64_t i = 0; i < n; ++i) fp8_max_.data<float>()[i] = fp8kit::fp8_max(formats_[i]);
+  gemm_scale_inv_ = Tensor({kGemmStride * n}, DType::F32);
+  for (int64_t i = 0; i < n; ++i) gemm_scale_inv_.data<float>()[kGemmStride * i] = 1.0f;
+  to(device);
+}
+
+void ScalingTable::to(Device device) {
+  for (Tensor* t : {&history_, &amax_, &scale_, &scale_inv_, &fp8_max_, &gemm_scale_inv_, &eval_amax_, &eval_scale_})
+    if (t->device() != device) *t = t->to(device);
+  views_.clear();
+}
+
+float* ScalingTable::cast_scale(int slot, bool training) {
+  if (current() && !training) return eval_scale_.device_data<float>() + slot;
+  return (keras_lag() ? scale_inv_ : scale_).device_data<float>() + slot;
+}
+
+float* ScalingTable::amax_slot(int slot, bool training) {
+  if (training) return amax_.device_data<float>() + slot;
+  return current() ? eval_amax_.device_data<float>() + slot : nullptr;
+}
+
+float* ScalingTable::gemm_scale_inv(int slot) { return gemm_scale_inv_.device_data<float>() + kGemmStride * slot; }
+
+void ScalingTable::current_scales(ops::Context& c, std::span<const int> slots, bool training) {
+  float* amax = (training ? amax_ : eval_amax_).device_data<float>();
+  float* scale = (training ? scale_ : eval_scale_).device_data<float>();
+  if (c.is_cuda()) {
+#if FP8KIT_HAVE_CUDA
+    cuda::current_scales(slots, amax, fp8_max_.device_data<float>(), recipe_.scale_options, scale,
+                         gemm_scale_inv_.device_data<float>(), kGemmStride, ops::stream(c));
+#endif
+    return;
+  }
+  for (const int i : slots) {
+    scale[i] = current_scale(amax[i], formats_[i], recipe_.scale_options);
+    gemm_scale_inv_.data<float>()[kGemmStride * i] = 1.0f / scale[i];
+  }
+}
+
+void ScalingTable::update(ops::Context& c) {
+  const int64_t n = size(), L = static_cast<int64_t>(recipe_.amax_history_length);
+  if (n == 0) return;
+  if (c.is_cuda()) {
+#if FP8KIT_HAVE_CUDA
+    const cuda::ScalingBatch batch{n,
+                                   L,
+                                   history_.device_data<float>(),
+                                   amax_.device_data<float>(),
+                                   scale_.device_data<float>(),
+                                   scale_inv_.device_data<float>(),
+                                   fp8_max_.device_data<float>()};
+    cuda::update_scaling(batch, recipe_, ops::stream(c));
+    if (current()) {  // the GEMM scale_invs come with each step's own scales; only the amaxes go
+      FP8KIT_CUDA_CHECK(cudaMemsetAsync(amax_.device_data<float>(), 0, n * sizeof(float), ops::stream(c)));
+    } else {
+      cuda::spread(scale_inv_.device_data<float>(), n, kGemmStride, gemm_scale_inv_.device_data<float>(),
+                   ops::stream(c), amax_.device_data<float>());
+    }
+#endif
+    return;
+  }
+  // numerics' ScalingState, slot by slot: record this step's amax, then (te lag) the next step's scale.
+  for (int64_t i = 0; i < n; ++i) {
+    ScalingState state(static_cast<size_t>(L));
+    float* history = history_.data<float>() + i * L;
+    std::copy_n(history, L, state.amax_history.values().begin());
+    state.scale = scale_.data<float>()[i];
+    state.keras_multiplier = scale_inv_.data<float>()[i];
+    state.record_amax(amax_.data<float>()[i], recipe_, formats_[i]);
+    if (!current()) state.scale_for_step(recipe_, formats_[i]);
+    std::copy_n(state.amax_history.values().begin(), L, history);
+    scale_.data<float>()[i] = state.scale;
+    scale_inv_.data<float>()[i] = current() ? 1.0f / state.scale : state.scale_inv(recipe_);
+    if (!current()) gemm_scale_inv_.data<float>()[kGemmStride * i] = scale_inv_.data<float>()[i];
+    amax_.data<float>()[i] = 0.0f;
+  }
+}
+
+void ScalingTable::clear_evaluation_amaxes(ops::Context& c) {
+  if (!current() || size() == 0) return;
+  if (c.is_cuda()) {
+#if FP8KIT_HAVE_CUDA
+    FP8KIT_CUDA_CHECK(cudaMemsetAsync(eval_amax_.device_data<float>(), 0, size() * sizeof(float), ops::stream(c)));
+#endif
+    return;
+  }
+  std::fill_n(eval_amax_.data<float>(), size(), 0.0f);
+}
+
+std::vector<nn::StateTensor> ScalingTable::state() {
+  const int64_t L = static_cast<int64_t>(recipe_.amax_history_length);
+  views_.clear();
+  views_.reserve(2 * names_.size());
+  std::vector<nn::StateTensor> entries;
+  for (int i = 0; i < size(); ++i) {
+    views_.push_back((keras_lag() ? scale_inv_ : scale_).view(i, {1}));
+    entries.push_back({names_[i] + "_scale", {}, &views_.back(), nn::Domain::Positive});
+    views_.push_back(history_.view(i * L, {L}));
+    entries.push_back({names_[i] + "_amax_history", {L}, &views_.back(), nn::Domain::NonNegative});
+  }
+  return entries;
+}
+
+void ScalingTable::restored(ops::Context& c) {
+  // The checkpoint holds the scale (te lag, current) or the multiplier (keras lag); the other
+  // follows as 1 / it, and the GEMMs' copies.
+  Tensor scale = scale_.to(Device::Cpu), scale_inv = scale_inv_.to(Device::Cpu), gemm = gemm_scale_inv_.to(Device::Cpu);
+  for (int64_t i = 0; i < size(); ++i) {
+    float& kept = (keras_lag() ? scale_inv : scale).data<float>()[i];
+    (keras_lag() ? scale : scale_inv).data<float>()[i] = 1.0f / kept;
+    gemm.data<float>()[kGemmStride * i] = scale_inv.data<float>()[i];
+  }
+  c.synchronize();
+  scale_.copy_from(scale);
+  scale_inv_.copy_from(scale_inv);
+  gemm_scale_inv_.copy_from(gemm);
+}
+
+}  // namespace fp8kit::ops

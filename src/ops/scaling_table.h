@@ -1,0 +1,75 @@
+// All FP8 scaling state of a model in one table: per scaled tensor (a Linear's inputs, kernel and
+// output gradient) a slot named by module path ("dense/inputs"), with its scale, scale_inv, amax
+// history and this step's amax, in arrays on the model's device, so that one launch updates them all
+// after a step. The same arithmetic as numerics' ScalingState on either device (bit for bit).
+#pragma once
+
+#include "nn/parameter.h"
+#include "numerics/recipe.h"
+#include "ops/context.h"
+#include "tensor/tensor.h"
+
+#include <string>
+#include <vector>
+
+namespace fp8kit::ops {
+
+class ScalingTable {
+ public:
+  explicit ScalingTable(const Fp8Recipe& recipe = {});
+
+  // A tensor's slot, before allocate(): name "<module path>/<tensor>", the format it is cast to.
+  int add(std::string name, Fp8Format format);
+  // The arrays on `device`: scales 1, histories and amaxes 0.
+  void allocate(Device device);
+  // Moves the arrays to `device` (values kept).
+  void to(Device device);
+
+  const Fp8Recipe& recipe() const { return recipe_; }
+  int size() const { return static_cast<int>(names_.size()); }
+  const std::string& name(int slot) const { return names_.at(slot); }
+  Fp8Format format(int slot) const { return formats_.at(slot); }
+  bool keras_lag() const { return recipe_.mode == ScalingMode::Delayed && recipe_.lag == ScalingLag::Keras; }
+  bool current() const { return recipe_.mode == ScalingMode::Current; }
+
+  // The cast's scale of `slot` (one float on the table's device): q = fp8(x * scale), or in keras
+  // lag q = fp8(x / multiplier) (divide() is then true), for training (the state) or for evaluation
+  // (current scaling writes its own copy there, so evaluation leaves the state as it is).
+  float* cast_scale(int slot, bool training);
+  bool divide() const { return keras_lag(); }
+  // Where a cast records the tensor's amax (training: this step's, consumed by update(); evaluation
+  // with current scaling: the evaluation copy; otherwise null).
+  float* amax_slot(int slot, bool training);
+  // 1 / scale of the data cast with cast_scale(slot) (keras lag: the multiplier), in a 16-byte aligned
+  // slot as cuBLASLt wants it; current scaling writes it with the scale.
+  float* gemm_scale_inv(int slot);
+  // Current scaling: the scales of `slots` from their amaxes (recorded by a cast without outputs just
+  // before), on the device, as numerics' current_scale; writes cast_scale and gemm_scale_inv.
+  void current_scales(ops::Context& c, std::span<const int> slots, bool training);
+
+  // After a training step, every slot at once (one launch on the GPU), as ScalingState::record_amax
+  // followed by the next step's scale_for_step: the histories take this step's amaxes, the scales
+  // (te lag), the multipliers (keras lag) move, and the amaxes are cleared.
+  void update(Context& c);
+  // Evaluation with current scaling: clears the evaluation amaxes before a forward.
+  void clear_evaluation_amaxes(ops::Context& c);
+
+  // Checkpoint views, per slot "<name>_scale" (te lag, current: the scale; keras lag: Keras's
+  // multiplier, the value the next step uses) and "<name>_amax_history" [L]. After writing into
+  // them, call restored() to recompute what follows from them.
+  std::vector<nn::StateTensor> state();
+  void restored(ops::Context& c);
+
+ private:
+  Fp8Recipe recipe_;
+  std::vector<std::string> names_;
+  std::vector<Fp8Format> formats_;
+  std::vector<Tensor> views_;  // state()'s
+  // [n] f32 unless said otherwise
+  Tensor history_;              // [n, L], slot 0 newest
+  Tensor amax_, scale_, scale_inv_, fp8_max_;
+  Tensor gemm_scale_inv_;       // [4 n]: scale_inv of slot i at 4 i
+  Tensor eval_amax_, eval_scale_;
+};
+
+}  // namespace fp8kit::ops
