@@ -25,7 +25,7 @@ class TokenAndPositionEmbedding {
   Parameter token, position;  // [vocabulary_size, dim], [sequence_length, dim]
 
  private:
-  int64_t vocabulary_size_, sequence_length_, dim_;
+  int64_t sequence_length_, dim_;
   Tensor tokens_;  // [batch, sequence_length] copy of the ids, for the backward
   int64_t batch_ = 0;
   Tensor out_;
