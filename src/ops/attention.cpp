@@ -29,8 +29,9 @@ int64_t saved_columns(const Context& c, int64_t seq) { return c.is_cuda() ? 2 : 
 
 }  // namespace
 
-void causal_attention_forward(Context& c, const Tensor& q, const Tensor& k, const Tensor& v, const AttentionShape& shape,
-                              const DropoutSpec& dropout, bool bf16, Tensor& saved, Tensor& out) {
+void causal_attention_forward(Context& c, const Tensor& q, const Tensor& k, const Tensor& v,
+                              const AttentionShape& shape, const DropoutSpec& dropout, bool bf16, Tensor& saved,
+                              Tensor& out) {
   constexpr std::string_view op = "causal_attention_forward";
   FP8KIT_CHECK(shape.batch >= 0 && shape.seq > 0 && shape.heads > 0 && shape.head_dim > 0,
                "{}: shape must be positive: batch {} seq {} heads {} head_dim {}", op, shape.batch, shape.seq,
@@ -47,8 +48,8 @@ void causal_attention_forward(Context& c, const Tensor& q, const Tensor& k, cons
   }
 #if FP8KIT_HAVE_CUDA
   FP8KIT_CHECK(shape.head_dim == 16 || shape.head_dim == 32 || shape.head_dim == 64,
-               "{}: the GPU kernels take head_dim 16, 32 or 64, got {}: choose heads so that hidden / heads is one",
-               op, shape.head_dim);
+               "{}: the GPU kernels take head_dim 16, 32 or 64, got {}: choose heads so that hidden / heads is one", op,
+               shape.head_dim);
   cuda::causal_attention_forward(shape, q.device_data<float>(), k.device_data<float>(), v.device_data<float>(),
                                  dropout_site(c, dropout), bf16, saved.device_data<float>(), out.device_data<float>(),
                                  stream(c));
@@ -83,9 +84,9 @@ void causal_attention_backward(Context& c, const Tensor& q, const Tensor& k, con
 #if FP8KIT_HAVE_CUDA
   const size_t bytes = cuda::causal_attention_backward_workspace(shape);
   cuda::causal_attention_backward(shape, q.device_data<float>(), k.device_data<float>(), v.device_data<float>(),
-                                  saved.device_data<float>(), dropout_site(c, dropout), bf16,
-                                  dout.device_data<float>(), dq.device_data<float>(), dk.device_data<float>(),
-                                  dv.device_data<float>(), c.scratch(bytes), bytes, stream(c));
+                                  saved.device_data<float>(), dropout_site(c, dropout), bf16, dout.device_data<float>(),
+                                  dq.device_data<float>(), dk.device_data<float>(), dv.device_data<float>(),
+                                  c.scratch(bytes), bytes, stream(c));
 #endif
 }
 

@@ -63,8 +63,9 @@ void causal_attention_backward(const AttentionShape& shape, const float* q, cons
 // So pass saved only to the backward of the same context. GPU limits (ops/cuda/attention.h): head_dim
 // 16, 32 or 64, and seq up to what a block's shared memory holds (on Hopper 544, 416, 288 for
 // head_dim 16, 32, 64); the CPU takes any head_dim up to 256.
-void causal_attention_forward(Context& c, const Tensor& q, const Tensor& k, const Tensor& v, const AttentionShape& shape,
-                              const DropoutSpec& dropout, bool bf16, Tensor& saved, Tensor& out);
+void causal_attention_forward(Context& c, const Tensor& q, const Tensor& k, const Tensor& v,
+                              const AttentionShape& shape, const DropoutSpec& dropout, bool bf16, Tensor& saved,
+                              Tensor& out);
 // dq, dk, dv [batch, seq, heads * head_dim] f32 (resized) from the forward's inputs, its `saved` (whose
 // shape gives the heads) and the same dropout and bf16. The GPU's workspace comes from c.scratch.
 void causal_attention_backward(Context& c, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& saved,

@@ -47,9 +47,9 @@ void embedding_forward(Context& c, const Tensor& tokens, const Tensor& token_tab
     return;
   }
 #if FP8KIT_HAVE_CUDA
-  cuda::embedding_forward(cuda::EmbeddingShape{B, T, D, V}, tokens.device_data<int32_t>(), token_table.device_data<float>(),
-                          position_table.device_data<float>(), bf16, dropout_site(c, dropout),
-                          out.device_data<float>(), stream(c));
+  cuda::embedding_forward(cuda::EmbeddingShape{B, T, D, V}, tokens.device_data<int32_t>(),
+                          token_table.device_data<float>(), position_table.device_data<float>(), bf16,
+                          dropout_site(c, dropout), out.device_data<float>(), stream(c));
 #endif
 }
 

@@ -46,8 +46,8 @@ TEST(AdamOp, GivesTheOptimizersBits) {
 }
 
 TEST(AdamOp, ErrorsNameTheOpTheTensorAndTheFix) {
-  using ::testing::HasSubstr;
   using testing::error_of;
+  using ::testing::HasSubstr;
   Context c;
   Tensor w({4}, DType::F32), g({4}, DType::F32), m({4}, DType::F32), v({4}, DType::F32), it({1}, DType::F32);
   Tensor short_g({3}, DType::F32), wide_it({2}, DType::F32), bf16_v({4}, DType::Bf16);

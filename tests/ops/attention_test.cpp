@@ -158,12 +158,13 @@ TEST(CausalAttentionOp, ErrorsNameTheOpTheTensorAndTheFix) {
   Context c;
   const AttentionShape s{2, 3, 2, 4};
   const Tensor q({2, 3, 8}, DType::F32), k({2, 3, 8}, DType::F32), v({2, 3, 8}, DType::F32);
+  const Tensor short_k({2, 4, 8}, DType::F32), bf16_v({2, 3, 8}, DType::Bf16);
   Tensor saved, out;
-  EXPECT_THAT(error_of([&] { causal_attention_forward(c, q, Tensor({2, 4, 8}, DType::F32), v, s, {}, false, saved, out); }),
+  EXPECT_THAT(error_of([&] { causal_attention_forward(c, q, short_k, v, s, {}, false, saved, out); }),
               HasSubstr("causal_attention_forward: k must be [2, 3, 8], got [2, 4, 8]"));
   EXPECT_THAT(error_of([&] { causal_attention_forward(c, q, k, v, {2, 3, 4, 4}, {}, false, saved, out); }),
               HasSubstr("causal_attention_forward: q must be [2, 3, 16], got [2, 3, 8]"));
-  EXPECT_THAT(error_of([&] { causal_attention_forward(c, q, k, Tensor({2, 3, 8}, DType::Bf16), s, {}, false, saved, out); }),
+  EXPECT_THAT(error_of([&] { causal_attention_forward(c, q, k, bf16_v, s, {}, false, saved, out); }),
               HasSubstr("causal_attention_forward: v must be f32, got bf16"));
   EXPECT_THAT(error_of([&] { causal_attention_forward(c, q, k, v, {2, 0, 2, 4}, {}, false, saved, out); }),
               HasSubstr("causal_attention_forward: shape must be positive"));
@@ -173,8 +174,8 @@ TEST(CausalAttentionOp, ErrorsNameTheOpTheTensorAndTheFix) {
   EXPECT_THAT(error_of([&] {
                 causal_attention_backward(c, q, k, v, Tensor({2, 2, 3, 2}, DType::F32), {}, false, dout, dq, dk, dv);
               }),
-              HasSubstr("causal_attention_backward: saved (the forward's probabilities on the CPU) must be [2, 2, 3, 3], "
-                        "got [2, 2, 3, 2]"));
+              HasSubstr("causal_attention_backward: saved (the forward's probabilities on the CPU) must be "
+                        "[2, 2, 3, 3], got [2, 2, 3, 2]"));
   EXPECT_THAT(error_of([&] {
                 causal_attention_backward(c, q, k, v, Tensor({2, 3, 3}, DType::F32), {}, false, dout, dq, dk, dv);
               }),

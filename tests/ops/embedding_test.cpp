@@ -20,8 +20,8 @@
 namespace fp8kit::ops {
 namespace {
 
-using ::testing::HasSubstr;
 using testing::error_of;
+using ::testing::HasSubstr;
 
 std::vector<float> random_vector(size_t n, uint32_t seed) {
   std::mt19937 rng(seed);
@@ -130,13 +130,21 @@ TEST(EmbeddingOp, ErrorsNameTheOpTheTensorAndTheFix) {
   const Tensor tokens = ids_of({0, 4, 2, 1}, {2, 2});
   const Tensor table = tensor_of(std::vector<float>(15), {5, 3}), position = tensor_of(std::vector<float>(6), {2, 3});
   Tensor out;
-  EXPECT_THAT(error_of([&] { embedding_forward(c, ids_of({0, 5, 2, 1}, {2, 2}), table, position, false, {}, out); }),
+  EXPECT_THAT(error_of([&] {
+                embedding_forward(c, ids_of({0, 5, 2, 1}, {2, 2}), table, position, false, {}, out);
+              }),
               HasSubstr("token id 5 at position 1 is outside the vocabulary [0, 5)"));
-  EXPECT_THAT(error_of([&] { embedding_forward(c, ids_of({0, 1, -1, 1}, {2, 2}), table, position, false, {}, out); }),
+  EXPECT_THAT(error_of([&] {
+                embedding_forward(c, ids_of({0, 1, -1, 1}, {2, 2}), table, position, false, {}, out);
+              }),
               HasSubstr("token id -1 at position 2"));
-  EXPECT_THAT(error_of([&] { embedding_forward(c, tensor_of({0, 1, 2, 3}, {2, 2}), table, position, false, {}, out); }),
+  EXPECT_THAT(error_of([&] {
+                embedding_forward(c, tensor_of({0, 1, 2, 3}, {2, 2}), table, position, false, {}, out);
+              }),
               HasSubstr("embedding_forward: tokens must be i32, got f32"));
-  EXPECT_THAT(error_of([&] { embedding_forward(c, ids_of({0, 1}, {2}), table, position, false, {}, out); }),
+  EXPECT_THAT(error_of([&] {
+                embedding_forward(c, ids_of({0, 1}, {2}), table, position, false, {}, out);
+              }),
               HasSubstr("embedding_forward: tokens must be [batch, seq] ids, got rank 1"));
   EXPECT_THAT(error_of([&] {
                 embedding_forward(c, tokens, table, tensor_of(std::vector<float>(9), {3, 3}), false, {}, out);
@@ -145,7 +153,8 @@ TEST(EmbeddingOp, ErrorsNameTheOpTheTensorAndTheFix) {
   Tensor wrong_out({1}, DType::Bf16);
   EXPECT_THAT(error_of([&] { embedding_forward(c, tokens, table, position, false, {}, wrong_out); }),
               HasSubstr("embedding_forward: out must be f32 on the cpu, got bf16"));
-  Tensor token_grad = tensor_of(std::vector<float>(15), {5, 3}), position_grad = tensor_of(std::vector<float>(6), {2, 3});
+  Tensor token_grad = tensor_of(std::vector<float>(15), {5, 3}),
+         position_grad = tensor_of(std::vector<float>(6), {2, 3});
   Tensor flat_grad = tensor_of(std::vector<float>(15), {15}), workspace;
   EXPECT_THAT(error_of([&] { embedding_backward_sort(c, tokens, flat_grad, workspace); }),
               HasSubstr("embedding_backward_sort: token_grad must be [vocabulary, dim], got rank 1"));

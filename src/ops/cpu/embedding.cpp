@@ -24,7 +24,8 @@ int64_t check_ids(std::span<const int32_t> tokens, int64_t seq, int64_t dim, siz
                static_cast<int64_t>(tokens.size()) * dim);
   const int64_t vocabulary = static_cast<int64_t>(table_size) / dim;
   for (size_t i = 0; i < tokens.size(); ++i) {
-    FP8KIT_CHECK(tokens[i] >= 0 && tokens[i] < vocabulary, "embedding: token id {} at position {} is outside the vocabulary [0, {}) of the token table: the "
+    FP8KIT_CHECK(tokens[i] >= 0 && tokens[i] < vocabulary,
+                 "embedding: token id {} at position {} is outside the vocabulary [0, {}) of the token table: the "
                  "tokenizer's vocabulary must fit the model's",
                  tokens[i], i, vocabulary);
   }

@@ -24,9 +24,9 @@ const RegisterOps rows([](std::vector<OpCase>& t) {
                    [=](ops::Context& c) {
                      std::vector<Tensor> out;
                      out.push_back(device_tensor(random_values(n, 1), {n}, c.device()));  // w
-                     out.emplace_back(std::vector<int64_t>{n}, DType::F32, c.device());    // m
-                     out.emplace_back(std::vector<int64_t>{n}, DType::F32, c.device());    // v
-                     out.emplace_back(std::vector<int64_t>{1}, DType::F32, c.device());    // iterations
+                     out.emplace_back(std::vector<int64_t>{n}, DType::F32, c.device());   // m
+                     out.emplace_back(std::vector<int64_t>{n}, DType::F32, c.device());   // v
+                     out.emplace_back(std::vector<int64_t>{1}, DType::F32, c.device());   // iterations
                      std::vector<Tensor> grads;  // alive until the queued steps have run
                      for (int step = 0; step < 3; ++step) {
                        const float scale = step == 1 ? 1e-6f : 1.0f;

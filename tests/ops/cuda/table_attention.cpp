@@ -49,8 +49,8 @@ void add(std::vector<OpCase>& t, const Shape& shape, bool bf16, bool dropout) {
 }
 
 const RegisterOps rows([](std::vector<OpCase>& t) {
-  const Shape per_dim[] = {{"b2_t37_h3_d16", {2, 37, 3, 16}}, {"b1_t70_h2_d32", {1, 70, 2, 32}},
-                           {"b3_t33_h1_d64", {3, 33, 1, 64}}};
+  const Shape per_dim[] = {
+      {"b2_t37_h3_d16", {2, 37, 3, 16}}, {"b1_t70_h2_d32", {1, 70, 2, 32}}, {"b3_t33_h1_d64", {3, 33, 1, 64}}};
   for (const Shape& s : per_dim)
     for (const bool bf16 : {false, true})
       for (const bool dropout : {false, true}) add(t, s, bf16, dropout);
