@@ -8,7 +8,13 @@
 
 #include <cstdint>
 
+namespace fp8kit {
+class Tensor;
+}
+
 namespace fp8kit::ops {
+
+class Context;
 
 struct AttentionShape {
   int64_t batch, seq, heads, head_dim;
@@ -46,5 +52,24 @@ void causal_attention_forward(const AttentionShape& shape, const float* q, const
 void causal_attention_backward(const AttentionShape& shape, const float* q, const float* k, const float* v,
                                const float* probs, const DropoutMask* mask, float rate, bool bf16,
                                const float* dout, float* dq, float* dk, float* dv);
+
+// The same on Tensors, on either device. q, k, v, out: [batch, seq, heads * head_dim] f32 (out resized;
+// a default Tensor() becomes one); `shape` must match them. The probabilities' dropout is `dropout`
+// (element (b, h, i, j) indexed ((b * heads + h) * seq + i) * seq + j on both devices). `saved` is what
+// the backward reads, resized here, and differs by device:
+//   CPU: the probabilities before dropout, [batch, heads, seq, seq] (upper triangle unspecified);
+//   GPU: each row's softmax max and sum, [batch, heads, seq, 2] (the backward recomputes the
+//        probabilities bit for bit from them).
+// So pass saved only to the backward of the same context. GPU limits (ops/cuda/attention.h): head_dim
+// 16, 32 or 64, and seq up to what a block's shared memory holds (on Hopper 544, 416, 288 for
+// head_dim 16, 32, 64); the CPU takes any head_dim up to 256.
+void causal_attention_forward(Context& c, const Tensor& q, const Tensor& k, const Tensor& v,
+                              const AttentionShape& shape, const DropoutSpec& dropout, bool bf16, Tensor& saved,
+                              Tensor& out);
+// dq, dk, dv [batch, seq, heads * head_dim] f32 (resized) from the forward's inputs, its `saved` (whose
+// shape gives the heads) and the same dropout and bf16. The GPU's workspace comes from c.scratch.
+void causal_attention_backward(Context& c, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& saved,
+                               const DropoutSpec& dropout, bool bf16, const Tensor& dout, Tensor& dq, Tensor& dk,
+                               Tensor& dv);
 
 }  // namespace fp8kit::ops

@@ -3,12 +3,18 @@
 // the backward by finite differences.
 #include "ops/attention.h"
 
+#include "common/error_of.h"
 #include "common/gradient_check.h"
+#include "common/host_tensors.h"
 #include "numerics/cast.h"
+#include "ops/context.h"
+#include "tensor/tensor.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 namespace fp8kit::ops {
@@ -107,6 +113,80 @@ TEST(CausalAttention, BackwardMatchesFiniteDifferences) {
     testing::expect_gradient_close(k, dk, loss, 1e-2, 2e-4, 2e-3, "dk");
     testing::expect_gradient_close(v, dv, loss, 1e-2, 2e-4, 2e-3, "dv");
   }
+}
+
+bool same_bits(std::span<const float> a, std::span<const float> b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size_bytes()) == 0;
+}
+
+// The Tensor op on a CPU context is the pointer-level core with the context's dropout mask (seed,
+// step, site), saving the probabilities; bit for bit, forward and backward.
+TEST(CausalAttentionOp, IsTheCoreWithTheContextsMask) {
+  for (const Case& c : kCases) {
+    const AttentionShape& s = c.shape;
+    const int64_t n = s.batch * s.seq * s.heads * s.head_dim;
+    const std::vector<int64_t> rows = {s.batch, s.seq, s.heads * s.head_dim};
+    const auto q = testing::random_vector(n, 1, -2, 2), k = testing::random_vector(n, 2, -2, 2),
+               v = testing::random_vector(n, 3), dout = testing::random_vector(n, 4);
+    const Tensor tq = testing::host_tensor(q, rows), tk = testing::host_tensor(k, rows),
+                 tv = testing::host_tensor(v, rows), tdout = testing::host_tensor(dout, rows);
+    Context ctx(Device::Cpu, 9);
+    ctx.set_step(4);
+    const DropoutMask mask(9, 4, 1, 0.1f);
+    const DropoutMask* m = c.dropout ? &mask : nullptr;
+    for (const bool bf16 : {false, true}) {
+      std::vector<float> probs(s.batch * s.heads * s.seq * s.seq), out(n), dq(n), dk(n), dv(n);
+      causal_attention_forward(s, q.data(), k.data(), v.data(), m, 0.1f, bf16, probs.data(), out.data());
+      causal_attention_backward(s, q.data(), k.data(), v.data(), probs.data(), m, 0.1f, bf16, dout.data(), dq.data(),
+                                dk.data(), dv.data());
+      Tensor saved, tout, tdq, tdk, tdv;
+      const DropoutSpec spec{1, 0.1f, c.dropout};
+      causal_attention_forward(ctx, tq, tk, tv, s, spec, bf16, saved, tout);
+      EXPECT_EQ(saved.shape(), (std::vector<int64_t>{s.batch, s.heads, s.seq, s.seq}));
+      EXPECT_TRUE(same_bits(tout.span<float>(), out)) << "bf16 " << bf16;
+      causal_attention_backward(ctx, tq, tk, tv, saved, spec, bf16, tdout, tdq, tdk, tdv);
+      EXPECT_TRUE(same_bits(tdq.span<float>(), dq)) << "bf16 " << bf16;
+      EXPECT_TRUE(same_bits(tdk.span<float>(), dk)) << "bf16 " << bf16;
+      EXPECT_TRUE(same_bits(tdv.span<float>(), dv)) << "bf16 " << bf16;
+    }
+  }
+}
+
+TEST(CausalAttentionOp, ErrorsNameTheOpTheTensorAndTheFix) {
+  using ::testing::HasSubstr;
+  using testing::error_of;
+  Context c;
+  const AttentionShape s{2, 3, 2, 4};
+  const Tensor q({2, 3, 8}, DType::F32), k({2, 3, 8}, DType::F32), v({2, 3, 8}, DType::F32);
+  const Tensor short_k({2, 4, 8}, DType::F32), bf16_v({2, 3, 8}, DType::Bf16);
+  Tensor saved, out;
+  EXPECT_THAT(error_of([&] { causal_attention_forward(c, q, short_k, v, s, {}, false, saved, out); }),
+              HasSubstr("causal_attention_forward: k must be [2, 3, 8], got [2, 4, 8]"));
+  EXPECT_THAT(error_of([&] { causal_attention_forward(c, q, k, v, {2, 3, 4, 4}, {}, false, saved, out); }),
+              HasSubstr("causal_attention_forward: q must be [2, 3, 16], got [2, 3, 8]"));
+  EXPECT_THAT(error_of([&] { causal_attention_forward(c, q, k, bf16_v, s, {}, false, saved, out); }),
+              HasSubstr("causal_attention_forward: v must be f32, got bf16"));
+  EXPECT_THAT(error_of([&] { causal_attention_forward(c, q, k, v, {2, 0, 2, 4}, {}, false, saved, out); }),
+              HasSubstr("causal_attention_forward: shape must be positive"));
+  causal_attention_forward(c, q, k, v, s, {}, false, saved, out);
+  Tensor dq, dk, dv;
+  const Tensor dout({2, 3, 8}, DType::F32);
+  EXPECT_THAT(error_of([&] {
+                causal_attention_backward(c, q, k, v, Tensor({2, 2, 3, 2}, DType::F32), {}, false, dout, dq, dk, dv);
+              }),
+              HasSubstr("causal_attention_backward: saved (the forward's probabilities on the CPU) must be "
+                        "[2, 2, 3, 3], got [2, 2, 3, 2]"));
+  EXPECT_THAT(error_of([&] {
+                causal_attention_backward(c, q, k, v, Tensor({2, 3, 3}, DType::F32), {}, false, dout, dq, dk, dv);
+              }),
+              HasSubstr("causal_attention_backward: q must be [batch, seq, heads * head_dim] and saved [batch, heads, "
+                        "seq, seq] (the forward's)"));
+  EXPECT_THAT(error_of([&] {
+                causal_attention_backward(c, q, k, v, saved, {}, false, Tensor({2, 3, 4}, DType::F32), dq, dk, dv);
+              }),
+              HasSubstr("causal_attention_backward: dout must be [2, 3, 8], got [2, 3, 4]"));
+  causal_attention_backward(c, q, k, v, saved, {}, false, dout, dq, dk, dv);
+  EXPECT_EQ(dv.shape(), (std::vector<int64_t>{2, 3, 8}));
 }
 
 }  // namespace
