@@ -1,14 +1,10 @@
 // Adam over a ParameterSet's flat buffers: one op per step.
 #include "optim/adam.h"
 
-#include "base/error.h"
-
 namespace fp8kit::optim {
 
 Adam::Adam(nn::ParameterSet& parameters, AdamOptions options) : parameters_(parameters), options_(options) {
-  FP8KIT_CHECK(options.learning_rate >= 0.0f, "learning rate must be >= 0, got {}", options.learning_rate);
-  FP8KIT_CHECK(options.beta1 >= 0.0f && options.beta1 < 1.0f && options.beta2 >= 0.0f && options.beta2 < 1.0f,
-               "Adam betas must be in [0, 1), got {} and {}", options.beta1, options.beta2);
+  ops::check_adam_options(options);
   const Device device = parameters.device();
   m_ = Tensor(parameters.values().shape(), DType::F32, device);
   v_ = Tensor(parameters.values().shape(), DType::F32, device);
