@@ -20,5 +20,8 @@ void check_tensor(const Context& c, const Tensor& t, std::span<const int64_t> sh
 // one of them on a CPU context), else the error says what it has.
 void prepare_output(const Context& c, Tensor& t, std::initializer_list<int64_t> shape, DType dtype,
                     std::string_view op, std::string_view what);
+// The same with the shape as a span (e.g. an input's shape).
+void prepare_output(const Context& c, Tensor& t, std::span<const int64_t> shape, DType dtype, std::string_view op,
+                    std::string_view what);
 
 }  // namespace fp8kit::ops

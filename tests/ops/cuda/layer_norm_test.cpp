@@ -1,4 +1,4 @@
-// GPU LayerNorm against ops::layer_norm_forward/backward. The GPU sums a row as a warp tree, the CPU
+// GPU LayerNorm against the CPU core (ops/cpu/layer_norm.h). The GPU sums a row as a warp tree, the CPU
 // sequentially: float32 outputs, statistics and dx agree to ~1e-6 relative (bound 1e-5); bf16 outputs
 // then differ only where a value sits at a rounding boundary (bound 2e-3). dgamma and dbeta are added
 // in the CPU's order (pieces of 256 rows): given the CPU's mean and rstd, dbeta is the CPU's bits, and
@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "ops/cuda/gpu_test.h"
-#include "ops/layer_norm.h"
+#include "ops/cpu/layer_norm.h"
 #include "runtime/cuda/device_buffer.h"
 
 namespace fp8kit::cuda {
@@ -56,15 +56,17 @@ TEST(CudaLayerNorm, MatchesTheCpuOp) {
     d_dout.upload(dout);
     std::vector<float> out(x.size()), mean(c.rows), rstd(c.rows), dx(x.size()), dg(c.dim), db(c.dim);
     for (bool bf16 : {false, true}) {
-      ops::layer_norm_forward(c.rows, c.dim, 1e-5f, x.data(), gamma.data(), beta.data(), bf16, out.data(), mean.data(),
+      ops::cpu::layer_norm_forward(c.rows, c.dim, 1e-5f, x.data(), gamma.data(), beta.data(), bf16, out.data(), mean.data(),
                               rstd.data());
       layer_norm_forward(c.rows, c.dim, 1e-5f, d_x.data(), d_gamma.data(), d_beta.data(), bf16, d_out.data(),
                          d_mean.data(), d_rstd.data(), nullptr);
       EXPECT_LT(testing::relative_l2(d_out.to_host(), out), bf16 ? 2e-3 : 1e-5) << c.rows << "x" << c.dim;
       EXPECT_LT(testing::relative_l2(d_rstd.to_host(), rstd), 1e-5);
     }
-    ops::layer_norm_backward(c.rows, c.dim, x.data(), gamma.data(), mean.data(), rstd.data(), dout.data(), dx.data(),
-                             dg.data(), db.data());
+    ops::cpu::layer_norm_backward_dx(c.rows, c.dim, x.data(), gamma.data(), mean.data(), rstd.data(), dout.data(),
+                                     nullptr, dx.data());
+    ops::cpu::layer_norm_backward_params(c.rows, c.dim, x.data(), mean.data(), rstd.data(), dout.data(), nullptr,
+                                         dg.data(), db.data());
     const bool cpu_fuses = testing::max_ulp_difference(fused_dgamma(c.rows, c.dim, x, mean, rstd, dout), dg) == 0;
     // The backward from the CPU's statistics, so that the parameter gradients can match bit for bit.
     d_mean.upload(mean);
