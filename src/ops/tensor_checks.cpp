@@ -40,4 +40,9 @@ void prepare_output(const Context& c, Tensor& t, std::initializer_list<int64_t> 
   prepare_output(c, t, std::span<const int64_t>(shape.begin(), shape.size()), dtype, op, what);
 }
 
+void check_dropout(const DropoutSpec& spec, std::string_view op) {
+  FP8KIT_CHECK(!spec.active || (spec.rate >= 0.0f && spec.rate < 1.0f),
+               "{}: the dropout rate of site {} must be in [0, 1), got {}", op, spec.site, spec.rate);
+}
+
 }  // namespace fp8kit::ops

@@ -1,8 +1,14 @@
 // Counter-based dropout masks: determined by (seed, step, site, index) alone, independent across
-// steps and sites, keep rate 1 - rate; Keras's scaling of kept elements in float32 and bf16.
+// steps and sites, keep rate 1 - rate; Keras's scaling of kept elements in float32 and bf16. The op
+// on Tensors: nn::Dropout's bits with the context's seed and step, a copy when inactive, in place,
+// and its argument errors.
 #include "ops/dropout.h"
 
+#include "common/error_of.h"
+#include "cpu_op_test.h"
+#include "nn/dropout.h"
 #include "numerics/cast.h"
+#include "ops/context.h"
 
 #include <gtest/gtest.h>
 
@@ -53,6 +59,49 @@ TEST(Dropout, ScalesKeptElementsLikeKeras) {
   }
   dropout_backward(m, 0.1f, false, x, dx);
   for (size_t i = 0; i < x.size(); ++i) EXPECT_EQ(dx[i], y[i]) << i;
+}
+
+TEST(DropoutOp, MatchesTheLayerBitForBit) {
+  std::vector<float> x(3 * 5 * 7);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = round_bf16(0.37f * static_cast<float>(i) - 11.0f);
+  Context c(Device::Cpu, 42);
+  c.set_step(9);
+  const Tensor tx = testing::host_tensor(x, {3, 5, 7});
+  for (const bool bf16 : {false, true}) {
+    for (const bool training : {false, true}) {
+      nn::Dropout layer(4, 0.25f);
+      const auto y = layer.forward(x, training, 42, 9, bf16);
+      const std::vector<float> want(y.begin(), y.end());
+      const auto g = layer.backward(x);
+      const std::vector<float> want_dx(g.begin(), g.end());
+      const DropoutSpec spec{4, 0.25f, training};
+      Tensor out, dx;
+      dropout_forward(c, spec, bf16, tx, out);
+      EXPECT_EQ(out.shape(), tx.shape());
+      EXPECT_TRUE(testing::same_bits(out.span<float>(), want)) << "bf16 " << bf16 << " training " << training;
+      dropout_backward(c, spec, bf16, tx, dx);
+      EXPECT_TRUE(testing::same_bits(dx.span<float>(), want_dx)) << "bf16 " << bf16 << " training " << training;
+      Tensor in_place = tx.clone();
+      dropout_forward(c, spec, bf16, in_place, in_place);
+      EXPECT_TRUE(testing::same_bits(in_place.span<float>(), want));
+    }
+  }
+  // Rate 0 drops nothing even when active.
+  Tensor out;
+  dropout_forward(c, {4, 0.0f, true}, false, tx, out);
+  EXPECT_TRUE(testing::same_bits(out.span<float>(), x));
+}
+
+TEST(DropoutOp, ErrorsNameTheOpAndTheTensor) {
+  Context c;
+  const Tensor x16({4}, DType::Bf16), x({4}, DType::F32);
+  Tensor out, wrong({4}, DType::I32);
+  EXPECT_EQ(testing::error_of([&] { dropout_forward(c, {1, 0.1f, true}, false, x16, out); }),
+            "dropout_forward: x must be f32, got bf16");
+  EXPECT_EQ(testing::error_of([&] { dropout_backward(c, {1, 0.1f, true}, false, x, wrong); }),
+            "dropout_backward: dx must be f32 on the cpu, got i32 on the cpu");
+  EXPECT_EQ(testing::error_of([&] { dropout_forward(c, {2, 1.0f, true}, false, x, out); }),
+            "dropout_forward: the dropout rate of site 2 must be in [0, 1), got 1");
 }
 
 }  // namespace
