@@ -1,15 +1,14 @@
-// Mean over the sequence axis (Keras GlobalAveragePooling1D without a mask: pads are averaged in).
+// Mean over the sequence axis (Keras GlobalAveragePooling1D without a mask: pads are averaged in): the
+// CPU core of ops/mean_pool.h.
 #pragma once
 
-#include <cstdint>
-#include <span>
+#include "ops/cpu/mean_pool.h"
 
 namespace fp8kit::nn {
 
 // x: [batch, seq, dim] -> out: [batch, dim]; float32 sum, divided by seq, rounded to bf16 if bf16.
-void mean_pool_forward(std::span<const float> x, int64_t batch, int64_t seq, int64_t dim, bool bf16,
-                       std::span<float> out);
+using ops::cpu::mean_pool_forward;
 // dx[b, t, :] = dout[b, :] / seq.
-void mean_pool_backward(std::span<const float> dout, int64_t batch, int64_t seq, int64_t dim, std::span<float> dx);
+using ops::cpu::mean_pool_backward;
 
 }  // namespace fp8kit::nn

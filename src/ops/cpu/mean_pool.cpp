@@ -1,11 +1,10 @@
-// Mean pooling over the sequence axis and its gradient.
-#include "nn/mean_pool.h"
+// Mean pooling over the sequence axis and its gradient, threaded over the batch.
+#include "ops/cpu/mean_pool.h"
 
 #include "base/error.h"
 #include "numerics/cast.h"
 
-
-namespace fp8kit::nn {
+namespace fp8kit::ops::cpu {
 
 void mean_pool_forward(std::span<const float> x, int64_t batch, int64_t seq, int64_t dim, bool bf16,
                        std::span<float> out) {
@@ -37,4 +36,4 @@ void mean_pool_backward(std::span<const float> dout, int64_t batch, int64_t seq,
       for (int64_t d = 0; d < dim; ++d) dx[(b * seq + t) * dim + d] = dout[b * dim + d] * inv;
 }
 
-}  // namespace fp8kit::nn
+}  // namespace fp8kit::ops::cpu

@@ -1,0 +1,68 @@
+// Mean pooling on Tensors: the bits of the seed model's CPU path (nn::mean_pool_forward then
+// nn::Dropout; nn::Dropout's backward then nn::mean_pool_backward) with the dropout active and
+// inactive, f32 and bf16, awkward shapes; and its argument errors.
+#include "ops/mean_pool.h"
+
+#include "common/error_of.h"
+#include "common/gradient_check.h"
+#include "cpu_op_test.h"
+#include "nn/dropout.h"
+#include "nn/mean_pool.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+namespace fp8kit::ops {
+namespace {
+
+TEST(MeanPoolOp, MatchesTheModelsPathBitForBit) {
+  struct Case {
+    int64_t batch, seq, dim;
+  };
+  for (const Case s : {Case{4, 9, 5}, Case{1, 1, 1}, Case{3, 200, 33}}) {
+    const auto x = testing::random_vector(s.batch * s.seq * s.dim, 1, -2, 2);
+    const auto dout = testing::random_vector(s.batch * s.dim, 2);
+    Context c(Device::Cpu, 7);
+    c.set_step(5);
+    for (const bool bf16 : {false, true}) {
+      for (const bool training : {false, true}) {
+        std::vector<float> pooled(s.batch * s.dim), want_dx(x.size());
+        nn::mean_pool_forward(x, s.batch, s.seq, s.dim, bf16, pooled);
+        nn::Dropout dropout(3, 0.2f);
+        const auto y = dropout.forward(pooled, training, 7, 5, bf16);
+        const std::vector<float> want(y.begin(), y.end());
+        nn::mean_pool_backward(dropout.backward(dout), s.batch, s.seq, s.dim, want_dx);
+
+        const DropoutSpec spec{3, 0.2f, training};
+        Tensor out, dx;
+        mean_pool_forward(c, spec, bf16, testing::host_tensor(x, {s.batch, s.seq, s.dim}), out);
+        EXPECT_EQ(out.shape(), (std::vector<int64_t>{s.batch, s.dim}));
+        EXPECT_TRUE(testing::same_bits(out.span<float>(), want)) << "bf16 " << bf16 << " training " << training;
+        mean_pool_backward(c, spec, bf16, testing::host_tensor(dout, {s.batch, s.dim}), s.seq, dx);
+        EXPECT_EQ(dx.shape(), (std::vector<int64_t>{s.batch, s.seq, s.dim}));
+        EXPECT_TRUE(testing::same_bits(dx.span<float>(), want_dx)) << "bf16 " << bf16 << " training " << training;
+      }
+    }
+  }
+}
+
+TEST(MeanPoolOp, ErrorsNameTheOpAndTheTensor) {
+  Context c;
+  const Tensor x2({4, 8}, DType::F32), no_seq({4, 0, 8}, DType::F32), dout({4, 8}, DType::F32),
+      dout3({4, 1, 8}, DType::F32);
+  Tensor out, dx;
+  EXPECT_EQ(testing::error_of([&] { mean_pool_forward(c, {}, false, x2, out); }),
+            "mean_pool_forward: x must be [batch, seq, dim] with seq >= 1, got [4, 8]");
+  EXPECT_EQ(testing::error_of([&] { mean_pool_forward(c, {}, false, no_seq, out); }),
+            "mean_pool_forward: x must be [batch, seq, dim] with seq >= 1, got [4, 0, 8]");
+  EXPECT_EQ(testing::error_of([&] { mean_pool_backward(c, {}, false, dout, 0, dx); }),
+            "mean_pool_backward: seq must be at least 1, got 0");
+  EXPECT_EQ(testing::error_of([&] { mean_pool_backward(c, {}, false, dout3, 2, dx); }),
+            "mean_pool_backward: dout must be [batch, dim], got [4, 1, 8]");
+  EXPECT_EQ(testing::error_of([&] { mean_pool_backward(c, {0, -0.5f, true}, false, dout, 2, dx); }),
+            "mean_pool_backward: the dropout rate of site 0 must be in [0, 1), got -0.5");
+}
+
+}  // namespace
+}  // namespace fp8kit::ops
