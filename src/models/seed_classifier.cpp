@@ -17,7 +17,7 @@
 #include "nn/layer_norm.h"
 #include "nn/linear.h"
 #include "nn/mean_pool.h"
-#include "numerics/cast.h"
+#include "ops/cpu/elementwise.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -29,19 +29,13 @@ namespace fp8kit::models {
 using nn::Activation;
 using nn::Linear;
 using nn::Precision;
+using ops::cpu::add;  // a residual connection (out = a + b, rounded to bf16 when bf16)
 
 namespace {
 
 // Dropout sites (each draws an independent mask per step).
 enum Site : uint32_t { kEmbeddingDropout, kAttentionProbs, kAttentionDropout, kFeedforwardDropout, kPoolDropout,
                        kHeadDropout };
-
-// out = a + b, rounded to bf16 when bf16 (a residual connection).
-void add(std::span<const float> a, std::span<const float> b, bool bf16, std::span<float> out) {
-  const int64_t n = static_cast<int64_t>(out.size());
-#pragma omp parallel for schedule(static) if (n >= 65536)
-  for (int64_t i = 0; i < n; ++i) out[i] = bf16 ? round_bf16(a[i] + b[i]) : a[i] + b[i];
-}
 
 std::string with_commas(int64_t n) {
   std::string digits = std::to_string(n), out;
