@@ -1,12 +1,13 @@
 // Sigmoid, clipped binary cross-entropy, and its gradient through the clip and the sigmoid.
-#include "nn/binary_crossentropy.h"
+#include "ops/cpu/binary_crossentropy.h"
 
 #include "base/error.h"
 #include "numerics/cast.h"
+#include "ops/binary_crossentropy.h"
 
 #include <cmath>
 
-namespace fp8kit::nn {
+namespace fp8kit::ops::cpu {
 
 namespace {
 
@@ -52,4 +53,4 @@ void binary_crossentropy_sigmoid_backward(std::span<const float> p, std::span<co
   }
 }
 
-}  // namespace fp8kit::nn
+}  // namespace fp8kit::ops::cpu
