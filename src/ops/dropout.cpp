@@ -49,12 +49,12 @@ void run(Context& c, const DropoutSpec& spec, bool bf16, const Tensor& in, Tenso
 
 }  // namespace
 
-void dropout_forward(Context& c, const DropoutSpec& spec, bool bf16, const Tensor& x, Tensor& out) {
+void dropout_forward(Context& c, const Tensor& x, bool bf16, const DropoutSpec& spec, Tensor& out) {
   prepare(c, spec, x, out, "dropout_forward", "x", "out");
   run(c, spec, bf16, x, out, true);
 }
 
-void dropout_backward(Context& c, const DropoutSpec& spec, bool bf16, const Tensor& dy, Tensor& dx) {
+void dropout_backward(Context& c, const Tensor& dy, bool bf16, const DropoutSpec& spec, Tensor& dx) {
   prepare(c, spec, dy, dx, "dropout_backward", "dy", "dx");
   run(c, spec, bf16, dy, dx, false);
 }

@@ -76,8 +76,8 @@ std::optional<DropoutMask> dropout_mask(const Context& c, const DropoutSpec& d);
 // cuda::dropout_forward/backward (the same bits) on the GPU. x, dy: f32, any shape, fewer than 2^32
 // elements, indexed row-major from 0; out, dx: resized to their shape (a default Tensor() becomes one
 // on the context's device) and may be x or dy itself. Inactive spec: a copy (none when in place).
-void dropout_forward(Context& c, const DropoutSpec& spec, bool bf16, const Tensor& x, Tensor& out);
-void dropout_backward(Context& c, const DropoutSpec& spec, bool bf16, const Tensor& dy, Tensor& dx);
+void dropout_forward(Context& c, const Tensor& x, bool bf16, const DropoutSpec& spec, Tensor& out);
+void dropout_backward(Context& c, const Tensor& dy, bool bf16, const DropoutSpec& spec, Tensor& dx);
 
 // Keras's dropout of a float32 or bf16 tensor: out = keep ? x / keep_prob : 0, where keep_prob is
 // 1 - rate in the tensor's dtype (bf16(0.9) = 0.8984375) and the quotient is rounded to bf16 when

@@ -32,19 +32,19 @@ void add(Context& c, const Tensor& a, const Tensor& b, bool bf16, Tensor& out) {
   cpu::add(a.span<float>(), b.span<float>(), bf16, out.span<float>());
 }
 
-void sum_dropout_backward(Context& c, const Tensor& a, std::initializer_list<std::reference_wrapper<const Tensor>> rest,
-                          const DropoutSpec& spec, bool bf16, Tensor& out) {
+void sum_dropout_backward(Context& c, const Tensor& a, std::span<const Tensor* const> rest, bool bf16,
+                          const DropoutSpec& spec, Tensor& out) {
   constexpr std::string_view op = "sum_dropout_backward";
   check_dropout(spec, op);
   FP8KIT_CHECK(rest.size() >= 1 && rest.size() <= 3, "{}: takes 1 to 3 tensors after a, got {}", op, rest.size());
   check_tensor(c, a, a.shape(), DType::F32, op, "a");
   bool out_is_input = &out == &a;
   std::array<const Tensor*, 3> more{};
-  size_t k = 0;
-  for (const Tensor& t : rest) {
-    check_tensor(c, t, a.shape(), DType::F32, op, fmt::format("tensor {} after a (a's shape)", k + 1));
-    out_is_input = out_is_input || &out == &t;
-    more[k++] = &t;
+  for (size_t k = 0; k < rest.size(); ++k) {
+    FP8KIT_CHECK(rest[k] != nullptr, "{}: tensor {} after a is null", op, k + 1);
+    check_tensor(c, *rest[k], a.shape(), DType::F32, op, fmt::format("tensor {} after a (a's shape)", k + 1));
+    out_is_input = out_is_input || &out == rest[k];
+    more[k] = rest[k];
   }
   FP8KIT_CHECK(a.numel() <= int64_t{UINT32_MAX}, "{}: a has {} elements; dropout masks index at most 2^32: split it",
                op, a.numel());
@@ -58,7 +58,7 @@ void sum_dropout_backward(Context& c, const Tensor& a, std::initializer_list<std
     return;
   }
   std::vector<std::span<const float>> spans;
-  for (size_t i = 0; i < k; ++i) spans.push_back(more[i]->span<float>());
+  for (const Tensor* t : rest) spans.push_back(t->span<float>());
   cpu::sum(a.span<float>(), spans, out.span<float>());
   if (const auto mask = dropout_mask(c, spec)) {
     dropout_backward(*mask, spec.rate, bf16, out.span<float>(), out.span<float>());

@@ -17,7 +17,7 @@
 
 namespace fp8kit::ops {
 
-void mean_pool_forward(Context& c, const DropoutSpec& spec, bool bf16, const Tensor& x, Tensor& out) {
+void mean_pool_forward(Context& c, const Tensor& x, bool bf16, const DropoutSpec& spec, Tensor& out) {
   constexpr std::string_view op = "mean_pool_forward";
   check_dropout(spec, op);
   FP8KIT_CHECK(x.rank() == 3 && x.dim(1) >= 1, "{}: x must be [batch, seq, dim] with seq >= 1, got [{}]", op,
@@ -38,7 +38,7 @@ void mean_pool_forward(Context& c, const DropoutSpec& spec, bool bf16, const Ten
   }
 }
 
-void mean_pool_backward(Context& c, const DropoutSpec& spec, bool bf16, const Tensor& dout, int64_t seq, Tensor& dx) {
+void mean_pool_backward(Context& c, const Tensor& dout, int64_t seq, bool bf16, const DropoutSpec& spec, Tensor& dx) {
   constexpr std::string_view op = "mean_pool_backward";
   check_dropout(spec, op);
   FP8KIT_CHECK(seq >= 1, "{}: seq must be at least 1, got {}", op, seq);

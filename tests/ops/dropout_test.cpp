@@ -76,19 +76,19 @@ TEST(DropoutOp, MatchesTheLayerBitForBit) {
       const std::vector<float> want_dx(g.begin(), g.end());
       const DropoutSpec spec{4, 0.25f, training};
       Tensor out, dx;
-      dropout_forward(c, spec, bf16, tx, out);
+      dropout_forward(c, tx, bf16, spec, out);
       EXPECT_EQ(out.shape(), tx.shape());
       EXPECT_TRUE(testing::same_bits(out.span<float>(), want)) << "bf16 " << bf16 << " training " << training;
-      dropout_backward(c, spec, bf16, tx, dx);
+      dropout_backward(c, tx, bf16, spec, dx);
       EXPECT_TRUE(testing::same_bits(dx.span<float>(), want_dx)) << "bf16 " << bf16 << " training " << training;
       Tensor in_place = tx.clone();
-      dropout_forward(c, spec, bf16, in_place, in_place);
+      dropout_forward(c, in_place, bf16, spec, in_place);
       EXPECT_TRUE(testing::same_bits(in_place.span<float>(), want));
     }
   }
   // Rate 0 drops nothing even when active.
   Tensor out;
-  dropout_forward(c, {4, 0.0f, true}, false, tx, out);
+  dropout_forward(c, tx, false, {4, 0.0f, true}, out);
   EXPECT_TRUE(testing::same_bits(out.span<float>(), x));
 }
 
@@ -96,11 +96,11 @@ TEST(DropoutOp, ErrorsNameTheOpAndTheTensor) {
   Context c;
   const Tensor x16({4}, DType::Bf16), x({4}, DType::F32);
   Tensor out, wrong({4}, DType::I32);
-  EXPECT_EQ(testing::error_of([&] { dropout_forward(c, {1, 0.1f, true}, false, x16, out); }),
+  EXPECT_EQ(testing::error_of([&] { dropout_forward(c, x16, false, {1, 0.1f, true}, out); }),
             "dropout_forward: x must be f32, got bf16");
-  EXPECT_EQ(testing::error_of([&] { dropout_backward(c, {1, 0.1f, true}, false, x, wrong); }),
+  EXPECT_EQ(testing::error_of([&] { dropout_backward(c, x, false, {1, 0.1f, true}, wrong); }),
             "dropout_backward: dx must be f32 on the cpu, got i32 on the cpu");
-  EXPECT_EQ(testing::error_of([&] { dropout_forward(c, {2, 1.0f, true}, false, x, out); }),
+  EXPECT_EQ(testing::error_of([&] { dropout_forward(c, x, false, {2, 1.0f, true}, out); }),
             "dropout_forward: the dropout rate of site 2 must be in [0, 1), got 1");
 }
 

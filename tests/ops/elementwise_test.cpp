@@ -57,16 +57,16 @@ TEST(SumDropoutBackwardOp, MatchesTheModelsResidualGradientBitForBit) {
 
         const DropoutSpec spec{2, 0.3f, training};
         Tensor out;
-        if (more == 1) sum_dropout_backward(c, ta, {tq}, spec, bf16, out);
-        if (more == 2) sum_dropout_backward(c, ta, {tq, tk}, spec, bf16, out);
-        if (more == 3) sum_dropout_backward(c, ta, {tq, tk, tv}, spec, bf16, out);
+        const Tensor* branches[] = {&tq, &tk, &tv};
+        sum_dropout_backward(c, ta, std::span<const Tensor* const>(branches, more), bf16, spec, out);
         EXPECT_TRUE(testing::same_bits(out.span<float>(), want))
             << "bf16 " << bf16 << " training " << training << " tensors " << more + 1;
       }
       Tensor in_place = ta.clone();
       Tensor out;
-      sum_dropout_backward(c, ta, {tq, tk, tv}, {2, 0.3f, training}, bf16, out);
-      sum_dropout_backward(c, in_place, {tq, tk, tv}, {2, 0.3f, training}, bf16, in_place);
+      const Tensor* branches[] = {&tq, &tk, &tv};
+      sum_dropout_backward(c, ta, branches, bf16, {2, 0.3f, training}, out);
+      sum_dropout_backward(c, in_place, branches, bf16, {2, 0.3f, training}, in_place);
       EXPECT_TRUE(testing::same_bits(in_place.span<float>(), out.span<float>()));
     }
   }
@@ -77,12 +77,17 @@ TEST(ElementwiseOps, ErrorsNameTheOpAndTheTensor) {
   const Tensor a({4, 8}, DType::F32), b({8, 4}, DType::F32), b16({4, 8}, DType::Bf16);
   Tensor out;
   EXPECT_EQ(testing::error_of([&] { add(c, a, b, false, out); }), "add: b (a's shape) must be [4, 8], got [8, 4]");
-  EXPECT_EQ(testing::error_of([&] { sum_dropout_backward(c, a, {a, b16}, {}, false, out); }),
+  const Tensor* wrong_dtype[] = {&a, &b16};
+  EXPECT_EQ(testing::error_of([&] { sum_dropout_backward(c, a, wrong_dtype, false, {}, out); }),
             "sum_dropout_backward: tensor 2 after a (a's shape) must be f32, got bf16");
-  EXPECT_EQ(testing::error_of([&] { sum_dropout_backward(c, a, {}, {}, false, out); }),
+  EXPECT_EQ(testing::error_of([&] { sum_dropout_backward(c, a, {}, false, {}, out); }),
             "sum_dropout_backward: takes 1 to 3 tensors after a, got 0");
-  EXPECT_EQ(testing::error_of([&] { sum_dropout_backward(c, a, {a, a, a, a}, {}, false, out); }),
+  const Tensor* four[] = {&a, &a, &a, &a};
+  EXPECT_EQ(testing::error_of([&] { sum_dropout_backward(c, a, four, false, {}, out); }),
             "sum_dropout_backward: takes 1 to 3 tensors after a, got 4");
+  const Tensor* null[] = {&a, nullptr};
+  EXPECT_EQ(testing::error_of([&] { sum_dropout_backward(c, a, null, false, {}, out); }),
+            "sum_dropout_backward: tensor 2 after a is null");
 }
 
 }  // namespace

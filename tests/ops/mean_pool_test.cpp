@@ -36,10 +36,10 @@ TEST(MeanPoolOp, MatchesTheModelsPathBitForBit) {
 
         const DropoutSpec spec{3, 0.2f, training};
         Tensor out, dx;
-        mean_pool_forward(c, spec, bf16, testing::host_tensor(x, {s.batch, s.seq, s.dim}), out);
+        mean_pool_forward(c, testing::host_tensor(x, {s.batch, s.seq, s.dim}), bf16, spec, out);
         EXPECT_EQ(out.shape(), (std::vector<int64_t>{s.batch, s.dim}));
         EXPECT_TRUE(testing::same_bits(out.span<float>(), want)) << "bf16 " << bf16 << " training " << training;
-        mean_pool_backward(c, spec, bf16, testing::host_tensor(dout, {s.batch, s.dim}), s.seq, dx);
+        mean_pool_backward(c, testing::host_tensor(dout, {s.batch, s.dim}), s.seq, bf16, spec, dx);
         EXPECT_EQ(dx.shape(), (std::vector<int64_t>{s.batch, s.seq, s.dim}));
         EXPECT_TRUE(testing::same_bits(dx.span<float>(), want_dx)) << "bf16 " << bf16 << " training " << training;
       }
@@ -52,15 +52,15 @@ TEST(MeanPoolOp, ErrorsNameTheOpAndTheTensor) {
   const Tensor x2({4, 8}, DType::F32), no_seq({4, 0, 8}, DType::F32), dout({4, 8}, DType::F32),
       dout3({4, 1, 8}, DType::F32);
   Tensor out, dx;
-  EXPECT_EQ(testing::error_of([&] { mean_pool_forward(c, {}, false, x2, out); }),
+  EXPECT_EQ(testing::error_of([&] { mean_pool_forward(c, x2, false, {}, out); }),
             "mean_pool_forward: x must be [batch, seq, dim] with seq >= 1, got [4, 8]");
-  EXPECT_EQ(testing::error_of([&] { mean_pool_forward(c, {}, false, no_seq, out); }),
+  EXPECT_EQ(testing::error_of([&] { mean_pool_forward(c, no_seq, false, {}, out); }),
             "mean_pool_forward: x must be [batch, seq, dim] with seq >= 1, got [4, 0, 8]");
-  EXPECT_EQ(testing::error_of([&] { mean_pool_backward(c, {}, false, dout, 0, dx); }),
+  EXPECT_EQ(testing::error_of([&] { mean_pool_backward(c, dout, 0, false, {}, dx); }),
             "mean_pool_backward: seq must be at least 1, got 0");
-  EXPECT_EQ(testing::error_of([&] { mean_pool_backward(c, {}, false, dout3, 2, dx); }),
+  EXPECT_EQ(testing::error_of([&] { mean_pool_backward(c, dout3, 2, false, {}, dx); }),
             "mean_pool_backward: dout must be [batch, dim], got [4, 1, 8]");
-  EXPECT_EQ(testing::error_of([&] { mean_pool_backward(c, {0, -0.5f, true}, false, dout, 2, dx); }),
+  EXPECT_EQ(testing::error_of([&] { mean_pool_backward(c, dout, 2, false, {0, -0.5f, true}, dx); }),
             "mean_pool_backward: the dropout rate of site 0 must be in [0, 1), got -0.5");
 }
 

@@ -24,13 +24,13 @@ const RegisterOps rows([](std::vector<OpCase>& t) {
         t.push_back({"dropout_forward/" + config, [=](ops::Context& c) {
                        const Tensor x = device_tensor(random_values(n, 31, -8.0f, 8.0f), shape, c.device());
                        std::vector<Tensor> out(1);
-                       ops::dropout_forward(c, spec, bf16, x, out[0]);
+                       ops::dropout_forward(c, x, bf16, spec, out[0]);
                        return out;
                      }});
         t.push_back({"dropout_backward/" + config, [=](ops::Context& c) {
                        const Tensor dy = device_tensor(random_values(n, 32), shape, c.device());
                        std::vector<Tensor> out(1);
-                       ops::dropout_backward(c, spec, bf16, dy, out[0]);
+                       ops::dropout_backward(c, dy, bf16, spec, out[0]);
                        return out;
                      }});
       }
@@ -39,7 +39,7 @@ const RegisterOps rows([](std::vector<OpCase>& t) {
   t.push_back({"dropout_forward/in_place/bf16", [](ops::Context& c) {
                  std::vector<Tensor> out;
                  out.push_back(device_tensor(random_values(515, 33, -8.0f, 8.0f), {515}, c.device()));
-                 ops::dropout_forward(c, {6, 0.5f, true}, true, out[0], out[0]);
+                 ops::dropout_forward(c, out[0], true, {6, 0.5f, true}, out[0]);
                  return out;
                }});
 });

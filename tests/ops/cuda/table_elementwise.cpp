@@ -44,9 +44,9 @@ const RegisterOps rows([](std::vector<OpCase>& t) {
                          const Tensor d1 = device_tensor(values(n, 45), shape, c.device());
                          const Tensor d2 = device_tensor(values(n, 46), shape, c.device());
                          std::vector<Tensor> out(1);
-                         if (more == 1) ops::sum_dropout_backward(c, a, {b}, spec, bf16, out[0]);
-                         if (more == 2) ops::sum_dropout_backward(c, a, {b, d1}, spec, bf16, out[0]);
-                         if (more == 3) ops::sum_dropout_backward(c, a, {b, d1, d2}, spec, bf16, out[0]);
+                         const Tensor* branches[] = {&b, &d1, &d2};
+                         ops::sum_dropout_backward(c, a, std::span<const Tensor* const>(branches, more), bf16, spec,
+                                                   out[0]);
                          return out;
                        }});
         }
@@ -57,7 +57,8 @@ const RegisterOps rows([](std::vector<OpCase>& t) {
                  std::vector<Tensor> out;
                  out.push_back(device_tensor(values(300, 47), {300}, c.device()));
                  const Tensor b = device_tensor(values(300, 48), {300}, c.device());
-                 ops::sum_dropout_backward(c, out[0], {b, b}, {1, 0.5f, true}, false, out[0]);
+                 const Tensor* branches[] = {&b, &b};
+                 ops::sum_dropout_backward(c, out[0], branches, false, {1, 0.5f, true}, out[0]);
                  return out;
                }});
 });

@@ -27,14 +27,14 @@ const RegisterOps rows([](std::vector<OpCase>& t) {
                            device_tensor(random_values(s.batch * s.seq * s.dim, 21, -4.0f, 4.0f),
                                          {s.batch, s.seq, s.dim}, c.device());
                        std::vector<Tensor> out(1);
-                       ops::mean_pool_forward(c, spec, bf16, x, out[0]);
+                       ops::mean_pool_forward(c, x, bf16, spec, out[0]);
                        return out;
                      }});
         t.push_back({"mean_pool_backward/" + config, [=](ops::Context& c) {
                        const Tensor dout = device_tensor(random_values(s.batch * s.dim, 22), {s.batch, s.dim},
                                                          c.device());
                        std::vector<Tensor> out(1);
-                       ops::mean_pool_backward(c, spec, bf16, dout, s.seq, out[0]);
+                       ops::mean_pool_backward(c, dout, s.seq, bf16, spec, out[0]);
                        return out;
                      }});
       }
