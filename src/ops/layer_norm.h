@@ -22,10 +22,9 @@ void layer_norm_forward(Context& c, const Tensor& x, const Tensor& gamma, const 
 // dx [rows, dim] (GPU: within ~1e-5 relative of the CPU).
 void layer_norm_backward_dx(Context& c, const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& rstd,
                             const Tensor& dout, const Tensor* dout2, Tensor& dx);
-// dgamma and dbeta [dim], overwritten: per column, pieces of 256 rows summed row by row, then the
-// pieces in order, on both devices (GPU: dbeta the CPU's bits; dgamma too where the CPU build
-// contracts `dg += g * xhat` to a fused multiply-add, as GCC with -march=native on an FMA CPU does).
-// GPU workspace: the lane's scratch.
+// dgamma and dbeta [dim], overwritten: per column, pieces of 256 rows summed row by row (dgamma as
+// fma(dout, xhat, sum)), then the pieces in order, on both devices: the same bits given the same mean
+// and rstd. GPU workspace: the lane's scratch.
 void layer_norm_backward_params(Context& c, const Tensor& x, const Tensor& mean, const Tensor& rstd,
                                 const Tensor& dout, const Tensor* dout2, Tensor& dgamma, Tensor& dbeta);
 

@@ -22,6 +22,9 @@ float output_grad(const float* g, const float* g2, int64_t i) {
   }
 }
 
+// The backward's multiply-adds are written as std::fma: the bits are then the same whatever the
+// compiler contracts (GCC's choice varied between a loop's vector body and its scalar tail, and with
+// the loop around it), and they are the GPU kernels' (__fmaf_rn, or nvcc's contraction).
 template <bool kTwo>
 void backward_dx(int64_t rows, int64_t dim, const float* x, const float* gamma, const float* mean, const float* rstd,
                  const float* dout, const float* dout2, float* dx) {
@@ -36,14 +39,14 @@ void backward_dx(int64_t rows, int64_t dim, const float* x, const float* gamma, 
       const float xhat = (xr[i] - mu) * rs;
       const float dxhat = output_grad<kTwo>(g, g2, i) * gamma[i];
       sum_dxhat += dxhat;
-      sum_dxhat_xhat += dxhat * xhat;
+      sum_dxhat_xhat = std::fma(dxhat, xhat, sum_dxhat_xhat);
     }
     const float mean_dxhat = sum_dxhat / static_cast<float>(dim);
     const float mean_dxhat_xhat = sum_dxhat_xhat / static_cast<float>(dim);
     float* d = dx + r * dim;
     for (int64_t i = 0; i < dim; ++i) {
       const float xhat = (xr[i] - mu) * rs;
-      d[i] = rs * (output_grad<kTwo>(g, g2, i) * gamma[i] - mean_dxhat - xhat * mean_dxhat_xhat);
+      d[i] = rs * std::fma(-xhat, mean_dxhat_xhat, std::fma(output_grad<kTwo>(g, g2, i), gamma[i], -mean_dxhat));
     }
   }
 }
@@ -71,7 +74,7 @@ void backward_params(int64_t rows, int64_t dim, const float* x, const float* mea
       for (int64_t i = 0; i < dim; ++i) {
         const float gi = output_grad<kTwo>(g, g2, i);
         const float xhat = (xr[i] - mu) * rs;
-        dg[i] += gi * xhat;
+        dg[i] = std::fma(gi, xhat, dg[i]);
         db[i] += gi;
       }
     }

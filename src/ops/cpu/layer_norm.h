@@ -15,8 +15,8 @@ void layer_norm_forward(int64_t rows, int64_t dim, float eps, const float* x, co
 // of their sum) when dout2 is not null. dx [rows, dim] overwritten.
 void layer_norm_backward_dx(int64_t rows, int64_t dim, const float* x, const float* gamma, const float* mean,
                             const float* rstd, const float* dout, const float* dout2, float* dx);
-// dgamma, dbeta [dim] overwritten: per column, pieces of 256 rows summed row by row, then the pieces
-// in order (cuda::layer_norm_backward_params sums in this order too).
+// dgamma, dbeta [dim] overwritten: per column, pieces of 256 rows summed row by row (dgamma as
+// fma(dout, xhat, sum)), then the pieces in order: cuda::layer_norm_backward_params's bits.
 void layer_norm_backward_params(int64_t rows, int64_t dim, const float* x, const float* mean, const float* rstd,
                                 const float* dout, const float* dout2, float* dgamma, float* dbeta);
 
