@@ -19,8 +19,8 @@ std::span<const float> LayerNorm::forward(std::span<const float> x, int64_t rows
   out_.resize({rows, dim_});
   mean_.resize({rows});
   rstd_.resize({rows});
-  ops::cpu::layer_norm_forward(rows, dim_, epsilon_, x_, gamma.value.data(), beta.value.data(), bf16, out_.data<float>(),
-                          mean_.data<float>(), rstd_.data<float>());
+  ops::cpu::layer_norm_forward(rows, dim_, epsilon_, x_, gamma.value.data(), beta.value.data(), bf16,
+                               out_.data<float>(), mean_.data<float>(), rstd_.data<float>());
   return out_.span<float>();
 }
 

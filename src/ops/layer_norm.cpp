@@ -23,8 +23,9 @@ struct Rows {
 
 // x as [rows, dim] (f32, on the context's device, dim >= 1).
 Rows check_x(const Context& c, const Tensor& x, std::string_view op) {
-  FP8KIT_CHECK(x.rank() == 2, "{}: x must be [rows, dim], got [{}]: view a [batch, seq, dim] tensor as [batch * seq, dim]",
-               op, fmt::join(x.shape(), ", "));
+  FP8KIT_CHECK(x.rank() == 2,
+               "{}: x must be [rows, dim], got [{}]: view a [batch, seq, dim] tensor as [batch * seq, dim]", op,
+               fmt::join(x.shape(), ", "));
   check_tensor(c, x, x.shape(), DType::F32, op, "x");
   FP8KIT_CHECK(x.dim(1) >= 1, "{}: x must have at least one column (dim), got [{}]", op, fmt::join(x.shape(), ", "));
   return {x.dim(0), x.dim(1)};
@@ -92,7 +93,8 @@ void layer_norm_backward_params(Context& c, const Tensor& x, const Tensor& mean,
   prepare_output(c, dbeta, {s.dim}, DType::F32, op, "dbeta");
   if (c.is_cuda()) {
 #if FP8KIT_HAVE_CUDA
-    auto* workspace = static_cast<float*>(c.scratch(cuda::layer_norm_backward_workspace(s.rows, s.dim) * sizeof(float)));
+    const int64_t floats = cuda::layer_norm_backward_workspace(s.rows, s.dim);
+    auto* workspace = static_cast<float*>(c.scratch(static_cast<size_t>(floats) * sizeof(float)));
     cuda::layer_norm_backward_params(s.rows, s.dim, x.device_data<float>(), mean.device_data<float>(),
                                      rstd.device_data<float>(), dout.device_data<float>(), data_or_null(dout2),
                                      dgamma.device_data<float>(), dbeta.device_data<float>(), workspace, stream(c));

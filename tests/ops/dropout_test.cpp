@@ -1,12 +1,11 @@
 // Counter-based dropout masks: determined by (seed, step, site, index) alone, independent across
 // steps and sites, keep rate 1 - rate; Keras's scaling of kept elements in float32 and bf16. The op
-// on Tensors: nn::Dropout's bits with the context's seed and step, a copy when inactive, in place,
-// and its argument errors.
+// on Tensors: the bits of the span functions (nn::Dropout's) with the mask of the context's seed and
+// step, a copy when inactive, in place, a new mask each step; and its argument errors.
 #include "ops/dropout.h"
 
 #include "common/error_of.h"
 #include "cpu_op_test.h"
-#include "nn/dropout.h"
 #include "numerics/cast.h"
 #include "ops/context.h"
 
@@ -61,7 +60,7 @@ TEST(Dropout, ScalesKeptElementsLikeKeras) {
   for (size_t i = 0; i < x.size(); ++i) EXPECT_EQ(dx[i], y[i]) << i;
 }
 
-TEST(DropoutOp, MatchesTheLayerBitForBit) {
+TEST(DropoutOp, MatchesTheSpanFunctionsBitForBit) {
   std::vector<float> x(3 * 5 * 7);
   for (size_t i = 0; i < x.size(); ++i) x[i] = round_bf16(0.37f * static_cast<float>(i) - 11.0f);
   Context c(Device::Cpu, 42);
@@ -69,11 +68,12 @@ TEST(DropoutOp, MatchesTheLayerBitForBit) {
   const Tensor tx = testing::host_tensor(x, {3, 5, 7});
   for (const bool bf16 : {false, true}) {
     for (const bool training : {false, true}) {
-      nn::Dropout layer(4, 0.25f);
-      const auto y = layer.forward(x, training, 42, 9, bf16);
-      const std::vector<float> want(y.begin(), y.end());
-      const auto g = layer.backward(x);
-      const std::vector<float> want_dx(g.begin(), g.end());
+      std::vector<float> want = x, want_dx = x;
+      if (training) {
+        const DropoutMask mask(42, 9, 4, 0.25f);
+        dropout_forward(mask, 0.25f, bf16, x, want);
+        dropout_backward(mask, 0.25f, bf16, x, want_dx);
+      }
       const DropoutSpec spec{4, 0.25f, training};
       Tensor out, dx;
       dropout_forward(c, tx, bf16, spec, out);
@@ -90,6 +90,18 @@ TEST(DropoutOp, MatchesTheLayerBitForBit) {
   Tensor out;
   dropout_forward(c, tx, false, {4, 0.0f, true}, out);
   EXPECT_TRUE(testing::same_bits(out.span<float>(), x));
+}
+
+TEST(DropoutOp, DrawsANewMaskEachStep) {
+  Context c(Device::Cpu, 1);
+  const Tensor x = testing::host_tensor(std::vector<float>(1000, 1.0f), {1000});
+  Tensor step0, again, step1;
+  dropout_forward(c, x, false, {2, 0.1f, true}, step0);
+  dropout_forward(c, x, false, {2, 0.1f, true}, again);
+  c.advance_step();
+  dropout_forward(c, x, false, {2, 0.1f, true}, step1);
+  EXPECT_TRUE(testing::same_bits(step0.span<float>(), again.span<float>()));
+  EXPECT_FALSE(testing::same_bits(step0.span<float>(), step1.span<float>()));
 }
 
 TEST(DropoutOp, ErrorsNameTheOpAndTheTensor) {

@@ -1,14 +1,14 @@
 // LayerNorm's CPU core against a double reference (population variance, eps inside the sqrt) and its
-// backward by finite differences; the op on Tensors: the bits of nn::LayerNorm (with two output
-// gradients: of nn::LayerNorm's backward of their float32 sum, as the seed model adds them), and its
-// argument errors.
+// backward by finite differences; the op on Tensors: the bits of the CPU core that nn::LayerNorm runs
+// (with two output gradients: of the backward of their float32 sum, as the seed model adds them with
+// add(..., bf16=false)), and its argument errors.
 #include "ops/layer_norm.h"
 
 #include "common/error_of.h"
 #include "common/gradient_check.h"
 #include "cpu_op_test.h"
-#include "nn/layer_norm.h"
 #include "numerics/cast.h"
+#include "ops/cpu/elementwise.h"
 #include "ops/cpu/layer_norm.h"
 
 #include <gtest/gtest.h>
@@ -65,7 +65,7 @@ TEST(LayerNorm, BackwardMatchesFiniteDifferences) {
   }
 }
 
-TEST(LayerNormOp, MatchesTheLayerBitForBit) {
+TEST(LayerNormOp, MatchesTheCpuCoreBitForBit) {
   struct Case {
     int64_t rows, dim;
   };
@@ -74,13 +74,15 @@ TEST(LayerNormOp, MatchesTheLayerBitForBit) {
                b = testing::random_vector(s.dim, 3), d1 = testing::random_vector(s.rows * s.dim, 4),
                d2 = testing::random_vector(s.rows * s.dim, 5);
     for (const bool bf16 : {false, true}) {
-      nn::LayerNorm layer("norm", s.dim);
-      layer.gamma.value = g;
-      layer.beta.value = b;
-      const auto want = layer.forward(x, s.rows, bf16);
-      std::vector<float> sum(d1.size());
-      for (size_t i = 0; i < sum.size(); ++i) sum[i] = d1[i] + d2[i];
-      const auto want_dx = layer.backward(sum);
+      std::vector<float> want(x.size()), want_mean(s.rows), want_rstd(s.rows), sum(d1.size()), want_dx(x.size()),
+          want_dgamma(s.dim), want_dbeta(s.dim);
+      cpu::layer_norm_forward(s.rows, s.dim, 1e-5f, x.data(), g.data(), b.data(), bf16, want.data(), want_mean.data(),
+                              want_rstd.data());
+      cpu::add(d1, d2, false, sum);
+      cpu::layer_norm_backward_dx(s.rows, s.dim, x.data(), g.data(), want_mean.data(), want_rstd.data(), sum.data(),
+                                  nullptr, want_dx.data());
+      cpu::layer_norm_backward_params(s.rows, s.dim, x.data(), want_mean.data(), want_rstd.data(), sum.data(), nullptr,
+                                      want_dgamma.data(), want_dbeta.data());
 
       Context c;
       const Tensor tx = testing::host_tensor(x, {s.rows, s.dim}), tg = testing::host_tensor(g, {s.dim}),
@@ -89,14 +91,16 @@ TEST(LayerNormOp, MatchesTheLayerBitForBit) {
       Tensor out, mean, rstd, dx, dx_sum, dgamma, dbeta;
       layer_norm_forward(c, tx, tg, tb, 1e-5f, bf16, out, mean, rstd);
       EXPECT_TRUE(testing::same_bits(out.span<float>(), want)) << s.rows << "x" << s.dim << " bf16 " << bf16;
+      EXPECT_TRUE(testing::same_bits(mean.span<float>(), want_mean));
+      EXPECT_TRUE(testing::same_bits(rstd.span<float>(), want_rstd));
       layer_norm_backward_dx(c, tx, tg, mean, rstd, t1, &t2, dx);
       layer_norm_backward_dx(c, tx, tg, mean, rstd, tsum, nullptr, dx_sum);
       EXPECT_TRUE(testing::same_bits(dx.span<float>(), want_dx)) << s.rows << "x" << s.dim;
       EXPECT_TRUE(testing::same_bits(dx_sum.span<float>(), want_dx)) << s.rows << "x" << s.dim;
       for (const Tensor* dout2 : {static_cast<const Tensor*>(&t2), static_cast<const Tensor*>(nullptr)}) {
         layer_norm_backward_params(c, tx, mean, rstd, dout2 != nullptr ? t1 : tsum, dout2, dgamma, dbeta);
-        EXPECT_TRUE(testing::same_bits(dgamma.span<float>(), layer.gamma.grad)) << s.rows << "x" << s.dim;
-        EXPECT_TRUE(testing::same_bits(dbeta.span<float>(), layer.beta.grad)) << s.rows << "x" << s.dim;
+        EXPECT_TRUE(testing::same_bits(dgamma.span<float>(), want_dgamma)) << s.rows << "x" << s.dim;
+        EXPECT_TRUE(testing::same_bits(dbeta.span<float>(), want_dbeta)) << s.rows << "x" << s.dim;
       }
     }
   }

@@ -1,13 +1,13 @@
-// Mean pooling on Tensors: the bits of the seed model's CPU path (nn::mean_pool_forward then
-// nn::Dropout; nn::Dropout's backward then nn::mean_pool_backward) with the dropout active and
-// inactive, f32 and bf16, awkward shapes; and its argument errors.
+// Mean pooling: the CPU core's values; the op on Tensors: the bits of the seed model's CPU path (the
+// core, which nn::mean_pool_forward names, then the dropout span functions, nn::Dropout's; backward the
+// other way round) with the dropout active and inactive, f32 and bf16, awkward shapes; and its
+// argument errors.
 #include "ops/mean_pool.h"
 
 #include "common/error_of.h"
 #include "common/gradient_check.h"
 #include "cpu_op_test.h"
-#include "nn/dropout.h"
-#include "nn/mean_pool.h"
+#include "ops/cpu/mean_pool.h"
 
 #include <gtest/gtest.h>
 
@@ -15,6 +15,15 @@
 
 namespace fp8kit::ops {
 namespace {
+
+TEST(MeanPool, AveragesOverTheSequence) {
+  const std::vector<float> x = {1, 2, 3, 4, 5, 6};  // batch 1, seq 3, dim 2
+  std::vector<float> out(2), dx(6);
+  cpu::mean_pool_forward(x, 1, 3, 2, false, out);
+  EXPECT_EQ(out, (std::vector<float>{3, 4}));
+  cpu::mean_pool_backward(std::vector<float>{3, 6}, 1, 3, 2, dx);
+  EXPECT_EQ(dx, (std::vector<float>{1, 2, 1, 2, 1, 2}));
+}
 
 TEST(MeanPoolOp, MatchesTheModelsPathBitForBit) {
   struct Case {
@@ -27,12 +36,14 @@ TEST(MeanPoolOp, MatchesTheModelsPathBitForBit) {
     c.set_step(5);
     for (const bool bf16 : {false, true}) {
       for (const bool training : {false, true}) {
-        std::vector<float> pooled(s.batch * s.dim), want_dx(x.size());
-        nn::mean_pool_forward(x, s.batch, s.seq, s.dim, bf16, pooled);
-        nn::Dropout dropout(3, 0.2f);
-        const auto y = dropout.forward(pooled, training, 7, 5, bf16);
-        const std::vector<float> want(y.begin(), y.end());
-        nn::mean_pool_backward(dropout.backward(dout), s.batch, s.seq, s.dim, want_dx);
+        std::vector<float> want(s.batch * s.dim), dropped = dout, want_dx(x.size());
+        cpu::mean_pool_forward(x, s.batch, s.seq, s.dim, bf16, want);
+        if (training) {
+          const DropoutMask mask(7, 5, 3, 0.2f);
+          dropout_forward(mask, 0.2f, bf16, want, want);
+          dropout_backward(mask, 0.2f, bf16, dout, dropped);
+        }
+        cpu::mean_pool_backward(dropped, s.batch, s.seq, s.dim, want_dx);
 
         const DropoutSpec spec{3, 0.2f, training};
         Tensor out, dx;

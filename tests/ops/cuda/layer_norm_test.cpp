@@ -37,8 +37,8 @@ TEST(CudaLayerNorm, MatchesTheCpuOp) {
     d_dout.upload(dout);
     std::vector<float> out(x.size()), mean(c.rows), rstd(c.rows), dx(x.size()), dg(c.dim), db(c.dim);
     for (bool bf16 : {false, true}) {
-      ops::cpu::layer_norm_forward(c.rows, c.dim, 1e-5f, x.data(), gamma.data(), beta.data(), bf16, out.data(), mean.data(),
-                              rstd.data());
+      ops::cpu::layer_norm_forward(c.rows, c.dim, 1e-5f, x.data(), gamma.data(), beta.data(), bf16, out.data(),
+                                   mean.data(), rstd.data());
       layer_norm_forward(c.rows, c.dim, 1e-5f, d_x.data(), d_gamma.data(), d_beta.data(), bf16, d_out.data(),
                          d_mean.data(), d_rstd.data(), nullptr);
       EXPECT_LT(testing::relative_l2(d_out.to_host(), out), bf16 ? 2e-3 : 1e-5) << c.rows << "x" << c.dim;

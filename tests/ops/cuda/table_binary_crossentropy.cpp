@@ -22,7 +22,8 @@ const RegisterOps rows([](std::vector<OpCase>& t) {
     for (const bool column : {false, true}) {
       for (const bool bf16 : {false, true}) {
         const std::vector<int64_t> shape = column ? std::vector<int64_t>{batch, 1} : std::vector<int64_t>{batch};
-        t.push_back({fmt::format("sigmoid_binary_crossentropy/{}{}/{}", batch, column ? "x1" : "", bf16 ? "bf16" : "f32"),
+        const std::string config = fmt::format("{}{}/{}", batch, column ? "x1" : "", bf16 ? "bf16" : "f32");
+        t.push_back({"sigmoid_binary_crossentropy/" + config,
                      [=](ops::Context& c) {
                        const Tensor z = device_tensor(logits(batch), shape, c.device());
                        std::vector<float> y(batch);
