@@ -18,6 +18,10 @@
 #define FP8KIT_HOST_DEVICE
 #endif
 
+namespace fp8kit {
+class Tensor;
+}
+
 namespace fp8kit::ops {
 
 FP8KIT_HOST_DEVICE inline uint64_t splitmix64(uint64_t x) {
@@ -67,6 +71,13 @@ struct DropoutSpec {
 // The mask of `d` in the step a CPU context is at (std::nullopt when inactive).
 class Context;
 std::optional<DropoutMask> dropout_mask(const Context& c, const DropoutSpec& d);
+
+// Dropout of a Tensor on the context's device (ops/dropout.cpp): the span functions below on the CPU,
+// cuda::dropout_forward/backward (the same bits) on the GPU. x, dy: f32, any shape, fewer than 2^32
+// elements, indexed row-major from 0; out, dx: resized to their shape (a default Tensor() becomes one
+// on the context's device) and may be x or dy itself. Inactive spec: a copy (none when in place).
+void dropout_forward(Context& c, const Tensor& x, bool bf16, const DropoutSpec& spec, Tensor& out);
+void dropout_backward(Context& c, const Tensor& dy, bool bf16, const DropoutSpec& spec, Tensor& dx);
 
 // Keras's dropout of a float32 or bf16 tensor: out = keep ? x / keep_prob : 0, where keep_prob is
 // 1 - rate in the tensor's dtype (bf16(0.9) = 0.8984375) and the quotient is rounded to bf16 when

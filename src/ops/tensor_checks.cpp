@@ -24,15 +24,25 @@ void check_tensor(const Context& c, const Tensor& t, std::initializer_list<int64
   check_tensor(c, t, std::span<const int64_t>(shape.begin(), shape.size()), dtype, op, what);
 }
 
-void prepare_output(const Context& c, Tensor& t, std::initializer_list<int64_t> shape, DType dtype,
-                    std::string_view op, std::string_view what) {
+void prepare_output(const Context& c, Tensor& t, std::span<const int64_t> shape, DType dtype, std::string_view op,
+                    std::string_view what) {
   if (t.numel() == 0 && (t.device() != c.device() || t.dtype() != dtype)) {
-    t = Tensor(std::vector<int64_t>(shape), dtype, c.device());
+    t = Tensor(std::vector<int64_t>(shape.begin(), shape.end()), dtype, c.device());
     return;
   }
   FP8KIT_CHECK(t.device() == c.device() && t.dtype() == dtype, "{}: {} must be {} on the {}, got {} on the {}", op,
                what, name(dtype), name(c.device()), name(t.dtype()), name(t.device()));
   t.resize(shape);
+}
+
+void prepare_output(const Context& c, Tensor& t, std::initializer_list<int64_t> shape, DType dtype,
+                    std::string_view op, std::string_view what) {
+  prepare_output(c, t, std::span<const int64_t>(shape.begin(), shape.size()), dtype, op, what);
+}
+
+void check_dropout(const DropoutSpec& spec, std::string_view op) {
+  FP8KIT_CHECK(!spec.active || (spec.rate >= 0.0f && spec.rate < 1.0f),
+               "{}: the dropout rate of site {} must be in [0, 1), got {}", op, spec.site, spec.rate);
 }
 
 }  // namespace fp8kit::ops

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "ops/context.h"
+#include "ops/dropout.h"
 #include "tensor/tensor.h"
 
 #include <initializer_list>
@@ -20,5 +21,11 @@ void check_tensor(const Context& c, const Tensor& t, std::span<const int64_t> sh
 // one of them on a CPU context), else the error says what it has.
 void prepare_output(const Context& c, Tensor& t, std::initializer_list<int64_t> shape, DType dtype,
                     std::string_view op, std::string_view what);
+// The same with the shape as a span (e.g. an input's shape).
+void prepare_output(const Context& c, Tensor& t, std::span<const int64_t> shape, DType dtype, std::string_view op,
+                    std::string_view what);
+
+// An active dropout site's rate must be in [0, 1).
+void check_dropout(const DropoutSpec& spec, std::string_view op);
 
 }  // namespace fp8kit::ops

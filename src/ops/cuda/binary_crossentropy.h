@@ -1,4 +1,4 @@
-// Sigmoid + clipped binary cross-entropy on the GPU (nn/binary_crossentropy.h), forward and gradient
+// Sigmoid + clipped binary cross-entropy on the GPU (ops/cpu/binary_crossentropy.h), forward and gradient
 // in one launch. Device pointers.
 #pragma once
 
@@ -11,7 +11,7 @@
 namespace fp8kit::cuda {
 
 // probs[i] = sigmoid(z[i]) (bf16: rounded); if labels: *loss = mean clipped BCE of probs and
-// dz[i] = its gradient through the clip and the sigmoid (nn::binary_crossentropy_sigmoid_backward).
+// dz[i] = its gradient through the clip and the sigmoid (ops::cpu::binary_crossentropy_sigmoid_backward).
 // batch <= 1024 (one block). loss and dz may be null when labels is null. With epilogue.bias set, z
 // [batch, 1] is the output of a one-output Linear whose epilogue is applied first (z[i] = act(z[i] +
 // bias[0]), written to epilogue.y when set).

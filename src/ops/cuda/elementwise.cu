@@ -18,10 +18,20 @@ namespace {
 
 constexpr int kThreads = 256;
 
+__global__ void add_kernel(const float* a, const float* b, bool bf16, float* out, int64_t n) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = maybe_bf16(a[i] + b[i], bf16);
+}
+
+// a + ((b + c) + d); a null c or d is left out of the sum.
 __global__ void residual_gradient_kernel(const float* a, const float* b, const float* c, const float* d,
                                          DropoutArgs dropout, float* out, int64_t n) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < n) out[i] = dropout.backward(a[i] + ((b[i] + c[i]) + d[i]), static_cast<uint32_t>(i));
+  if (i >= n) return;
+  float s = b[i];
+  if (c != nullptr) s += c[i];
+  if (d != nullptr) s += d[i];
+  out[i] = dropout.backward(a[i] + s, static_cast<uint32_t>(i));
 }
 
 // Up to kMaxOutputs LinearOutputs in one launch, a row of blocks each.
@@ -134,6 +144,12 @@ void check_order(ops::PieceOrder order) {
 }
 
 }  // namespace
+
+void add(const float* a, const float* b, bool bf16, float* out, int64_t n, cudaStream_t stream) {
+  if (n <= 0) return;
+  add_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(a, b, bf16, out, n);
+  check_launch("add");
+}
 
 void residual_gradient(const float* a, const float* b, const float* c, const float* d, const DropoutSite& dropout,
                        bool bf16, float* out, int64_t n, cudaStream_t stream) {

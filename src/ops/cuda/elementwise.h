@@ -1,4 +1,4 @@
-// Small element-wise GPU kernels of a training step: residual gradient sums, a Linear's bias + ReLU
+// Small element-wise GPU kernels of a training step: residual sums and their gradients, a Linear's bias + ReLU
 // epilogue (fused with the dropout and residual sum that follow it) and its backward (dropout, ReLU
 // mask, bias gradient), transposes that lay GEMM operands out K-major for cuBLASLt. Device pointers;
 // work queued on `stream`.
@@ -16,10 +16,13 @@
 
 namespace fp8kit::cuda {
 
+// out = a + b, rounded to bf16 when bf16 (ops::cpu::add's bits). out may alias a or b.
+void add(const float* a, const float* b, bool bf16, float* out, int64_t n, cudaStream_t stream);
+
 // out = dropout_backward(a + ((b + c) + d)), the sums in float32 in that order: the gradient of a
-// dropout output that feeds a residual branch (a) and three Linears (b, c, d: query, key, value).
-// dropout: ops::dropout_backward's values (keep probability as in bf16 or float32 training); inactive:
-// the sum. n < 2^32 with an active dropout.
+// dropout output that feeds a residual branch (a) and up to three Linears (b, c, d: query, key, value;
+// c and d may be null: a + b, a + (b + c)). dropout: ops::dropout_backward's values (keep probability
+// as in bf16 or float32 training); inactive: the sum. n < 2^32 with an active dropout.
 void residual_gradient(const float* a, const float* b, const float* c, const float* d, const DropoutSite& dropout,
                        bool bf16, float* out, int64_t n, cudaStream_t stream);
 

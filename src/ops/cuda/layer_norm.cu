@@ -71,8 +71,8 @@ __global__ void dx_kernel(int64_t rows, int dim, const float* x, const float* ga
   }
 }
 
-// dgamma and dbeta in ops::layer_norm_backward's order: pieces of 256 rows (its kRowsPerPiece), each
-// summed row by row, dgamma as fma(dout, xhat, sum) (the CPU build contracts that multiply-add), then
+// dgamma and dbeta in ops::cpu::layer_norm_backward_params's order: pieces of 256 rows (its
+// kRowsPerPiece), each summed row by row, dgamma as fma(dout, xhat, sum) (the CPU's std::fma), then
 // the pieces in order. Block (piece, 32 columns) -> partials [pieces, 2, dim].
 constexpr int64_t kPieceRows = 256;
 __global__ void __launch_bounds__(kOrderedSumThreads)

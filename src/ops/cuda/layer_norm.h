@@ -1,4 +1,4 @@
-// LayerNorm over the last axis on the GPU, float32 statistics (ops/layer_norm.h's semantics: population
+// LayerNorm over the last axis on the GPU, float32 statistics (ops/cpu/layer_norm.h's semantics: population
 // variance, out = x inv + (beta - mean inv), inv = gamma / sqrt(var + eps)). Device pointers.
 #pragma once
 
@@ -12,7 +12,8 @@ namespace fp8kit::cuda {
 void layer_norm_forward(int64_t rows, int64_t dim, float eps, const float* x, const float* gamma, const float* beta,
                         bool bf16_out, float* out, float* mean, float* rstd, cudaStream_t stream);
 // dx [rows, dim], dgamma and dbeta [dim] overwritten. dgamma and dbeta are summed in exactly
-// ops::layer_norm_backward's order: the same bits every run, and the CPU's bits given the same inputs.
+// ops::cpu::layer_norm_backward_params's order: the same bits every run, and the CPU's bits given the
+// same inputs.
 // The output gradient is dout, or dout + dout2 (float32, added as it is read) when dout2 is set: the
 // two branches of a residual, without a launch of their own. workspace:
 // layer_norm_backward_workspace(rows, dim) floats of device scratch. dim in [1, 256].

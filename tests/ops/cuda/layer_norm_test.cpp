@@ -1,42 +1,23 @@
-// GPU LayerNorm against ops::layer_norm_forward/backward. The GPU sums a row as a warp tree, the CPU
+// GPU LayerNorm against the CPU core (ops/cpu/layer_norm.h). The GPU sums a row as a warp tree, the CPU
 // sequentially: float32 outputs, statistics and dx agree to ~1e-6 relative (bound 1e-5); bf16 outputs
 // then differ only where a value sits at a rounding boundary (bound 2e-3). dgamma and dbeta are added
-// in the CPU's order (pieces of 256 rows): given the CPU's mean and rstd, dbeta is the CPU's bits, and
-// so is dgamma where the CPU build contracts `dg += g * xhat` to a fused multiply-add as the GPU does
-// (GCC with -march=native on an FMA CPU does; checked against a reference here; else bound 1e-5).
-// Every run gives the same bits.
+// in the CPU's order (pieces of 256 rows, dgamma's multiply-adds fused on both): given the CPU's mean
+// and rstd, dgamma and dbeta are the CPU's bits. Every run gives the same bits.
 #include "ops/cuda/layer_norm.h"
 
 #include <gtest/gtest.h>
 
-#include <algorithm>
-#include <cmath>
 #include <utility>
 #include <vector>
 
 #include "ops/cuda/gpu_test.h"
-#include "ops/layer_norm.h"
+#include "ops/cpu/layer_norm.h"
 #include "runtime/cuda/device_buffer.h"
 
 namespace fp8kit::cuda {
 namespace {
 
 using testing::same_bits;
-
-// dgamma summed as the CPU op's loop with its multiply-add contracted: fma per row, pieces of 256.
-std::vector<float> fused_dgamma(int64_t rows, int64_t dim, const std::vector<float>& x, const std::vector<float>& mean,
-                                const std::vector<float>& rstd, const std::vector<float>& dout) {
-  std::vector<float> dg(dim, 0.0f);
-  for (int64_t i = 0; i < dim; ++i) {
-    for (int64_t p = 0; p * 256 < rows; ++p) {
-      float piece = 0.0f;
-      for (int64_t r = p * 256; r < std::min(rows, (p + 1) * 256); ++r)
-        piece = std::fma(dout[r * dim + i], (x[r * dim + i] - mean[r]) * rstd[r], piece);
-      dg[i] += piece;
-    }
-  }
-  return dg;
-}
 
 TEST(CudaLayerNorm, MatchesTheCpuOp) {
   FP8KIT_REQUIRE_GPU();
@@ -56,16 +37,17 @@ TEST(CudaLayerNorm, MatchesTheCpuOp) {
     d_dout.upload(dout);
     std::vector<float> out(x.size()), mean(c.rows), rstd(c.rows), dx(x.size()), dg(c.dim), db(c.dim);
     for (bool bf16 : {false, true}) {
-      ops::layer_norm_forward(c.rows, c.dim, 1e-5f, x.data(), gamma.data(), beta.data(), bf16, out.data(), mean.data(),
-                              rstd.data());
+      ops::cpu::layer_norm_forward(c.rows, c.dim, 1e-5f, x.data(), gamma.data(), beta.data(), bf16, out.data(),
+                                   mean.data(), rstd.data());
       layer_norm_forward(c.rows, c.dim, 1e-5f, d_x.data(), d_gamma.data(), d_beta.data(), bf16, d_out.data(),
                          d_mean.data(), d_rstd.data(), nullptr);
       EXPECT_LT(testing::relative_l2(d_out.to_host(), out), bf16 ? 2e-3 : 1e-5) << c.rows << "x" << c.dim;
       EXPECT_LT(testing::relative_l2(d_rstd.to_host(), rstd), 1e-5);
     }
-    ops::layer_norm_backward(c.rows, c.dim, x.data(), gamma.data(), mean.data(), rstd.data(), dout.data(), dx.data(),
-                             dg.data(), db.data());
-    const bool cpu_fuses = testing::max_ulp_difference(fused_dgamma(c.rows, c.dim, x, mean, rstd, dout), dg) == 0;
+    ops::cpu::layer_norm_backward_dx(c.rows, c.dim, x.data(), gamma.data(), mean.data(), rstd.data(), dout.data(),
+                                     nullptr, dx.data());
+    ops::cpu::layer_norm_backward_params(c.rows, c.dim, x.data(), mean.data(), rstd.data(), dout.data(), nullptr,
+                                         dg.data(), db.data());
     // The backward from the CPU's statistics, so that the parameter gradients can match bit for bit.
     d_mean.upload(mean);
     d_rstd.upload(rstd);
@@ -77,11 +59,7 @@ TEST(CudaLayerNorm, MatchesTheCpuOp) {
                           nullptr, d_dx.data(), d_dg.data(), d_db.data(), workspace.data(), nullptr);
       const std::vector<float> gdx = d_dx.to_host(), gdg = d_dg.to_host(), gdb = d_db.to_host();
       EXPECT_LT(testing::relative_l2(gdx, dx), c.dim == 1 ? 1e-3 : 1e-5) << c.rows << "x" << c.dim;
-      if (cpu_fuses) {
-        EXPECT_EQ(testing::max_ulp_difference(gdg, dg), 0) << "dgamma " << c.rows << "x" << c.dim;
-      } else {
-        EXPECT_LT(testing::relative_l2(gdg, dg), 1e-5) << "dgamma " << c.rows << "x" << c.dim;
-      }
+      EXPECT_EQ(testing::max_ulp_difference(gdg, dg), 0) << "dgamma " << c.rows << "x" << c.dim;
       EXPECT_EQ(testing::max_ulp_difference(gdb, db), 0) << "dbeta " << c.rows << "x" << c.dim;
       if (run == 0) {
         first_dx = gdx, first_dg = gdg, first_db = gdb;

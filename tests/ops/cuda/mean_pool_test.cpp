@@ -1,17 +1,18 @@
-// GPU mean pooling and sigmoid + BCE against nn::mean_pool_* and nn/binary_crossentropy.h. Mean
-// pooling sums in the CPU's order: bit for bit (also with the dropout that follows it fused in, both ways). The sigmoid and log use CUDA's expf/logf (within 2
-// ulp of glibc's): probabilities and gradients within 1e-6 relative.
+// GPU mean pooling and sigmoid + BCE against their CPU cores (ops/cpu/mean_pool.h and
+// ops/cpu/binary_crossentropy.h). Mean pooling sums in the CPU's order: bit for bit (also with the
+// dropout that follows it fused in, both ways). The sigmoid and log use CUDA's expf/logf (within 2 ulp
+// of glibc's): probabilities and gradients within 1e-6 relative.
 #include "ops/cuda/mean_pool.h"
 
 #include <gtest/gtest.h>
 
 #include <vector>
 
-#include "nn/binary_crossentropy.h"
-#include "nn/mean_pool.h"
 #include "numerics/cast.h"
 #include "ops/cuda/binary_crossentropy.h"
 #include "ops/cuda/gpu_test.h"
+#include "ops/cpu/binary_crossentropy.h"
+#include "ops/cpu/mean_pool.h"
 #include "ops/dropout.h"
 #include "runtime/cuda/device_buffer.h"
 
@@ -34,20 +35,20 @@ TEST(CudaMeanPool, MatchesTheCpuBitForBit) {
     d_step.upload(std::vector<uint64_t>{12});
     for (bool bf16 : {false, true})
       for (bool dropout : {false, true}) {  // with the pooled output's dropout fused: ops::dropout_forward after
-        nn::mean_pool_forward(x, c.batch, c.seq, c.dim, bf16, out);
+        ops::cpu::mean_pool_forward(x, c.batch, c.seq, c.dim, bf16, out);
         if (dropout) ops::dropout_forward(ops::DropoutMask(3, 12, 4, 0.1f), 0.1f, bf16, out, out);
         mean_pool_forward(d_x.data(), c.batch, c.seq, c.dim, bf16, DropoutSite{3, d_step.data(), 4, 0.1f, dropout},
                           d_out.data(), nullptr);
         EXPECT_EQ(testing::max_ulp_difference(d_out.to_host(), out), 0) << "bf16 " << bf16 << " dropout " << dropout;
       }
-    nn::mean_pool_backward(dout, c.batch, c.seq, c.dim, dx);
+    ops::cpu::mean_pool_backward(dout, c.batch, c.seq, c.dim, dx);
     mean_pool_backward(d_dout.data(), DropoutSite{}, false, c.batch, c.seq, c.dim, d_dx.data(), nullptr);
     EXPECT_EQ(testing::max_ulp_difference(d_dx.to_host(), dx), 0);
     // With the pooled output's dropout backward fused in: ops::dropout_backward, then the CPU's backward.
     for (bool bf16 : {false, true}) {
       std::vector<float> dropped(dout.size());
       ops::dropout_backward(ops::DropoutMask(3, 12, 4, 0.1f), 0.1f, bf16, dout, dropped);
-      nn::mean_pool_backward(dropped, c.batch, c.seq, c.dim, dx);
+      ops::cpu::mean_pool_backward(dropped, c.batch, c.seq, c.dim, dx);
       mean_pool_backward(d_dout.data(), DropoutSite{3, d_step.data(), 4, 0.1f, true}, bf16, c.batch, c.seq, c.dim,
                          d_dx.data(), nullptr);
       EXPECT_EQ(testing::max_ulp_difference(d_dx.to_host(), dx), 0) << "with dropout, bf16 " << bf16;
@@ -66,9 +67,9 @@ TEST(CudaBinaryCrossentropy, MatchesTheCpu) {
     d_labels.upload(labels);
     for (bool bf16 : {false, true}) {
       std::vector<float> p(batch), dz(batch);
-      nn::sigmoid(z, bf16, p);
-      const float loss = nn::binary_crossentropy(p, labels);
-      nn::binary_crossentropy_sigmoid_backward(p, labels, dz);
+      ops::cpu::sigmoid(z, bf16, p);
+      const float loss = ops::cpu::binary_crossentropy(p, labels);
+      ops::cpu::binary_crossentropy_sigmoid_backward(p, labels, dz);
       sigmoid_binary_crossentropy(d_z.data(), d_labels.data(), batch, bf16, d_probs.data(), d_loss.data(),
                                   d_dz.data(), nullptr);
       EXPECT_LT(testing::relative_l2(d_probs.to_host(), p), bf16 ? 4e-3 : 1e-6);

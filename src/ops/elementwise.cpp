@@ -1,0 +1,68 @@
+// Element-wise ops on Tensors: argument checks, then the CPU cores or the GPU kernels on the context's
+// current lane.
+#include "ops/elementwise.h"
+
+#include "base/error.h"
+#include "ops/cpu/elementwise.h"
+#include "ops/tensor_checks.h"
+
+#include <fmt/format.h>
+
+#include <array>
+#include <vector>
+
+#if FP8KIT_HAVE_CUDA
+#include "ops/cuda/context.h"
+#include "ops/cuda/elementwise.h"
+#endif
+
+namespace fp8kit::ops {
+
+void add(Context& c, const Tensor& a, const Tensor& b, bool bf16, Tensor& out) {
+  constexpr std::string_view op = "add";
+  check_tensor(c, a, a.shape(), DType::F32, op, "a");
+  check_tensor(c, b, a.shape(), DType::F32, op, "b (a's shape)");
+  if (&out != &a && &out != &b) prepare_output(c, out, a.shape(), DType::F32, op, "out");
+  if (c.is_cuda()) {
+#if FP8KIT_HAVE_CUDA
+    cuda::add(a.device_data<float>(), b.device_data<float>(), bf16, out.device_data<float>(), a.numel(), stream(c));
+#endif
+    return;
+  }
+  cpu::add(a.span<float>(), b.span<float>(), bf16, out.span<float>());
+}
+
+void sum_dropout_backward(Context& c, const Tensor& a, std::span<const Tensor* const> rest, bool bf16,
+                          const DropoutSpec& spec, Tensor& out) {
+  constexpr std::string_view op = "sum_dropout_backward";
+  check_dropout(spec, op);
+  FP8KIT_CHECK(rest.size() >= 1 && rest.size() <= 3, "{}: takes 1 to 3 tensors after a, got {}", op, rest.size());
+  check_tensor(c, a, a.shape(), DType::F32, op, "a");
+  bool out_is_input = &out == &a;
+  std::array<const Tensor*, 3> more{};
+  for (size_t k = 0; k < rest.size(); ++k) {
+    FP8KIT_CHECK(rest[k] != nullptr, "{}: tensor {} after a is null", op, k + 1);
+    check_tensor(c, *rest[k], a.shape(), DType::F32, op, fmt::format("tensor {} after a (a's shape)", k + 1));
+    out_is_input = out_is_input || &out == rest[k];
+    more[k] = rest[k];
+  }
+  FP8KIT_CHECK(a.numel() <= int64_t{UINT32_MAX}, "{}: a has {} elements; dropout masks index at most 2^32: split it",
+               op, a.numel());
+  if (!out_is_input) prepare_output(c, out, a.shape(), DType::F32, op, "out");
+  if (c.is_cuda()) {
+#if FP8KIT_HAVE_CUDA
+    const auto data = [](const Tensor* t) { return t != nullptr ? t->device_data<float>() : nullptr; };
+    cuda::residual_gradient(a.device_data<float>(), more[0]->device_data<float>(), data(more[1]), data(more[2]),
+                            dropout_site(c, spec), bf16, out.device_data<float>(), a.numel(), stream(c));
+#endif
+    return;
+  }
+  std::vector<std::span<const float>> spans;
+  for (const Tensor* t : rest) spans.push_back(t->span<float>());
+  cpu::sum(a.span<float>(), spans, out.span<float>());
+  if (const auto mask = dropout_mask(c, spec)) {
+    dropout_backward(*mask, spec.rate, bf16, out.span<float>(), out.span<float>());
+  }
+}
+
+}  // namespace fp8kit::ops

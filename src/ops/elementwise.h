@@ -1,0 +1,26 @@
+// Element-wise ops on Tensors on either device: a residual sum, and the gradient that flows into a
+// dropout from a residual branch and the Linears it feeds. CPU: ops/cpu/elementwise.h (with the
+// dropout span functions); GPU: ops/cuda/elementwise.h. The same bits on both.
+#pragma once
+
+#include "ops/context.h"
+#include "ops/dropout.h"
+#include "tensor/tensor.h"
+
+#include <span>
+
+namespace fp8kit::ops {
+
+// out = a + b (f32, the same shape), rounded to bf16 when bf16 (a residual connection under mixed
+// precision). out is resized to a's shape; it may be a or b.
+void add(Context& c, const Tensor& a, const Tensor& b, bool bf16, Tensor& out);
+
+// out = dropout_backward(spec, bf16, a + ((b + c) + d)) for 1 to 3 more tensors `rest` = {&b, &c, &d}
+// (f32, a's shape; with fewer: a + b, a + (b + c)), each sum in float32 in that order: the gradient of
+// a dropout output that feeds a residual branch (a) and Linears (b, c, d: e.g. query, key, value). The
+// CPU seed model computes exactly this: the attention's dx = (dxq + dxk) + dxv, then d_r1 + dx, then
+// the embedding dropout's backward. Inactive spec: the sum. out is resized; it may be any input.
+void sum_dropout_backward(Context& c, const Tensor& a, std::span<const Tensor* const> rest, bool bf16,
+                          const DropoutSpec& spec, Tensor& out);
+
+}  // namespace fp8kit::ops
