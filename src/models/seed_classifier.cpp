@@ -162,7 +162,7 @@ struct SeedClassifier::Impl {
     ops::sigmoid_binary_crossentropy(c, dense_1.op().y, &y, bf16(), probs, loss, dz);
     const Tensor& d_h2 = dense_1.backward(c, dz);
     const Tensor& d_pooled = dense.backward(c, d_h2, dropout(kHeadDropout, true));
-    ops::mean_pool_backward(c, d_pooled, bf16(), dropout(kPoolDropout, true), d_pooled_x);
+    ops::mean_pool_backward(c, d_pooled, T, bf16(), dropout(kPoolDropout, true), d_pooled_x);
     const Tensor d_x2 = d_pooled_x.view(0, {B * T, D});
     const Tensor& d_r2 = feedforward_norm.backward(c, d_x2);
     const Tensor& d_h = output.backward(c, d_r2, dropout(kFeedforwardDropout, true));

@@ -44,24 +44,27 @@ const Tensor& CausalSelfAttention::forward(ops::Context& c, const Tensor& x, int
   }
   c.join(ops::Lane::A);
   c.join(ops::Lane::B);
-  const ops::AttentionShape shape{batch, seq, heads_, head_dim_};
-  ops::causal_attention_forward(c, shape, query.op().y, key.op().y, value.op().y, probabilities, bf16, saved_,
-                                context_);
+  // The projections' [batch * seq, channels] as the core's [batch, seq, channels].
+  const int64_t channels = heads_ * head_dim_;
+  q_ = query.op().y.view(0, {batch, seq, channels});
+  k_ = key.op().y.view(0, {batch, seq, channels});
+  v_ = value.op().y.view(0, {batch, seq, channels});
+  ops::causal_attention_forward(c, q_, k_, v_, {batch, seq, heads_, head_dim_}, probabilities, bf16, saved_, context_);
   return output.forward(c, context_, training, next);
 }
 
 void CausalSelfAttention::backward(ops::Context& c, const Tensor& dy, const ops::DropoutSpec& dropout) {
-  const Tensor& dcontext = output.backward(c, dy, dropout);
-  const ops::AttentionShape shape{batch_, seq_, heads_, head_dim_};
-  ops::causal_attention_backward(c, shape, query.op().y, key.op().y, value.op().y, saved_, probabilities_, bf16_,
-                                 dcontext, dq_, dk_, dv_);
-  const ops::LinearGradient group[] = {{&query.op(), &dq_, {}, ops::Lane::Main},
-                                       {&key.op(), &dk_, {}, ops::Lane::A},
-                                       {&value.op(), &dv_, {}, ops::Lane::B}};
+  const int64_t rows = batch_ * seq_, channels = heads_ * head_dim_;
+  const Tensor dcontext = output.backward(c, dy, dropout).view(0, {batch_, seq_, channels});
+  ops::causal_attention_backward(c, q_, k_, v_, saved_, probabilities_, bf16_, dcontext, dq_, dk_, dv_);
+  const Tensor dq = dq_.view(0, {rows, channels}), dk = dk_.view(0, {rows, channels}), dv = dv_.view(0, {rows, channels});
+  const ops::LinearGradient group[] = {{&query.op(), &dq, {}, ops::Lane::Main},
+                                       {&key.op(), &dk, {}, ops::Lane::A},
+                                       {&value.op(), &dv, {}, ops::Lane::B}};
   ops::linear_backward(c, group);
 }
 
-std::array<const Tensor*, 3> CausalSelfAttention::input_gradients() const {
+std::array<const Tensor*, 3> CausalSelfAttention::input_gradients() {
   return {&query.op().dx, &key.op().dx, &value.op().dx};
 }
 

@@ -32,7 +32,7 @@ class CausalSelfAttention {
   // it adds them to).
   void backward(ops::Context& c, const Tensor& dy, const ops::DropoutSpec& dropout = {});
   // query's, key's and value's dx [batch * seq, hidden] after backward().
-  std::array<const Tensor*, 3> input_gradients() const;
+  std::array<const Tensor*, 3> input_gradients();
 
   std::array<Linear*, 4> linears() { return {&query, &key, &value, &output}; }
 
@@ -43,6 +43,7 @@ class CausalSelfAttention {
   int64_t batch_ = 0, seq_ = 0;
   bool bf16_ = false;
   ops::DropoutSpec probabilities_{};
+  Tensor q_, k_, v_;  // views of the projections' outputs as [batch, seq, channels]
   Tensor saved_, context_, dq_, dk_, dv_;
 };
 

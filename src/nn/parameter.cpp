@@ -40,8 +40,8 @@ void ParameterSet::allocate(Device device) {
   }
   for (size_t i = 0; i < parameters_.size(); ++i) {
     Parameter& p = parameters_[i];
-    p.value = values_.view(offsets_[i], {numel(p.shape)});
-    p.grad = grads_.view(offsets_[i], {numel(p.shape)});
+    p.value = values_.view(offsets_[i], p.shape);
+    p.grad = grads_.view(offsets_[i], p.shape);
   }
 }
 

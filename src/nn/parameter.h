@@ -20,7 +20,7 @@ namespace fp8kit::nn {
 struct Parameter {
   std::string name;
   std::vector<int64_t> shape;
-  Tensor value;  // f32, a view of the ParameterSet's flat buffer, [numel(shape)]
+  Tensor value;  // f32 of `shape`, a view of the ParameterSet's flat values
   Tensor grad;   // the same in the gradient buffer
 
   int64_t numel() const { return value.numel(); }

@@ -24,8 +24,12 @@ Fp8Format backward_format(const LinearOp& l) { return l.scaling->recipe().backwa
 void check_linear(const Context& c, const LinearOp& l) {
   FP8KIT_CHECK(l.in > 0 && l.out > 0 && l.w != nullptr && l.b != nullptr && l.dw != nullptr && l.db != nullptr,
                "linear: the op needs its sizes and parameter tensors");
-  check_tensor(c, *l.w, {l.in * l.out}, DType::F32, "linear", "the kernel");
-  check_tensor(c, *l.b, {l.out}, DType::F32, "linear", "the bias");
+  // Any shape of in x out elements (Keras's kernel shapes), laid out [in, out].
+  FP8KIT_CHECK(l.w->numel() == l.in * l.out && l.b->numel() == l.out && l.dw->numel() == l.w->numel() &&
+                   l.db->numel() == l.out,
+               "linear: the kernel must hold {} x {} values and the bias {}", l.in, l.out, l.out);
+  check_tensor(c, *l.w, l.w->shape(), DType::F32, "linear", "the kernel");
+  check_tensor(c, *l.b, l.b->shape(), DType::F32, "linear", "the bias");
   FP8KIT_CHECK(l.precision != LinearPrecision::Fp8 || (l.scaling != nullptr && l.slot >= 0 && l.slot + 2 < l.scaling->size()),
                "linear: an FP8 Linear needs its three slots in the scaling table");
 }
@@ -35,8 +39,9 @@ void check_linear(const Context& c, const LinearOp& l) {
 float cast_fp8(ScalingTable& t, int s, std::span<const float> x, bool training, Tensor& codes, Tensor& values,
                Context& c) {
   const Fp8Format format = t.format(s);
-  codes.resize({static_cast<int64_t>(x.size())});
-  values.resize({static_cast<int64_t>(x.size())});
+  const int64_t n = static_cast<int64_t>(x.size());
+  sized(codes, {n}, dtype_of(format), Device::Cpu);
+  sized(values, {n}, DType::F32, Device::Cpu);
   float* amax_slot = t.amax_slot(s, training);
   if (t.current()) {
     *amax_slot = amax(x);
@@ -57,7 +62,7 @@ void cpu_prepare_weights(Context& c, LinearOp& l, bool training) {
     case LinearPrecision::Fp32:
       break;
     case LinearPrecision::Bf16:
-      l.wc.resize({l.in, l.out});
+      sized(l.wc, {l.in, l.out}, DType::F32, Device::Cpu);
       round_bf16(w, l.wc.span<float>());
       break;
     case LinearPrecision::Fp8:
@@ -68,7 +73,7 @@ void cpu_prepare_weights(Context& c, LinearOp& l, bool training) {
 
 void cpu_forward(Context& c, LinearOp& l, const Tensor& x, bool training, const LinearOutput& next) {
   const int64_t rows = l.rows, in = l.in, out = l.out;
-  l.y.resize({rows, out});
+  sized(l.y, {rows, out}, DType::F32, Device::Cpu);
   float* y = l.y.data<float>();
   const GemmShape shape{rows, out, in};
   const bool bf16 = l.precision != LinearPrecision::Fp32;
@@ -77,7 +82,7 @@ void cpu_forward(Context& c, LinearOp& l, const Tensor& x, bool training, const 
       gemm_f32(shape, 1.0f, x.data<float>(), l.w->data<float>(), 0.0f, y);
       break;
     case LinearPrecision::Bf16:
-      l.xc.resize({rows, in});
+      sized(l.xc, {rows, in}, DType::F32, Device::Cpu);
       round_bf16(x.span<float>(), l.xc.span<float>());
       gemm_f32(shape, 1.0f, l.xc.data<float>(), l.wc.data<float>(), 0.0f, y);
       break;
@@ -120,8 +125,8 @@ void cpu_backward(Context& c, const LinearGradient& lg) {
   LinearOp& l = *lg.linear;
   const int64_t rows = l.rows, in = l.in, out = l.out;
   const bool bf16 = l.precision != LinearPrecision::Fp32;
-  l.g.resize({rows, out});
-  l.dx.resize({rows, in});
+  sized(l.g, {rows, out}, DType::F32, Device::Cpu);
+  sized(l.dx, {rows, in}, DType::F32, Device::Cpu);
   float* g = l.g.data<float>();
   const float* y = l.y.data<float>();
   const float* dy = lg.dy->data<float>();
@@ -135,7 +140,7 @@ void cpu_backward(Context& c, const LinearGradient& lg) {
   // piece order, so the result does not depend on the thread count.
   constexpr int64_t kRowsPerPiece = LinearOp::kBiasGradientOrder.rows_per_piece;
   const int64_t pieces = LinearOp::kBiasGradientOrder.pieces(rows);
-  l.partials.resize({pieces, out});
+  sized(l.partials, {pieces, out}, DType::F32, Device::Cpu);
   float* partials = l.partials.data<float>();
 #pragma omp parallel for schedule(static) if (rows * out >= 65536)
   for (int64_t p = 0; p < pieces; ++p) {

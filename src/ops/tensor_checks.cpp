@@ -45,4 +45,9 @@ void check_dropout(const DropoutSpec& spec, std::string_view op) {
                "{}: the dropout rate of site {} must be in [0, 1), got {}", op, spec.site, spec.rate);
 }
 
+void sized(Tensor& t, std::initializer_list<int64_t> shape, DType dtype, Device device) {
+  if (t.dtype() != dtype || t.device() != device) t = Tensor(std::vector<int64_t>(shape), dtype, device);
+  t.resize(shape);
+}
+
 }  // namespace fp8kit::ops

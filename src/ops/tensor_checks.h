@@ -28,4 +28,8 @@ void prepare_output(const Context& c, Tensor& t, std::span<const int64_t> shape,
 // An active dropout site's rate must be in [0, 1).
 void check_dropout(const DropoutSpec& spec, std::string_view op);
 
+// An op's own buffer (scratch kept between calls): t becomes a [shape] tensor of `dtype` on `device`,
+// reusing its storage when it already is one of them with room enough (steps then allocate nothing).
+void sized(Tensor& t, std::initializer_list<int64_t> shape, DType dtype, Device device);
+
 }  // namespace fp8kit::ops

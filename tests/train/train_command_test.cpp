@@ -142,11 +142,12 @@ TEST(TrainCommand, EveryRecipeOptionTrainsAndIsRecorded) {
   }
 }
 
-// The options change the training as they say, on the CPU: after two steps (20 reviews, batches of
-// 10) every scale is fp8_max / amax of step 0, so --margin 1 halves each one and
-// --power-of-two-scales rounds each down to a power of two; --formats e4m3 keeps
-// the forward's scales and changes the output gradients'; after three steps (batches of 8)
-// most_recent takes step 1's amax where max takes the larger of steps 0 and 1.
+// The options change the training as they say, on the CPU. A checkpoint holds the scales the next
+// step would use. After one step (20 reviews, one batch) every scale is fp8_max / amax of step 0, so
+// --margin 1 halves each one and --power-of-two-scales rounds each down to a power of two; --formats
+// e4m3 keeps the forward's scales and changes the output gradients'. After two steps (batches of 10,
+// both runs alike until then: step 1 uses the scales of step 0's amaxes) most_recent takes step 1's
+// amax where max takes the larger of steps 0 and 1.
 TEST(TrainCommand, RecipeOptionsChangeTheScales) {
   const fp8kit::testing::TempDir dir("train_command");
   const std::string common = " --data " + make_tiny_imdb(dir.path()).string() + " --vocab " +
@@ -156,10 +157,10 @@ TEST(TrainCommand, RecipeOptionsChangeTheScales) {
     EXPECT_EQ(r.exit_code, 0) << tail(r.output);
     return scales(dir / name / "checkpoint-fp8.safetensors");
   };
-  const auto plain = train("plain", "--batch-size 10");
-  const auto margin = train("margin", "--batch-size 10 --margin 1");
-  const auto power_of_two = train("power_of_two", "--batch-size 10 --power-of-two-scales");
-  const auto e4m3 = train("e4m3", "--batch-size 10 --formats e4m3");
+  const auto plain = train("plain", "--batch-size 20");
+  const auto margin = train("margin", "--batch-size 20 --margin 1");
+  const auto power_of_two = train("power_of_two", "--batch-size 20 --power-of-two-scales");
+  const auto e4m3 = train("e4m3", "--batch-size 20 --formats e4m3");
   ASSERT_FALSE(plain.empty());
   ASSERT_EQ(margin.size(), plain.size());
   ASSERT_EQ(power_of_two.size(), plain.size());
@@ -176,8 +177,8 @@ TEST(TrainCommand, RecipeOptionsChangeTheScales) {
   }
   EXPECT_GT(changed_gradients, 0);
 
-  const auto max = train("max", "--batch-size 8");
-  const auto recent = train("recent", "--batch-size 8 --amax-algo most_recent");
+  const auto max = train("max", "--batch-size 10");
+  const auto recent = train("recent", "--batch-size 10 --amax-algo most_recent");
   ASSERT_EQ(recent.size(), max.size());
   int larger = 0;
   for (const auto& [name, scale] : max) {

@@ -16,6 +16,7 @@
 #include "ops/cuda/gemm.h"
 #include "ops/cuda/quantize.h"
 #include "ops/cuda/small_fp8_gemm.h"
+#include "ops/tensor_checks.h"
 #include "runtime/cuda/check.h"
 
 #include <algorithm>
@@ -29,10 +30,7 @@ bool fp8(const LinearOp& l) { return l.precision == LinearPrecision::Fp8; }
 bool bf16_rounding(const LinearOp& l) { return l.precision != LinearPrecision::Fp32; }
 
 // Sizes t as [rows, cols] of `dtype` on the GPU (a no-op once sized: steps allocate nothing).
-void sized(Tensor& t, int64_t rows, int64_t cols, DType dtype) {
-  if (t.dtype() != dtype || t.device() != Device::Cuda) t = Tensor({rows, cols}, dtype, Device::Cuda);
-  t.resize({rows, cols});
-}
+void sized(Tensor& t, int64_t rows, int64_t cols, DType dtype) { ops::sized(t, {rows, cols}, dtype, Device::Cuda); }
 
 float* f32(Tensor& t) { return t.device_data<float>(); }
 const float* f32(const Tensor& t) { return t.device_data<float>(); }

@@ -58,13 +58,13 @@ std::vector<Batch> make_batches(const SeedClassifierConfig& config) {
 }
 
 // A GPU model, its Adam, and its training steps as captured graphs.
-struct Run {
+struct Training {
   std::unique_ptr<SeedClassifier> model;
   std::unique_ptr<optim::Adam> adam;
   Tensor tokens{{kBatch, 200}, DType::I32, Device::Cuda}, labels{{kBatch}, DType::F32, Device::Cuda};
   std::unique_ptr<exec::CapturedStep> steps;
 
-  Run(const Case& c, uint64_t init_seed) {
+  Training(const Case& c, uint64_t init_seed) {
     model = std::make_unique<SeedClassifier>(small_config(), init_seed, Device::Cuda);
     model->set_precision(c.precision, c.recipe);
     adam = std::make_unique<optim::Adam>(model->parameter_set());
@@ -102,7 +102,7 @@ struct Run {
 using StateBits = std::map<std::string, std::vector<uint32_t>>;
 
 // The whole training state (and last gradients) as raw bits by name.
-StateBits state_bits(Run& run) {
+StateBits state_bits(Training& run) {
   run.model->context().synchronize();
   const nn::HostState host(run.state());
   StateBits bits;
@@ -139,7 +139,7 @@ TEST_P(SeedClassifierGpuResumeTest, TwoRunsAgreeAndResumingIsBitExact) {
 
   // Uninterrupted, twice.
   const auto straight = [&](std::vector<float>& losses) {
-    Run run(c, kSeed);
+    Training run(c, kSeed);
     for (const Batch& b : batches) losses.push_back(run.step(b));
     return state_bits(run);
   };
@@ -151,12 +151,12 @@ TEST_P(SeedClassifierGpuResumeTest, TwoRunsAgreeAndResumingIsBitExact) {
   // Stopped after kStop steps (then an evaluation), copied to the host, loaded into a fresh GPU model
   // initialised from another seed, continued.
   std::vector<float> losses;
-  Run first(c, kSeed);
+  Training first(c, kSeed);
   for (int s = 0; s < kStop; ++s) losses.push_back(first.step(batches[s]));
   first.model->forward(batches[kSteps - 1].tokens, kBatch, false, kStop);
   first.model->context().synchronize();
   nn::HostState saved(first.state());
-  Run resumed(c, kSeed + 1);
+  Training resumed(c, kSeed + 1);
   nn::HostState restore(resumed.state());
   ASSERT_EQ(restore.entries().size(), saved.entries().size());
   for (size_t i = 0; i < saved.entries().size(); ++i)

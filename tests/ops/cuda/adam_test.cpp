@@ -1,4 +1,4 @@
-// GPU Adam against optim::Adam over three steps. The GPU rounds every operation (no contraction);
+// GPU Adam against the CPU's update core (ops::adam_update, optim::Adam's) over three steps. The GPU rounds every operation (no contraction);
 // the CPU build (GCC, C++: -ffp-contract=fast) fuses some multiply-adds of the moment updates, so
 // the moments differ in the last bits and the updates w_t - w_{t-1} agree to ~1e-7 relative (measured
 // on H200: bound 1e-6), not bit for bit.
@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "ops/cuda/gpu_test.h"
-#include "optim/adam.h"
+#include "ops/adam.h"
 #include "runtime/cuda/device_buffer.h"
 
 namespace fp8kit::cuda {
@@ -19,24 +19,25 @@ namespace {
 TEST(CudaAdam, MatchesKerasAdamOnTheCpu) {
   FP8KIT_REQUIRE_GPU();
   for (int64_t n : {1, 1000, 653953}) {
-    nn::Parameter p{"w", {n}, testing::random_normal(n, 1, 0.05f), std::vector<float>(n)};
-    optim::Adam cpu({&p});
+    std::vector<float> value = testing::random_normal(n, 1, 0.05f), grad, cpu_m(n), cpu_v(n);
+    const ops::AdamOptions options;
     DeviceBuffer<float> w(n), g(n), m(n), v(n), iterations(1);
     DeviceBuffer<uint64_t> step_counter(1);
     step_counter.fill_bytes(0);
-    w.upload(p.value);
+    w.upload(value);
     m.fill_bytes(0);
     v.fill_bytes(0);
     iterations.fill_bytes(0);
     for (int step = 0; step < 3; ++step) {
-      p.grad = testing::random_normal(n, 10 + step, step == 1 ? 1e-6f : 1.0f);
-      if (n > 1) p.grad[0] = 0.0f;  // an unused row: no move
-      g.upload(p.grad);
-      const std::vector<float> before = p.value;
-      cpu.step();
-      adam_step(cpu.options(), iterations.data(), w.data(), g.data(), m.data(), v.data(), n, nullptr,
+      grad = testing::random_normal(n, 10 + step, step == 1 ? 1e-6f : 1.0f);
+      if (n > 1) grad[0] = 0.0f;  // an unused row: no move
+      g.upload(grad);
+      const std::vector<float> before = value;
+      ops::adam_update(ops::adam_coefficients(options, static_cast<float>(step + 1)), value.data(), grad.data(),
+                       cpu_m.data(), cpu_v.data(), n);
+      adam_step(options, iterations.data(), w.data(), g.data(), m.data(), v.data(), n, nullptr,
                 step == 2 ? nullptr : step_counter.data());
-      std::vector<float> got = w.to_host(), want = p.value;
+      std::vector<float> got = w.to_host(), want = value;
       for (int64_t i = 0; i < n; ++i) {
         got[i] -= before[i];
         want[i] -= before[i];
@@ -47,7 +48,7 @@ TEST(CudaAdam, MatchesKerasAdamOnTheCpu) {
       if (n > 1) {
         EXPECT_EQ(got[0], 0.0f);
       }
-      w.upload(p.value);  // continue from the CPU's weights: errors do not accumulate
+      w.upload(value);  // continue from the CPU's weights: errors do not accumulate
       EXPECT_EQ(iterations.to_host()[0], static_cast<float>(step + 1));
       EXPECT_EQ(step_counter.to_host()[0], static_cast<uint64_t>(step < 2 ? step + 1 : 2));  // not passed at step 2
     }

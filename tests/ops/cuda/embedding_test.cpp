@@ -1,4 +1,4 @@
-// GPU token + position embedding against nn::TokenAndPositionEmbedding: the forward bit for bit (one
+// GPU token + position embedding against the CPU cores (ops::embedding_gather / embedding_scatter): the forward bit for bit (one
 // addition, then the fused dropout against ops::dropout_forward), and the backward too (the GPU adds
 // each gradient row in the CPU's order), the same bits on every run.
 #include "ops/cuda/embedding.h"
@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "base/error.h"
-#include "nn/embedding.h"
+#include "ops/embedding.h"
 #include "ops/cuda/gpu_test.h"
 #include "ops/dropout.h"
 #include "runtime/cuda/device_buffer.h"
@@ -32,9 +32,8 @@ TEST(CudaEmbedding, MatchesTheCpuLayerBitForBit) {
   // method; tiny ones.
   for (const Case c : {Case{32, 200, 32, 20000}, Case{4, 100, 40, 1}, Case{2, 100, 33, 6, true}, Case{3, 7, 5, 11},
                        Case{1, 1, 1, 1}, Case{2, 3, 33, 70000}}) {
-    nn::TokenAndPositionEmbedding layer("e", c.vocabulary, c.seq, c.dim);
-    layer.token.value = testing::random_normal(layer.token.value.size(), 1, 0.05f);
-    layer.position.value = testing::random_normal(layer.position.value.size(), 2, 0.05f);
+    const std::vector<float> token = testing::random_normal(c.vocabulary * c.dim, 1, 0.05f),
+                             position = testing::random_normal(c.seq * c.dim, 2, 0.05f);
     std::mt19937 rng(3);
     std::vector<int32_t> tokens;
     if (c.boundary_runs) {
@@ -49,19 +48,19 @@ TEST(CudaEmbedding, MatchesTheCpuLayerBitForBit) {
     const std::vector<float> dout = testing::random_normal(static_cast<size_t>(c.batch * c.seq * c.dim), 4);
     const EmbeddingShape shape{c.batch, c.seq, c.dim, c.vocabulary};
     DeviceBuffer<int32_t> d_tokens(tokens.size());
-    DeviceBuffer<float> d_token(layer.token.value.size()), d_position(layer.position.value.size()),
-        d_out(dout.size()), d_dout(dout.size()), d_tg(layer.token.value.size()), d_pg(layer.position.value.size());
+    DeviceBuffer<float> d_token(token.size()), d_position(position.size()), d_out(dout.size()), d_dout(dout.size()),
+        d_tg(token.size()), d_pg(position.size());
     DeviceBuffer<uint8_t> workspace(embedding_backward_workspace(shape));
     d_tokens.upload(tokens);
-    d_token.upload(layer.token.value);
-    d_position.upload(layer.position.value);
+    d_token.upload(token);
+    d_position.upload(position);
     d_dout.upload(dout);
     DeviceBuffer<uint64_t> d_step(1);
     d_step.upload(std::vector<uint64_t>{6});
     for (bool bf16 : {false, true})
       for (bool dropout : {false, true}) {  // the forward with the embedding dropout fused (ops::dropout_forward)
-        const auto sum = layer.forward(tokens, c.batch, bf16);
-        std::vector<float> want(sum.begin(), sum.end());
+        std::vector<float> want(dout.size());
+        ops::embedding_gather(tokens, c.seq, c.dim, token, position, bf16, want);
         if (dropout) ops::dropout_forward(ops::DropoutMask(9, 6, 0, 0.1f), 0.1f, bf16, want, want);
         const DropoutSite site{9, d_step.data(), 0, 0.1f, dropout};
         embedding_forward(shape, d_tokens.data(), d_token.data(), d_position.data(), bf16, site, d_out.data(),
@@ -69,7 +68,8 @@ TEST(CudaEmbedding, MatchesTheCpuLayerBitForBit) {
         EXPECT_EQ(testing::max_ulp_difference(d_out.to_host(), want), 0)
             << "bf16 " << bf16 << " dropout " << dropout << " batch " << c.batch;
       }
-    layer.backward(dout);
+    std::vector<float> token_grad(token.size()), position_grad(position.size());
+    ops::embedding_scatter(tokens, c.seq, c.dim, dout, token_grad, position_grad);
     std::vector<float> first_tg, first_pg;
     Stream sort_stream, sums_stream;
     const Event sorted;
@@ -90,8 +90,8 @@ TEST(CudaEmbedding, MatchesTheCpuLayerBitForBit) {
         sums_stream.synchronize();
       }
       const std::vector<float> tg = d_tg.to_host(), pg = d_pg.to_host();
-      EXPECT_EQ(testing::max_ulp_difference(tg, layer.token.grad), 0) << c.batch << "x" << c.seq << " run " << run;
-      EXPECT_EQ(testing::max_ulp_difference(pg, layer.position.grad), 0) << c.batch << "x" << c.seq << " run " << run;
+      EXPECT_EQ(testing::max_ulp_difference(tg, token_grad), 0) << c.batch << "x" << c.seq << " run " << run;
+      EXPECT_EQ(testing::max_ulp_difference(pg, position_grad), 0) << c.batch << "x" << c.seq << " run " << run;
       if (run == 0) {
         first_tg = tg;
         first_pg = pg;
