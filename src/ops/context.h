@@ -5,6 +5,7 @@
 
 #include "runtime/device.h"
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -39,11 +40,13 @@ class Context {
 
   // The lane ops are queued on now (Main unless inside an OnLane).
   Lane lane() const { return lane_; }
-  // `lane` waits for the work queued on Main so far / Main waits for the work queued on `lane` so far.
-  // CPU: nothing to do (ops run in program order).
+  // `lane` waits for the work queued on Main so far / Main waits for the work queued on `lane` so far
+  // (nothing to wait for when `lane` was not forked since the last join_all). CPU: nothing to do (ops
+  // run in program order).
   void fork(Lane lane);
   void join(Lane lane);
-  // Main waits for every other lane: the end of a step (a captured graph needs every branch joined).
+  // Main waits for every lane forked since the last join_all: the end of a step (a captured graph
+  // needs every branch joined, and only branches forked inside it).
   void join_all();
   // Ops queued while an OnLane lives go to its lane.
   class OnLane {
@@ -76,6 +79,7 @@ class Context {
   uint64_t seed_;
   uint64_t step_ = 0;
   Lane lane_ = Lane::Main;
+  std::array<bool, kLanes> forked_{};
   std::unique_ptr<Cuda> cuda_;
 };
 

@@ -141,14 +141,16 @@ void ScalingTable::clear_evaluation_amaxes(ops::Context& c) {
 
 std::vector<nn::StateTensor> ScalingTable::state() {
   const int64_t L = static_cast<int64_t>(recipe_.amax_history_length);
-  views_.clear();
-  views_.reserve(2 * names_.size());
+  if (views_.empty()) {  // made once, so that every state() hands out the same views
+    for (int i = 0; i < size(); ++i) {
+      views_.push_back((keras_lag() ? scale_inv_ : scale_).view(i, {1}));
+      views_.push_back(history_.view(i * L, {L}));
+    }
+  }
   std::vector<nn::StateTensor> entries;
   for (int i = 0; i < size(); ++i) {
-    views_.push_back((keras_lag() ? scale_inv_ : scale_).view(i, {1}));
-    entries.push_back({names_[i] + "_scale", {}, &views_.back(), nn::Domain::Positive});
-    views_.push_back(history_.view(i * L, {L}));
-    entries.push_back({names_[i] + "_amax_history", {L}, &views_.back(), nn::Domain::NonNegative});
+    entries.push_back({names_[i] + "_scale", {}, &views_[2 * i], nn::Domain::Positive});
+    entries.push_back({names_[i] + "_amax_history", {L}, &views_[2 * i + 1], nn::Domain::NonNegative});
   }
   return entries;
 }

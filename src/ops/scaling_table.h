@@ -55,8 +55,8 @@ class ScalingTable {
   void clear_evaluation_amaxes(ops::Context& c);
 
   // Checkpoint views, per slot "<name>_scale" (te lag, current: the scale; keras lag: Keras's
-  // multiplier, the value the next step uses) and "<name>_amax_history" [L]. After writing into
-  // them, call restored() to recompute what follows from them.
+  // multiplier, the value the next step uses) and "<name>_amax_history" [L], valid until the table
+  // moves (to()). After writing into them, call restored() to recompute what follows from them.
   std::vector<nn::StateTensor> state();
   void restored(ops::Context& c);
 

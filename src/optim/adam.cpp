@@ -19,15 +19,16 @@ int64_t Adam::iterations() const { return static_cast<int64_t>(iterations_.to(De
 
 std::vector<nn::StateTensor> Adam::state() {
   const std::vector<nn::Parameter*> ps = parameters_.parameters();
-  views_.clear();
-  views_.reserve(2 * ps.size());
+  if (views_.empty()) {  // made once, so that every state() hands out the same views
+    for (size_t i = 0; i < ps.size(); ++i) {
+      views_.push_back(m_.view(parameters_.offset(i), ps[i]->shape));
+      views_.push_back(v_.view(parameters_.offset(i), ps[i]->shape));
+    }
+  }
   std::vector<nn::StateTensor> entries;
   for (size_t i = 0; i < ps.size(); ++i) {
-    const int64_t offset = parameters_.offset(i), n = ps[i]->numel();
-    views_.push_back(m_.view(offset, {n}));
-    entries.push_back({ps[i]->name + "/m", ps[i]->shape, &views_.back(), nn::Domain::Finite});
-    views_.push_back(v_.view(offset, {n}));
-    entries.push_back({ps[i]->name + "/v", ps[i]->shape, &views_.back(), nn::Domain::NonNegative});
+    entries.push_back({ps[i]->name + "/m", ps[i]->shape, &views_[2 * i], nn::Domain::Finite});
+    entries.push_back({ps[i]->name + "/v", ps[i]->shape, &views_[2 * i + 1], nn::Domain::NonNegative});
   }
   entries.push_back({"iterations", {}, &iterations_, nn::Domain::Count});
   return entries;

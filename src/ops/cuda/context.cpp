@@ -34,13 +34,14 @@ void Context::advance_step() {
 
 void Context::fork(Lane lane) {
   if (cuda_ == nullptr || lane == Lane::Main) return;
+  forked_[static_cast<int>(lane)] = true;
   const cudaEvent_t event = cuda_->events[0].get();
   FP8KIT_CUDA_CHECK(cudaEventRecord(event, stream(*this, Lane::Main)));
   FP8KIT_CUDA_CHECK(cudaStreamWaitEvent(stream(*this, lane), event, 0));
 }
 
 void Context::join(Lane lane) {
-  if (cuda_ == nullptr || lane == Lane::Main) return;
+  if (cuda_ == nullptr || lane == Lane::Main || !forked_[static_cast<int>(lane)]) return;
   const cudaEvent_t event = cuda_->events[static_cast<int>(lane)].get();
   FP8KIT_CUDA_CHECK(cudaEventRecord(event, stream(*this, lane)));
   FP8KIT_CUDA_CHECK(cudaStreamWaitEvent(stream(*this, Lane::Main), event, 0));
@@ -48,6 +49,7 @@ void Context::join(Lane lane) {
 
 void Context::join_all() {
   for (Lane lane : {Lane::Side, Lane::A, Lane::B}) join(lane);
+  forked_ = {};
 }
 
 void* Context::scratch(size_t bytes) {

@@ -148,15 +148,17 @@ TEST_P(SeedClassifierGpuResumeTest, TwoRunsAgreeAndResumingIsBitExact) {
   EXPECT_EQ(loss_bits(losses_b), loss_bits(losses_a)) << "two runs, losses";
   expect_same_bits(b, a, "two runs");
 
-  // Stopped after kStop steps (then an evaluation), copied to the host, loaded into a fresh GPU model
-  // initialised from another seed, continued.
+  // Stopped after kStop steps (then an evaluation), copied to the host, loaded into another GPU model
+  // (of the same seed, which keys the dropout masks) that has trained a step of its own on another
+  // batch, continued.
   std::vector<float> losses;
   Training first(c, kSeed);
   for (int s = 0; s < kStop; ++s) losses.push_back(first.step(batches[s]));
   first.model->forward(batches[kSteps - 1].tokens, kBatch, false, kStop);
   first.model->context().synchronize();
   nn::HostState saved(first.state());
-  Training resumed(c, kSeed + 1);
+  Training resumed(c, kSeed);
+  resumed.step(batches[kSteps - 1]);  // state the copy must overwrite entirely
   nn::HostState restore(resumed.state());
   ASSERT_EQ(restore.entries().size(), saved.entries().size());
   for (size_t i = 0; i < saved.entries().size(); ++i)

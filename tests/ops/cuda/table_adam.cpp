@@ -36,7 +36,7 @@ const RegisterOps rows([](std::vector<OpCase>& t) {
                      c.synchronize();
                      return out;
                    },
-                   1e-8, 1e-5});
+                   1e-7, 1e-5});
     }
   }
 });
