@@ -92,10 +92,8 @@ int main(int argc, char** argv) {
       m->labels = Tensor({kBatch}, DType::F32, Device::Cuda);
       Model* raw = m.get();
       m->step = std::make_unique<exec::CapturedStep>([raw](ops::Context& c) {
-        raw->model->forward(raw->tokens, true);
-        raw->model->backward(raw->labels);
-        raw->adam->step(c);
-        c.advance_step();
+        raw->model->forward_backward(raw->tokens, raw->labels);
+        raw->adam->step(c, /*advance_step=*/true);
       });
       entries.push_back(std::move(m));
     }

@@ -30,11 +30,14 @@ void CapturedStep::run(ops::Context& context) {
     if (graph_ == nullptr) {  // capturing runs the host code (which advances the host step) once
       auto graph = std::make_unique<Graph>();
       const uint64_t before = context.step();
-      graph->graph = cuda::Graph::capture(main, [&] { step_(context); });
+      graph->graph = cuda::Graph::capture(main, [&] {
+        step_(context);
+        context.join_all();
+      });
       steps_per_run_ = context.step() - before;
       graph_ = std::move(graph);
     } else {
-      context.replayed_steps(steps_per_run_);
+      context.count_steps(steps_per_run_);
     }
     graph_->graph.launch(main);
     ++runs_;
@@ -42,6 +45,7 @@ void CapturedStep::run(ops::Context& context) {
   }
 #endif
   step_(context);
+  context.join_all();
   ++runs_;
 }
 

@@ -13,7 +13,7 @@ namespace fp8kit::exec {
 class CapturedStep {
  public:
   // `step` must queue the same work every time (same shapes, same buffers): a different batch size
-  // needs another CapturedStep. It ends with every lane joined back into Main.
+  // needs another CapturedStep. Every lane it forks is joined back into Main at its end.
   explicit CapturedStep(std::function<void(ops::Context&)> step);
   ~CapturedStep();
   CapturedStep(CapturedStep&&) noexcept;

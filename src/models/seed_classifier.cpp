@@ -74,6 +74,7 @@ struct SeedClassifier::Impl {
   // Activations and gradients owned by the model (layer outputs live in the layers).
   int64_t batch = 0;
   bool trained_forward = false;
+  bool has_loss = false;  // the last forward computed the loss and its gradient
   Tensor tokens, labels;                  // [B, T] i32, [B] (the host API's copies on the device)
   Tensor x0;                              // [B T, D]: a view of the embedding's output (the Linears keep it)
   Tensor residual1, residual2, pooled;    // [B T, D], [B T, D], [B, D]
@@ -119,7 +120,8 @@ struct SeedClassifier::Impl {
   ops::DropoutSpec dropout(Site site, bool training) const { return {site, config.dropout, training}; }
   bool bf16() const { return precision != Precision::Fp32; }
 
-  void forward(const Tensor& ids, bool training) {
+  // labels (training only): the loss and its gradient come with the probabilities, in one op.
+  void forward(const Tensor& ids, bool training, const Tensor* y = nullptr) {
     ops::Context& c = context;
     const int64_t B = ids.dim(0), T = config.sequence_length, D = config.hidden_dim;
     FP8KIT_CHECK(ids.rank() == 2 && ids.dim(1) == T, "tokens must be [batch, {}]", T);
@@ -150,16 +152,19 @@ struct SeedClassifier::Impl {
     ops::mean_pool_forward(c, x2.view(0, {B, T, D}), bf16(), dropout(kPoolDropout, training), pooled);
     dense.forward(c, pooled, training, {dropout(kHeadDropout, training), nullptr, &h2});
     const Tensor& z = dense_1.forward(c, h2, training);
-    ops::sigmoid_binary_crossentropy(c, z, nullptr, bf16(), probs, loss, dz);
+    ops::sigmoid_binary_crossentropy(c, z, y, bf16(), probs, loss, dz);
     trained_forward = training;
+    has_loss = y != nullptr;
   }
 
-  void backward(const Tensor& y) {
+  // labels: null when the forward had them.
+  void backward(const Tensor* y) {
     ops::Context& c = context;
     FP8KIT_CHECK(trained_forward, "backward() needs a preceding forward(training=true)");
     trained_forward = false;  // one backward per forward: the FP8 state moves once per step
     const int64_t B = batch, T = config.sequence_length, D = config.hidden_dim;
-    ops::sigmoid_binary_crossentropy(c, dense_1.op().y, &y, bf16(), probs, loss, dz);
+    if (y != nullptr) ops::sigmoid_binary_crossentropy(c, dense_1.op().y, y, bf16(), probs, loss, dz);
+    FP8KIT_CHECK(y != nullptr || has_loss, "backward() needs the labels");
     const Tensor& d_h2 = dense_1.backward(c, dz);
     const Tensor& d_pooled = dense.backward(c, d_h2, dropout(kHeadDropout, true));
     ops::mean_pool_backward(c, d_pooled, T, bf16(), dropout(kPoolDropout, true), d_pooled_x);
@@ -173,8 +178,14 @@ struct SeedClassifier::Impl {
     const Tensor* branches[] = {dq, dk, dv};
     ops::sum_dropout_backward(c, d_r1, branches, bf16(), dropout(kEmbeddingDropout, true), d_x0);
     embedding.backward(c, d_x0.view(0, {B, T, D}));
+    // The FP8 scaling update once every lane's work (the last casts and the GEMMs that read this
+    // step's scales) is in: on the side lane, beside what follows on Main (the optimizer).
     c.join_all();
-    if (scaling) scaling->update(c);
+    if (scaling) {
+      c.fork(ops::Lane::Side);
+      const ops::Context::OnLane side(c, ops::Lane::Side);
+      scaling->update(c);
+    }
   }
 };
 
@@ -249,13 +260,17 @@ float SeedClassifier::backward(std::span<const float> labels) {
   if (m.labels.device() != device() || m.labels.numel() < m.batch) m.labels = Tensor({m.batch}, DType::F32, device());
   m.labels.resize({m.batch});
   m.labels.copy_from(host);
-  m.backward(m.labels);
+  m.backward(&m.labels);
   m.context.synchronize();
   return m.loss.to(Device::Cpu).data<float>()[0];
 }
 
 void SeedClassifier::forward(const Tensor& tokens, bool training) { impl_->forward(tokens, training); }
-void SeedClassifier::backward(const Tensor& labels) { impl_->backward(labels); }
+void SeedClassifier::backward(const Tensor& labels) { impl_->backward(&labels); }
+void SeedClassifier::forward_backward(const Tensor& tokens, const Tensor& labels) {
+  impl_->forward(tokens, true, &labels);
+  impl_->backward(nullptr);
+}
 const Tensor& SeedClassifier::probabilities() const { return impl_->probs; }
 const Tensor& SeedClassifier::loss() const { return impl_->loss; }
 nn::ParameterSet& SeedClassifier::parameter_set() { return impl_->parameters; }

@@ -68,6 +68,10 @@ class SeedClassifier {
   // f32. The results stay on the device: probabilities() [batch] and, after backward, loss() [1].
   void forward(const Tensor& tokens, bool training);
   void backward(const Tensor& labels);
+  // A training step's forward and backward, the loss computed with the probabilities (one op fewer).
+  // Lanes may still be busy when it returns (the FP8 scaling update): Context::join_all, which
+  // exec::CapturedStep does at a step's end.
+  void forward_backward(const Tensor& tokens, const Tensor& labels);
   const Tensor& probabilities() const;
   const Tensor& loss() const;
 

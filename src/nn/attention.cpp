@@ -31,9 +31,12 @@ const Tensor& CausalSelfAttention::forward(ops::Context& c, const Tensor& x, int
   seq_ = seq;
   bf16_ = bf16;
   probabilities_ = probabilities;
-  query.forward(c, x, training);
+  // The three projections side by side (query on Main, key and value on lanes A and B), from x's
+  // GEMM operand made once before them where they share it.
+  ops::linear_prepare_input(c, query.op(), x, training);
   c.fork(ops::Lane::A);
   c.fork(ops::Lane::B);
+  query.forward(c, x, training);
   {
     const ops::Context::OnLane lane(c, ops::Lane::A);
     key.forward(c, x, training);

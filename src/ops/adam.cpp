@@ -15,7 +15,7 @@
 namespace fp8kit::ops {
 
 void adam_step(Context& c, const AdamOptions& options, Tensor& iterations, Tensor& w, const Tensor& g, Tensor& m,
-               Tensor& v) {
+               Tensor& v, bool advance_step) {
   constexpr std::string_view op = "adam_step";
   check_adam_options(options);
   check_tensor(c, iterations, {1}, DType::F32, op, "iterations");
@@ -29,11 +29,14 @@ void adam_step(Context& c, const AdamOptions& options, Tensor& iterations, Tenso
     adam_update(adam_coefficients(options, t), w.data<float>(), g.data<float>(), m.data<float>(), v.data<float>(),
                 w.numel());
     count = t;
+    if (advance_step) c.advance_step();
     return;
   }
 #if FP8KIT_HAVE_CUDA
   cuda::adam_step(options, iterations.device_data<float>(), w.device_data<float>(), g.device_data<float>(),
-                  m.device_data<float>(), v.device_data<float>(), w.numel(), stream(c));
+                  m.device_data<float>(), v.device_data<float>(), w.numel(), stream(c),
+                  advance_step ? mutable_device_step(c) : nullptr);
+  if (advance_step) c.count_steps(1);
 #endif
 }
 

@@ -40,7 +40,9 @@ void adam_update(const AdamCoefficients& coefficients, float* w, const float* g,
 // steps), read for t and set to t by the op, in device memory on the GPU (a captured step replays with
 // the current count). The CPU gives optim::Adam's bits; the GPU rounds every operation where the CPU
 // compiler may fuse a multiply-add in the scalar tail, so they agree to ~1e-7 relative.
+// advance_step: the context's step (the dropout masks') moves on with the update, in the same launch
+// on the GPU (a training step's end).
 void adam_step(Context& c, const AdamOptions& options, Tensor& iterations, Tensor& w, const Tensor& g, Tensor& m,
-               Tensor& v);
+               Tensor& v, bool advance_step = false);
 
 }  // namespace fp8kit::ops

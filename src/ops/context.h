@@ -35,8 +35,9 @@ class Context {
   void set_step(uint64_t step);
   // Queues step + 1 (on the GPU: on the device, in stream order).
   void advance_step();
-  // A replayed CUDA graph has advanced the device counter by n: the host's copy follows.
-  void replayed_steps(uint64_t n) { step_ += n; }
+  // The device counter has been advanced by n (by a kernel that does it beside its own work, or by
+  // a replayed CUDA graph): the host's copy follows.
+  void count_steps(uint64_t n) { step_ += n; }
 
   // The lane ops are queued on now (Main unless inside an OnLane).
   Lane lane() const { return lane_; }

@@ -191,7 +191,10 @@ void cpu_backward(Context& c, const LinearGradient& lg) {
 }  // namespace
 
 void linear_prepare_weights(Context& c, std::span<LinearOp* const> linears, bool training) {
-  for (LinearOp* l : linears) check_linear(c, *l);
+  for (LinearOp* l : linears) {
+    check_linear(c, *l);
+    l->prepared_input = nullptr;  // a new step: inputs are prepared anew
+  }
   if (c.is_cuda()) {
 #if FP8KIT_HAVE_CUDA
     cuda_linear_prepare_weights(c, linears, training);
@@ -199,6 +202,14 @@ void linear_prepare_weights(Context& c, std::span<LinearOp* const> linears, bool
     return;
   }
   for (LinearOp* l : linears) cpu_prepare_weights(c, *l, training);
+}
+
+void linear_prepare_input(Context& c, LinearOp& l, const Tensor& x, bool training) {
+  check_linear(c, l);
+  if (!c.is_cuda() || l.precision != LinearPrecision::Bf16) return;
+#if FP8KIT_HAVE_CUDA
+  cuda_linear_prepare_input(c, l, x, training);
+#endif
 }
 
 void linear_forward(Context& c, LinearOp& l, const Tensor& x, bool training, const LinearOutput& next) {

@@ -46,6 +46,9 @@ struct LinearOp {
   // x), forwarded before it; null: its own.
   LinearOp* input_of = nullptr;
 
+  // Set by linear_prepare_input: the input whose GEMM operand is made already (bf16 on the GPU), until
+  // the next linear_prepare_weights (a step's start).
+  const Tensor* prepared_input = nullptr;
   // Set by the forward: its input (which must stay unchanged until the backward), rows, output
   // y [rows, out] (after the activation) and, by the backward, dx [rows, in].
   const Tensor* x = nullptr;
@@ -64,8 +67,13 @@ struct LinearOutput {
 };
 
 // Casts or quantizes the weights of `linears` for this step (weights do not change within a step):
-// one launch for all on the GPU. Before their forwards.
+// one launch for all on the GPU. Before their forwards, at every step's start.
 void linear_prepare_weights(Context& c, std::span<LinearOp* const> linears, bool training);
+
+// Makes l's GEMM operand of x ahead of its forward (the GPU's bf16 cast, x's own copy and, when
+// training, its transpose), so that Linears sharing it (input_of) can run their GEMMs side by side
+// from the start; a no-op where the forward has nothing to prepare.
+void linear_prepare_input(Context& c, LinearOp& l, const Tensor& x, bool training);
 
 // l.y = act(x W + b), then `next`. x: [rows, in] f32 on the context's device. training: the FP8
 // amaxes enter the scaling table (current scaling: scales from this x), and the backward's operands

@@ -22,8 +22,9 @@ class Adam {
   // the order of state().
   explicit Adam(nn::ParameterSet& parameters, AdamOptions options = {});
 
-  // One update of every parameter from its current grad, queued on c (the parameters' device).
-  void step(ops::Context& c);
+  // One update of every parameter from its current grad, queued on c (the parameters' device);
+  // advance_step: the context's step moves on with it (the end of a training step).
+  void step(ops::Context& c, bool advance_step = false);
   // The updates made so far (read from the device: waits for queued work there).
   int64_t iterations() const;
   const AdamOptions& options() const { return options_; }

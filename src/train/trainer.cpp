@@ -207,10 +207,8 @@ class Stepper {
     stage(labels_, host_labels, {batch}, DType::F32);
     if (c.step() != static_cast<uint64_t>(step)) c.set_step(static_cast<uint64_t>(step));
     auto [it, fresh] = steps_.try_emplace(batch, [this](ops::Context& context) {
-      model_.forward(tokens_, /*training=*/true);
-      model_.backward(labels_);
-      adam_.step(context);
-      context.advance_step();
+      model_.forward_backward(tokens_, labels_);
+      adam_.step(context, /*advance_step=*/true);
     });
     it->second.run(c);
     c.synchronize();

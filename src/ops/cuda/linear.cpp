@@ -145,6 +145,15 @@ void cuda_linear_prepare_weights(Context& c, std::span<LinearOp* const> linears,
   }
 }
 
+void cuda_linear_prepare_input(Context& c, LinearOp& l, const Tensor& x, bool training) {
+  const int64_t M = x.numel() / l.in, K = l.in;
+  sized(l.xc, M, K, DType::Bf16);
+  sized(l.xc_t, K, M, DType::Bf16);
+  const cuda::Bf16Cast cast{f32(x), M, K, b16(l.xc), training ? b16(l.xc_t) : nullptr};
+  cuda::float_to_bf16_transposed({&cast, 1}, stream(c));
+  l.prepared_input = &x;
+}
+
 void cuda_linear_forward(Context& c, LinearOp& l, const Tensor& x, bool training, const LinearOutput& next) {
   const int64_t M = l.rows, N = l.out, K = l.in;
   sized(l.y, M, N, DType::F32);
@@ -157,13 +166,11 @@ void cuda_linear_forward(Context& c, LinearOp& l, const Tensor& x, bool training
       // The input's bf16 copy for fprop and, when training, its transposed copy for wgrad (or the
       // copies of the Linear that shares this input).
       LinearOp& owner = l.input_of != nullptr ? *l.input_of : l;
-      if (l.input_of == nullptr) {
-        sized(l.xc, M, K, DType::Bf16);
-        sized(l.xc_t, K, M, DType::Bf16);
-        const cuda::Bf16Cast cast{xp, M, K, b16(l.xc), training ? b16(l.xc_t) : nullptr};
-        cuda::float_to_bf16_transposed({&cast, 1}, stream(c));
+      if (l.input_of == nullptr && l.prepared_input != &x) {
+        cuda_linear_prepare_input(c, l, x, training);
       } else {
-        FP8KIT_CHECK(owner.x == &x, "linear: a Linear sharing another's input cast must see the same input");
+        FP8KIT_CHECK(owner.prepared_input == &x,
+                     "linear: a Linear sharing another's input cast must see the same input, prepared first");
       }
       gemm(c, M, N, K, b16(owner.xc), DType::Bf16, b16(l.wc_t), DType::Bf16, f32(l.y));
       break;

@@ -6,6 +6,7 @@
 namespace fp8kit::ops {
 
 void cuda_linear_prepare_weights(Context& c, std::span<LinearOp* const> linears, bool training);
+void cuda_linear_prepare_input(Context& c, LinearOp& l, const Tensor& x, bool training);
 void cuda_linear_forward(Context& c, LinearOp& l, const Tensor& x, bool training, const LinearOutput& next);
 void cuda_linear_backward(Context& c, std::span<const LinearGradient> group);
 

@@ -69,10 +69,8 @@ struct Training {
     model->set_precision(c.precision, c.recipe);
     adam = std::make_unique<optim::Adam>(model->parameter_set());
     steps = std::make_unique<exec::CapturedStep>([this](ops::Context& context) {
-      model->forward(tokens, true);
-      model->backward(labels);
-      adam->step(context);
-      context.advance_step();
+      model->forward_backward(tokens, labels);
+      adam->step(context, /*advance_step=*/true);
     });
   }
 

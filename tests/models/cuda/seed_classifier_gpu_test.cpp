@@ -136,10 +136,8 @@ TEST_P(SeedClassifierGpuTest, StepsMatchTheCpuModel) {
   Tensor device_tokens({kBatch, config.sequence_length}, DType::I32, Device::Cuda);
   Tensor device_labels({kBatch}, DType::F32, Device::Cuda);
   exec::CapturedStep step_graph([&](ops::Context& context) {
-    gpu.forward(device_tokens, true);
-    gpu.backward(device_labels);
-    gpu_adam.step(context);
-    context.advance_step();
+    gpu.forward_backward(device_tokens, device_labels);
+    gpu_adam.step(context, /*advance_step=*/true);
   });
   gpu.context().set_step(1);
   for (uint64_t step = 1; step <= 2; ++step) {
