@@ -39,12 +39,14 @@ export CUBLASLT_LOG_LEVEL=1  # cuBLASLt explains its refusals (errors only)
 note "device: $(nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader 2>&1 | head -1)"
 note "nvcc: $(nvcc --version | tail -1); cmake: $(cmake --version | head -1); gcc: $(gcc -dumpfullversion)"
 
+configure() {  # source dir, build dir
+  cmake -S "$1" -B "$2" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFP8KIT_CUDA=ON \
+    -DPKG_CONFIG_EXECUTABLE="$pkg_config" -DCMAKE_LIBRARY_PATH="$lib/openblas-pthread" \
+    -DCMAKE_EXE_LINKER_FLAGS="-Wl,-rpath-link,$lib -Wl,-rpath-link,$lib/openblas-pthread"
+}
 build=build-device
 start=$(date +%s)
-if ! cmake -S . -B $build -G Ninja -DCMAKE_BUILD_TYPE=Release -DFP8KIT_CUDA=ON \
-    -DPKG_CONFIG_EXECUTABLE="$pkg_config" -DCMAKE_LIBRARY_PATH="$lib/openblas-pthread" \
-    -DCMAKE_EXE_LINKER_FLAGS="-Wl,-rpath-link,$lib -Wl,-rpath-link,$lib/openblas-pthread" \
-    >"$OUT/configure.log" 2>&1; then
+if ! configure . $build >"$OUT/configure.log" 2>&1; then
   note "FAIL: configure (configure.log)"; tail -30 "$OUT/configure.log"; exit 1
 fi
 # The GPU targets first, so that a broken CPU test elsewhere cannot block them.
@@ -150,6 +152,21 @@ if [ "$mode" = model ]; then
   grep -o "measured error.*\|[a-z0-9_]* step [0-9]:.*\|attention .*measured.*" "$OUT/gpu-tests.log" | sort -u >"$OUT/model-errors.txt"
   ./bench/bench_cuda_seed_epoch >"$OUT/bench-seed-epoch.txt" 2>&1 || note "FAIL: bench_cuda_seed_epoch"
   cat "$OUT/bench-seed-epoch.txt" >>"$summary"
+  # BASELINE=<source dir> (e.g. a `git archive` of the commit before a change, untracked in this
+  # tree): the same benchmark built from it, run in turns with this tree's, for a ratio in one run.
+  if [ -n "${BASELINE:-}" ]; then
+    if (configure "../$BASELINE" "../$BASELINE/build-device" && cmake --build "../$BASELINE/build-device" -j16 \
+        --target bench_cuda_seed_epoch) >"$OUT/baseline-build.log" 2>&1; then
+      for round in 1 2; do
+        note "baseline ($BASELINE), round $round:"
+        "../$BASELINE/build-device/bench/bench_cuda_seed_epoch" 2>&1 | tee -a "$summary"
+        note "this tree, round $round:"
+        ./bench/bench_cuda_seed_epoch 2>&1 | tee -a "$summary"
+      done
+    else
+      note "FAIL: baseline build (baseline-build.log)"
+    fi
+  fi
   ./bench/bench_cuda_attention --benchmark_repetitions=3 --benchmark_report_aggregates_only=true \
     >"$OUT/bench-attention.txt" 2>&1 || note "FAIL: bench_cuda_attention"
   grep -E "median" "$OUT/bench-attention.txt" >>"$summary"

@@ -146,13 +146,15 @@ struct SeedClassifier::Impl {
     attention.forward(c, x0, B, T, training, bf16(), dropout(kAttentionProbs, training),
                       {dropout(kAttentionDropout, training), &x0, &residual1});
     const Tensor& x1 = attention_norm.forward(c, residual1, bf16());
-    const Tensor& h = intermediate.forward(c, x1, training);
-    output.forward(c, h, training, {dropout(kFeedforwardDropout, training), &x1, &residual2});
+    // The intermediate's bias and ReLU ride in the output Linear's reading of h.
+    const Tensor& h = intermediate.forward(c, x1, training, {.deferred = true});
+    output.forward(c, h, training, {dropout(kFeedforwardDropout, training), &x1, &residual2}, &intermediate);
     const Tensor& x2 = feedforward_norm.forward(c, residual2, bf16());
     ops::mean_pool_forward(c, x2.view(0, {B, T, D}), bf16(), dropout(kPoolDropout, training), pooled);
     dense.forward(c, pooled, training, {dropout(kHeadDropout, training), nullptr, &h2});
-    const Tensor& z = dense_1.forward(c, h2, training);
-    ops::sigmoid_binary_crossentropy(c, z, y, bf16(), probs, loss, dz);
+    // dense_1's bias rides in the sigmoid's launch.
+    const Tensor& z = dense_1.forward(c, h2, training, {.deferred = true});
+    ops::sigmoid_binary_crossentropy(c, z, y, bf16(), probs, loss, dz, &dense_1.op());
     trained_forward = training;
     has_loss = y != nullptr;
   }

@@ -47,8 +47,9 @@ ops::LinearOp& Linear::op() {
   return op_;
 }
 
-const Tensor& Linear::forward(ops::Context& c, const Tensor& x, bool training, const ops::LinearOutput& next) {
-  ops::linear_forward(c, op(), x, training, next);
+const Tensor& Linear::forward(ops::Context& c, const Tensor& x, bool training, const ops::LinearOutput& next,
+                              Linear* producer) {
+  ops::linear_forward(c, op(), x, training, next, producer != nullptr ? &producer->op() : nullptr);
   return op_.y;
 }
 

@@ -28,8 +28,10 @@ class Linear {
   void set_precision(Precision precision, ops::ScalingTable* scaling);
 
   // x: [rows, in] on the model's device, unchanged until backward(). Returns y [rows, out]; `next`:
-  // what follows in the model (dropout, residual sum), into next.out.
-  const Tensor& forward(ops::Context& c, const Tensor& x, bool training, const ops::LinearOutput& next = {});
+  // what follows in the model (dropout, residual sum, into next.out; or deferred, for a consumer
+  // Linear to apply). producer: the Linear whose deferred output x is.
+  const Tensor& forward(ops::Context& c, const Tensor& x, bool training, const ops::LinearOutput& next = {},
+                        Linear* producer = nullptr);
   // dy: [rows, out], the gradient of y or, with an active dropout, of the dropout after it. Overwrites
   // the parameters' gradients (weight gradients on Lane::Side); returns dx [rows, in].
   const Tensor& backward(ops::Context& c, const Tensor& dy, const ops::DropoutSpec& dropout = {});

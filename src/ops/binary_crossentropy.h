@@ -12,6 +12,7 @@ namespace fp8kit::ops {
 inline constexpr float kBceEpsilon = 1e-7f;
 
 class Context;
+struct LinearOp;
 
 // z [batch] or [batch, 1] (f32 logits; a one-output Linear's) -> probs [batch] = sigmoid(z), rounded to
 // bf16 when bf16. With labels [batch] (f32, 0 or 1): loss [1] = the mean clipped BCE of probs, kept on
@@ -19,7 +20,9 @@ class Context;
 // Without labels (evaluation) loss and dz are neither checked nor written. Outputs are resized. GPU:
 // one block (batch <= 1024); CUDA's expf/logf and a warp-tree loss sum: within ~1e-6 relative of the
 // CPU (probs: within a bf16 rounding step under bf16).
+// producer: z is the deferred output of this one-output Linear: its bias and activation are applied
+// to z first (in the same launch on the GPU).
 void sigmoid_binary_crossentropy(Context& c, const Tensor& z, const Tensor* labels, bool bf16, Tensor& probs,
-                                 Tensor& loss, Tensor& dz);
+                                 Tensor& loss, Tensor& dz, LinearOp* producer = nullptr);
 
 }  // namespace fp8kit::ops

@@ -71,7 +71,25 @@ void cpu_prepare_weights(Context& c, LinearOp& l, bool training) {
   }
 }
 
-void cpu_forward(Context& c, LinearOp& l, const Tensor& x, bool training, const LinearOutput& next) {
+// y [rows, out] in place = act(y + b). Mixed bf16 as Keras: bf16(bf16(y) + bf16(b)), then ReLU.
+void apply_epilogue(const LinearOp& l, Tensor& y) {
+  const bool bf16 = l.precision != LinearPrecision::Fp32;
+  const int64_t rows = y.numel() / l.out, out = l.out;
+  const float* b = l.b->data<float>();
+  float* yp = y.data<float>();
+#pragma omp parallel for schedule(static) if (rows * out >= 65536)
+  for (int64_t r = 0; r < rows; ++r) {
+    float* yr = yp + r * out;
+    for (int64_t o = 0; o < out; ++o) {
+      const float v = bf16 ? round_bf16(round_bf16(yr[o]) + round_bf16(b[o])) : yr[o] + b[o];
+      yr[o] = l.relu ? std::max(v, 0.0f) : v;
+    }
+  }
+}
+
+void cpu_forward(Context& c, LinearOp& l, const Tensor& x, bool training, const LinearOutput& next,
+                 LinearOp* producer) {
+  if (producer != nullptr) apply_epilogue(*producer, producer->y);
   const int64_t rows = l.rows, in = l.in, out = l.out;
   sized(l.y, {rows, out}, DType::F32, Device::Cpu);
   float* y = l.y.data<float>();
@@ -94,16 +112,8 @@ void cpu_forward(Context& c, LinearOp& l, const Tensor& x, bool training, const 
       break;
     }
   }
-  // Bias and activation. Mixed bf16 as Keras: bf16(bf16(x W) + bf16(b)), then ReLU.
-  const float* b = l.b->data<float>();
-#pragma omp parallel for schedule(static) if (rows * out >= 65536)
-  for (int64_t r = 0; r < rows; ++r) {
-    float* yr = y + r * out;
-    for (int64_t o = 0; o < out; ++o) {
-      const float v = bf16 ? round_bf16(round_bf16(yr[o]) + round_bf16(b[o])) : yr[o] + b[o];
-      yr[o] = l.relu ? std::max(v, 0.0f) : v;
-    }
-  }
+  if (next.deferred) return;
+  apply_epilogue(l, l.y);
   if (next.out == nullptr) return;
   // Dropout, then the residual sum, each rounded as its own op.
   std::span<float> o = next.out->span<float>();
@@ -212,8 +222,11 @@ void linear_prepare_input(Context& c, LinearOp& l, const Tensor& x, bool trainin
 #endif
 }
 
-void linear_forward(Context& c, LinearOp& l, const Tensor& x, bool training, const LinearOutput& next) {
+void linear_forward(Context& c, LinearOp& l, const Tensor& x, bool training, const LinearOutput& next,
+                    LinearOp* producer) {
   check_linear(c, l);
+  FP8KIT_CHECK(!next.deferred || next.out == nullptr, "linear: a deferred output has no dropout or residual sum");
+  FP8KIT_CHECK(producer == nullptr || &x == &producer->y, "linear: a producer's deferred output is its y");
   FP8KIT_CHECK(x.rank() >= 1 && x.numel() % l.in == 0, "linear: the input has {} values, not rows of {}", x.numel(),
                l.in);
   check_tensor(c, x, x.shape(), DType::F32, "linear", "the input");
@@ -225,11 +238,22 @@ void linear_forward(Context& c, LinearOp& l, const Tensor& x, bool training, con
   }
   if (c.is_cuda()) {
 #if FP8KIT_HAVE_CUDA
-    cuda_linear_forward(c, l, x, training, next);
+    cuda_linear_forward(c, l, x, training, next, producer);
 #endif
     return;
   }
-  cpu_forward(c, l, x, training, next);
+  cpu_forward(c, l, x, training, next, producer);
+}
+
+void linear_finish(Context& c, LinearOp& l) {
+  check_linear(c, l);
+  if (c.is_cuda()) {
+#if FP8KIT_HAVE_CUDA
+    cuda_linear_finish(c, l);
+#endif
+    return;
+  }
+  apply_epilogue(l, l.y);
 }
 
 void linear_backward(Context& c, std::span<const LinearGradient> group) {

@@ -59,11 +59,14 @@ struct LinearOp {
 };
 
 // What follows a Linear's activation in the model: out = residual + dropout(y) (bf16: each step
-// rounded as its own op); with out null, y only.
+// rounded as its own op); with out null, y only. Or, when its output feeds another Linear alone,
+// `deferred`: y is left as x W, and the consumer's forward applies the bias and activation as it
+// reads it (into y, before its own cast: one pass fewer on the GPU).
 struct LinearOutput {
   DropoutSpec dropout{};
   const Tensor* residual = nullptr;  // [rows, out] or null
   Tensor* out = nullptr;             // [rows, out] or null
+  bool deferred = false;
 };
 
 // Casts or quantizes the weights of `linears` for this step (weights do not change within a step):
@@ -77,8 +80,13 @@ void linear_prepare_input(Context& c, LinearOp& l, const Tensor& x, bool trainin
 
 // l.y = act(x W + b), then `next`. x: [rows, in] f32 on the context's device. training: the FP8
 // amaxes enter the scaling table (current scaling: scales from this x), and the backward's operands
-// are kept; otherwise the scales are frozen.
-void linear_forward(Context& c, LinearOp& l, const Tensor& x, bool training, const LinearOutput& next = {});
+// are kept; otherwise the scales are frozen. producer: the Linear whose deferred output x is (its
+// bias and activation are applied to x first).
+void linear_forward(Context& c, LinearOp& l, const Tensor& x, bool training, const LinearOutput& next = {},
+                    LinearOp* producer = nullptr);
+
+// Applies a deferred output's bias and activation to l.y in place: for a consumer that cannot fuse them.
+void linear_finish(Context& c, LinearOp& l);
 
 // The gradient dy [rows, out] of one Linear's output or, with an active dropout, of the dropout that
 // followed it; the dgrad runs on `lane` (A and B: beside Main, joined back before the call returns).

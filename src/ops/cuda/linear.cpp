@@ -63,6 +63,7 @@ void current_scales(Context& c, ScalingTable& t, std::vector<cuda::QuantizeArgs>
     args[k].q = nullptr;
     args[k].q_t = nullptr;
     args[k].amax = t.amax_slot(slots[k], training);
+    args[k].epilogue.y = nullptr;  // the cast after this pass writes the producer's activated output
   }
   cuda::quantize_fp8_batch(args, stream(c));
   t.current_scales(c, slots, training);
@@ -145,6 +146,10 @@ void cuda_linear_prepare_weights(Context& c, std::span<LinearOp* const> linears,
   }
 }
 
+cuda::LinearEpilogue deferred_epilogue(LinearOp& l) {
+  return {f32(*l.b), l.relu, bf16_rounding(l), f32(l.y)};
+}
+
 void cuda_linear_prepare_input(Context& c, LinearOp& l, const Tensor& x, bool training) {
   const int64_t M = x.numel() / l.in, K = l.in;
   sized(l.xc, M, K, DType::Bf16);
@@ -154,10 +159,37 @@ void cuda_linear_prepare_input(Context& c, LinearOp& l, const Tensor& x, bool tr
   l.prepared_input = &x;
 }
 
-void cuda_linear_forward(Context& c, LinearOp& l, const Tensor& x, bool training, const LinearOutput& next) {
+// The bias and activation of a producer whose output was deferred, as a cast's epilogue.
+cuda::LinearEpilogue pending(LinearOp* producer) {
+  return producer == nullptr ? cuda::LinearEpilogue{} : deferred_epilogue(*producer);
+}
+
+// l.y = act(l.y + b) in place (and `next`), in one pass.
+void outputs(Context& c, LinearOp& l, const LinearOutput& next) {
+  const cuda::LinearOutput o{f32(l.y),
+                             f32(*l.b),
+                             l.rows,
+                             l.out,
+                             l.relu,
+                             dropout_site(c, next.dropout),
+                             next.residual != nullptr ? f32(*next.residual) : nullptr,
+                             next.out != nullptr ? f32(*next.out) : nullptr};
+  cuda::linear_outputs({&o, 1}, bf16_rounding(l), stream(c));
+}
+
+void cuda_linear_finish(Context& c, LinearOp& l) { outputs(c, l, {}); }
+
+void cuda_linear_forward(Context& c, LinearOp& l, const Tensor& x, bool training, const LinearOutput& next,
+                         LinearOp* producer) {
   const int64_t M = l.rows, N = l.out, K = l.in;
   sized(l.y, M, N, DType::F32);
   const float* xp = f32(x);
+  // The producer's epilogue rides in this Linear's cast of x; fp32 has no cast, so it is a pass.
+  if (producer != nullptr && (l.precision == LinearPrecision::Fp32 || l.input_of != nullptr ||
+                              l.prepared_input == &x)) {
+    outputs(c, *producer, {});
+    producer = nullptr;
+  }
   switch (l.precision) {
     case LinearPrecision::Fp32:
       gemm(c, M, N, K, xp, DType::F32, l.wc_t.device_data<float>(), DType::F32, f32(l.y));
@@ -167,7 +199,10 @@ void cuda_linear_forward(Context& c, LinearOp& l, const Tensor& x, bool training
       // copies of the Linear that shares this input).
       LinearOp& owner = l.input_of != nullptr ? *l.input_of : l;
       if (l.input_of == nullptr && l.prepared_input != &x) {
-        cuda_linear_prepare_input(c, l, x, training);
+        sized(l.xc, M, K, DType::Bf16);
+        sized(l.xc_t, K, M, DType::Bf16);
+        const cuda::Bf16Cast cast{xp, M, K, b16(l.xc), training ? b16(l.xc_t) : nullptr, pending(producer)};
+        cuda::float_to_bf16_transposed({&cast, 1}, stream(c));
       } else {
         FP8KIT_CHECK(owner.prepared_input == &x,
                      "linear: a Linear sharing another's input cast must see the same input, prepared first");
@@ -181,6 +216,7 @@ void cuda_linear_forward(Context& c, LinearOp& l, const Tensor& x, bool training
       sized(l.xc, M, K, dtype_of(f));
       sized(l.xc_t, K, M, dtype_of(f));
       cuda::QuantizeArgs args = quantize_args(t, l.slot, xp, M, K, u8(l.xc), u8(l.xc_t), training);
+      args.epilogue = pending(producer);
       if (t.current()) current_scales(c, t, {args}, {l.slot}, training);
       if (cuda::quantize_fp8_gemm_fits(K, N)) {  // the quantization and the GEMM in one launch
         args.q = nullptr;  // only the transposed codes (wgrad's) are read after it
@@ -194,16 +230,9 @@ void cuda_linear_forward(Context& c, LinearOp& l, const Tensor& x, bool training
       break;
     }
   }
-  // The bias and activation in place, then the dropout and residual sum that follow, in one pass.
-  const cuda::LinearOutput o{f32(l.y),
-                             f32(*l.b),
-                             M,
-                             N,
-                             l.relu,
-                             dropout_site(c, next.dropout),
-                             next.residual != nullptr ? f32(*next.residual) : nullptr,
-                             next.out != nullptr ? f32(*next.out) : nullptr};
-  cuda::linear_outputs({&o, 1}, bf16_rounding(l), stream(c));
+  // The bias and activation in place, then the dropout and residual sum that follow, in one pass
+  // (unless the consumer of y applies them).
+  if (!next.deferred) outputs(c, l, next);
 }
 
 void cuda_linear_backward(Context& c, std::span<const LinearGradient> group) {

@@ -77,6 +77,9 @@ const RegisterOps rows([](std::vector<OpCase>& t) {
                         {"1x128_128x128",
                          {Fp8Format::E4M3, Granularity::PerGroup, 128},
                          {Fp8Format::E4M3, Granularity::Block128x128}}};
+  // FP8: both sides sum the same exact products, but Hopper's FP8 accumulator keeps about 14 mantissa
+  // bits between promotions (DeepSeek-V3's "limited accumulation precision"): within ~2^-12 of the
+  // sum of |terms| (about 384 here), so atol 0.1.
   for (const Pair& p : pairs) {
     t.push_back({fmt::format("matmul/fp8/{}", p.name),
                  [=](ops::Context& c) {
@@ -87,7 +90,7 @@ const RegisterOps rows([](std::vector<OpCase>& t) {
                    ops::matmul(ops::quantize(x, p.a), ops::quantize(w, p.b), y[0]);
                    return y;
                  },
-                 1e-3, 1e-4});
+                 0.1, 0});
   }
 });
 
