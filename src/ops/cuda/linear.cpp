@@ -252,8 +252,14 @@ void cuda_linear_backward(Context& c, std::span<const LinearGradient> group) {
     sized(l.dx, M, K, DType::F32);
     bias.push_back({f32(*g.dy), gradient_of(c, g), nullptr, f32(*l.db)});
   }
-  const int64_t bias_floats = cuda::bias_backward_workspace(M, N, LinearOp::kBiasGradientOrder,
-                                                            static_cast<int64_t>(group.size()));
+  // The bias gradients of the group in one pass on `lane`, with its scratch.
+  auto bias_sums = [&](Lane lane) {
+    const Context::OnLane on(c, lane);
+    const int64_t floats =
+        cuda::bias_backward_workspace(M, N, LinearOp::kBiasGradientOrder, static_cast<int64_t>(group.size()));
+    cuda::bias_backward(bias, M, N, LinearOp::kBiasGradientOrder, static_cast<float*>(c.scratch(floats * sizeof(float))),
+                        stream(c));
+  };
   switch (precision) {
     case LinearPrecision::Fp32: {
       // g (the backward of the ReLU and dropout) on Main, with the bias gradients; the operands'
@@ -263,8 +269,7 @@ void cuda_linear_backward(Context& c, std::span<const LinearGradient> group) {
         sized(l.g, M, N, DType::F32);
         bias[t].g = f32(l.g);
       }
-      cuda::bias_backward(bias, M, N, LinearOp::kBiasGradientOrder,
-                          static_cast<float*>(c.scratch(bias_floats * sizeof(float))), stream(c));
+      bias_sums(Lane::Main);
       c.fork(Lane::Side);
       {
         const Context::OnLane side(c, Lane::Side);
@@ -303,11 +308,7 @@ void cuda_linear_backward(Context& c, std::span<const LinearGradient> group) {
       cuda::float_to_bf16_transposed(casts, stream(c));
       c.fork(Lane::Side);
       if (lanes) fork_lanes();
-      {
-        const Context::OnLane side(c, Lane::Side);
-        cuda::bias_backward(bias, M, N, LinearOp::kBiasGradientOrder,
-                            static_cast<float*>(c.scratch(bias_floats * sizeof(float))), stream(c));
-      }
+      bias_sums(Lane::Side);
       for (const LinearGradient& g : group) {
         LinearOp& l = *g.linear;
         {
@@ -358,11 +359,7 @@ void cuda_linear_backward(Context& c, std::span<const LinearGradient> group) {
         c.fork(Lane::Side);
         if (lanes) fork_lanes();
       }
-      {
-        const Context::OnLane side(c, Lane::Side);
-        cuda::bias_backward(bias, M, N, LinearOp::kBiasGradientOrder,
-                            static_cast<float*>(c.scratch(bias_floats * sizeof(float))), stream(c));
-      }
+      bias_sums(Lane::Side);
       for (const LinearGradient& g : group) {
         LinearOp& l = *g.linear;
         const int s = l.slot;
