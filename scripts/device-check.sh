@@ -143,6 +143,8 @@ if [ "$mode" = sanitize ]; then
 fi
 [ "$mode" = model ] && filter=""
 start=$(date +%s)
+# TESTS=0 (model mode): benchmarks only, for a second look at a tree whose tests have passed.
+[ "${TESTS:-1}" = 0 ] && filter="-R ^$"
 ctest -L gpu -V -j4 --timeout 300 $filter >"$OUT/gpu-tests.log" 2>&1
 note "gpu tests ($(( $(date +%s) - start )) s): $(grep -E 'tests passed|tests failed' "$OUT/gpu-tests.log")"
 grep -E "^\s*[0-9]+ - .*(Failed|Timeout|Exception|Not Run)|^[0-9]+: .*(Failure|error:|mismatch|gpu 0x)" "$OUT/gpu-tests.log" | head -40 | tee -a "$summary"
@@ -172,11 +174,15 @@ if [ "$mode" = model ]; then
   grep -E "median" "$OUT/bench-attention.txt" >>"$summary"
   ./bench/bench_cuda_linear --benchmark_repetitions=3 --benchmark_report_aggregates_only=true 2>&1 |
     grep -E "median" >>"$summary" || note "FAIL: bench_cuda_linear"
-  # With NCU=1: per-kernel GPU times of one step (4 replays of a 1-step epoch), for finding slow kernels.
+  # With NCU=1: per-kernel GPU times of one step (4 replays of a 1-step epoch), for finding slow kernels
+  # (with BASELINE set, of both trees: scripts/ncu_compare.py NEW BASELINE lists the differences).
   ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
   [ "${NCU:-0}" = 1 ] && for p in bf16 "fp8 (te"; do
-    timeout 120 "${ncu:-ncu}" --clock-control none --metrics gpu__time_duration.sum --print-summary per-kernel \
-      ./bench/bench_cuda_seed_epoch 1 "$p" >"$OUT/ncu-${p%% *}.txt" 2>&1 || note "ncu $p: failed or timed out"
+    for tree in . ${BASELINE:+"../$BASELINE/build-device"}; do
+      name=ncu-${p%% *}$([ "$tree" = . ] || echo -baseline).txt
+      timeout 120 "${ncu:-ncu}" --clock-control none --metrics gpu__time_duration.sum --print-summary per-kernel \
+        "$tree/bench/bench_cuda_seed_epoch" 1 "$p" >"$OUT/$name" 2>&1 || note "ncu $p ($tree): failed or timed out"
+    done
   done
   cat "$summary"
   exit 0

@@ -36,17 +36,19 @@ const Tensor& CausalSelfAttention::forward(ops::Context& c, const Tensor& x, int
   ops::linear_prepare_input(c, query.op(), x, training);
   c.fork(ops::Lane::A);
   c.fork(ops::Lane::B);
-  query.forward(c, x, training);
+  query.forward(c, x, training, {.deferred = true});
   {
     const ops::Context::OnLane lane(c, ops::Lane::A);
-    key.forward(c, x, training);
+    key.forward(c, x, training, {.deferred = true});
   }
   {
     const ops::Context::OnLane lane(c, ops::Lane::B);
-    value.forward(c, x, training);
+    value.forward(c, x, training, {.deferred = true});
   }
   c.join(ops::Lane::A);
   c.join(ops::Lane::B);
+  ops::LinearOp* projections[] = {&query.op(), &key.op(), &value.op()};
+  ops::linear_finish(c, projections);  // their biases in one pass
   // The projections' [batch * seq, channels] as the core's [batch, seq, channels].
   const int64_t channels = heads_ * head_dim_;
   q_ = query.op().y.view(0, {batch, seq, channels});

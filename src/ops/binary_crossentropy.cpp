@@ -42,7 +42,7 @@ void sigmoid_binary_crossentropy(Context& c, const Tensor& z, const Tensor* labe
 #endif
     return;
   }
-  if (producer != nullptr) linear_finish(c, *producer);
+  if (producer != nullptr) linear_finish(c, {&producer, 1});
   cpu::sigmoid(z.span<float>(), bf16, probs.span<float>());
   if (labels == nullptr) return;
   loss.data<float>()[0] = cpu::binary_crossentropy(probs.span<float>(), labels->span<float>());

@@ -245,15 +245,16 @@ void linear_forward(Context& c, LinearOp& l, const Tensor& x, bool training, con
   cpu_forward(c, l, x, training, next, producer);
 }
 
-void linear_finish(Context& c, LinearOp& l) {
-  check_linear(c, l);
+void linear_finish(Context& c, std::span<LinearOp* const> linears) {
+  FP8KIT_CHECK(linears.size() <= 4, "linear_finish: at most 4 Linears at a time, got {}", linears.size());
+  for (LinearOp* l : linears) check_linear(c, *l);
   if (c.is_cuda()) {
 #if FP8KIT_HAVE_CUDA
-    cuda_linear_finish(c, l);
+    cuda_linear_finish(c, linears);
 #endif
     return;
   }
-  apply_epilogue(l, l.y);
+  for (LinearOp* l : linears) apply_epilogue(*l, l->y);
 }
 
 void linear_backward(Context& c, std::span<const LinearGradient> group) {

@@ -85,8 +85,9 @@ void linear_prepare_input(Context& c, LinearOp& l, const Tensor& x, bool trainin
 void linear_forward(Context& c, LinearOp& l, const Tensor& x, bool training, const LinearOutput& next = {},
                     LinearOp* producer = nullptr);
 
-// Applies a deferred output's bias and activation to l.y in place: for a consumer that cannot fuse them.
-void linear_finish(Context& c, LinearOp& l);
+// Applies deferred outputs' bias and activation to each l.y in place (one launch for up to 4 on the
+// GPU): for a consumer that cannot fuse them, or Linears that ran side by side.
+void linear_finish(Context& c, std::span<LinearOp* const> linears);
 
 // The gradient dy [rows, out] of one Linear's output or, with an active dropout, of the dropout that
 // followed it; the dgrad runs on `lane` (A and B: beside Main, joined back before the call returns).

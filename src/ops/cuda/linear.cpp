@@ -164,20 +164,32 @@ cuda::LinearEpilogue pending(LinearOp* producer) {
   return producer == nullptr ? cuda::LinearEpilogue{} : deferred_epilogue(*producer);
 }
 
-// l.y = act(l.y + b) in place (and `next`), in one pass.
+// l.y = act(l.y + b) in place, then `next`, as the kernel takes it.
+cuda::LinearOutput output_of(Context& c, LinearOp& l, const LinearOutput& next) {
+  return {f32(l.y),
+          f32(*l.b),
+          l.rows,
+          l.out,
+          l.relu,
+          dropout_site(c, next.dropout),
+          next.residual != nullptr ? f32(*next.residual) : nullptr,
+          next.out != nullptr ? f32(*next.out) : nullptr};
+}
+
+// The same in one pass.
 void outputs(Context& c, LinearOp& l, const LinearOutput& next) {
-  const cuda::LinearOutput o{f32(l.y),
-                             f32(*l.b),
-                             l.rows,
-                             l.out,
-                             l.relu,
-                             dropout_site(c, next.dropout),
-                             next.residual != nullptr ? f32(*next.residual) : nullptr,
-                             next.out != nullptr ? f32(*next.out) : nullptr};
+  const cuda::LinearOutput o = output_of(c, l, next);
   cuda::linear_outputs({&o, 1}, bf16_rounding(l), stream(c));
 }
 
-void cuda_linear_finish(Context& c, LinearOp& l) { outputs(c, l, {}); }
+void cuda_linear_finish(Context& c, std::span<LinearOp* const> linears) {
+  std::vector<cuda::LinearOutput> all;
+  for (LinearOp* l : linears) {
+    FP8KIT_CHECK(bf16_rounding(*l) == bf16_rounding(*linears[0]), "linear_finish: Linears of one precision");
+    all.push_back(output_of(c, *l, {}));
+  }
+  if (!all.empty()) cuda::linear_outputs(all, bf16_rounding(*linears[0]), stream(c));
+}
 
 void cuda_linear_forward(Context& c, LinearOp& l, const Tensor& x, bool training, const LinearOutput& next,
                          LinearOp* producer) {

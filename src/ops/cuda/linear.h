@@ -10,7 +10,7 @@ void cuda_linear_prepare_weights(Context& c, std::span<LinearOp* const> linears,
 void cuda_linear_prepare_input(Context& c, LinearOp& l, const Tensor& x, bool training);
 void cuda_linear_forward(Context& c, LinearOp& l, const Tensor& x, bool training, const LinearOutput& next,
                          LinearOp* producer);
-void cuda_linear_finish(Context& c, LinearOp& l);
+void cuda_linear_finish(Context& c, std::span<LinearOp* const> linears);
 // A deferred output's bias and activation as a kernel's epilogue on l.y (for ops that fuse them).
 cuda::LinearEpilogue deferred_epilogue(LinearOp& l);
 void cuda_linear_backward(Context& c, std::span<const LinearGradient> group);
