@@ -62,8 +62,9 @@ Tensor Tensor::clone() const { return to(device_); }
 
 Tensor Tensor::view(int64_t offset, std::vector<int64_t> shape) const {
   const int64_t n = checked_numel(shape);
-  FP8KIT_CHECK(offset >= 0 && offset + n <= numel_, "view of elements [{}, {}) of a tensor of {}", offset, offset + n,
-               numel_);
+  const int64_t room = static_cast<int64_t>(capacity_bytes_ / dtype_size(dtype_));
+  FP8KIT_CHECK(offset >= 0 && offset + n <= room, "view of elements [{}, {}) of a tensor with storage for {}", offset,
+               offset + n, room);
   Tensor v;
   v.dtype_ = dtype_;
   v.device_ = device_;

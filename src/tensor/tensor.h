@@ -36,7 +36,9 @@ class Tensor {
   Tensor clone() const;
   // A tensor of `shape` over this one's elements [offset, offset + numel(shape)), sharing its storage
   // (which lives while any view does): e.g. every parameter of a model as a view of one flat buffer,
-  // so that one launch updates them all. Views of views are views of the same storage.
+  // so that one launch updates them all. Views of views are views of the same storage. The range may
+  // reach past the current shape into storage a resize() kept (a buffer written by a replayed CUDA
+  // graph at the size it was captured with, while the host last resized it smaller).
   Tensor view(int64_t offset, std::vector<int64_t> shape) const;
   // Whether both tensors use the same storage (one is a view of the other, or both of a third).
   bool shares_storage(const Tensor& other) const { return storage_ != nullptr && storage_ == other.storage_; }

@@ -212,7 +212,9 @@ class Stepper {
     });
     it->second.run(c);
     c.synchronize();
-    const Tensor probs = model_.probabilities().to(Device::Cpu);
+    // The probabilities of this batch: a replayed graph wrote `batch` of them, whatever size the host
+    // last gave the tensor (an evaluation or another batch size's graph in between).
+    const Tensor probs = model_.probabilities().view(0, {batch}).to(Device::Cpu);
     probabilities_.assign(probs.data<float>(), probs.data<float>() + probs.numel());
     float loss = model_.loss().to(Device::Cpu).data<float>()[0];
     if (std::any_of(probabilities_.begin(), probabilities_.end(), [](float p) { return std::isnan(p); })) loss = NAN;

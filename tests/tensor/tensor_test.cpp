@@ -101,6 +101,11 @@ TEST(Tensor, ViewsShareStorageAndCannotGrow) {
   EXPECT_EQ(a.data<float>()[0], 5.0f);
   EXPECT_THROW(a.resize({7}), Error);
   EXPECT_THROW(flat.view(8, {3}), Error);
+  Tensor shrunk({8}, DType::F32);  // resized down, its storage still holds 8 (a replayed graph's size)
+  shrunk.data<float>()[7] = 3.0f;
+  shrunk.resize({2});
+  EXPECT_EQ(shrunk.view(0, {8}).data<float>()[7], 3.0f);
+  EXPECT_THROW(shrunk.view(0, {9}), Error);
   Tensor view_outlives = Tensor({4}, DType::F32).view(1, {2});  // the storage lives while a view does
   view_outlives.data<float>()[1] = 1.0f;
   EXPECT_EQ(view_outlives.data<float>()[1], 1.0f);

@@ -129,6 +129,11 @@ TEST_P(TrainerCudaTest, EpochMatchesTheCpuAndCheckpointsResumeOnEitherDevice) {
   std::printf("%s: epoch 2 loss straight %.7f, GPU resumed %.7f, CPU resumed %.7f\n", c.name.c_str(),
               straight.epochs[1].loss, gpu_resumed.epochs[0].loss, cpu_resumed.epochs[0].loss);
   EXPECT_EQ(gpu_resumed.epochs[0].loss, straight.epochs[1].loss);
+  // Training accuracy from the replayed graphs' probabilities, after evaluations and the last batch's
+  // graph (of 4 examples) ran between them.
+  EXPECT_EQ(gpu_resumed.epochs[0].accuracy, straight.epochs[1].accuracy);
+  EXPECT_NEAR(cpu_resumed.epochs[0].accuracy, straight.epochs[1].accuracy, 0.03);
+  EXPECT_NEAR(cpu.epochs[0].accuracy, gpu.epochs[0].accuracy, 0.03);
   EXPECT_EQ(gpu_resumed.epochs[0].validation->loss, straight.epochs[1].validation->loss);
   EXPECT_NEAR(cpu_resumed.epochs[0].loss, straight.epochs[1].loss, c.loss_bound);
   // The GPU-resumed run's last checkpoint is the uninterrupted run's, tensor for tensor, bit for bit.
