@@ -19,9 +19,11 @@ const Tensor& TokenAndPositionEmbedding::forward(ops::Context& c, const Tensor& 
 
 void TokenAndPositionEmbedding::prepare_backward(ops::Context& c, const Tensor& tokens) {
   ops::embedding_backward_sort(c, tokens, token.grad, workspace_);
+  c.record(sorted_);
 }
 
 void TokenAndPositionEmbedding::backward(ops::Context& c, const Tensor& dout) {
+  c.wait(sorted_);
   ops::embedding_backward_sums(c, *tokens_, dout, token.grad, position.grad, workspace_);
 }
 

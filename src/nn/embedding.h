@@ -22,8 +22,9 @@ class TokenAndPositionEmbedding {
   // The first half of the backward, which needs only the ids: queue it early (e.g. on a lane of its
   // own, from the step's start).
   void prepare_backward(ops::Context& c, const Tensor& tokens);
-  // Overwrites both grads from dout [batch, sequence_length, dim] (after prepare_backward): the token
-  // grad is dense (zero except the rows used), as Keras's dense Adam update expects.
+  // Overwrites both grads from dout [batch, sequence_length, dim] (after prepare_backward, on any
+  // lane: it waits for that half): the token grad is dense (zero except the rows used), as Keras's
+  // dense Adam update expects.
   void backward(ops::Context& c, const Tensor& dout);
 
   Parameter& token;     // [vocabulary_size, dim]
@@ -32,6 +33,7 @@ class TokenAndPositionEmbedding {
  private:
   const Tensor* tokens_ = nullptr;
   Tensor out_, workspace_;
+  ops::Context::Marker sorted_;  // the end of prepare_backward's work
 };
 
 }  // namespace fp8kit::nn

@@ -37,6 +37,8 @@ void Context::advance_step() { ++step_; }
 void Context::fork(Lane) {}
 void Context::join(Lane) {}
 void Context::join_all() {}
+void Context::record(Marker&) {}
+void Context::wait(const Marker&) {}
 void Context::synchronize() {}
 void* Context::scratch(size_t) { fail("scratch memory is for CUDA op contexts"); }
 #endif

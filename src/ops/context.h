@@ -49,6 +49,21 @@ class Context {
   // Main waits for every lane forked since the last join_all: the end of a step (a captured graph
   // needs every branch joined, and only branches forked inside it).
   void join_all();
+  // A point in one lane's work that another lane waits for, without waiting for everything queued on
+  // that lane (what join does): record() marks the current lane's work so far, wait() makes the
+  // current lane wait for the last record(). Default-constructed; its event is made at the first
+  // record. CPU: nothing to do.
+  class Marker {
+   public:
+    Marker() = default;
+
+   private:
+    friend class Context;
+    int index_ = -1;
+  };
+  void record(Marker& marker);
+  void wait(const Marker& marker);
+
   // Ops queued while an OnLane lives go to its lane.
   class OnLane {
    public:

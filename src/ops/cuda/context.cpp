@@ -52,6 +52,22 @@ void Context::join_all() {
   forked_ = {};
 }
 
+void Context::record(Marker& marker) {
+  if (cuda_ == nullptr) return;
+  if (marker.index_ < 0) {
+    marker.index_ = static_cast<int>(cuda_->markers.size());
+    cuda_->markers.emplace_back();
+  }
+  FP8KIT_CUDA_CHECK(cudaEventRecord(cuda_->markers[marker.index_].get(), stream(*this)));
+}
+
+void Context::wait(const Marker& marker) {
+  if (cuda_ == nullptr) return;
+  FP8KIT_CHECK(marker.index_ >= 0 && marker.index_ < static_cast<int>(cuda_->markers.size()),
+               "waiting for a marker that this context never recorded");
+  FP8KIT_CUDA_CHECK(cudaStreamWaitEvent(stream(*this), cuda_->markers[marker.index_].get(), 0));
+}
+
 void* Context::scratch(size_t bytes) {
   auto& buffer = cuda().scratch[static_cast<int>(lane_)];
   if (buffer.bytes() < bytes) {

@@ -10,6 +10,7 @@
 #include "runtime/cuda/stream.h"
 
 #include <array>
+#include <vector>
 #include <cuda_runtime.h>
 
 namespace fp8kit::ops {
@@ -17,6 +18,7 @@ namespace fp8kit::ops {
 struct Context::Cuda {
   std::array<cuda::Stream, kLanes> streams;
   std::array<cuda::Event, kLanes> events;
+  std::vector<cuda::Event> markers;  // Context::Marker's, by index
   std::array<cuda::GemmContext, kLanes> gemms;
   std::array<cuda::DeviceBuffer<std::byte>, kLanes> scratch;
   cuda::DeviceBuffer<uint64_t> step{1};
