@@ -73,7 +73,11 @@ void* Context::scratch(size_t bytes) {
   if (buffer.bytes() < bytes) {
     FP8KIT_CHECK(!capturing(stream(*this)),
                  "scratch of {} bytes asked for during a graph capture: run the step once eagerly first", bytes);
-    buffer = cuda::DeviceBuffer<std::byte>(bytes);  // frees the old one (cudaFree waits for its users)
+    // Work queued on any lane may still use the old buffer: let it finish before the buffer goes (the
+    // eager first run of a step only; cudaFree's own implicit synchronization is not to be relied on:
+    // under compute-sanitizer it did not hold, and steps lost their determinism).
+    synchronize();
+    buffer = cuda::DeviceBuffer<std::byte>(bytes);
   }
   return buffer.data();
 }
