@@ -18,6 +18,7 @@ Context::Context(Device device, uint64_t seed) : device_(device), seed_(seed) {
     require_cuda();
 #if FP8KIT_HAVE_CUDA
     cuda_ = std::make_unique<Cuda>();
+    set_step(0);  // the device counter starts as the host's (cudaMalloc'd memory is not zeroed)
 #endif
   }
 }
