@@ -74,8 +74,7 @@ void* Context::scratch(size_t bytes) {
     FP8KIT_CHECK(!capturing(stream(*this)),
                  "scratch of {} bytes asked for during a graph capture: run the step once eagerly first", bytes);
     // Work queued on any lane may still use the old buffer: let it finish before the buffer goes (the
-    // eager first run of a step only; cudaFree's own implicit synchronization is not to be relied on:
-    // under compute-sanitizer it did not hold, and steps lost their determinism).
+    // eager first run of a step only; cudaFree's implicit synchronization is not a promise to build on).
     synchronize();
     buffer = cuda::DeviceBuffer<std::byte>(bytes);
   }
