@@ -41,5 +41,36 @@ TEST(CapturedStepCuda, CapturesOnceAndReplaysWithLanes) {
   EXPECT_EQ(device_step, 15u);
 }
 
+// A marker orders one point of a lane's work before another lane's, inside a captured step too: lane
+// A writes 1 then (after the marker) lane B's increment must see it, whatever runs first.
+TEST(CapturedStepCuda, MarkersOrderLanes) {
+  FP8KIT_REQUIRE_GPU();
+  ops::Context context(Device::Cuda, 1);
+  cuda::DeviceBuffer<uint64_t> counter(1);
+  ops::Context::Marker written;
+  CapturedStep step([&](ops::Context& c) {
+    c.fork(ops::Lane::A);
+    c.fork(ops::Lane::B);
+    {
+      const ops::Context::OnLane lane(c, ops::Lane::A);
+      FP8KIT_CUDA_CHECK(cudaMemsetAsync(counter.data(), 0, sizeof(uint64_t), ops::stream(c)));
+      c.record(written);
+    }
+    const ops::Context::OnLane lane(c, ops::Lane::B);
+    c.wait(written);
+    cuda::increment(counter.data(), ops::stream(c));
+  });
+  for (int i = 0; i < 3; ++i) {
+    step.run(context);
+    context.synchronize();
+    EXPECT_EQ(counter.to_host()[0], 1u) << "run " << i;
+  }
+  EXPECT_TRUE(step.captured());
+  ops::Context fresh(Device::Cuda, 1);
+  uint64_t device_step = 99;
+  cudaMemcpy(&device_step, ops::device_step(fresh), sizeof device_step, cudaMemcpyDeviceToHost);
+  EXPECT_EQ(device_step, 0u);  // a new context's device step starts at 0
+}
+
 }  // namespace
 }  // namespace fp8kit::exec
