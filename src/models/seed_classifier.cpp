@@ -280,7 +280,7 @@ nn::ParameterSet& SeedClassifier::parameter_set() { return impl_->parameters; }
 std::vector<nn::Parameter*> SeedClassifier::parameters() { return impl_->parameters.parameters(); }
 
 std::vector<nn::StateTensor> SeedClassifier::fp8_state() {
-  return impl_->scaling ? impl_->scaling->state() : std::vector<nn::StateTensor>{};
+  return impl_->scaling ? nn::state_tensors(impl_->scaling->state()) : std::vector<nn::StateTensor>{};
 }
 
 ops::ScalingTable* SeedClassifier::scaling() { return impl_->scaling ? &*impl_->scaling : nullptr; }

@@ -85,6 +85,13 @@ void HostState::push() {
     if (copies_[i].numel() > 0) tensors_[i].tensor->copy_from(copies_[i]);
 }
 
+std::vector<StateTensor> state_tensors(std::span<const ops::ScalingStateView> views) {
+  std::vector<StateTensor> tensors;
+  for (const ops::ScalingStateView& v : views)
+    tensors.push_back({v.name, v.shape, v.tensor, v.history ? Domain::NonNegative : Domain::Positive});
+  return tensors;
+}
+
 std::string_view requirement(Domain domain) {
   switch (domain) {
     case Domain::Finite: return "finite";

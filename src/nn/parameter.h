@@ -3,6 +3,7 @@
 // amax histories) for checkpoints and inspection, and host views of them for the checkpoint files.
 #pragma once
 
+#include "ops/scaling_table.h"
 #include "tensor/tensor.h"
 
 #include <deque>
@@ -97,6 +98,9 @@ class HostState {
   std::vector<Tensor> copies_;  // per tensor: its host copy, or empty for a CPU tensor
   std::vector<StateEntry> entries_;
 };
+
+// The FP8 scaling table's state as named tensors (scales positive, amax histories non-negative).
+std::vector<StateTensor> state_tensors(std::span<const ops::ScalingStateView> views);
 
 // Product of the dims (1 for a scalar).
 int64_t numel(std::span<const int64_t> shape);

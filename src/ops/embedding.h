@@ -14,7 +14,7 @@
 
 namespace fp8kit::ops {
 
-// The CPU cores (nn::TokenAndPositionEmbedding calls them). tokens: [batch, seq] ids, each in
+// The CPU cores (the op below runs them on the CPU). tokens: [batch, seq] ids, each in
 // [0, vocabulary) with vocabulary = token_table.size() / dim (else throws, naming the id and its
 // position); token_table [vocabulary, dim], position_table [seq, dim], out [batch, seq, dim].
 void embedding_gather(std::span<const int32_t> tokens, int64_t seq, int64_t dim, std::span<const float> token_table,

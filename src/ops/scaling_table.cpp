@@ -139,7 +139,7 @@ void ScalingTable::clear_evaluation_amaxes(ops::Context& c) {
   std::fill_n(eval_amax_.data<float>(), size(), 0.0f);
 }
 
-std::vector<nn::StateTensor> ScalingTable::state() {
+std::vector<ScalingStateView> ScalingTable::state() {
   const int64_t L = static_cast<int64_t>(recipe_.amax_history_length);
   if (views_.empty()) {  // made once, so that every state() hands out the same views
     for (int i = 0; i < size(); ++i) {
@@ -147,10 +147,10 @@ std::vector<nn::StateTensor> ScalingTable::state() {
       views_.push_back(history_.view(i * L, {L}));
     }
   }
-  std::vector<nn::StateTensor> entries;
+  std::vector<ScalingStateView> entries;
   for (int i = 0; i < size(); ++i) {
-    entries.push_back({names_[i] + "_scale", {}, &views_[2 * i], nn::Domain::Positive});
-    entries.push_back({names_[i] + "_amax_history", {L}, &views_[2 * i + 1], nn::Domain::NonNegative});
+    entries.push_back({names_[i] + "_scale", {}, &views_[2 * i], false});
+    entries.push_back({names_[i] + "_amax_history", {L}, &views_[2 * i + 1], true});
   }
   return entries;
 }

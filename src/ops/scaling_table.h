@@ -4,7 +4,6 @@
 // after a step. The same arithmetic as numerics' ScalingState on either device (bit for bit).
 #pragma once
 
-#include "nn/parameter.h"
 #include "numerics/recipe.h"
 #include "ops/context.h"
 #include "tensor/tensor.h"
@@ -13,6 +12,14 @@
 #include <vector>
 
 namespace fp8kit::ops {
+
+// A named tensor of the table's state (a view of its arrays, on its device).
+struct ScalingStateView {
+  std::string name;             // "<slot name>_scale" or "<slot name>_amax_history"
+  std::vector<int64_t> shape;   // {} (one value) or {L}
+  Tensor* tensor;
+  bool history;                 // amaxes (non-negative) rather than a scale (positive)
+};
 
 class ScalingTable {
  public:
@@ -57,7 +64,7 @@ class ScalingTable {
   // Checkpoint views, per slot "<name>_scale" (te lag, current: the scale; keras lag: Keras's
   // multiplier, the value the next step uses) and "<name>_amax_history" [L], valid until the table
   // moves (to()). After writing into them, call restored() to recompute what follows from them.
-  std::vector<nn::StateTensor> state();
+  std::vector<ScalingStateView> state();
   void restored(ops::Context& c);
 
  private:

@@ -71,7 +71,7 @@ struct Layer {
   struct Used {
     float inputs, kernel, outputs_grad;
   } used{};
-  std::vector<StateTensor> fp8_state() { return scaling ? scaling->state() : std::vector<StateTensor>{}; }
+  std::vector<StateTensor> fp8_state() { return scaling ? state_tensors(scaling->state()) : std::vector<StateTensor>{}; }
   std::span<float> kernel() { return linear->kernel.value.span<float>(); }
   std::span<float> bias() { return linear->bias.value.span<float>(); }
 };

@@ -1,5 +1,5 @@
-// LayerNorm's CPU core on float32 arrays: the exact reference of ops/layer_norm.h's Tensor op, also
-// called by nn::LayerNorm. Threaded over rows; sums in a fixed order (bits independent of threads).
+// LayerNorm's CPU core on float32 arrays: the exact reference of ops/layer_norm.h's Tensor op.
+// Threaded over rows; sums in a fixed order (bits independent of threads).
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,4 @@
-// Token + position embedding on the GPU (nn::TokenAndPositionEmbedding): gather forward, scatter-add
+// Token + position embedding on the GPU (ops/embedding.h's CPU cores): gather forward, scatter-add
 // backward in the CPU layer's order. All pointers are device pointers; tokens [batch, seq] int32 ids in
 // [0, vocabulary).
 #pragma once
@@ -23,7 +23,7 @@ struct EmbeddingShape {
 void embedding_forward(const EmbeddingShape& shape, const int32_t* tokens, const float* token, const float* position,
                        bool bf16, const DropoutSite& dropout, float* out, cudaStream_t stream);
 // token_grad [vocabulary, dim] and position_grad [seq, dim] overwritten with the scatter-sums of dout
-// [batch, seq, dim], each added in batch-position order as nn::TokenAndPositionEmbedding::backward does:
+// [batch, seq, dim], each added in batch-position order as the CPU's embedding_scatter does:
 // bit-identical to the CPU, the same bits every run (rows of absent ids are zero; ids unchecked as in
 // the forward). workspace: device scratch of embedding_backward_workspace(shape) bytes (which asks CUB,
 // so it needs a device), 256-byte aligned. Queues work only (no allocation, no synchronisation), so it

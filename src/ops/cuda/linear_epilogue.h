@@ -1,4 +1,4 @@
-// A Linear's bias + activation (nn::Linear's epilogue) and its backward, as steps that another kernel
+// A Linear's bias + activation (the Linear op's epilogue) and its backward, as steps that another kernel
 // of the GPU training step applies to its input on the fly, so that they need no launch of their own:
 // forward, in the cast or quantization of the next Linear's input (or the output's dropout and
 // residual sum); backward, in the cast or quantization of the output gradient for dgrad and wgrad,
@@ -9,7 +9,7 @@
 
 namespace fp8kit::cuda {
 
-// x [rows, cols] -> act(x + bias[col]) with nn::Linear's rounding: bf16(bf16(x) + bf16(bias)) in
+// x [rows, cols] -> act(x + bias[col]) with the Linear op's rounding: bf16(bf16(x) + bf16(bias)) in
 // mixed bf16 (bf16), x + bias in float32, then ReLU when relu. Device pointers.
 struct LinearEpilogue {
   const float* bias = nullptr;  // [cols]; null: no epilogue (x is used as it is)
@@ -20,7 +20,7 @@ struct LinearEpilogue {
 
 // The output gradient dy [rows, cols] -> g = relu && !(y > 0) ? 0 : dropout_backward(dy): back
 // through the dropout that followed the Linear (ops::dropout_backward's values, elements indexed
-// row-major; keep probability as in bf16 or float32 training) and its ReLU (nn::Linear's mask, from
+// row-major; keep probability as in bf16 or float32 training) and its ReLU (the Linear op's mask, from
 // the forward output y). Device pointers.
 struct EpilogueGradient {
   bool relu = false;

@@ -1,4 +1,4 @@
-// Mean pooling over the sequence axis on the GPU (nn::mean_pool_forward/backward). Device pointers.
+// Mean pooling over the sequence axis on the GPU (ops/cpu/mean_pool.h's cores). Device pointers.
 #pragma once
 
 #include <cuda_runtime.h>
