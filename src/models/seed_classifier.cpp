@@ -17,12 +17,12 @@
 #include "ops/binary_crossentropy.h"
 #include "ops/elementwise.h"
 #include "ops/mean_pool.h"
+#include "ops/tensor_checks.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include <algorithm>
-#include <cstring>
 #include <optional>
 #include <random>
 
@@ -165,8 +165,8 @@ struct SeedClassifier::Impl {
     FP8KIT_CHECK(trained_forward, "backward() needs a preceding forward(training=true)");
     trained_forward = false;  // one backward per forward: the FP8 state moves once per step
     const int64_t B = batch, T = config.sequence_length, D = config.hidden_dim;
-    if (y != nullptr) ops::sigmoid_binary_crossentropy(c, dense_1.op().y, y, bf16(), probs, loss, dz);
     FP8KIT_CHECK(y != nullptr || has_loss, "backward() needs the labels");
+    if (y != nullptr) ops::sigmoid_binary_crossentropy(c, dense_1.op().y, y, bf16(), probs, loss, dz);
     const Tensor& d_h2 = dense_1.backward(c, dz);
     const Tensor& d_pooled = dense.backward(c, d_h2, dropout(kHeadDropout, true));
     ops::mean_pool_backward(c, d_pooled, T, bf16(), dropout(kPoolDropout, true), d_pooled_x);
@@ -240,11 +240,8 @@ std::span<const float> SeedClassifier::forward(std::span<const int32_t> tokens, 
     FP8KIT_CHECK(tokens[i] >= 0 && tokens[i] < m.config.vocabulary_size,
                  "token id {} at position {} is outside the vocabulary [0, {})", tokens[i], i,
                  m.config.vocabulary_size);
-  Tensor host({batch, T}, DType::I32);
-  std::memcpy(host.data<int32_t>(), tokens.data(), tokens.size_bytes());
-  if (m.tokens.device() != device() || m.tokens.numel() < host.numel()) m.tokens = Tensor({batch, T}, DType::I32, device());
-  m.tokens.resize({batch, T});
-  m.tokens.copy_from(host);
+  ops::sized(m.tokens, {batch, T}, DType::I32, device());
+  m.tokens.copy_from_host(tokens.data());
   if (m.context.step() != step) m.context.set_step(step);
   m.forward(m.tokens, training);
   m.context.synchronize();
@@ -257,11 +254,8 @@ float SeedClassifier::backward(std::span<const float> labels) {
   Impl& m = *impl_;
   FP8KIT_CHECK(m.trained_forward, "backward() needs a preceding forward(training=true)");
   FP8KIT_CHECK(static_cast<int64_t>(labels.size()) == m.batch, "{} labels for a batch of {}", labels.size(), m.batch);
-  Tensor host({m.batch}, DType::F32);
-  std::ranges::copy(labels, host.data<float>());
-  if (m.labels.device() != device() || m.labels.numel() < m.batch) m.labels = Tensor({m.batch}, DType::F32, device());
-  m.labels.resize({m.batch});
-  m.labels.copy_from(host);
+  ops::sized(m.labels, {m.batch}, DType::F32, device());
+  m.labels.copy_from_host(labels.data());
   m.backward(&m.labels);
   m.context.synchronize();
   return m.loss.to(Device::Cpu).data<float>()[0];

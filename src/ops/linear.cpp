@@ -18,9 +18,6 @@ namespace fp8kit::ops {
 
 namespace {
 
-Fp8Format forward_format(const LinearOp& l) { return l.scaling->recipe().forward_format; }
-Fp8Format backward_format(const LinearOp& l) { return l.scaling->recipe().backward_format; }
-
 void check_linear(const Context& c, const LinearOp& l) {
   FP8KIT_CHECK(l.in > 0 && l.out > 0 && l.w != nullptr && l.b != nullptr && l.dw != nullptr && l.db != nullptr,
                "linear: the op needs its sizes and parameter tensors");

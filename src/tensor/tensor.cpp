@@ -89,6 +89,8 @@ void Tensor::copy_from(const Tensor& src) {
   copy_bytes(bytes(), device_, src.bytes(), src.device_, nbytes());
 }
 
+void Tensor::copy_from_host(const void* data) { copy_bytes(bytes(), device_, data, Device::Cpu, nbytes()); }
+
 void Tensor::resize(std::span<const int64_t> shape) {
   const int64_t n = checked_numel(shape);
   const size_t bytes = static_cast<size_t>(n) * dtype_size(dtype_);

@@ -46,6 +46,8 @@ class Tensor {
   Tensor to(Device device) const;
   // Copies src's elements into this tensor, from any device to any device; shapes and dtypes must match.
   void copy_from(const Tensor& src);
+  // Copies nbytes() bytes of host memory (elements of this tensor's dtype) into it, on its device.
+  void copy_from_host(const void* data);
 
   const std::vector<int64_t>& shape() const { return shape_; }
   int64_t dim(size_t i) const { return shape_.at(i); }

@@ -9,6 +9,7 @@
 #include "io/checkpoint.h"
 #include "io/safetensors.h"
 #include "numerics/format.h"
+#include "ops/tensor_checks.h"
 #include "train/progress.h"
 
 #include <fmt/format.h>
@@ -19,7 +20,6 @@
 #include <charconv>
 #include <chrono>
 #include <cmath>
-#include <cstring>
 #include <map>
 
 namespace fp8kit::train {
@@ -203,8 +203,11 @@ class Stepper {
   Result step(std::span<const int32_t> host_tokens, std::span<const float> host_labels, int batch, int64_t step) {
     ops::Context& c = model_.context();
     const int64_t T = model_.config().sequence_length;
-    stage(tokens_, host_tokens, {batch, T}, DType::I32);
-    stage(labels_, host_labels, {batch}, DType::F32);
+    // In place on the model's device: a captured step reads them there.
+    ops::sized(tokens_, {batch, T}, DType::I32, model_.device());
+    tokens_.copy_from_host(host_tokens.data());
+    ops::sized(labels_, {batch}, DType::F32, model_.device());
+    labels_.copy_from_host(host_labels.data());
     if (c.step() != static_cast<uint64_t>(step)) c.set_step(static_cast<uint64_t>(step));
     auto [it, fresh] = steps_.try_emplace(batch, [this](ops::Context& context) {
       model_.forward_backward(tokens_, labels_);
@@ -222,16 +225,6 @@ class Stepper {
   }
 
  private:
-  // Host data into `t` on the model's device, in place (a captured step reads it there).
-  template <typename T>
-  void stage(Tensor& t, std::span<const T> host, std::initializer_list<int64_t> shape, DType dtype) {
-    Tensor h(std::vector<int64_t>(shape), dtype);
-    std::memcpy(h.data<std::byte>(), host.data(), host.size_bytes());
-    if (t.numel() == 0) t = Tensor(std::vector<int64_t>(shape), dtype, model_.device());
-    t.resize(shape);
-    t.copy_from(h);
-  }
-
   models::SeedClassifier& model_;
   optim::Adam& adam_;
   Tensor tokens_, labels_;
