@@ -1,0 +1,24 @@
+// RMSNorm over the last axis as Hugging Face's LlamaRMSNorm computes it, in float32:
+// out = x * rstd * weight with rstd = 1 / sqrt(mean(x^2) + eps), and its gradient, on Tensors on
+// either device. CPU core: ops/cpu/rms_norm.h; GPU: ops/cuda/rms_norm.h.
+#pragma once
+
+#include "ops/context.h"
+#include "tensor/tensor.h"
+
+namespace fp8kit::ops {
+
+// x [rows, dim], weight [dim] (f32) -> out [rows, dim] and rstd [rows] (saved for the backward).
+// bf16_out rounds out to bf16 (mixed precision; the statistics stay float32). Outputs are resized
+// (a default Tensor() becomes one on the context's device). The GPU's row sums differ from the CPU's
+// in order only (agreement to ~1e-6 relative).
+void rms_norm_forward(Context& c, const Tensor& x, const Tensor& weight, float eps, bool bf16_out, Tensor& out,
+                      Tensor& rstd);
+
+// dx [rows, dim] from dout [rows, dim] (resized); dweight [dim] overwritten with the sum over rows of
+// dout * x * rstd, summed in a fixed order of row pieces (ops/piece_order.h) on both devices.
+// GPU workspace: the lane's scratch.
+void rms_norm_backward(Context& c, const Tensor& x, const Tensor& weight, const Tensor& rstd, const Tensor& dout,
+                       Tensor& dx, Tensor& dweight);
+
+}  // namespace fp8kit::ops

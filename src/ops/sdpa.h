@@ -1,0 +1,33 @@
+// Scaled dot-product attention for language models: causal, grouped-query (kv_heads divides heads;
+// query head h reads key/value head h / (heads / kv_heads)), any sequence length, never materializing
+// the [seq, seq] score matrix. CPU: a tiled reference with an online softmax (memory O(seq) per row);
+// GPU: cuDNN's fused flash attention (cudnn-frontend graph API), bf16 operands with float32 softmax.
+#pragma once
+
+#include "ops/context.h"
+#include "tensor/tensor.h"
+
+#include <cstdint>
+
+namespace fp8kit::ops {
+
+struct SdpaShape {
+  int64_t batch = 0, seq = 0, heads = 0, kv_heads = 0, head_dim = 0;
+  bool causal = true;
+  float scale = 0.0f;  // 0: 1 / sqrt(head_dim)
+};
+
+// q, out [batch, seq, heads * head_dim]; k, v [batch, seq, kv_heads * head_dim]; one dtype for all of
+// them, F32 or Bf16 (f32 values are read as bf16 on the GPU, where cuDNN needs bf16 operands).
+// lse [batch, heads, seq] f32 (resized): each row's natural log-sum-exp of its scaled scores, what the
+// backward needs to recompute the probabilities. out is resized (a default Tensor() becomes one, of
+// q's dtype). bf16_out rounds out to bf16 values (always so on the GPU).
+void sdpa_forward(Context& c, const SdpaShape& shape, const Tensor& q, const Tensor& k, const Tensor& v,
+                  bool bf16_out, Tensor& out, Tensor& lse);
+
+// dq, dk, dv (resized, q's dtype) from the forward's inputs, out, lse and dout [batch, seq, heads *
+// head_dim]. GPU workspace: the lane's scratch.
+void sdpa_backward(Context& c, const SdpaShape& shape, const Tensor& q, const Tensor& k, const Tensor& v,
+                   const Tensor& out, const Tensor& lse, const Tensor& dout, Tensor& dq, Tensor& dk, Tensor& dv);
+
+}  // namespace fp8kit::ops
