@@ -5,7 +5,6 @@
 #include "base/error.h"
 
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -263,16 +262,6 @@ SafetensorsFile to_file(const SafetensorsView& view) {
   return file;
 }
 
-// "a FIFO", "a directory", ... for a refusal of a non-regular file.
-std::string_view file_kind(mode_t mode) {
-  if (S_ISDIR(mode)) return "a directory";
-  if (S_ISFIFO(mode)) return "a FIFO";
-  if (S_ISCHR(mode)) return "a character device";
-  if (S_ISBLK(mode)) return "a block device";
-  if (S_ISSOCK(mode)) return "a socket";
-  return "not a regular file";
-}
-
 uint64_t read_u64_le(std::span<const std::byte> bytes) {
   uint64_t value = 0;
   std::memcpy(&value, bytes.data(), sizeof(value));
@@ -397,40 +386,23 @@ SafetensorsFile parse_safetensors(std::span<const std::byte> bytes, std::string_
   return to_file(parse_view(bytes, source));
 }
 
-MappedSafetensors::MappedSafetensors(const std::filesystem::path& path) : source_(path.string()) {
-  // O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused below, as every non-regular file is.
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-  FP8KIT_CHECK(fd >= 0, "cannot open {}: {}", source_, std::strerror(errno));
-  struct stat status {};
-  const bool stat_ok = ::fstat(fd, &status) == 0;
-  const int stat_errno = errno;
-  if (!stat_ok || !S_ISREG(status.st_mode)) {
-    ::close(fd);
-    FP8KIT_CHECK(stat_ok, "cannot read the size of {}: {}", source_, std::strerror(stat_errno));
-    fail("{} is {}, not a regular file; give the path of a safetensors file", source_, file_kind(status.st_mode));
-  }
-  // Our writers replace files by rename, so a mapped file is never truncated under us (which would
-  // make reading the mapping fault).
-  const auto size = static_cast<size_t>(status.st_size);
-  void* address = size == 0 ? nullptr : ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-  const int map_errno = errno;
-  ::close(fd);  // the mapping keeps the file open
-  FP8KIT_CHECK(address != MAP_FAILED, "cannot map {} ({} bytes) into memory: {}", source_, size,
-               std::strerror(map_errno));
-  if (address != nullptr) mapping_ = {address, Unmap{size}};
-  view_ = parse_view({static_cast<const std::byte*>(address), size}, source_);
-}
-
-void MappedSafetensors::Unmap::operator()(void* address) const { ::munmap(address, size); }
+MappedSafetensors::MappedSafetensors(const std::filesystem::path& path)
+    : file_(path), view_(parse_view(file_.bytes(), file_.path())) {}
 
 SafetensorsFile read_safetensors(const std::filesystem::path& path) {
   return to_file(MappedSafetensors(path).view());
 }
 
 std::vector<std::byte> serialize_safetensors(const SafetensorsFile& file) {
-  std::vector<const StoredTensor*> order;
+  std::vector<TensorView> views;
+  for (const StoredTensor& tensor : file.tensors) views.push_back({tensor.name, tensor.dtype, tensor.shape, tensor.data});
+  return serialize_safetensors(file.metadata, views);
+}
+
+std::vector<std::byte> serialize_safetensors(const Metadata& metadata, std::span<const TensorView> tensors) {
+  std::vector<const TensorView*> order;
   std::set<std::string_view> names;
-  for (const auto& tensor : file.tensors) {
+  for (const auto& tensor : tensors) {
     FP8KIT_CHECK(tensor.name != "__metadata__", "\"__metadata__\" is reserved and cannot name a tensor");
     FP8KIT_CHECK(names.insert(tensor.name).second, "two tensors are named \"{}\"; names must be unique", tensor.name);
     FP8KIT_CHECK(std::ranges::all_of(tensor.shape, [](int64_t dim) { return dim >= 0; }),
@@ -445,15 +417,15 @@ std::vector<std::byte> serialize_safetensors(const SafetensorsFile& file) {
                  tensor.name, tensor.data.size(), fmt::join(tensor.shape, ", "), dtype_name(tensor.dtype), expected);
     order.push_back(&tensor);
   }
-  std::sort(order.begin(), order.end(), [](const StoredTensor* a, const StoredTensor* b) {
+  std::sort(order.begin(), order.end(), [](const TensorView* a, const TensorView* b) {
     const size_t size_a = dtype_size(a->dtype), size_b = dtype_size(b->dtype);
     return size_a != size_b ? size_a > size_b : a->name < b->name;
   });
 
   json header = json::object();
-  if (!file.metadata.empty()) header["__metadata__"] = file.metadata;
+  if (!metadata.empty()) header["__metadata__"] = metadata;
   uint64_t offset = 0;
-  for (const StoredTensor* tensor : order) {
+  for (const TensorView* tensor : order) {
     header[tensor->name] = {{"dtype", dtype_name(tensor->dtype)},
                             {"shape", tensor->shape},
                             {"data_offsets", {offset, offset + tensor->data.size()}}};
@@ -472,7 +444,7 @@ std::vector<std::byte> serialize_safetensors(const SafetensorsFile& file) {
   std::memcpy(bytes.data(), &header_bytes, 8);
   std::memcpy(bytes.data() + 8, text.data(), text.size());
   std::byte* data = bytes.data() + 8 + text.size();
-  for (const StoredTensor* tensor : order) {
+  for (const TensorView* tensor : order) {
     data = std::copy(tensor->data.begin(), tensor->data.end(), data);
   }
   return bytes;

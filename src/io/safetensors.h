@@ -3,11 +3,12 @@
 // The reader validates everything before trusting it; the writer replaces files atomically.
 #pragma once
 
+#include "io/mapped_file.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <map>
-#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -71,15 +72,10 @@ class MappedSafetensors {
   explicit MappedSafetensors(const std::filesystem::path& path);
 
   const SafetensorsView& view() const { return view_; }
-  const std::string& source() const { return source_; }  // the path, for messages
+  const std::string& source() const { return file_.path(); }  // the path, for messages
 
  private:
-  struct Unmap {
-    size_t size;
-    void operator()(void* address) const;
-  };
-  std::string source_;
-  std::unique_ptr<void, Unmap> mapping_;
+  MappedFile file_;
   SafetensorsView view_;
 };
 
@@ -97,6 +93,8 @@ std::string printable(std::string_view text);
 // Python package writes it. Rejects duplicate names, the reserved name "__metadata__", and data
 // sizes that disagree with the shape.
 std::vector<std::byte> serialize_safetensors(const SafetensorsFile& file);
+// The same from views of the tensors' bytes (nothing is copied but into the image).
+std::vector<std::byte> serialize_safetensors(const Metadata& metadata, std::span<const TensorView> tensors);
 // Writes atomically: a temporary file in the same directory, fsync, rename over `path`, fsync of the
 // directory. A crash leaves either the old file or the new one, never a partial file.
 void write_safetensors(const std::filesystem::path& path, const SafetensorsFile& file);
