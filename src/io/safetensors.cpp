@@ -395,7 +395,9 @@ SafetensorsFile read_safetensors(const std::filesystem::path& path) {
 
 std::vector<std::byte> serialize_safetensors(const SafetensorsFile& file) {
   std::vector<TensorView> views;
-  for (const StoredTensor& tensor : file.tensors) views.push_back({tensor.name, tensor.dtype, tensor.shape, tensor.data});
+  for (const StoredTensor& tensor : file.tensors) {
+    views.push_back({tensor.name, tensor.dtype, tensor.shape, tensor.data});
+  }
   return serialize_safetensors(file.metadata, views);
 }
 
