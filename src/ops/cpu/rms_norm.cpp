@@ -1,0 +1,71 @@
+// RMSNorm forward/backward over rows of a [rows, dim] float32 array, threaded over rows.
+#include "ops/cpu/rms_norm.h"
+
+#include "numerics/cast.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+namespace fp8kit::ops::cpu {
+
+void rms_norm_forward(int64_t rows, int64_t dim, float eps, const float* x, const float* weight, bool bf16_out,
+                      float* out, float* rstd) {
+#pragma omp parallel for schedule(static) if (rows * dim >= 16384)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * dim;
+    float sq = 0.0f;
+    for (int64_t i = 0; i < dim; ++i) sq += xr[i] * xr[i];
+    const float rs = 1.0f / std::sqrt(sq / static_cast<float>(dim) + eps);
+    float* o = out + r * dim;
+    for (int64_t i = 0; i < dim; ++i) {
+      const float y = (xr[i] * rs) * weight[i];
+      o[i] = bf16_out ? round_bf16(y) : y;
+    }
+    rstd[r] = rs;
+  }
+}
+
+void rms_norm_backward_dx(int64_t rows, int64_t dim, const float* x, const float* weight, const float* rstd,
+                          const float* dout, float* dx) {
+#pragma omp parallel for schedule(static) if (rows * dim >= 16384)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * dim;
+    const float* g = dout + r * dim;
+    const float rs = rstd[r];
+    float dot = 0.0f;  // sum of dout weight x
+    for (int64_t i = 0; i < dim; ++i) dot += g[i] * weight[i] * xr[i];
+    const float k = rs * rs * (dot / static_cast<float>(dim));
+    float* d = dx + r * dim;
+    for (int64_t i = 0; i < dim; ++i) d[i] = rs * (g[i] * weight[i] - xr[i] * k);
+  }
+}
+
+void rms_norm_backward_weight(int64_t rows, int64_t dim, const float* x, const float* rstd, const float* dout,
+                              float* dweight) {
+  // Partial sums over fixed pieces of rows, added in piece order: the result does not depend on the
+  // thread count. The scratch is the calling thread's (kept between calls); the team reaches it
+  // through `partials`, never by name. std::fma: the bits whatever the compiler contracts, and the
+  // GPU's (__fmaf_rn).
+  const int64_t per_piece = kRmsNormWeightOrder.rows_per_piece, pieces = kRmsNormWeightOrder.pieces(rows);
+  thread_local std::vector<float> scratch;
+  scratch.assign(static_cast<size_t>(pieces * dim), 0.0f);
+  float* const partials = scratch.data();
+#pragma omp parallel for schedule(static) if (rows * dim >= 16384)
+  for (int64_t p = 0; p < pieces; ++p) {
+    float* dw = partials + p * dim;
+    for (int64_t r = p * per_piece; r < std::min(rows, (p + 1) * per_piece); ++r) {
+      const float* xr = x + r * dim;
+      const float* g = dout + r * dim;
+      const float rs = rstd[r];
+      for (int64_t i = 0; i < dim; ++i) dw[i] = std::fma(g[i], xr[i] * rs, dw[i]);
+    }
+  }
+  for (int64_t i = 0; i < dim; ++i) {
+    float sum = 0.0f;
+    for (int64_t p = 0; p < pieces; ++p) sum += partials[p * dim + i];
+    dweight[i] = sum;
+  }
+}
+
+}  // namespace fp8kit::ops::cpu

@@ -1,0 +1,60 @@
+// Rotary position embeddings on the CPU: the cos/sin table, and the rotation threaded over tokens.
+#include "ops/cpu/rope.h"
+
+#include "numerics/cast.h"
+
+#include <cmath>
+
+namespace fp8kit::ops::cpu {
+
+namespace {
+
+// a * b rounded to float32 where it stands: never contracted with the add that uses it into a fused
+// multiply-add (which -march=native lets the compiler do), so that the CPU has the GPU's
+// (__fmul_rn, __fadd_rn) bits.
+float product(float a, float b) {
+  volatile float p = a * b;
+  return p;
+}
+
+}  // namespace
+
+void rope_table(int64_t positions, int64_t head_dim, double theta, float* table) {
+  const int64_t half = head_dim / 2;
+  const float base = static_cast<float>(theta);
+  for (int64_t i = 0; i < half; ++i) {
+    // Hugging Face: inv_freq = 1.0 / (base ** (arange(0, dim, 2).float() / dim)), float32 throughout
+    // (the power correctly rounded); the angle p * inv_freq a float32 product.
+    const float exponent = static_cast<float>(2 * i) / static_cast<float>(head_dim);
+    const float inv_freq = 1.0f / static_cast<float>(std::pow(static_cast<double>(base), static_cast<double>(exponent)));
+    for (int64_t p = 0; p < positions; ++p) {
+      const float angle = static_cast<float>(p) * inv_freq;
+      float* entry = table + (p * half + i) * 2;
+      entry[0] = static_cast<float>(std::cos(static_cast<double>(angle)));
+      entry[1] = static_cast<float>(std::sin(static_cast<double>(angle)));
+    }
+  }
+}
+
+void rope_rotate(int64_t batch, int64_t seq, int64_t heads, int64_t head_dim, int64_t start, const float* table,
+                 const float* x, float sign, bool bf16, float* out) {
+  const int64_t half = head_dim / 2, width = heads * head_dim, tokens = batch * seq;
+#pragma omp parallel for schedule(static) if (tokens * width >= 65536)
+  for (int64_t bt = 0; bt < tokens; ++bt) {
+    const float* angles = table + (start + bt % seq) * half * 2;
+    for (int64_t h = 0; h < heads; ++h) {
+      const float* a = x + bt * width + h * head_dim;
+      float* o = out + bt * width + h * head_dim;
+      for (int64_t i = 0; i < half; ++i) {
+        const float c = angles[2 * i], s = sign * angles[2 * i + 1];
+        const float lo = a[i], hi = a[i + half];
+        const float y_lo = product(lo, c) - product(hi, s);
+        const float y_hi = product(hi, c) + product(lo, s);
+        o[i] = bf16 ? round_bf16(y_lo) : y_lo;
+        o[i + half] = bf16 ? round_bf16(y_hi) : y_hi;
+      }
+    }
+  }
+}
+
+}  // namespace fp8kit::ops::cpu

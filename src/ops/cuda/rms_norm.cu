@@ -1,0 +1,145 @@
+// RMSNorm kernels: a block per row (threads stride the row, 4 floats at a time where the row is
+// 16-byte aligned); dweight summed in the CPU op's order (ops/cuda/ordered_sum.cuh), without atomics.
+#include "ops/cuda/rms_norm.h"
+
+#include <initializer_list>
+#include <string>
+
+#include "base/error.h"
+#include "ops/cpu/rms_norm.h"
+#include "ops/cuda/aligned.h"
+#include "ops/cuda/ordered_sum.cuh"
+#include "ops/cuda/round.cuh"
+#include "ops/cuda/rows.cuh"
+#include "runtime/cuda/check.h"
+
+namespace fp8kit::cuda {
+namespace {
+
+constexpr int kMaxThreads = 512;
+
+template <int V>
+__global__ void forward_kernel(int64_t dim, float eps, const float* x, const float* weight, bool bf16, float* out,
+                               float* rstd) {
+  const int64_t r = blockIdx.x, n = dim / V;
+  const auto* xr = reinterpret_cast<const Floats<V>*>(x + r * dim);
+  const auto* w = reinterpret_cast<const Floats<V>*>(weight);
+  auto* o = reinterpret_cast<Floats<V>*>(out + r * dim);
+  float sq = 0.0f;
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+    const Floats<V> a = xr[j];
+#pragma unroll
+    for (int k = 0; k < V; ++k) sq = __fmaf_rn(a.v[k], a.v[k], sq);
+  }
+  const float rs = 1.0f / sqrtf(block_sum(sq) / static_cast<float>(dim) + eps);
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+    const Floats<V> a = xr[j], g = w[j];
+    Floats<V> y;
+#pragma unroll
+    for (int k = 0; k < V; ++k) y.v[k] = maybe_bf16(__fmul_rn(__fmul_rn(a.v[k], rs), g.v[k]), bf16);
+    o[j] = y;
+  }
+  if (threadIdx.x == 0) rstd[r] = rs;
+}
+
+// dx = rstd (dout weight - x k), k = rstd^2 mean(dout weight x).
+template <int V>
+__global__ void dx_kernel(int64_t dim, const float* x, const float* weight, const float* rstd, const float* dout,
+                          float* dx) {
+  const int64_t r = blockIdx.x, n = dim / V;
+  const auto* xr = reinterpret_cast<const Floats<V>*>(x + r * dim);
+  const auto* gr = reinterpret_cast<const Floats<V>*>(dout + r * dim);
+  const auto* w = reinterpret_cast<const Floats<V>*>(weight);
+  auto* d = reinterpret_cast<Floats<V>*>(dx + r * dim);
+  const float rs = rstd[r];
+  float dot = 0.0f;
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+    const Floats<V> a = xr[j], g = gr[j], b = w[j];
+#pragma unroll
+    for (int k = 0; k < V; ++k) dot = __fmaf_rn(__fmul_rn(g.v[k], b.v[k]), a.v[k], dot);
+  }
+  const float scale = rs * rs * (block_sum(dot) / static_cast<float>(dim));
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+    const Floats<V> a = xr[j], g = gr[j], b = w[j];
+    Floats<V> y;
+#pragma unroll
+    for (int k = 0; k < V; ++k) y.v[k] = rs * (g.v[k] * b.v[k] - a.v[k] * scale);
+    d[j] = y;
+  }
+}
+
+// dweight in ops::cpu::rms_norm_backward_weight's order: pieces of kRmsNormWeightOrder's rows, each
+// summed row by row as fma(dout, x rstd, sum) (the CPU's std::fma), then the pieces in order. Block
+// (piece, 32 columns) -> partials [pieces, dim].
+constexpr int64_t kPieceRows = ops::cpu::kRmsNormWeightOrder.rows_per_piece;
+__global__ void __launch_bounds__(kOrderedSumThreads)
+    weight_pieces_kernel(int64_t rows, int64_t dim, const float* x, const float* rstd, const float* dout,
+                         float* partials) {
+  const int64_t col = static_cast<int64_t>(blockIdx.y) * 32 + threadIdx.x % 32;
+  const int64_t column = col < dim ? col : dim - 1;  // for the loads of lanes past the last column
+  const int64_t begin = static_cast<int64_t>(blockIdx.x) * kPieceRows;
+  const int64_t end = rows < begin + kPieceRows ? rows : begin + kPieceRows;
+  float sums[2];  // sums[1] unused: the terms are dout and x rstd, fused in one multiply-add
+  ordered_sum<2>(
+      begin, end, col < dim,
+      [&](int64_t r, float(&v)[2]) {
+        v[0] = dout[r * dim + column];
+        v[1] = __fmul_rn(x[r * dim + column], rstd[r]);
+      },
+      [](float(&acc)[2], const float(&e)[2]) { acc[0] = __fmaf_rn(e[0], e[1], acc[0]); }, sums);
+  if (threadIdx.x < 32 && col < dim) partials[blockIdx.x * dim + col] = sums[0];
+}
+
+void check_shape(int64_t rows, int64_t dim, const char* what) {
+  if (rows < 0 || dim <= 0 || rows >= (int64_t{1} << 31) || (dim + 31) / 32 > 65535)
+    throw Error(std::string(what) + ": unsupported shape [" + std::to_string(rows) + ", " + std::to_string(dim) + "]");
+}
+
+// Whether every row of these [rows, dim] arrays (and weight [dim]) can be read 4 floats at a time.
+bool vectorizable(int64_t dim, std::initializer_list<const float*> pointers) {
+  if (dim % 4 != 0) return false;
+  for (const float* p : pointers)
+    if (!aligned(p, 16)) return false;
+  return true;
+}
+
+}  // namespace
+
+void rms_norm_forward(int64_t rows, int64_t dim, float eps, const float* x, const float* weight, bool bf16_out,
+                      float* out, float* rstd, cudaStream_t stream) {
+  check_shape(rows, dim, "rms_norm_forward");
+  if (rows == 0) return;
+  const unsigned blocks = static_cast<unsigned>(rows);
+  if (vectorizable(dim, {x, weight, out})) {
+    forward_kernel<4><<<blocks, row_threads(dim / 4, kMaxThreads), 0, stream>>>(dim, eps, x, weight, bf16_out, out,
+                                                                                rstd);
+  } else {
+    forward_kernel<1><<<blocks, row_threads(dim, kMaxThreads), 0, stream>>>(dim, eps, x, weight, bf16_out, out, rstd);
+  }
+  check_launch("rms_norm_forward");
+}
+
+int64_t rms_norm_backward_workspace(int64_t rows, int64_t dim) { return piece_count(rows, kPieceRows) * dim; }
+
+void rms_norm_backward(int64_t rows, int64_t dim, const float* x, const float* weight, const float* rstd,
+                       const float* dout, float* dx, float* dweight, float* workspace, cudaStream_t stream) {
+  check_shape(rows, dim, "rms_norm_backward");
+  if (rows == 0) {
+    FP8KIT_CUDA_CHECK(cudaMemsetAsync(dweight, 0, dim * sizeof(float), stream));
+    return;
+  }
+  const int64_t pieces = piece_count(rows, kPieceRows);
+  weight_pieces_kernel<<<dim3(static_cast<unsigned>(pieces), blocks_for(dim, 32)), kOrderedSumThreads, 0, stream>>>(
+      rows, dim, x, rstd, dout, workspace);
+  check_launch("rms_norm_backward");
+  add_pieces<1>(pieces, dim, workspace, {{dweight}}, stream);
+  const unsigned blocks = static_cast<unsigned>(rows);
+  if (vectorizable(dim, {x, weight, dout, dx})) {
+    dx_kernel<4><<<blocks, row_threads(dim / 4, kMaxThreads), 0, stream>>>(dim, x, weight, rstd, dout, dx);
+  } else {
+    dx_kernel<1><<<blocks, row_threads(dim, kMaxThreads), 0, stream>>>(dim, x, weight, rstd, dout, dx);
+  }
+  check_launch("rms_norm_backward");
+}
+
+}  // namespace fp8kit::cuda

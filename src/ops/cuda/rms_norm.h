@@ -1,0 +1,22 @@
+// RMSNorm over the last axis on the GPU, float32 statistics (ops/cpu/rms_norm.h's semantics:
+// out = (x rstd) weight, rstd = 1 / sqrt(mean(x^2) + eps)). Device pointers.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace fp8kit::cuda {
+
+// x, out: [rows, dim]; weight: [dim]; rstd: [rows] saved for the backward. A block per row; the row's
+// sum of squares is a block tree (~1e-6 relative of the CPU's sequential sum).
+void rms_norm_forward(int64_t rows, int64_t dim, float eps, const float* x, const float* weight, bool bf16_out,
+                      float* out, float* rstd, cudaStream_t stream);
+// dx [rows, dim] and dweight [dim] overwritten (dx must not alias x or dout). dweight is summed in
+// exactly ops::cpu::rms_norm_backward_weight's order: the CPU's bits given the same rstd. workspace:
+// rms_norm_backward_workspace(rows, dim) floats of device scratch.
+void rms_norm_backward(int64_t rows, int64_t dim, const float* x, const float* weight, const float* rstd,
+                       const float* dout, float* dx, float* dweight, float* workspace, cudaStream_t stream);
+int64_t rms_norm_backward_workspace(int64_t rows, int64_t dim);
+
+}  // namespace fp8kit::cuda

@@ -1,0 +1,43 @@
+// Rotary position embedding kernel: a thread per rotated pair, products and sums rounded explicitly
+// (__fmul_rn, __fadd_rn, __fsub_rn) so that nvcc contracts nothing: ops/cpu/rope.cpp's bits.
+#include "ops/cuda/rope.h"
+
+#include <string>
+
+#include "base/error.h"
+#include "ops/cuda/round.cuh"
+#include "runtime/cuda/check.h"
+
+namespace fp8kit::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+__global__ void rotate_kernel(RopeShape s, int64_t start, const float* table, const float* x, float sign, bool bf16,
+                              float* out) {
+  const int64_t half = s.head_dim / 2;
+  const int64_t pair = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;  // over [tokens, heads, half]
+  if (pair >= s.batch * s.seq * s.heads * half) return;
+  const int64_t i = pair % half, head_token = pair / half;  // head_token = bt * heads + head
+  const int64_t t = (head_token / s.heads) % s.seq;
+  const float* cs = table + ((start + t) * half + i) * 2;
+  const float c = cs[0], sn = __fmul_rn(sign, cs[1]);
+  const int64_t lo = head_token * s.head_dim + i, hi = lo + half;
+  const float a = x[lo], b = x[hi];
+  out[lo] = maybe_bf16(__fsub_rn(__fmul_rn(a, c), __fmul_rn(b, sn)), bf16);
+  out[hi] = maybe_bf16(__fadd_rn(__fmul_rn(b, c), __fmul_rn(a, sn)), bf16);
+}
+
+}  // namespace
+
+void rope_rotate(const RopeShape& shape, int64_t start, const float* table, const float* x, float sign, bool bf16,
+                 float* out, cudaStream_t stream) {
+  const int64_t pairs = shape.batch * shape.seq * shape.heads * (shape.head_dim / 2);
+  if (pairs == 0) return;
+  if (pairs >= (int64_t{1} << 31) * kThreads)
+    throw Error("rope: " + std::to_string(pairs) + " pairs are too many for one launch");
+  rotate_kernel<<<blocks_for(pairs, kThreads), kThreads, 0, stream>>>(shape, start, table, x, sign, bf16, out);
+  check_launch("rope");
+}
+
+}  // namespace fp8kit::cuda

@@ -1,0 +1,80 @@
+// RMSNorm on Tensors: argument checks, then the CPU core (ops/cpu/rms_norm.h) or the GPU kernels
+// (ops/cuda/rms_norm.h) on the context's current lane.
+#include "ops/rms_norm.h"
+
+#include "base/error.h"
+#include "ops/cpu/rms_norm.h"
+#include "ops/tensor_checks.h"
+
+#include <fmt/ranges.h>
+
+#if FP8KIT_HAVE_CUDA
+#include "ops/cuda/context.h"
+#include "ops/cuda/rms_norm.h"
+#endif
+
+namespace fp8kit::ops {
+
+namespace {
+
+struct Rows {
+  int64_t rows, dim;
+};
+
+// x as [rows, dim] (f32, on the context's device, dim >= 1) and weight [dim].
+Rows check_x(const Context& c, const Tensor& x, const Tensor& weight, std::string_view op) {
+  FP8KIT_CHECK(x.rank() == 2,
+               "{}: x must be [rows, dim], got [{}]: view a [batch, seq, dim] tensor as [batch * seq, dim]", op,
+               fmt::join(x.shape(), ", "));
+  check_tensor(c, x, x.shape(), DType::F32, op, "x");
+  FP8KIT_CHECK(x.dim(1) >= 1, "{}: x must have at least one column (dim), got [{}]", op, fmt::join(x.shape(), ", "));
+  check_tensor(c, weight, {x.dim(1)}, DType::F32, op, "weight");
+  return {x.dim(0), x.dim(1)};
+}
+
+}  // namespace
+
+void rms_norm_forward(Context& c, const Tensor& x, const Tensor& weight, float eps, bool bf16_out, Tensor& out,
+                      Tensor& rstd) {
+  constexpr std::string_view op = "rms_norm_forward";
+  const Rows s = check_x(c, x, weight, op);
+  prepare_output(c, out, {s.rows, s.dim}, DType::F32, op, "out");
+  prepare_output(c, rstd, {s.rows}, DType::F32, op, "rstd");
+  if (c.is_cuda()) {
+#if FP8KIT_HAVE_CUDA
+    cuda::rms_norm_forward(s.rows, s.dim, eps, x.device_data<float>(), weight.device_data<float>(), bf16_out,
+                           out.device_data<float>(), rstd.device_data<float>(), stream(c));
+#endif
+    return;
+  }
+  cpu::rms_norm_forward(s.rows, s.dim, eps, x.data<float>(), weight.data<float>(), bf16_out, out.data<float>(),
+                        rstd.data<float>());
+}
+
+void rms_norm_backward(Context& c, const Tensor& x, const Tensor& weight, const Tensor& rstd, const Tensor& dout,
+                       Tensor& dx, Tensor& dweight) {
+  constexpr std::string_view op = "rms_norm_backward";
+  const Rows s = check_x(c, x, weight, op);
+  check_tensor(c, rstd, {s.rows}, DType::F32, op, "rstd (rms_norm_forward's)");
+  check_tensor(c, dout, {s.rows, s.dim}, DType::F32, op, "dout");
+  FP8KIT_CHECK(!dx.shares_storage(x) && !dx.shares_storage(dout), "{}: dx must be a tensor of its own (not x or dout)",
+               op);
+  prepare_output(c, dx, {s.rows, s.dim}, DType::F32, op, "dx");
+  prepare_output(c, dweight, {s.dim}, DType::F32, op, "dweight");
+  if (c.is_cuda()) {
+#if FP8KIT_HAVE_CUDA
+    const int64_t floats = cuda::rms_norm_backward_workspace(s.rows, s.dim);
+    auto* workspace = static_cast<float*>(c.scratch(static_cast<size_t>(floats) * sizeof(float)));
+    cuda::rms_norm_backward(s.rows, s.dim, x.device_data<float>(), weight.device_data<float>(),
+                            rstd.device_data<float>(), dout.device_data<float>(), dx.device_data<float>(),
+                            dweight.device_data<float>(), workspace, stream(c));
+#endif
+    return;
+  }
+  cpu::rms_norm_backward_dx(s.rows, s.dim, x.data<float>(), weight.data<float>(), rstd.data<float>(),
+                            dout.data<float>(), dx.data<float>());
+  cpu::rms_norm_backward_weight(s.rows, s.dim, x.data<float>(), rstd.data<float>(), dout.data<float>(),
+                                dweight.data<float>());
+}
+
+}  // namespace fp8kit::ops
