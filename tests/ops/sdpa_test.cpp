@@ -1,0 +1,247 @@
+// Grouped-query SDPA on the CPU against a naive double-precision reference over the full score
+// matrix (forward, lse and the analytic backward), over awkward shapes (one query, partial tiles,
+// head dims off the vector width, GQA ratios 1, 2, 4, causal or not); the backward also by finite
+// differences; bf16 tensors; bits independent of the thread count; the errors.
+#include "ops/sdpa.h"
+
+#include "common/error_of.h"
+#include "common/gradient_check.h"
+#include "common/host_tensors.h"
+#include "numerics/cast.h"
+#include "ops/context.h"
+#include "tensor/tensor.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace fp8kit::ops {
+namespace {
+
+struct Reference {
+  std::vector<double> out, lse, dq, dk, dv;
+};
+
+// Softmax(scale q k^T, causal mask) v per query head, its lse, and the gradients for dout, in double.
+Reference reference(const SdpaShape& s, const std::vector<float>& q, const std::vector<float>& k,
+                    const std::vector<float>& v, const std::vector<float>& dout) {
+  const int64_t T = s.seq, H = s.heads, KH = s.kv_heads, D = s.head_dim;
+  const double scale = s.scale != 0.0f ? s.scale : 1.0 / std::sqrt(double(D));
+  auto qi = [&](int64_t b, int64_t t, int64_t h, int64_t d) { return ((b * T + t) * H + h) * D + d; };
+  auto ki = [&](int64_t b, int64_t t, int64_t h, int64_t d) { return ((b * T + t) * KH + h) * D + d; };
+  Reference r{std::vector<double>(q.size()), std::vector<double>(s.batch * H * T), std::vector<double>(q.size()),
+              std::vector<double>(k.size()), std::vector<double>(k.size())};
+  for (int64_t b = 0; b < s.batch; ++b)
+    for (int64_t h = 0; h < H; ++h) {
+      const int64_t g = h / (H / KH);
+      std::vector<double> p(T * T, 0.0), dp(T * T, 0.0);
+      for (int64_t i = 0; i < T; ++i) {
+        const int64_t n = s.causal ? i + 1 : T;
+        double max = -1e300, sum = 0;
+        for (int64_t j = 0; j < n; ++j) {
+          double dot = 0;
+          for (int64_t d = 0; d < D; ++d) dot += double(q[qi(b, i, h, d)]) * k[ki(b, j, g, d)];
+          max = std::max(max, p[i * T + j] = scale * dot);
+        }
+        for (int64_t j = 0; j < n; ++j) sum += (p[i * T + j] = std::exp(p[i * T + j] - max));
+        r.lse[(b * H + h) * T + i] = max + std::log(sum);
+        double delta = 0;
+        for (int64_t j = 0; j < n; ++j) {
+          p[i * T + j] /= sum;
+          for (int64_t d = 0; d < D; ++d) {
+            r.out[qi(b, i, h, d)] += p[i * T + j] * v[ki(b, j, g, d)];
+            dp[i * T + j] += double(dout[qi(b, i, h, d)]) * v[ki(b, j, g, d)];
+          }
+        }
+        for (int64_t d = 0; d < D; ++d) delta += double(dout[qi(b, i, h, d)]) * r.out[qi(b, i, h, d)];
+        for (int64_t j = 0; j < n; ++j) {
+          const double ds = p[i * T + j] * (dp[i * T + j] - delta) * scale;
+          for (int64_t d = 0; d < D; ++d) {
+            r.dq[qi(b, i, h, d)] += ds * k[ki(b, j, g, d)];
+            r.dk[ki(b, j, g, d)] += ds * q[qi(b, i, h, d)];
+            r.dv[ki(b, j, g, d)] += p[i * T + j] * dout[qi(b, i, h, d)];
+          }
+        }
+      }
+    }
+  return r;
+}
+
+std::string describe(const SdpaShape& s) {
+  return "batch " + std::to_string(s.batch) + " seq " + std::to_string(s.seq) + " heads " + std::to_string(s.heads) +
+         "/" + std::to_string(s.kv_heads) + " head_dim " + std::to_string(s.head_dim) +
+         (s.causal ? " causal" : " full");
+}
+
+// |got - want| <= atol + rtol |want| everywhere.
+void expect_close(const std::vector<float>& got, const std::vector<double>& want, double atol, double rtol,
+                  const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_NEAR(got[i], want[i], atol + rtol * std::abs(want[i])) << what << " [" << i << "]";
+  }
+}
+
+const SdpaShape kShapes[] = {
+    {.batch = 2, .seq = 1, .heads = 4, .kv_heads = 2, .head_dim = 64},
+    {.batch = 1, .seq = 7, .heads = 4, .kv_heads = 1, .head_dim = 128},
+    {.batch = 2, .seq = 130, .heads = 2, .kv_heads = 1, .head_dim = 80},
+    {.batch = 1, .seq = 130, .heads = 2, .kv_heads = 2, .head_dim = 64, .causal = false},
+    {.batch = 1, .seq = 70, .heads = 4, .kv_heads = 1, .head_dim = 5, .causal = false, .scale = 0.3f},
+    {.batch = 1, .seq = 200, .heads = 8, .kv_heads = 2, .head_dim = 64},
+};
+
+struct Inputs {
+  std::vector<float> q, k, v, dout;
+  Tensor tq, tk, tv, tdout;
+};
+
+// Random q, k, v, dout for s (values rounded to bf16 first when dtype is bf16, so that the
+// reference sees what the op reads).
+Inputs inputs(const SdpaShape& s, DType dtype, uint64_t seed) {
+  const std::vector<int64_t> q_shape = {s.batch, s.seq, s.heads * s.head_dim},
+                             kv_shape = {s.batch, s.seq, s.kv_heads * s.head_dim};
+  auto values = [&](int64_t n, uint64_t salt, float range) {
+    auto x = testing::random_vector(n, seed * 4 + salt, -range, range);
+    if (dtype == DType::Bf16) for (float& e : x) e = round_bf16(e);
+    return x;
+  };
+  Inputs in;
+  in.q = values(s.batch * s.seq * s.heads * s.head_dim, 0, 2.0f);
+  in.k = values(s.batch * s.seq * s.kv_heads * s.head_dim, 1, 2.0f);
+  in.v = values(s.batch * s.seq * s.kv_heads * s.head_dim, 2, 1.0f);
+  in.dout = values(s.batch * s.seq * s.heads * s.head_dim, 3, 1.0f);
+  in.tq = testing::host_tensor(in.q, q_shape, dtype);
+  in.tk = testing::host_tensor(in.k, kv_shape, dtype);
+  in.tv = testing::host_tensor(in.v, kv_shape, dtype);
+  in.tdout = testing::host_tensor(in.dout, q_shape, dtype);
+  return in;
+}
+
+TEST(Sdpa, MatchesTheFullMatrixReference) {
+  Context c;
+  for (const SdpaShape& s : kShapes) {
+    const Inputs in = inputs(s, DType::F32, 1);
+    const Reference r = reference(s, in.q, in.k, in.v, in.dout);
+    Tensor out, lse, dq, dk, dv;
+    sdpa_forward(c, s, in.tq, in.tk, in.tv, false, out, lse);
+    EXPECT_EQ(out.shape(), in.tq.shape());
+    EXPECT_EQ(lse.shape(), (std::vector<int64_t>{s.batch, s.heads, s.seq}));
+    expect_close(testing::float_values(out), r.out, 2e-6, 1e-5, "out, " + describe(s));
+    expect_close(testing::float_values(lse), r.lse, 2e-6, 1e-5, "lse, " + describe(s));
+    sdpa_backward(c, s, in.tq, in.tk, in.tv, out, lse, in.tdout, dq, dk, dv);
+    EXPECT_EQ(dk.shape(), in.tk.shape());
+    expect_close(testing::float_values(dq), r.dq, 1e-5, 1e-4, "dq, " + describe(s));
+    expect_close(testing::float_values(dk), r.dk, 1e-5, 1e-4, "dk, " + describe(s));
+    expect_close(testing::float_values(dv), r.dv, 1e-5, 1e-4, "dv, " + describe(s));
+  }
+}
+
+// bf16 tensors are read as floats and written rounded; f32 with bf16_out gives bf16 values.
+TEST(Sdpa, Bf16TensorsAndBf16Outputs) {
+  Context c;
+  for (const SdpaShape& s : kShapes) {
+    const Inputs in = inputs(s, DType::Bf16, 2);
+    const Reference r = reference(s, in.q, in.k, in.v, in.dout);
+    Tensor out, lse, dq, dk, dv;
+    sdpa_forward(c, s, in.tq, in.tk, in.tv, false, out, lse);
+    EXPECT_EQ(out.dtype(), DType::Bf16);
+    expect_close(testing::float_values(out), r.out, 1e-5, 1.0 / 128, "bf16 out, " + describe(s));
+    expect_close(testing::float_values(lse), r.lse, 2e-6, 1e-5, "bf16 lse, " + describe(s));
+    sdpa_backward(c, s, in.tq, in.tk, in.tv, out, lse, in.tdout, dq, dk, dv);
+    EXPECT_EQ(dq.dtype(), DType::Bf16);
+    // out was rounded to bf16, so delta = rowsum(dout * out) moves by bf16's rounding of out.
+    expect_close(testing::float_values(dq), r.dq, 1e-2, 2e-2, "bf16 dq, " + describe(s));
+    expect_close(testing::float_values(dk), r.dk, 1e-2, 2e-2, "bf16 dk, " + describe(s));
+    expect_close(testing::float_values(dv), r.dv, 1e-3, 1.0 / 128, "bf16 dv, " + describe(s));
+
+    const Inputs f = inputs(s, DType::F32, 2);
+    Tensor out32, rounded;
+    sdpa_forward(c, s, f.tq, f.tk, f.tv, false, out32, lse);
+    sdpa_forward(c, s, f.tq, f.tk, f.tv, true, rounded, lse);
+    const auto exact = testing::float_values(out32), bf16 = testing::float_values(rounded);
+    for (size_t i = 0; i < exact.size(); ++i) ASSERT_EQ(bf16[i], round_bf16(exact[i])) << describe(s) << " " << i;
+  }
+}
+
+TEST(Sdpa, BackwardMatchesFiniteDifferences) {
+  Context c;
+  for (const SdpaShape& s : {SdpaShape{.batch = 1, .seq = 9, .heads = 4, .kv_heads = 2, .head_dim = 8},
+                             SdpaShape{.batch = 2, .seq = 5, .heads = 2, .kv_heads = 1, .head_dim = 6,
+                                       .causal = false, .scale = 0.7f}}) {
+    Inputs in = inputs(s, DType::F32, 3);
+    Tensor out, lse, dq, dk, dv;
+    sdpa_forward(c, s, in.tq, in.tk, in.tv, false, out, lse);
+    sdpa_backward(c, s, in.tq, in.tk, in.tv, out, lse, in.tdout, dq, dk, dv);
+    auto check = [&](Tensor& x, const Tensor& grad, const std::string& what) {
+      auto loss = [&] {
+        Tensor o, l;
+        sdpa_forward(c, s, in.tq, in.tk, in.tv, false, o, l);
+        return testing::probe(o.span<float>(), in.dout);
+      };
+      testing::expect_gradient_close(x.span<float>(), grad.span<float>(), loss, 1e-2, 2e-4, 2e-3,
+                                     what + ", " + describe(s));
+    };
+    check(in.tq, dq, "dq");
+    check(in.tk, dk, "dk");
+    check(in.tv, dv, "dv");
+  }
+}
+
+TEST(Sdpa, BitsDoNotDependOnTheThreadCount) {
+  Context c;
+  const SdpaShape s{.batch = 2, .seq = 150, .heads = 4, .kv_heads = 2, .head_dim = 32};
+  const Inputs in = inputs(s, DType::F32, 4);
+  auto run = [&](int threads) {
+    const int saved = omp_get_max_threads();
+    omp_set_num_threads(threads);
+    Tensor out, lse, dq, dk, dv;
+    sdpa_forward(c, s, in.tq, in.tk, in.tv, false, out, lse);
+    sdpa_backward(c, s, in.tq, in.tk, in.tv, out, lse, in.tdout, dq, dk, dv);
+    omp_set_num_threads(saved);
+    std::vector<float> all;
+    for (const Tensor* t : {&out, &lse, &dq, &dk, &dv}) all.insert(all.end(), t->span<float>().begin(), t->span<float>().end());
+    return all;
+  };
+  const std::vector<float> one = run(1), three = run(3);
+  ASSERT_EQ(one.size(), three.size());
+  EXPECT_EQ(std::memcmp(one.data(), three.data(), one.size() * sizeof(float)), 0);
+}
+
+TEST(Sdpa, ErrorsNameTheOpTheTensorAndTheFix) {
+  using ::testing::HasSubstr;
+  using testing::error_of;
+  Context c;
+  const SdpaShape s{.batch = 2, .seq = 3, .heads = 4, .kv_heads = 2, .head_dim = 4};
+  const Tensor q({2, 3, 16}, DType::F32), k({2, 3, 8}, DType::F32), v({2, 3, 8}, DType::F32);
+  Tensor out, lse;
+  EXPECT_THAT(error_of([&] { sdpa_forward(c, {.batch = 2, .seq = 3, .heads = 4, .kv_heads = 3, .head_dim = 4}, q, k,
+                                          v, false, out, lse); }),
+              HasSubstr("sdpa_forward: kv_heads 3 must divide heads 4"));
+  EXPECT_THAT(error_of([&] { sdpa_forward(c, s, q, q, v, false, out, lse); }),
+              HasSubstr("sdpa_forward: k (q's dtype) must be [2, 3, 8], got [2, 3, 16]"));
+  EXPECT_THAT(error_of([&] { sdpa_forward(c, s, q, k, Tensor({2, 3, 8}, DType::Bf16), false, out, lse); }),
+              HasSubstr("sdpa_forward: v (q's dtype) must be f32, got bf16"));
+  EXPECT_THAT(error_of([&] {
+                sdpa_forward(c, {.batch = 1, .seq = 3, .heads = 1, .kv_heads = 1, .head_dim = 300},
+                             Tensor({1, 3, 300}, DType::F32), Tensor({1, 3, 300}, DType::F32),
+                             Tensor({1, 3, 300}, DType::F32), false, out, lse);
+              }),
+              HasSubstr("sdpa_forward: head_dim 300 is above the supported 256"));
+  EXPECT_THAT(error_of([&] { sdpa_forward(c, s, Tensor({2, 3, 16}, DType::I32), k, v, false, out, lse); }),
+              HasSubstr("sdpa_forward: q must be f32 or bf16, got i32"));
+  sdpa_forward(c, s, q, k, v, false, out, lse);
+  Tensor dq, dk, dv;
+  EXPECT_THAT(error_of([&] { sdpa_backward(c, s, q, k, v, out, Tensor({2, 3, 4}, DType::F32), q, dq, dk, dv); }),
+              HasSubstr("sdpa_backward: lse (the forward's) must be [2, 4, 3], got [2, 3, 4]"));
+  sdpa_backward(c, s, q, k, v, out, lse, q, dq, dk, dv);
+  EXPECT_EQ(dv.shape(), (std::vector<int64_t>{2, 3, 8}));
+}
+
+}  // namespace
+}  // namespace fp8kit::ops
