@@ -5,6 +5,8 @@
 // are a uniform u in [0, 1) and the element is kept when u >= rate (Keras keeps with prob 1 - rate).
 #pragma once
 
+#include "ops/host_device.h"
+
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -12,11 +14,6 @@
 #include <span>
 
 // The two hashes are also compiled for the GPU (ops/cuda/dropout.cu draws the same keep bits).
-#if defined(__CUDACC__)
-#define FP8KIT_HOST_DEVICE __host__ __device__
-#else
-#define FP8KIT_HOST_DEVICE
-#endif
 
 namespace fp8kit {
 class Tensor;

@@ -29,6 +29,15 @@ std::pair<int64_t, int64_t> check_table(const Context& c, const Tensor& table, s
   return {table.dim(0), table.dim(1)};
 }
 
+// The position table or its gradient: [T, D] f32 on the context's device, or empty (numel 0: none).
+// Returns whether there is one.
+bool check_positions(const Context& c, const Tensor& t, int64_t T, int64_t D, std::string_view op,
+                     std::string_view what) {
+  if (t.numel() == 0) return false;
+  check_tensor(c, t, {T, D}, DType::F32, op, what);
+  return true;
+}
+
 }  // namespace
 
 void embedding_forward(Context& c, const Tensor& tokens, const Tensor& token_table, const Tensor& position_table,
@@ -36,11 +45,11 @@ void embedding_forward(Context& c, const Tensor& tokens, const Tensor& token_tab
   constexpr std::string_view op = "embedding_forward";
   const auto [B, T] = check_tokens(c, tokens, op);
   const auto [V, D] = check_table(c, token_table, op, "token_table");
-  check_tensor(c, position_table, {T, D}, DType::F32, op, "position_table");
+  const bool positions = check_positions(c, position_table, T, D, op, "position_table (or an empty tensor)");
   prepare_output(c, out, {B, T, D}, DType::F32, op, "out");
   if (!c.is_cuda()) {
-    embedding_gather(tokens.span<int32_t>(), T, D, token_table.span<float>(), position_table.span<float>(), bf16,
-                     out.span<float>());
+    embedding_gather(tokens.span<int32_t>(), T, D, token_table.span<float>(),
+                     positions ? position_table.span<float>() : std::span<const float>(), bf16, out.span<float>());
     if (const auto mask = dropout_mask(c, dropout)) {
       dropout_forward(*mask, dropout.rate, bf16, out.span<float>(), out.span<float>());
     }
@@ -48,7 +57,8 @@ void embedding_forward(Context& c, const Tensor& tokens, const Tensor& token_tab
   }
 #if FP8KIT_HAVE_CUDA
   cuda::embedding_forward(cuda::EmbeddingShape{B, T, D, V}, tokens.device_data<int32_t>(),
-                          token_table.device_data<float>(), position_table.device_data<float>(), bf16,
+                          token_table.device_data<float>(), positions ? position_table.device_data<float>() : nullptr,
+                          bf16,
                           dropout_site(c, dropout), out.device_data<float>(), stream(c));
 #endif
 }
@@ -73,10 +83,10 @@ void embedding_backward_sums(Context& c, const Tensor& tokens, const Tensor& dou
   const auto [B, T] = check_tokens(c, tokens, op);
   const auto [V, D] = check_table(c, token_grad, op, "token_grad");
   check_tensor(c, dout, {B, T, D}, DType::F32, op, "dout");
-  check_tensor(c, position_grad, {T, D}, DType::F32, op, "position_grad");
+  const bool positions = check_positions(c, position_grad, T, D, op, "position_grad (or an empty tensor)");
   if (!c.is_cuda()) {
     embedding_scatter(tokens.span<int32_t>(), T, D, dout.span<float>(), token_grad.span<float>(),
-                      position_grad.span<float>());
+                      positions ? position_grad.span<float>() : std::span<float>());
     return;
   }
 #if FP8KIT_HAVE_CUDA
@@ -86,7 +96,8 @@ void embedding_backward_sums(Context& c, const Tensor& tokens, const Tensor& dou
                "{}: workspace must be the one embedding_backward_sort sorted the same tokens into (call that first)",
                op);
   cuda::embedding_backward_sums(shape, dout.device_data<float>(), token_grad.device_data<float>(),
-                                position_grad.device_data<float>(), workspace.device_data<int32_t>(),
+                                positions ? position_grad.device_data<float>() : nullptr,
+                                workspace.device_data<int32_t>(),
                                 workspace.nbytes(), stream(c));
 #endif
 }

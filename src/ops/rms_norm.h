@@ -15,8 +15,9 @@ namespace fp8kit::ops {
 void rms_norm_forward(Context& c, const Tensor& x, const Tensor& weight, float eps, bool bf16_out, Tensor& out,
                       Tensor& rstd);
 
-// dx [rows, dim] from dout [rows, dim] (resized); dweight [dim] overwritten with the sum over rows of
-// dout * x * rstd, summed in a fixed order of row pieces (ops/piece_order.h) on both devices.
+// dx [rows, dim] from dout [rows, dim] (resized; a tensor of its own, not x or dout); dweight [dim]
+// overwritten with the sum over rows of dout * x * rstd, summed in a fixed order of row pieces
+// (ops/piece_order.h, ops::cpu::kRmsNormWeightOrder) on both devices: the same bits given the same rstd.
 // GPU workspace: the lane's scratch.
 void rms_norm_backward(Context& c, const Tensor& x, const Tensor& weight, const Tensor& rstd, const Tensor& dout,
                        Tensor& dx, Tensor& dweight);

@@ -14,7 +14,7 @@
 
 namespace fp8kit::optim {
 
-using AdamOptions = ops::AdamOptions;  // learning rate, beta1, beta2, epsilon (Keras's defaults)
+using AdamOptions = ops::AdamOptions;  // learning rate, betas, epsilon (Keras's defaults), weight decay, schedule
 
 class Adam {
  public:

@@ -117,6 +117,43 @@ TEST(EmbeddingOp, BackwardSumsInBatchOrder) {
   }
 }
 
+TEST(EmbeddingOp, AnEmptyPositionTableMeansTokensOnly) {
+  // Llama's embedding: out = token[id] (bf16: rounded), dropout as with positions; the backward's token
+  // gradient as with positions, and the empty position gradient left alone.
+  for (const Shape s : {Shape{3, 37, 33, 50}, Shape{16, 80, 64, 300}}) {  // single-threaded and threaded
+    const std::vector<float> token = random_vector(s.vocabulary * s.dim, 1);
+    const std::vector<int32_t> ids = some_ids(s, 3);
+    const Tensor tokens = ids_of(ids, {s.batch, s.seq});
+    const Tensor token_table = tensor_of(token, {s.vocabulary, s.dim});
+    Context c(Device::Cpu, 11);
+    for (const bool bf16 : {false, true}) {
+      for (const bool active : {false, true}) {
+        std::vector<float> want(s.batch * s.seq * s.dim);
+        for (int64_t bt = 0; bt < s.batch * s.seq; ++bt)
+          for (int64_t d = 0; d < s.dim; ++d) {
+            const float t = token[ids[bt] * s.dim + d];
+            want[bt * s.dim + d] = bf16 ? round_bf16(t) : t;
+          }
+        if (active) dropout_forward(DropoutMask(11, 0, 4, 0.25f), 0.25f, bf16, want, want);
+        Tensor out;
+        embedding_forward(c, tokens, token_table, Tensor(), bf16, {4, 0.25f, active}, out);
+        EXPECT_TRUE(same_bits(out.span<float>(), want)) << "bf16 " << bf16 << " dropout " << active;
+      }
+    }
+    const std::vector<float> dout = random_vector(s.batch * s.seq * s.dim, 8);
+    Tensor want_grad = tensor_of(std::vector<float>(s.vocabulary * s.dim), {s.vocabulary, s.dim});
+    Tensor position_grad = tensor_of(std::vector<float>(s.seq * s.dim), {s.seq, s.dim}), workspace;
+    embedding_backward_sort(c, tokens, want_grad, workspace);
+    embedding_backward_sums(c, tokens, tensor_of(dout, {s.batch, s.seq, s.dim}), want_grad, position_grad,
+                            workspace);
+    Tensor token_grad = tensor_of(std::vector<float>(s.vocabulary * s.dim, 9.0f), {s.vocabulary, s.dim}), none;
+    embedding_backward_sort(c, tokens, token_grad, workspace);
+    embedding_backward_sums(c, tokens, tensor_of(dout, {s.batch, s.seq, s.dim}), token_grad, none, workspace);
+    EXPECT_TRUE(same_bits(token_grad.span<float>(), want_grad.span<float>())) << s.batch;
+    EXPECT_EQ(none.numel(), 0);
+  }
+}
+
 TEST(EmbeddingOp, ErrorsNameTheOpTheTensorAndTheFix) {
   Context c;
   const Tensor tokens = ids_of({0, 4, 2, 1}, {2, 2});
@@ -141,7 +178,7 @@ TEST(EmbeddingOp, ErrorsNameTheOpTheTensorAndTheFix) {
   EXPECT_THAT(error_of([&] {
                 embedding_forward(c, tokens, table, tensor_of(std::vector<float>(9), {3, 3}), false, {}, out);
               }),
-              HasSubstr("embedding_forward: position_table must be [2, 3], got [3, 3]"));
+              HasSubstr("embedding_forward: position_table (or an empty tensor) must be [2, 3], got [3, 3]"));
   Tensor wrong_out({1}, DType::Bf16);
   EXPECT_THAT(error_of([&] { embedding_forward(c, tokens, table, position, false, {}, wrong_out); }),
               HasSubstr("embedding_forward: out must be f32 on the cpu, got bf16"));

@@ -26,7 +26,8 @@ void rope_table(int64_t positions, int64_t head_dim, double theta, float* table)
     // Hugging Face: inv_freq = 1.0 / (base ** (arange(0, dim, 2).float() / dim)), float32 throughout
     // (the power correctly rounded); the angle p * inv_freq a float32 product.
     const float exponent = static_cast<float>(2 * i) / static_cast<float>(head_dim);
-    const float inv_freq = 1.0f / static_cast<float>(std::pow(static_cast<double>(base), static_cast<double>(exponent)));
+    const float power = static_cast<float>(std::pow(static_cast<double>(base), static_cast<double>(exponent)));
+    const float inv_freq = 1.0f / power;
     for (int64_t p = 0; p < positions; ++p) {
       const float angle = static_cast<float>(p) * inv_freq;
       float* entry = table + (p * half + i) * 2;

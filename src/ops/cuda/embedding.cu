@@ -29,8 +29,13 @@ __global__ void forward_kernel(EmbeddingShape s, const int32_t* tokens, const fl
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= s.batch * s.seq * s.dim) return;
   const int64_t bt = i / s.dim, d = i % s.dim;
-  const float t = token[static_cast<int64_t>(tokens[bt]) * s.dim + d], p = position[(bt % s.seq) * s.dim + d];
-  out[i] = dropout.forward(bf16 ? round_bf16(round_bf16(t) + round_bf16(p)) : t + p, static_cast<uint32_t>(i), bf16);
+  const float t = token[static_cast<int64_t>(tokens[bt]) * s.dim + d];
+  float sum = maybe_bf16(t, bf16);
+  if (position != nullptr) {
+    const float p = position[(bt % s.seq) * s.dim + d];
+    sum = bf16 ? round_bf16(round_bf16(t) + round_bf16(p)) : t + p;
+  }
+  out[i] = dropout.forward(sum, static_cast<uint32_t>(i), bf16);
 }
 
 constexpr int kShortRun = 32;       // rows: a warp's run (one sorted position per lane)
@@ -53,7 +58,8 @@ __global__ void run_end_kernel(int32_t n, const uint32_t* sorted, int32_t* run_e
 // dout[order[j], col] over id's run of sorted positions j, j increasing (= batch order), from 0.
 // Blocks [0, kLongBlocks) take the listed long runs, k, k + kLongBlocks, ...; the next short_blocks
 // blocks a sorted position per warp, summing the run that starts there unless it is long; the blocks
-// after them position_grad[t, d] = sum over b = 0, 1, ... of dout[b, t, d], a thread per element.
+// after them (none without a position table) position_grad[t, d] = sum over b = 0, 1, ... of
+// dout[b, t, d], a thread per element.
 __global__ void __launch_bounds__(kOrderedSumThreads)
     sums_kernel(EmbeddingShape s, unsigned short_blocks, const uint32_t* sorted, const int32_t* order,
                 const int32_t* run_end, const int32_t* long_runs, const int32_t* long_count, const float* dout,
@@ -213,11 +219,13 @@ void embedding_backward_sums(const EmbeddingShape& shape, const float* dout, flo
   const int32_t n = static_cast<int32_t>(shape.batch * shape.seq);
   if (shape.seq * shape.dim == 0) return;
   if (n == 0) {
-    FP8KIT_CUDA_CHECK(cudaMemsetAsync(position_grad, 0, shape.seq * shape.dim * sizeof(float), stream));
+    if (position_grad != nullptr)
+      FP8KIT_CUDA_CHECK(cudaMemsetAsync(position_grad, 0, shape.seq * shape.dim * sizeof(float), stream));
     return;
   }
   const int64_t short_blocks = (n + kShortWarps - 1) / kShortWarps;
-  const int64_t position_blocks = (shape.seq * shape.dim + kOrderedSumThreads - 1) / kOrderedSumThreads;
+  const int64_t position_blocks =
+      position_grad != nullptr ? (shape.seq * shape.dim + kOrderedSumThreads - 1) / kOrderedSumThreads : 0;
   if (kLongBlocks + short_blocks + position_blocks >= (int64_t{1} << 31))
     throw Error("embedding_backward: batch x seq " + std::to_string(n) + " and seq x dim " +
                 std::to_string(shape.seq * shape.dim) + " are too large for one launch");

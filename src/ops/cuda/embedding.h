@@ -17,12 +17,13 @@ struct EmbeddingShape {
 };
 
 // out[b, t, :] = dropout_forward(token[tokens[b, t], :] + position[t, :]); bf16: the sum is
-// bf16(bf16(token) + bf16(position)) and dropout rounds as in bf16 (ops::dropout_forward's values,
+// bf16(bf16(token) + bf16(position)) and dropout rounds as in bf16. position null: no position table
+// (the token row alone, bf16(token)) (ops::dropout_forward's values,
 // elements indexed over [batch, seq, dim]; an inactive site: the sum itself). Ids outside the
 // vocabulary are not checked here (the caller validates them on the host).
 void embedding_forward(const EmbeddingShape& shape, const int32_t* tokens, const float* token, const float* position,
                        bool bf16, const DropoutSite& dropout, float* out, cudaStream_t stream);
-// token_grad [vocabulary, dim] and position_grad [seq, dim] overwritten with the scatter-sums of dout
+// token_grad [vocabulary, dim] and position_grad [seq, dim] (null: none) overwritten with the scatter-sums of dout
 // [batch, seq, dim], each added in batch-position order as the CPU's embedding_scatter does:
 // bit-identical to the CPU, the same bits every run (rows of absent ids are zero; ids unchecked as in
 // the forward). workspace: device scratch of embedding_backward_workspace(shape) bytes (which asks CUB,
