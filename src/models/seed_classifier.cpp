@@ -299,7 +299,7 @@ std::string SeedClassifier::summary() const {
   int64_t decoder = 0;
   for (const Linear* l : {&m.attention.query, &m.attention.key, &m.attention.value, &m.attention.output,
                           &m.intermediate, &m.output})
-    decoder += count({&l->kernel, &l->bias});
+    decoder += count({&l->kernel, l->bias});
   decoder += count({&m.attention_norm.gamma, &m.attention_norm.beta, &m.feedforward_norm.gamma,
                     &m.feedforward_norm.beta});
   const std::string seq = std::to_string(c.sequence_length), hid = std::to_string(c.hidden_dim),
@@ -316,9 +316,9 @@ std::string SeedClassifier::summary() const {
       {"transformer_decoder", "TransformerDecoder", "(None, " + seq + ", " + hid + ")", decoder},
       {"global_average_pooling1d", "GlobalAveragePooling1D", "(None, " + hid + ")", 0},
       {"dropout_2", "Dropout", "(None, " + hid + ")", 0},
-      {"dense", "Dense", "(None, " + inter + ")", count({&m.dense.kernel, &m.dense.bias})},
+      {"dense", "Dense", "(None, " + inter + ")", count({&m.dense.kernel, m.dense.bias})},
       {"dropout_3", "Dropout", "(None, " + inter + ")", 0},
-      {"dense_1", "Dense", "(None, 1)", count({&m.dense_1.kernel, &m.dense_1.bias})},
+      {"dense_1", "Dense", "(None, 1)", count({&m.dense_1.kernel, m.dense_1.bias})},
   };
   constexpr int w1 = 33, w2 = 24, w3 = 15;
   auto line = [&](const char* l, const char* mid, const char* r) {

@@ -2,25 +2,43 @@
 #include "nn/linear.h"
 
 #include "base/error.h"
+#include "ops/tensor_checks.h"
 
 namespace fp8kit::nn {
 
 Linear::Linear(ParameterSet& parameters, std::string path, int64_t in, int64_t out, std::vector<int64_t> kernel_shape,
                std::vector<int64_t> bias_shape, Activation activation)
     : kernel(parameters.add(path + "/kernel", std::move(kernel_shape))),
-      bias(parameters.add(path + "/bias", std::move(bias_shape))),
+      bias(&parameters.add(path + "/bias", std::move(bias_shape))),
       path_(std::move(path)) {
   FP8KIT_CHECK(numel(kernel.shape) == in * out, "{}: kernel shape has {} elements, expected {} x {}", path_,
                numel(kernel.shape), in, out);
-  FP8KIT_CHECK(numel(bias.shape) == out, "{}: bias shape has {} elements, expected {}", path_, numel(bias.shape), out);
+  FP8KIT_CHECK(numel(bias->shape) == out, "{}: bias shape has {} elements, expected {}", path_, numel(bias->shape),
+               out);
   op_.in = in;
   op_.out = out;
   op_.relu = activation == Activation::Relu;
 }
 
+Linear::Linear(ParameterSet& parameters, std::string name, int64_t in, int64_t out)
+    : kernel(parameters.add(name + ".weight", {out, in})), bias(nullptr), path_(std::move(name)) {
+  op_.in = in;
+  op_.out = out;
+  op_.layout = ops::LinearOp::Layout::OutIn;
+}
+
+Linear::Linear(Parameter& tied_weight, std::string name, int64_t in, int64_t out)
+    : kernel(tied_weight), bias(nullptr), path_(std::move(name)), tied_(true) {
+  FP8KIT_CHECK(kernel.shape == std::vector<int64_t>({out, in}), "{}: the tied weight {} is not [{}, {}]", path_,
+               kernel.name, out, in);
+  op_.in = in;
+  op_.out = out;
+  op_.layout = ops::LinearOp::Layout::OutIn;
+}
+
 std::string Linear::name() const {
-  const size_t slash = path_.rfind('/');
-  return slash == std::string::npos ? path_ : path_.substr(slash + 1);
+  const size_t end = path_.find_last_of("/.");
+  return end == std::string::npos ? path_ : path_.substr(end + 1);
 }
 
 void Linear::set_precision(Precision precision, ops::ScalingTable* scaling) {
@@ -41,9 +59,19 @@ void Linear::set_precision(Precision precision, ops::ScalingTable* scaling) {
 
 ops::LinearOp& Linear::op() {
   op_.w = &kernel.value;
-  op_.b = &bias.value;
   op_.dw = &kernel.grad;
-  op_.db = &bias.grad;
+  if (tied_) {
+    ops::sized(tied_grad_, {op_.out, op_.in}, DType::F32, kernel.value.device());
+    op_.dw = &tied_grad_;
+  }
+  if (bias != nullptr) {
+    op_.b = &bias->value;
+    op_.db = &bias->grad;
+  } else {
+    ops::sized(zero_bias_, {op_.out}, DType::F32, kernel.value.device());
+    op_.b = &zero_bias_;
+    op_.db = nullptr;
+  }
   return op_;
 }
 

@@ -1,6 +1,7 @@
-// Linear layer y = act(x W + b) (the Keras Dense / EinsumDense of the seed) in the precision it is
-// given, on the model's device: ops/linear.h says what each precision computes. The kernel is stored
-// as Keras lays it out, [in, out] row-major.
+// Linear layer y = act(x W + b) in the precision it is given, on the model's device: ops/linear.h says
+// what each precision computes. Two shapes of it: Keras's Dense / EinsumDense (the seed model: kernel
+// [in, out] row-major, a bias) and PyTorch's / Hugging Face's nn.Linear without bias (the Llama
+// model: weight [out, in]).
 #pragma once
 
 #include "nn/parameter.h"
@@ -22,6 +23,11 @@ class Linear {
   // <path>/kernel (Keras's kernel_shape, laid out as [in, out] row-major) and <path>/bias (bias_shape).
   Linear(ParameterSet& parameters, std::string path, int64_t in, int64_t out, std::vector<int64_t> kernel_shape,
          std::vector<int64_t> bias_shape, Activation activation);
+  // HF: the parameter <name>.weight [out, in] ("model.layers.0.mlp.up_proj.weight"), no bias.
+  Linear(ParameterSet& parameters, std::string name, int64_t in, int64_t out);
+  // HF with a tied weight: another layer's parameter [out, in] (the token embedding's, for a tied LM
+  // head). Its gradient from this Linear goes to tied_grad(), for the model to add to the parameter's.
+  Linear(Parameter& tied_weight, std::string name, int64_t in, int64_t out);
 
   // Fp8 takes three slots of the model's scaling table (before its allocation):
   // <path>/{inputs,kernel,outputs_grad}, cast to the recipe's forward, forward and backward formats.
@@ -37,18 +43,24 @@ class Linear {
   const Tensor& backward(ops::Context& c, const Tensor& dy, const ops::DropoutSpec& dropout = {});
 
   const std::string& path() const { return path_; }
-  std::string name() const;  // last component of the path ("query")
+  std::string name() const;  // last component of the path ("query", "up_proj")
   int64_t in_features() const { return op_.in; }
   int64_t out_features() const { return op_.out; }
   // The op with the parameters' current tensors (for ops over several Linears).
   ops::LinearOp& op();
+  // A tied Linear's weight gradient (after backward).
+  const Tensor& tied_grad() const { return tied_grad_; }
 
   Parameter& kernel;
-  Parameter& bias;
+  Parameter* bias;  // null: none
 
  private:
   std::string path_;
   ops::LinearOp op_;
+  // Without a bias the op adds zeros (the GPU's output pass rounds y anyway) and computes no bias gradient.
+  Tensor zero_bias_;
+  bool tied_ = false;
+  Tensor tied_grad_;
 };
 
 }  // namespace fp8kit::nn

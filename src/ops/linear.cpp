@@ -19,11 +19,11 @@ namespace fp8kit::ops {
 namespace {
 
 void check_linear(const Context& c, const LinearOp& l) {
-  FP8KIT_CHECK(l.in > 0 && l.out > 0 && l.w != nullptr && l.b != nullptr && l.dw != nullptr && l.db != nullptr,
+  FP8KIT_CHECK(l.in > 0 && l.out > 0 && l.w != nullptr && l.b != nullptr && l.dw != nullptr,
                "linear: the op needs its sizes and parameter tensors");
-  // Any shape of in x out elements (Keras's kernel shapes), laid out [in, out].
+  // Any shape of in x out elements (Keras's kernel shapes), laid out as l.layout says.
   FP8KIT_CHECK(l.w->numel() == l.in * l.out && l.b->numel() == l.out && l.dw->numel() == l.w->numel() &&
-                   l.db->numel() == l.out,
+                   (l.db == nullptr || l.db->numel() == l.out),
                "linear: the kernel must hold {} x {} values and the bias {}", l.in, l.out, l.out);
   check_tensor(c, *l.w, l.w->shape(), DType::F32, "linear", "the kernel");
   check_tensor(c, *l.b, l.b->shape(), DType::F32, "linear", "the bias");
@@ -59,11 +59,11 @@ void cpu_prepare_weights(Context& c, LinearOp& l, bool training) {
     case LinearPrecision::Fp32:
       break;
     case LinearPrecision::Bf16:
-      sized(l.wc, {l.in, l.out}, DType::F32, Device::Cpu);
+      sized(l.wc, {l.w->numel()}, DType::F32, Device::Cpu);
       round_bf16(w, l.wc.span<float>());
       break;
     case LinearPrecision::Fp8:
-      cast_fp8(*l.scaling, l.slot + 1, w, training, l.wc_t, l.wc, c);  // wc: the exact values [in, out]
+      cast_fp8(*l.scaling, l.slot + 1, w, training, l.wc_t, l.wc, c);  // wc: the exact values, w's layout
       break;
   }
 }
@@ -90,7 +90,7 @@ void cpu_forward(Context& c, LinearOp& l, const Tensor& x, bool training, const 
   const int64_t rows = l.rows, in = l.in, out = l.out;
   sized(l.y, {rows, out}, DType::F32, Device::Cpu);
   float* y = l.y.data<float>();
-  const GemmShape shape{rows, out, in};
+  const GemmShape shape{rows, out, in, false, l.layout == LinearOp::Layout::OutIn};
   const bool bf16 = l.precision != LinearPrecision::Fp32;
   switch (l.precision) {
     case LinearPrecision::Fp32:
@@ -163,8 +163,8 @@ void cpu_backward(Context& c, const LinearGradient& lg) {
       }
     }
   }
-  float* bias_grad = l.db->data<float>();
-  for (int64_t o = 0; o < out; ++o) {
+  float* bias_grad = l.db != nullptr ? l.db->data<float>() : nullptr;
+  for (int64_t o = 0; bias_grad != nullptr && o < out; ++o) {
     float sum = 0.0f;
     for (int64_t p = 0; p < pieces; ++p) sum += partials[p * out + o];
     bias_grad[o] = sum;
@@ -172,24 +172,32 @@ void cpu_backward(Context& c, const LinearGradient& lg) {
 
   float* dx = l.dx.data<float>();
   float* dw = l.dw->data<float>();
-  const GemmShape dgrad{rows, in, out, false, true};  // dx [rows, in] = g [rows, out] W^T
-  const GemmShape wgrad{in, out, rows, true, false};  // dW [in, out] = x^T [in, rows] g
+  // dx [rows, in] = g [rows, out] W^T; dW = x^T [in, rows] g ([in, out]) or its transpose g^T x.
+  const bool out_in = l.layout == LinearOp::Layout::OutIn;
+  const GemmShape dgrad{rows, in, out, false, !out_in};
+  auto wgrad = [&](float alpha, const float* x, const float* gr) {
+    if (out_in) {
+      gemm_f32({out, in, rows, true, false}, alpha, gr, x, 0.0f, dw);
+    } else {
+      gemm_f32({in, out, rows, true, false}, alpha, x, gr, 0.0f, dw);
+    }
+  };
   switch (l.precision) {
     case LinearPrecision::Fp32:
       gemm_f32(dgrad, 1.0f, g, l.w->data<float>(), 0.0f, dx);
-      gemm_f32(wgrad, 1.0f, l.x->data<float>(), g, 0.0f, dw);
+      wgrad(1.0f, l.x->data<float>(), g);
       break;
     case LinearPrecision::Bf16:
       round_bf16(l.g.span<float>(), l.g.span<float>());
       gemm_f32(dgrad, 1.0f, g, l.wc.data<float>(), 0.0f, dx);
-      gemm_f32(wgrad, 1.0f, l.xc.data<float>(), g, 0.0f, dw);
+      wgrad(1.0f, l.xc.data<float>(), g);
       break;
     case LinearPrecision::Fp8: {
       const float g_scale_inv = cast_fp8(*l.scaling, l.slot + 2, l.g.span<float>(), true, l.gc_t, l.gc, c);
       const float x_scale_inv = *l.scaling->gemm_scale_inv(l.slot);
       const float w_scale_inv = *l.scaling->gemm_scale_inv(l.slot + 1);
       gemm_f32(dgrad, g_scale_inv * w_scale_inv, l.gc.data<float>(), l.wc.data<float>(), 0.0f, dx);
-      gemm_f32(wgrad, x_scale_inv * g_scale_inv, l.xc.data<float>(), l.gc.data<float>(), 0.0f, dw);
+      wgrad(x_scale_inv * g_scale_inv, l.xc.data<float>(), l.gc.data<float>());
       break;
     }
   }

@@ -1,5 +1,6 @@
 // A Linear's work on either device in the precision it runs in: y = act(x W + b) with x [rows, in],
-// W [in, out] (row-major, Keras's kernel layout), b [out], act ReLU or none, and its gradients.
+// W [in, out] (row-major, Keras's kernel layout) or W^T stored [out, in] (PyTorch's and Hugging Face's
+// layout, LinearOp::Layout::OutIn), b [out], act ReLU or none, and its gradients.
 //   Fp32: float32 GEMMs.
 //   Bf16: x, W (and dy in the backward) rounded to bf16, float32 accumulation, y rounded to bf16:
 //         bf16(bf16(x W) + bf16(b)) before the activation (Keras's mixed_bfloat16).
@@ -33,7 +34,12 @@ struct LinearOp {
   // The bias gradient's order of summation over rows (on both devices).
   static constexpr PieceOrder kBiasGradientOrder{512};
 
+  // How the weight is stored: InOut [in, out] (Keras), OutIn [out, in] (PyTorch, HF; the K-major
+  // layout FP8 tensor cores read in fprop). The gradient dw has the same layout.
+  enum class Layout : uint8_t { InOut, OutIn };
+
   int64_t in = 0, out = 0;
+  Layout layout = Layout::InOut;
   bool relu = false;
   LinearPrecision precision = LinearPrecision::Fp32;
   ScalingTable* scaling = nullptr;  // Fp8: slots `slot` (inputs), slot + 1 (kernel), slot + 2 (output gradient)
@@ -41,7 +47,7 @@ struct LinearOp {
   Tensor* w = nullptr;   // [in * out] f32 (a parameter's value), and its gradient
   Tensor* b = nullptr;   // [out]
   Tensor* dw = nullptr;
-  Tensor* db = nullptr;
+  Tensor* db = nullptr;  // null: no bias gradient (a Linear without bias: b holds zeros)
   // Bf16 on the GPU: the Linear whose input cast this one shares (query's for key and value: the same
   // x), forwarded before it; null: its own.
   LinearOp* input_of = nullptr;
@@ -55,6 +61,7 @@ struct LinearOp {
   int64_t rows = 0;
   Tensor y, dx;
   // The precision's GEMM operands (bf16 copies, FP8 codes, transposes) and scratch, sized by the ops.
+  // On the GPU wc is the weight laid out [in, out] and wc_t [out, in], whichever layout it is stored in.
   Tensor xc, xc_t, wc, wc_t, gc, gc_t, g, partials;
 };
 

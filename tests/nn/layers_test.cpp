@@ -80,7 +80,7 @@ TEST(CausalSelfAttention, Fp32GradientsMatchFiniteDifferences) {
   uint64_t seed = 10;
   for (Linear* l : a.linears()) {
     set(l->kernel.value, random_vector(l->kernel.numel(), seed++, -0.6f, 0.6f));
-    set(l->bias.value, random_vector(l->bias.numel(), seed++, -0.1f, 0.1f));
+    set(l->bias->value, random_vector(l->bias->numel(), seed++, -0.1f, 0.1f));
   }
   EXPECT_EQ(a.query.kernel.name, "dec/self_attention/query/kernel");
   EXPECT_EQ(a.output.kernel.shape, (std::vector<int64_t>{2, 4, 8}));
@@ -102,9 +102,9 @@ TEST(CausalSelfAttention, Fp32GradientsMatchFiniteDifferences) {
     for (size_t i = 0; i < dx.size(); ++i) dx[i] += g->data<float>()[i];
   expect_gradient_close(x, dx, loss, 1e-2, 2e-4, 2e-3, "dx");
   for (Linear* l : a.linears()) {
-    const std::vector<float> gk = values(l->kernel.grad), gb = values(l->bias.grad);
+    const std::vector<float> gk = values(l->kernel.grad), gb = values(l->bias->grad);
     expect_gradient_close(l->kernel.value.span<float>(), gk, loss, 1e-2, 2e-4, 2e-3, l->kernel.name);
-    expect_gradient_close(l->bias.value.span<float>(), gb, loss, 1e-2, 2e-4, 2e-3, l->bias.name);
+    expect_gradient_close(l->bias->value.span<float>(), gb, loss, 1e-2, 2e-4, 2e-3, l->bias->name);
   }
 }
 

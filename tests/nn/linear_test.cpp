@@ -40,7 +40,7 @@ struct Layer {
                                       std::vector<int64_t>{out}, act);
     parameters.allocate(Device::Cpu);
     set(linear->kernel.value, random_vector(in * out, seed, -0.5f, 0.5f));
-    set(linear->bias.value, random_vector(out, seed + 1, -0.2f, 0.2f));
+    set(linear->bias->value, random_vector(out, seed + 1, -0.2f, 0.2f));
   }
   void set_precision(Precision precision, const Fp8Recipe& recipe = {}) {
     scaling.reset();
@@ -73,7 +73,7 @@ struct Layer {
   } used{};
   std::vector<StateTensor> fp8_state() { return scaling ? state_tensors(scaling->state()) : std::vector<StateTensor>{}; }
   std::span<float> kernel() { return linear->kernel.value.span<float>(); }
-  std::span<float> bias() { return linear->bias.value.span<float>(); }
+  std::span<float> bias() { return linear->bias->value.span<float>(); }
 };
 
 TEST(Linear, Fp32GradientsMatchFiniteDifferences) {
@@ -92,7 +92,7 @@ TEST(Linear, Fp32GradientsMatchFiniteDifferences) {
     l.forward(x, rows, true);
     const auto dx = l.backward(w);
     const std::vector<float> dx_copy(dx.begin(), dx.end());
-    const std::vector<float> dw = values(l.linear->kernel.grad), db = values(l.linear->bias.grad);
+    const std::vector<float> dw = values(l.linear->kernel.grad), db = values(l.linear->bias->grad);
     auto loss = [&] { return probe(l.forward(x, rows, true), w); };
     // A small step keeps the ReLU pattern of these inputs unchanged.
     expect_gradient_close(x, dx_copy, loss, 1e-3, 1e-4, 1e-3, "dx");
@@ -202,7 +202,7 @@ TEST(Linear, Fp8MatchesSlowReference) {
       for (int64_t o = 0; o < out; ++o) {  // bias gradient from the unquantized, masked dy
         double acc = 0;
         for (int64_t r = 0; r < rows; ++r) acc += g[r * out + o];
-        EXPECT_NEAR(l.linear->bias.grad.data<float>()[o], acc, 1e-9);
+        EXPECT_NEAR(l.linear->bias->grad.data<float>()[o], acc, 1e-9);
       }
       auto amax = [](std::span<const float> v) {
         float a = 0;
@@ -314,7 +314,54 @@ TEST(Linear, Fp8GradientsStayCloseToFp32) {
     };
     EXPECT_LT(rel(dx32, dx8), 0.1) << step;
     EXPECT_LT(rel(f32.linear->kernel.grad.span<float>(), f8.linear->kernel.grad.span<float>()), 0.1) << step;
-    EXPECT_LT(rel(f32.linear->bias.grad.span<float>(), f8.linear->bias.grad.span<float>()), 1e-6) << step;
+    EXPECT_LT(rel(f32.linear->bias->grad.span<float>(), f8.linear->bias->grad.span<float>()), 1e-6) << step;
+  }
+}
+
+// The HF layout ([out, in] weight, no bias) computes what the Keras layout does with the transposed
+// kernel and a zero bias, in every precision: the same products, so y, dx and dW^T agree to the
+// GEMMs' summation order (FP8: the same codes, the weight's amax being layout-free).
+TEST(Linear, OutInLayoutMatchesTransposedInOut) {
+  const int64_t rows = 13, in = 24, out = 10;
+  for (Precision precision : {Precision::Fp32, Precision::Bf16, Precision::Fp8}) {
+    Layer keras(in, out, Activation::None, 31);
+    std::fill(keras.bias().begin(), keras.bias().end(), 0.0f);
+    keras.set_precision(precision);
+    ParameterSet parameters;
+    Linear hf(parameters, "model.layers.0.mlp.up_proj", in, out);
+    EXPECT_EQ(hf.kernel.name, "model.layers.0.mlp.up_proj.weight");
+    EXPECT_EQ(hf.kernel.shape, (std::vector<int64_t>{out, in}));
+    EXPECT_EQ(hf.bias, nullptr);
+    EXPECT_EQ(hf.name(), "up_proj");
+    parameters.allocate(Device::Cpu);
+    for (int64_t i = 0; i < in; ++i)
+      for (int64_t o = 0; o < out; ++o) hf.kernel.value.data<float>()[o * in + i] = keras.kernel()[i * out + o];
+    std::optional<ops::ScalingTable> scaling;
+    if (precision == Precision::Fp8) scaling.emplace(Fp8Recipe{});
+    hf.set_precision(precision, scaling ? &*scaling : nullptr);
+    if (scaling) scaling->allocate(Device::Cpu);
+
+    const auto xv = random_vector(rows * in, 32);
+    const auto dyv = random_vector(rows * out, 33);
+    const std::vector<float> y_keras = [&] { auto y = keras.forward(xv, rows, true); return std::vector<float>(y.begin(), y.end()); }();
+    const std::vector<float> dx_keras = [&] { auto d = keras.backward(dyv); return std::vector<float>(d.begin(), d.end()); }();
+
+    ops::Context c;
+    Tensor x({rows, in}, DType::F32), dy({rows, out}, DType::F32);
+    set(x, xv);
+    set(dy, dyv);
+    ops::LinearOp* op = &hf.op();
+    ops::linear_prepare_weights(c, {&op, 1}, true);
+    const std::vector<float> y = values(hf.forward(c, x, true));
+    const std::vector<float> dx = values(hf.backward(c, dy));
+    const double tol = precision == Precision::Fp32 ? 1e-5 : 1e-2;
+    for (size_t i = 0; i < y.size(); ++i) EXPECT_NEAR(y[i], y_keras[i], tol * (1 + std::abs(y_keras[i]))) << i;
+    for (size_t i = 0; i < dx.size(); ++i) EXPECT_NEAR(dx[i], dx_keras[i], tol * (1 + std::abs(dx_keras[i]))) << i;
+    const float* dw = hf.kernel.grad.data<float>();
+    const float* dw_keras = keras.linear->kernel.grad.data<float>();
+    for (int64_t i = 0; i < in; ++i)
+      for (int64_t o = 0; o < out; ++o)
+        EXPECT_NEAR(dw[o * in + i], dw_keras[i * out + o], tol * (1 + std::abs(dw_keras[i * out + o]))) << i << "," << o;
   }
 }
 

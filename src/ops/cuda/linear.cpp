@@ -26,7 +26,7 @@ namespace fp8kit::ops {
 
 namespace {
 
-bool fp8(const LinearOp& l) { return l.precision == LinearPrecision::Fp8; }
+bool out_in(const LinearOp& l) { return l.layout == LinearOp::Layout::OutIn; }
 bool bf16_rounding(const LinearOp& l) { return l.precision != LinearPrecision::Fp32; }
 
 // Sizes t as [rows, cols] of `dtype` on the GPU (a no-op once sized: steps allocate nothing).
@@ -98,6 +98,29 @@ void fp8_gemm(Context& c, int64_t m, int64_t n, int64_t k, const uint8_t* a, Fp8
   gemm(c, m, n, k, a, dtype_of(af), b, dtype_of(bf), y, a_scale_inv, b_scale_inv, fast);
 }
 
+// The weight gradient from the transposed operands x^T [in, rows] and g^T [out, rows]: dW [in, out] =
+// x^T g, or its transpose [out, in] = g^T x for a Linear stored OutIn.
+void wgrad(Context& c, LinearOp& l, Tensor& x_t, Tensor& g_t, DType xt, DType gt, const float* x_scale_inv,
+           const float* g_scale_inv) {
+  const int64_t M = l.rows, N = l.out, K = l.in;
+  void* x = x_t.device_data<std::byte>();
+  void* g = g_t.device_data<std::byte>();
+  const bool f8 = is_fp8(xt);
+  if (out_in(l)) {
+    if (f8) {
+      fp8_gemm(c, N, K, M, static_cast<uint8_t*>(g), fp8_format(gt), static_cast<uint8_t*>(x), fp8_format(xt),
+               f32(*l.dw), g_scale_inv, x_scale_inv, false);
+    } else {
+      gemm(c, N, K, M, g, gt, x, xt, f32(*l.dw));
+    }
+  } else if (f8) {
+    fp8_gemm(c, K, N, M, static_cast<uint8_t*>(x), fp8_format(xt), static_cast<uint8_t*>(g), fp8_format(gt),
+             f32(*l.dw), x_scale_inv, g_scale_inv, false);
+  } else {
+    gemm(c, K, N, M, x, xt, g, gt, f32(*l.dw));
+  }
+}
+
 cuda::EpilogueGradient gradient_of(Context& c, const LinearGradient& lg) {
   const LinearOp& l = *lg.linear;
   return {l.relu, l.y.device_data<float>(), dropout_site(c, lg.dropout), bf16_rounding(l)};
@@ -108,13 +131,19 @@ cuda::EpilogueGradient gradient_of(Context& c, const LinearGradient& lg) {
 void cuda_linear_prepare_weights(Context& c, std::span<LinearOp* const> linears, bool training) {
   if (linears.empty()) return;
   switch (linears[0]->precision) {
-    case LinearPrecision::Fp32: {  // the transposes for fprop (w_t)
+    case LinearPrecision::Fp32: {  // the transpose of w: [out, in] for fprop, or [in, out] for dgrad
       std::vector<cuda::Transpose> transposes;
       for (LinearOp* l : linears) {
-        sized(l->wc_t, l->out, l->in, DType::F32);
-        transposes.push_back({f32(*l->w), l->in, l->out, f32(l->wc_t)});
+        if (out_in(*l)) {
+          if (!training) continue;
+          sized(l->wc, l->in, l->out, DType::F32);
+          transposes.push_back({f32(*l->w), l->out, l->in, f32(l->wc)});
+        } else {
+          sized(l->wc_t, l->out, l->in, DType::F32);
+          transposes.push_back({f32(*l->w), l->in, l->out, f32(l->wc_t)});
+        }
       }
-      cuda::transpose(transposes, stream(c));
+      if (!transposes.empty()) cuda::transpose(transposes, stream(c));
       break;
     }
     case LinearPrecision::Bf16: {  // bf16 copies: [in, out] for dgrad (when training), [out, in] for fprop
@@ -122,7 +151,9 @@ void cuda_linear_prepare_weights(Context& c, std::span<LinearOp* const> linears,
       for (LinearOp* l : linears) {
         sized(l->wc, l->in, l->out, DType::Bf16);
         sized(l->wc_t, l->out, l->in, DType::Bf16);
-        casts.push_back({f32(*l->w), l->in, l->out, training ? b16(l->wc) : nullptr, b16(l->wc_t)});
+        uint16_t* dgrad = training ? b16(l->wc) : nullptr;
+        casts.push_back(out_in(*l) ? cuda::Bf16Cast{f32(*l->w), l->out, l->in, b16(l->wc_t), dgrad}
+                                   : cuda::Bf16Cast{f32(*l->w), l->in, l->out, dgrad, b16(l->wc_t)});
       }
       cuda::float_to_bf16_transposed(casts, stream(c));
       break;
@@ -136,7 +167,8 @@ void cuda_linear_prepare_weights(Context& c, std::span<LinearOp* const> linears,
         const DType format = dtype_of(t.format(l->slot + 1));
         sized(l->wc, l->in, l->out, format);
         sized(l->wc_t, l->out, l->in, format);
-        args.push_back(quantize_args(t, l->slot + 1, f32(*l->w), l->in, l->out, u8(l->wc), u8(l->wc_t), training));
+        args.push_back(out_in(*l) ? quantize_args(t, l->slot + 1, f32(*l->w), l->out, l->in, u8(l->wc_t), u8(l->wc), training)
+                                  : quantize_args(t, l->slot + 1, f32(*l->w), l->in, l->out, u8(l->wc), u8(l->wc_t), training));
         slots.push_back(l->slot + 1);
       }
       if (t.current()) current_scales(c, t, args, slots, training);
@@ -204,7 +236,7 @@ void cuda_linear_forward(Context& c, LinearOp& l, const Tensor& x, bool training
   }
   switch (l.precision) {
     case LinearPrecision::Fp32:
-      gemm(c, M, N, K, xp, DType::F32, l.wc_t.device_data<float>(), DType::F32, f32(l.y));
+      gemm(c, M, N, K, xp, DType::F32, out_in(l) ? f32(*l.w) : f32(l.wc_t), DType::F32, f32(l.y));
       break;
     case LinearPrecision::Bf16: {
       // The input's bf16 copy for fprop and, when training, its transposed copy for wgrad (or the
@@ -262,10 +294,11 @@ void cuda_linear_backward(Context& c, std::span<const LinearGradient> group) {
   for (const LinearGradient& g : group) {
     LinearOp& l = *g.linear;
     sized(l.dx, M, K, DType::F32);
-    bias.push_back({f32(*g.dy), gradient_of(c, g), nullptr, f32(*l.db)});
+    bias.push_back({f32(*g.dy), gradient_of(c, g), nullptr, l.db != nullptr ? f32(*l.db) : nullptr});
   }
   // The bias gradients of the group in one pass on `lane`, with its scratch.
   auto bias_sums = [&](Lane lane) {
+    if (first.db == nullptr) return;  // Linears without bias
     const Context::OnLane on(c, lane);
     const int64_t floats =
         cuda::bias_backward_workspace(M, N, LinearOp::kBiasGradientOrder, static_cast<int64_t>(group.size()));
@@ -280,6 +313,10 @@ void cuda_linear_backward(Context& c, std::span<const LinearGradient> group) {
         LinearOp& l = *group[t].linear;
         sized(l.g, M, N, DType::F32);
         bias[t].g = f32(l.g);
+        if (l.db == nullptr) {  // no bias, activation or dropout: g is dy
+          FP8KIT_CHECK(!l.relu && !group[t].dropout.active, "linear backward: a Linear without bias gradient has no ReLU or dropout");
+          FP8KIT_CUDA_CHECK(cudaMemcpyAsync(f32(l.g), f32(*group[t].dy), M * N * sizeof(float), cudaMemcpyDeviceToDevice, stream(c)));
+        }
       }
       bias_sums(Lane::Main);
       c.fork(Lane::Side);
@@ -300,11 +337,11 @@ void cuda_linear_backward(Context& c, std::span<const LinearGradient> group) {
         LinearOp& l = *g.linear;
         {
           const Context::OnLane lane(c, g.lane);
-          gemm(c, M, K, N, f32(l.g), DType::F32, f32(*l.w), DType::F32, f32(l.dx));  // dx = g W^T
+          gemm(c, M, K, N, f32(l.g), DType::F32, out_in(l) ? f32(l.wc) : f32(*l.w), DType::F32, f32(l.dx));  // dx = g W^T
         }
         c.join(g.lane);
         const Context::OnLane side(c, Lane::Side);  // dW = x^T g (operands transposed on the side)
-        gemm(c, K, N, M, f32(l.xc_t), DType::F32, f32(l.gc_t), DType::F32, f32(*l.dw));
+        wgrad(c, l, l.xc_t, l.gc_t, DType::F32, DType::F32, nullptr, nullptr);
       }
       return;
     }
@@ -330,7 +367,7 @@ void cuda_linear_backward(Context& c, std::span<const LinearGradient> group) {
         c.join(g.lane);
         LinearOp& in = l.input_of != nullptr ? *l.input_of : l;
         const Context::OnLane lane(c, wgrad_lane(g.lane));
-        gemm(c, K, N, M, b16(in.xc_t), DType::Bf16, b16(l.gc_t), DType::Bf16, f32(*l.dw));
+        wgrad(c, l, in.xc_t, l.gc_t, DType::Bf16, DType::Bf16, nullptr, nullptr);
       }
       return;
     }
@@ -384,8 +421,7 @@ void cuda_linear_backward(Context& c, std::span<const LinearGradient> group) {
           c.join(g.lane);
         }
         const Context::OnLane lane(c, wgrad_lane(g.lane));
-        fp8_gemm(c, K, N, M, u8(l.xc_t), t.format(s), u8(l.gc_t), fb, f32(*l.dw), t.gemm_scale_inv(s),
-                 t.gemm_scale_inv(s + 2), false);
+        wgrad(c, l, l.xc_t, l.gc_t, dtype_of(t.format(s)), dtype_of(fb), t.gemm_scale_inv(s), t.gemm_scale_inv(s + 2));
       }
       return;
     }

@@ -1,0 +1,77 @@
+// Op table rows: the Linear op's forward and backward in both weight layouts (Keras's [in, out] and
+// HF's [out, in]) and every precision, at a shape cuBLASLt takes and at one the small FP8 GEMM takes
+// (out 16, in 48). GEMM sums differ in order between the devices (fp32: ~1e-5 relative); bf16 and FP8
+// outputs may sit one bf16 step apart where a sum lies at a rounding boundary, and an FP8 gradient is
+// quantized from such outputs' gradients: bounded by a few of FP8's steps.
+#include "ops/cuda/op_table.h"
+#include "ops/linear.h"
+#include "ops/scaling_table.h"
+
+#include <fmt/format.h>
+
+#include <optional>
+
+namespace fp8kit::testing {
+namespace {
+
+struct Shape {
+  int64_t rows, in, out;
+};
+constexpr Shape kShapes[] = {{96, 256, 128}, {33, 48, 16}};
+
+const RegisterOps rows([](std::vector<OpCase>& t) {
+  using Layout = ops::LinearOp::Layout;
+  using ops::LinearPrecision;
+  for (const Shape s : kShapes)
+    for (const Layout layout : {Layout::InOut, Layout::OutIn})
+      for (const LinearPrecision p : {LinearPrecision::Fp32, LinearPrecision::Bf16, LinearPrecision::Fp8}) {
+        const char* pname = p == LinearPrecision::Fp32 ? "fp32" : p == LinearPrecision::Bf16 ? "bf16" : "fp8";
+        const double rtol = p == LinearPrecision::Fp32 ? 1e-4 : p == LinearPrecision::Bf16 ? 2e-2 : 0.15;
+        t.push_back({fmt::format("linear/{}x{}x{}/{}/{}", s.rows, s.in, s.out,
+                                 layout == Layout::OutIn ? "out_in" : "in_out", pname),
+                     [=](ops::Context& c) {
+                       const Device d = c.device();
+                       Tensor x = device_tensor(random_values(s.rows * s.in, 21), {s.rows, s.in}, d);
+                       Tensor w = device_tensor(random_values(s.in * s.out, 22, -0.2f, 0.2f),
+                                                layout == Layout::OutIn ? std::vector<int64_t>{s.out, s.in}
+                                                                        : std::vector<int64_t>{s.in, s.out},
+                                                d);
+                       Tensor b = device_tensor(random_values(s.out, 23), {s.out}, d);
+                       Tensor dy = device_tensor(random_values(s.rows * s.out, 24), {s.rows, s.out}, d);
+                       std::vector<Tensor> out(4);
+                       out[2] = Tensor(w.shape(), DType::F32, d);
+                       out[3] = Tensor({s.out}, DType::F32, d);
+                       std::optional<ops::ScalingTable> scaling;
+                       ops::LinearOp l;
+                       l.in = s.in;
+                       l.out = s.out;
+                       l.layout = layout;
+                       l.precision = p;
+                       l.w = &w;
+                       l.b = &b;
+                       l.dw = &out[2];
+                       l.db = &out[3];
+                       if (p == LinearPrecision::Fp8) {
+                         scaling.emplace(Fp8Recipe{});
+                         l.scaling = &*scaling;
+                         l.slot = scaling->add("linear/inputs", Fp8Format::E4M3);
+                         scaling->add("linear/kernel", Fp8Format::E4M3);
+                         scaling->add("linear/outputs_grad", Fp8Format::E5M2);
+                         scaling->allocate(d);
+                       }
+                       ops::LinearOp* op = &l;
+                       ops::linear_prepare_weights(c, {&op, 1}, true);
+                       ops::linear_forward(c, l, x, true);
+                       const ops::LinearGradient g{&l, &dy};
+                       ops::linear_backward(c, {&g, 1});
+                       c.join_all();
+                       out[0] = l.y.clone();
+                       out[1] = l.dx.clone();
+                       return out;
+                     },
+                     1e-5, rtol});
+      }
+});
+
+}  // namespace
+}  // namespace fp8kit::testing
