@@ -1,5 +1,6 @@
-// Token + position embedding (KerasHub TokenAndPositionEmbedding): out[b, t] = token[id[b, t]] + position[t].
-// Mixed bf16: both rows rounded to bf16, their sum rounded to bf16 (Keras autocasts the variables).
+// Token embeddings: KerasHub's TokenAndPositionEmbedding, out[b, t] = token[id[b, t]] + position[t]
+// (mixed bf16: both rows rounded to bf16, their sum rounded to bf16, as Keras autocasts the
+// variables), and Hugging Face's nn.Embedding, out[b, t] = weight[id[b, t]].
 #pragma once
 
 #include "nn/parameter.h"
@@ -34,6 +35,25 @@ class TokenAndPositionEmbedding {
   const Tensor* tokens_ = nullptr;
   Tensor out_, workspace_;
   ops::Context::Marker sorted_;  // the end of prepare_backward's work
+};
+
+// HF's token embedding (model.embed_tokens): the embedding op without a position table.
+class Embedding {
+ public:
+  // name: "model.embed_tokens"; the parameter is <name>.weight [vocabulary_size, dim].
+  Embedding(ParameterSet& parameters, const std::string& name, int64_t vocabulary_size, int64_t dim);
+
+  // tokens: [batch, seq] i32 ids (validated by the caller on the host) on the model's device,
+  // unchanged until backward. Returns [batch, seq, dim] (bf16: the rows rounded to bf16).
+  const Tensor& forward(ops::Context& c, const Tensor& tokens, bool bf16);
+  // The weight's gradient overwritten (dense: zero except the rows used) from dout [batch, seq, dim].
+  void backward(ops::Context& c, const Tensor& dout);
+
+  Parameter& weight;
+
+ private:
+  const Tensor* tokens_ = nullptr;
+  Tensor out_, no_positions_, workspace_;
 };
 
 }  // namespace fp8kit::nn

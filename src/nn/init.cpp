@@ -1,4 +1,4 @@
-// Keras fan rule, Glorot limit, and seeded uniform fills.
+// Keras fan rule, Glorot limit, and seeded uniform and normal fills.
 #include "nn/init.h"
 
 #include "base/error.h"
@@ -26,6 +26,15 @@ void fill_uniform(std::span<float> values, float lo, float hi, std::mt19937_64& 
   for (float& v : values) {
     const float u = static_cast<float>(rng() >> 40) * 0x1p-24f;
     v = lo + (hi - lo) * u;
+  }
+}
+
+void fill_normal(std::span<float> values, float stddev, std::mt19937_64& rng) {
+  constexpr double kTwoPi = 6.283185307179586;
+  for (float& v : values) {
+    const double u1 = (static_cast<double>(rng() >> 11) + 1.0) * 0x1p-53;  // (0, 1]: log is finite
+    const double u2 = static_cast<double>(rng() >> 11) * 0x1p-53;
+    v = static_cast<float>(stddev * std::sqrt(-2.0 * std::log(u1)) * std::cos(kTwoPi * u2));
   }
 }
 

@@ -1,6 +1,7 @@
-// Weight initialisers of the seed (Keras's rules): Glorot-uniform with Keras's fan computation,
-// uniform(-0.05, 0.05) for embeddings. Draws come from std::mt19937_64 through a fixed 24-bit
-// mapping (not std::uniform_real_distribution, whose output differs between standard libraries).
+// Weight initialisers: the seed's (Keras's rules: Glorot-uniform with Keras's fan computation,
+// uniform(-0.05, 0.05) for embeddings) and Hugging Face's normal(0, 0.02). Draws come from
+// std::mt19937_64 through fixed mappings (not std::*_distribution, whose outputs differ between
+// standard libraries).
 #pragma once
 
 #include <cstdint>
@@ -21,5 +22,9 @@ float glorot_uniform_limit(std::span<const int64_t> shape);
 
 // Fills with lo + (hi - lo) u, u = (next() >> 40) / 2^24 in [0, 1).
 void fill_uniform(std::span<float> values, float lo, float hi, std::mt19937_64& rng);
+
+// Fills with normal(0, stddev) draws (Hugging Face's Linear and Embedding initialisation), each from
+// two 53-bit uniforms by Box-Muller in double: the same values with every standard library.
+void fill_normal(std::span<float> values, float stddev, std::mt19937_64& rng);
 
 }  // namespace fp8kit::nn

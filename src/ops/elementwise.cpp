@@ -8,15 +8,33 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <vector>
 
 #if FP8KIT_HAVE_CUDA
 #include "ops/cuda/context.h"
 #include "ops/cuda/elementwise.h"
+#include "runtime/cuda/check.h"
 #endif
 
 namespace fp8kit::ops {
+
+void copy(Context& c, const Tensor& src, Tensor& dst) {
+  FP8KIT_CHECK(src.dtype() == dst.dtype() && src.numel() == dst.numel() && src.device() == c.device() &&
+                   dst.device() == c.device(),
+               "copy: the source ({} {} values) and destination ({} {} values) must match, on the context's device",
+               src.numel(), name(src.dtype()), dst.numel(), name(dst.dtype()));
+  if (src.nbytes() == 0) return;
+  if (c.is_cuda()) {
+#if FP8KIT_HAVE_CUDA
+    FP8KIT_CUDA_CHECK(cudaMemcpyAsync(dst.device_data<std::byte>(), src.device_data<std::byte>(), src.nbytes(),
+                                      cudaMemcpyDeviceToDevice, stream(c)));
+#endif
+    return;
+  }
+  std::copy_n(src.data<std::byte>(), src.nbytes(), dst.data<std::byte>());
+}
 
 void add(Context& c, const Tensor& a, const Tensor& b, bool bf16, Tensor& out) {
   constexpr std::string_view op = "add";

@@ -1,5 +1,5 @@
-// Element-wise ops on Tensors on either device: a residual sum, and the gradient that flows into a
-// dropout from a residual branch and the Linears it feeds. CPU: ops/cpu/elementwise.h (with the
+// Element-wise ops on Tensors on either device: a copy in stream order, a residual sum, and the
+// gradient that flows into a dropout from a residual branch and the Linears it feeds. CPU: ops/cpu/elementwise.h (with the
 // dropout span functions); GPU: ops/cuda/elementwise.h. The same bits on both.
 #pragma once
 
@@ -10,6 +10,10 @@
 #include <span>
 
 namespace fp8kit::ops {
+
+// dst = src (same dtype and element count), queued in order with the context's other ops (unlike
+// Tensor::copy_from, which waits): e.g. inside a captured step.
+void copy(Context& c, const Tensor& src, Tensor& dst);
 
 // out = a + b (f32, the same shape), rounded to bf16 when bf16 (a residual connection under mixed
 // precision). out is resized to a's shape; it may be a or b.

@@ -1,0 +1,66 @@
+// A decoder-only language model of the Llama architecture as Hugging Face's LlamaForCausalLM defines
+// it: token embedding, blocks of (RMSNorm, grouped-query self-attention with rotary embeddings,
+// residual, RMSNorm, SwiGLU MLP, residual), a final RMSNorm and the LM head (tied to the embedding or
+// not), no biases. Written once on the device-generic layers: it runs on the CPU (the reference) or a
+// CUDA GPU, in fp32, mixed bf16 or FP8 (the seven projections of every block in FP8; the embedding,
+// norms, attention core and LM head in bf16, the pipeline seed's policy).
+#pragma once
+
+#include "models/llama_config.h"
+#include "nn/parameter.h"
+#include "nn/precision.h"
+#include "numerics/recipe.h"
+#include "ops/context.h"
+#include "ops/scaling_table.h"
+#include "tensor/tensor.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace fp8kit::models {
+
+class Llama {
+ public:
+  // Hugging Face's initialisation: every Linear and the embedding from normal(0, 0.02) (the config's
+  // initializer range), norms 1, drawn from std::mt19937_64(seed) on the CPU; then on `device`.
+  Llama(const LlamaConfig& config, uint64_t seed, Device device = Device::Cpu);
+  ~Llama();
+  Llama(Llama&&) noexcept;
+  Llama& operator=(Llama&&) noexcept;
+
+  // Fp8: the blocks' projections take FP8 with `recipe` (their state in one scaling table, reset);
+  // everything else runs as mixed bf16. Weights are untouched.
+  void set_precision(nn::Precision precision, const Fp8Recipe& recipe = {});
+  nn::Precision precision() const;
+  const LlamaConfig& config() const;
+  Device device() const;
+  ops::Context& context();
+
+  // tokens: [batch, seq] i32 on the model's device, seq <= max_position_embeddings, ids in
+  // [0, vocab_size) (checked by the caller on the host: the GPU does not). Queues the forward and
+  // returns the logits [batch * seq, vocab_size] f32 (bf16 values unless fp32). training: keeps what
+  // the backward needs and records FP8 amaxes; otherwise FP8 scales are frozen.
+  const Tensor& forward(const Tensor& tokens, bool training);
+  // After forward: losses [batch * seq] f32 (resized; on the model's device) = each position's
+  // next-token cross-entropy against targets [batch * seq] i32 (negative: ignored).
+  void loss(const Tensor& targets, Tensor& losses);
+  // After forward(training=true): the losses as loss(), then every gradient overwritten with the
+  // gradient of grad_scale * sum(losses) (grad_scale = 1 / counted tokens of the whole step for a
+  // mean), then the FP8 scaling update. The logits are overwritten by their gradient.
+  void backward(const Tensor& targets, float grad_scale, Tensor& losses);
+
+  nn::ParameterSet& parameter_set();
+  std::vector<nn::Parameter*> parameters();
+  // Per FP8 Linear: <module>/{inputs,kernel,outputs_grad}_{scale,amax_history}; empty unless Fp8.
+  std::vector<nn::StateTensor> fp8_state();
+  ops::ScalingTable* scaling();
+  int64_t parameter_count() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace fp8kit::models

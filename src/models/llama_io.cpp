@@ -1,0 +1,56 @@
+// Saving and loading the Llama model as an HF model directory.
+#include "models/llama_io.h"
+
+#include "base/error.h"
+
+#include <fmt/format.h>
+
+#include <set>
+#include <vector>
+
+namespace fp8kit::models {
+
+void save_pretrained(Llama& model, const std::filesystem::path& dir, uint64_t max_shard_bytes) {
+  const bool bf16 = model.config().torch_dtype != "float32";
+  LlamaConfig config = model.config();
+  config.torch_dtype = bf16 ? "bfloat16" : "float32";
+  model.context().synchronize();
+  std::vector<Tensor> host;  // the weights' host copies, alive while written
+  std::vector<std::vector<uint16_t>> bits;
+  std::vector<io::TensorView> views;
+  for (nn::Parameter* p : model.parameters()) {
+    host.push_back(p->value.to(Device::Cpu));
+    if (bf16) {
+      bits.push_back(io::f32_to_bf16(host.back().span<float>()));
+      views.push_back({p->name, io::Dtype::BF16, p->shape, std::as_bytes(std::span(bits.back()))});
+    } else {
+      views.push_back({p->name, io::Dtype::F32, p->shape, std::as_bytes(host.back().span<float>())});
+    }
+  }
+  std::filesystem::create_directories(dir);
+  io::write_hf_model_weights(dir, views, max_shard_bytes);
+  write_llama_config(dir, config);  // last: a directory with a config.json is complete
+}
+
+Llama load_pretrained(const std::filesystem::path& dir, Device device) {
+  const LlamaConfig config = read_llama_config(dir);
+  const io::HfWeights weights = io::open_hf_weights(dir);
+  Llama model(config, 0, device);
+  std::set<std::string, std::less<>> used;
+  std::vector<float> values;
+  for (nn::Parameter* p : model.parameters()) {
+    values.resize(static_cast<size_t>(p->numel()));
+    io::tensor_to_f32(weights.at(p->name, p->shape), values);
+    p->value.copy_from_host(values.data());
+    used.insert(p->name);
+  }
+  for (const std::string& name : weights.names()) {
+    if (used.contains(name) || name.ends_with(".rotary_emb.inv_freq")) continue;  // older HF files carry inv_freq
+    fail("{} in {} is not a weight of the Llama that {}/config.json describes ({} layers, {}tied embeddings): the "
+         "config does not match the weights",
+         name, weights.file_of(name), dir.string(), config.num_hidden_layers, config.tie_word_embeddings ? "" : "un");
+  }
+  return model;
+}
+
+}  // namespace fp8kit::models

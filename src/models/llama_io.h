@@ -1,0 +1,24 @@
+// The Llama model as a Hugging Face model directory: config.json plus the weights under their HF
+// names (model.safetensors, or shards with model.safetensors.index.json), so fp8kit's checkpoints
+// load in transformers and HF Llama checkpoints load in fp8kit.
+#pragma once
+
+#include "io/hf_model.h"
+#include "models/llama.h"
+
+#include <cstdint>
+#include <filesystem>
+
+namespace fp8kit::models {
+
+// Writes config.json and the weights (BF16 unless the config's torch_dtype is "float32") into `dir`,
+// atomically file by file (io::write_hf_model_weights).
+void save_pretrained(Llama& model, const std::filesystem::path& dir,
+                     uint64_t max_shard_bytes = io::kHfDefaultMaxShardBytes);
+
+// Reads `dir`'s config.json and weights (F32 or BF16) into a new model on `device`, in fp32 precision.
+// Every weight must be there with its shape (a one-line error names the tensor and the file); a
+// tensor the architecture does not have is an error too (the config does not match the weights).
+Llama load_pretrained(const std::filesystem::path& dir, Device device = Device::Cpu);
+
+}  // namespace fp8kit::models

@@ -1,0 +1,45 @@
+// The SwiGLU MLP on the Linear and SwiGLU ops.
+#include "nn/swiglu_mlp.h"
+
+#include "ops/elementwise.h"
+#include "ops/swiglu.h"
+
+namespace fp8kit::nn {
+
+SwiGluMlp::SwiGluMlp(ParameterSet& parameters, const std::string& name, int64_t hidden, int64_t ffn)
+    : gate_proj(parameters, name + ".gate_proj", hidden, ffn),
+      up_proj(parameters, name + ".up_proj", hidden, ffn),
+      down_proj(parameters, name + ".down_proj", ffn, hidden) {}
+
+void SwiGluMlp::set_precision(Precision precision, ops::ScalingTable* scaling) {
+  for (Linear* l : linears()) l->set_precision(precision, scaling);
+  up_proj.op().input_of = precision == Precision::Bf16 ? &gate_proj.op() : nullptr;
+}
+
+const Tensor& SwiGluMlp::forward(ops::Context& c, const Tensor& x, bool training, bool bf16,
+                                 const ops::LinearOutput& next) {
+  ops::linear_prepare_input(c, gate_proj.op(), x, training);
+  c.fork(ops::Lane::A);
+  gate_proj.forward(c, x, training, {.deferred = true});
+  {
+    const ops::Context::OnLane lane(c, ops::Lane::A);
+    up_proj.forward(c, x, training, {.deferred = true});
+  }
+  c.join(ops::Lane::A);
+  ops::LinearOp* projections[] = {&gate_proj.op(), &up_proj.op()};
+  ops::linear_finish(c, projections);
+  ops::swiglu_forward(c, gate_proj.op().y, up_proj.op().y, bf16, act_);
+  return down_proj.forward(c, act_, training, next);
+}
+
+const Tensor& SwiGluMlp::backward(ops::Context& c, const Tensor& dy) {
+  const Tensor& dact = down_proj.backward(c, dy);
+  ops::swiglu_backward(c, gate_proj.op().y, up_proj.op().y, dact, dgate_, dup_);
+  const ops::LinearGradient group[] = {{&gate_proj.op(), &dgate_, {}, ops::Lane::Main},
+                                       {&up_proj.op(), &dup_, {}, ops::Lane::A}};
+  ops::linear_backward(c, group);
+  ops::add(c, gate_proj.op().dx, up_proj.op().dx, false, dx_);
+  return dx_;
+}
+
+}  // namespace fp8kit::nn
