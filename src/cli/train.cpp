@@ -3,6 +3,7 @@
 #include "base/error.h"
 #include "cli/command.h"
 #include "cli/options.h"
+#include "cli/recipe_options.h"
 #include "data/imdb.h"
 #include "io/safetensors.h"
 #include "runtime/device.h"
@@ -34,14 +35,7 @@ struct Args {
   std::string device = "cpu";
   std::string precision = "bf16";
   std::vector<std::string> compare;
-  std::string recipe = "delayed";
-  std::string lag = "te";
-  size_t amax_history = 1024;
-  std::string amax_algo = "max";
-  int margin = 0;
-  std::string formats = "hybrid";
-  bool power_of_two_scales = false;
-  bool skip_zero_amax = false;
+  RecipeArgs recipe;
   int epochs = 3;
   int batch_size = 32;
   uint64_t seed = 0;
@@ -53,12 +47,8 @@ struct Args {
   int64_t limit = 0;
 };
 
-// Limits of --amax-history and --batch-size: far beyond use (Transformer Engine's default history is
-// 1024, the seed's batch 32) and small enough to keep the amax histories to megabytes.
-constexpr int64_t kMaxAmaxHistory = 100'000;
+// Limit of --batch-size: far beyond use (the seed's batch is 32).
 constexpr int64_t kMaxBatchSize = 100'000;
-// Limit of --margin: 2^16 headroom already leaves E4M3 a single bit of its range to use.
-constexpr int64_t kMaxMargin = 16;
 
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -149,14 +139,7 @@ void run(const Args& args) {
                  "--compare lists {} twice", nn::name(precision));
     precisions.push_back(precision);
   }
-  Fp8Recipe recipe;
-  recipe.mode = parse_scaling_mode(args.recipe);
-  recipe.lag = parse_scaling_lag(args.lag);
-  recipe.amax_history_length = args.amax_history;
-  recipe.amax_algorithm = parse_amax_algorithm(args.amax_algo);
-  recipe.scale_options = {.margin = args.margin, .power_of_two = args.power_of_two_scales};
-  recipe.skip_zero_amax = args.skip_zero_amax;
-  set_fp8_formats(recipe, args.formats);
+  const Fp8Recipe recipe = args.recipe.parse();
   const models::SeedClassifierConfig config;
   std::vector<std::string> names;
   for (nn::Precision p : precisions) names.emplace_back(nn::name(p));
@@ -224,17 +207,9 @@ void run(const Args& args) {
     }
   }
   train::MetricsLog log(fs::path(args.out) / "metrics.jsonl", args.resume);
-  log.write({{"event", "run"},
-             {"precisions", names},
-             {"recipe", args.recipe},
-             {"lag", args.lag},
-             {"amax_history", args.amax_history},
-             {"amax_algo", args.amax_algo},
-             {"margin", args.margin},
-             {"formats", args.formats},
-             {"power_of_two_scales", args.power_of_two_scales},
-             {"skip_zero_amax", args.skip_zero_amax},
-             {"epochs", args.epochs},
+  nlohmann::json run = {{"event", "run"}, {"precisions", names}};
+  run.update(args.recipe.json());
+  run.update(nlohmann::json{{"epochs", args.epochs},
              {"batch_size", args.batch_size},
              {"seed", args.seed},
              {"resume", args.resume},
@@ -242,6 +217,7 @@ void run(const Args& args) {
              {"train_examples", train_data.size()},
              {"validation_examples", validation.size()},
              {"test_examples", test.size()}});
+  log.write(run);
 
   struct Row {
     nn::Precision precision;
@@ -288,24 +264,7 @@ void setup(CLI::App& app) {
   app.add_option("--compare", args->compare, "train several precisions on the same data order, e.g. bf16,fp8")
       ->delimiter(',')
       ->excludes(precision);
-  app.add_option("--recipe", args->recipe, "FP8 scaling: delayed or current")->capture_default_str();
-  app.add_option("--lag", args->lag, "delayed scaling lag: te (one step) or keras (two steps)")->capture_default_str();
-  app.add_option("--amax-history", args->amax_history, "amax history length")
-      ->capture_default_str()
-      ->check(whole_number(1, kMaxAmaxHistory));
-  app.add_option("--amax-algo", args->amax_algo,
-                 "delayed scaling's amax: max (of the history) or most_recent (the last step's)")
-      ->capture_default_str();
-  app.add_option("--margin", args->margin, "scale = fp8_max / amax / 2^margin: headroom of 2^margin")
-      ->capture_default_str()
-      ->check(whole_number(0, kMaxMargin));
-  app.add_option("--formats", args->formats,
-                 "FP8 formats: hybrid (E4M3 inputs and weights, E5M2 gradients) or e4m3 (E4M3 for all)")
-      ->capture_default_str();
-  app.add_flag("--power-of-two-scales", args->power_of_two_scales,
-               "round every scale down to a power of two (then scaling changes no mantissa bits)");
-  app.add_flag("--skip-zero-amax", args->skip_zero_amax,
-               "an amax of exactly 0 (an all-zero tensor) leaves the amax history as it is, as TE does");
+  add_recipe_options(app, args->recipe);
   app.add_option("--epochs", args->epochs, "epochs")->capture_default_str()->check(whole_number(0, 100'000));
   app.add_option("--batch-size", args->batch_size, "batch size")
       ->capture_default_str()

@@ -5,6 +5,8 @@
 #include "base/error.h"
 #include "numerics/convert.h"
 
+#include <fmt/format.h>
+
 #include <string>
 
 namespace fp8kit {
@@ -38,6 +40,18 @@ void set_fp8_formats(Fp8Recipe& recipe, std::string_view text) {
   } else {
     fail("unknown FP8 formats '{}': use hybrid (E4M3 forward, E5M2 backward) or e4m3", text);
   }
+}
+
+std::string describe(const Fp8Recipe& r) {
+  std::string text = fmt::format(
+      "{} scaling, {} lag, amax history {}, {} amax, {} forward, {} backward",
+      r.mode == ScalingMode::Delayed ? "delayed" : "current", r.lag == ScalingLag::Te ? "te" : "keras",
+      r.amax_history_length, r.amax_algorithm == AmaxAlgorithm::Max ? "max" : "most_recent", name(r.forward_format),
+      name(r.backward_format));
+  if (r.scale_options.margin != 0) text += fmt::format(", margin {}", r.scale_options.margin);
+  if (r.scale_options.power_of_two) text += ", power-of-two scales";
+  if (r.skip_zero_amax) text += ", skip zero amax";
+  return text;
 }
 
 float ScalingState::scale_for_step(const Fp8Recipe& recipe, Fp8Format format, float current_amax) {

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 #include <string_view>
 
 namespace fp8kit {
@@ -37,6 +38,10 @@ AmaxAlgorithm parse_amax_algorithm(std::string_view text);  // "max" | "most_rec
 // forward, E5M2 backward) or "e4m3" (E4M3 for both). "e5m2" is refused: its GEMMs would multiply
 // E5M2 by E5M2, which FP8 tensor cores (Hopper) do not run.
 void set_fp8_formats(Fp8Recipe& recipe, std::string_view text);
+// One line naming every field: "delayed scaling, te lag, amax history 1024, max amax, E4M3 forward,
+// E5M2 backward" (checkpoints record it; fields added after the first checkpoints -- margin,
+// power-of-two scales, skip zero amax -- appear only when not the default, so those still resume).
+std::string describe(const Fp8Recipe& recipe);
 
 // The scaling state of one FP8-quantized tensor (a Linear's input, weight or output gradient).
 // Keras lag is bit-faithful to Keras only when quantizing with quantize_for_step below: Keras stores a

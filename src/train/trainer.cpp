@@ -26,23 +26,9 @@ namespace fp8kit::train {
 
 namespace {
 
-// The recipe as checkpoints record it. Fields added after the first checkpoints (margin, power-of-two
-// scales, skip zero amax) are named only when not the default, so those checkpoints still resume.
-std::string recipe_text(const Fp8Recipe& r) {
-  std::string text = fmt::format(
-      "{} scaling, {} lag, amax history {}, {} amax, {} forward, {} backward",
-      r.mode == ScalingMode::Delayed ? "delayed" : "current", r.lag == ScalingLag::Te ? "te" : "keras",
-      r.amax_history_length, r.amax_algorithm == AmaxAlgorithm::Max ? "max" : "most_recent", name(r.forward_format),
-      name(r.backward_format));
-  if (r.scale_options.margin != 0) text += fmt::format(", margin {}", r.scale_options.margin);
-  if (r.scale_options.power_of_two) text += ", power-of-two scales";
-  if (r.skip_zero_amax) text += ", skip zero amax";
-  return text;
-}
-
 std::string recipe_text(const TrainOptions& options) {
   if (options.precision != nn::Precision::Fp8) return "none";
-  return recipe_text(options.recipe);
+  return describe(options.recipe);
 }
 
 constexpr const char* kRecipeOptions =
@@ -115,7 +101,7 @@ void print_fp8_state(std::FILE* out, models::SeedClassifier& model, std::string_
     fmt::print(out, "  {}: {}\n", entry.name, abbreviate(entry.data));
   }
   const Fp8Recipe& recipe = model.recipe();
-  fmt::print(out, "FP8 recipe: {}\n", recipe_text(recipe));
+  fmt::print(out, "FP8 recipe: {}\n", describe(recipe));
   fmt::print(out, "Quantized layers:\n");
   for (const std::string& layer : model.quantized_layers()) {
     fmt::print(out, "  {}: float8_from_mixed_bfloat16 ({} inputs and kernel, {} output gradients)\n", layer,

@@ -1,0 +1,332 @@
+// `fp8kit lm`: the Llama language model on the IMDB reviews as text. `lm train` learns (or reads) a
+// byte-level BPE tokenizer, trains in fp32, bf16 or FP8 on the train reviews with the test reviews
+// for validation, and saves an HF model directory; `lm eval` reports a model directory's validation
+// loss and perplexity; `lm generate` continues a prompt, greedy or sampled.
+#include "base/error.h"
+#include "cli/command.h"
+#include "cli/options.h"
+#include "cli/recipe_options.h"
+#include "data/imdb.h"
+#include "data/token_windows.h"
+#include "infer/sampler.h"
+#include "models/llama_io.h"
+#include "ops/tensor_checks.h"
+#include "text/bpe_learner.h"
+#include "train/lm_trainer.h"
+#include "train/metrics_log.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace fp8kit::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kTokenizerFile = "tokenizer.json";
+
+struct Corpus {
+  std::vector<std::string> train, validation;
+};
+
+// The reviews as raw text (no lowercasing): the train folder for training, the test folder for
+// validation; with limit, N evenly spaced reviews of each.
+Corpus imdb_corpus(const std::string& data, int64_t limit) {
+  const fs::path path = data::find_imdb(data.empty() ? std::nullopt : std::optional<fs::path>(data));
+  data::ImdbSplits splits = data::load_imdb(path, {.lowercase = false, .validation_fraction = 0.0});
+  auto pick = [limit](std::vector<std::string>& texts) {
+    if (limit <= 0 || limit >= static_cast<int64_t>(texts.size())) return std::move(texts);
+    std::vector<std::string> kept;
+    for (int64_t i = 0; i < limit; ++i) kept.push_back(std::move(texts[i * texts.size() / limit]));
+    return kept;
+  };
+  return {pick(splits.train.texts), pick(splits.test.texts)};
+}
+
+// The tokenizer at `path`, or one learned on the training texts and written there.
+text::BpeTokenizer tokenizer_for(const fs::path& path, const Corpus& corpus, int64_t vocab_size) {
+  if (fs::exists(path)) return text::BpeTokenizer::load(path);
+  const auto start = std::chrono::steady_clock::now();
+  text::BpeTokenizer tokenizer = text::learn_bpe(corpus.train, {.vocab_size = vocab_size});
+  if (path.has_parent_path()) fs::create_directories(path.parent_path());
+  tokenizer.save(path);
+  fmt::print("Learned a byte-level BPE tokenizer of {} tokens in {:.1f}s: {}\n", tokenizer.vocab_size(),
+             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), path.string());
+  return tokenizer;
+}
+
+std::vector<int32_t> token_stream(const text::BpeTokenizer& tokenizer, const std::vector<std::string>& texts) {
+  const std::optional<int32_t> eos = tokenizer.eos_id();
+  FP8KIT_CHECK(eos.has_value(), "the tokenizer has no <|endoftext|> token to separate documents with");
+  return data::join_documents(tokenizer.encode_batch(texts), *eos);
+}
+
+models::LlamaConfig model_config(const std::string& config, int64_t vocab_size) {
+  if (fs::exists(config)) {
+    const models::LlamaConfig c = models::read_llama_config(config);
+    FP8KIT_CHECK(c.vocab_size >= vocab_size, "{} has vocab_size {} but the tokenizer has {} tokens", config,
+                 c.vocab_size, vocab_size);
+    return c;
+  }
+  return models::llama_preset(config, vocab_size);
+}
+
+// ---- lm train
+
+struct TrainArgs {
+  std::string config = "25m";
+  std::string tokenizer;
+  int64_t vocab_size = 8192;
+  std::string precision = "bf16";
+  RecipeArgs recipe;
+  std::string device = "cpu";
+  int64_t seq = 256, batch = 16, accumulation = 1, steps = 1000, warmup = 100;
+  float lr = 6e-4f, min_lr_ratio = 0.1f, weight_decay = 0.1f, clip = 1.0f;
+  uint64_t seed = 0;
+  int64_t eval_every = 0, eval_batches = 20, checkpoint_every = 0;
+  std::string out = "out/lm";
+  bool resume = false;
+  std::string data;
+  int64_t limit = 0;
+  double peak_tflops = 989.0;
+};
+
+void run_train(const TrainArgs& a) {
+  const Device device = parse_device(a.device);
+  if (device == Device::Cuda) require_cuda();
+  const nn::Precision precision = nn::parse_precision(a.precision);
+  const Fp8Recipe recipe = a.recipe.parse();
+  const Corpus corpus = imdb_corpus(a.data, a.limit);
+  const fs::path tokenizer_path = a.tokenizer.empty() ? fs::path(a.out) / kTokenizerFile : fs::path(a.tokenizer);
+  const text::BpeTokenizer tokenizer = tokenizer_for(tokenizer_path, corpus, a.vocab_size);
+  const std::vector<int32_t> train_stream = token_stream(tokenizer, corpus.train);
+  const std::vector<int32_t> validation_stream = token_stream(tokenizer, corpus.validation);
+
+  train::LmTrainOptions o;
+  o.model = model_config(a.config, tokenizer.vocab_size());
+  o.precision = precision;
+  o.recipe = recipe;
+  o.seq = a.seq;
+  o.batch = a.batch;
+  o.accumulation = a.accumulation;
+  o.steps = a.steps;
+  o.adam.learning_rate = a.lr;
+  o.adam.min_lr_ratio = a.min_lr_ratio;
+  o.adam.weight_decay = a.weight_decay;
+  o.adam.warmup_steps = a.warmup;
+  o.clip = a.clip;
+  o.seed = a.seed;
+  o.eval_every = a.eval_every;
+  o.eval_batches = a.eval_batches;
+  o.checkpoint_every = a.checkpoint_every;
+  o.out = a.out;
+  o.resume = a.resume;
+  o.device = device;
+  o.peak_flops = device == Device::Cuda ? a.peak_tflops * 1e12 : 0.0;
+  fmt::print("Llama {}: {} parameters, {} layers, hidden {}, {} heads ({} kv), vocab {}; {} on {}\n", a.config,
+             models::parameter_count(o.model), o.model.num_hidden_layers, o.model.hidden_size,
+             o.model.num_attention_heads, o.model.num_key_value_heads, o.model.vocab_size, nn::name(precision),
+             name(device));
+  fmt::print("Data: {} training tokens, {} validation tokens; {} tokens per step ({} x {} x {})\n",
+             train_stream.size(), validation_stream.size(), a.accumulation * a.batch * a.seq, a.accumulation, a.batch,
+             a.seq);
+
+  train::MetricsLog log(fs::path(a.out) / "metrics.jsonl", a.resume);
+  nlohmann::json run = {{"event", "run"},        {"model", "llama"},          {"config", a.config},
+                        {"precision", a.precision}, {"device", a.device},     {"seq", a.seq},
+                        {"batch", a.batch},         {"accumulation", a.accumulation}, {"steps", a.steps},
+                        {"lr", a.lr},               {"warmup", a.warmup},     {"weight_decay", a.weight_decay},
+                        {"clip", a.clip},           {"seed", a.seed},         {"resume", a.resume}};
+  if (precision == nn::Precision::Fp8) run.update(a.recipe.json());
+  log.write(run);
+  o.metrics = &log;
+  train::LmTrainResult result = train::train_lm(o, train_stream, validation_stream);
+  const fs::path model_dir = fs::path(a.out) / fmt::format("model-{}", nn::name(precision));
+  models::save_pretrained(result.model, model_dir);
+  tokenizer.save(model_dir / kTokenizerFile);
+  fmt::print("Validation: loss {:.4f}, perplexity {:.2f}; {:.0f} tokens/s{}\nModel: {}\nMetrics: {}\n",
+             result.validation->loss, result.validation->perplexity, result.tokens_per_second,
+             result.mfu > 0 ? fmt::format(", MFU {:.1f}%", 100 * result.mfu) : "", model_dir.string(),
+             log.path().string());
+}
+
+// ---- lm eval / lm generate
+
+struct ModelArgs {
+  std::string model;
+  std::string precision = "bf16";
+  RecipeArgs recipe;
+  std::string device = "cpu";
+};
+
+struct LoadedModel {
+  models::Llama model;
+  text::BpeTokenizer tokenizer;
+};
+
+LoadedModel load(const ModelArgs& a) {
+  const Device device = parse_device(a.device);
+  if (device == Device::Cuda) require_cuda();
+  models::Llama model = models::load_pretrained(a.model, device);
+  text::BpeTokenizer tokenizer = text::BpeTokenizer::load(fs::path(a.model) / kTokenizerFile);
+  FP8KIT_CHECK(tokenizer.vocab_size() <= model.config().vocab_size,
+               "{}/{} has {} tokens but the model's vocab_size is {}: the tokenizer does not belong to the model",
+               a.model, kTokenizerFile, tokenizer.vocab_size(), model.config().vocab_size);
+  model.set_precision(nn::parse_precision(a.precision), a.recipe.parse());
+  return {std::move(model), std::move(tokenizer)};
+}
+
+void add_model_options(CLI::App& app, ModelArgs& a) {
+  app.add_option("--model", a.model, "an HF Llama model directory with its tokenizer.json (e.g. out/lm/model-bf16)")
+      ->required()
+      ->check(CLI::ExistingDirectory);
+  app.add_option("--precision", a.precision, "fp32, bf16 or fp8")->capture_default_str();
+  add_recipe_options(app, a.recipe);
+  app.add_option("--device", a.device, "cpu or cuda")->capture_default_str();
+}
+
+struct EvalArgs {
+  ModelArgs model;
+  int64_t seq = 256, batch = 16, batches = 0, limit = 0;
+  std::string data;
+};
+
+void run_eval(const EvalArgs& a) {
+  LoadedModel m = load(a.model);
+  const Corpus corpus = imdb_corpus(a.data, a.limit);
+  const std::vector<int32_t> stream = token_stream(m.tokenizer, corpus.validation);
+  const data::TokenWindows windows(stream, a.seq, 0);
+  const train::LmEvaluation e = train::evaluate_lm(m.model, windows, a.batch, a.batches);
+  fmt::print("{} ({}): validation loss {:.4f}, perplexity {:.3f} over {} tokens\n", a.model.model, a.model.precision,
+             e.loss, e.perplexity, e.tokens);
+}
+
+struct GenerateArgs {
+  ModelArgs model;
+  std::string prompt;
+  int64_t max_new_tokens = 64;
+  infer::SamplingOptions sampling;
+};
+
+// Recomputes the whole context for every new token (no KV cache: the inference runtime's job), and
+// prints each token's text as it comes.
+void run_generate(const GenerateArgs& a) {
+  LoadedModel m = load(a.model);
+  std::vector<int32_t> ids = m.tokenizer.encode(a.prompt);
+  FP8KIT_CHECK(!ids.empty(), "the prompt is empty");
+  const int64_t limit = m.model.config().max_position_embeddings;
+  infer::Sampler sampler(a.sampling);
+  fmt::print("{}", a.prompt);
+  std::fflush(stdout);
+  const std::optional<int32_t> eos = m.tokenizer.eos_id();
+  Tensor tokens;
+  for (int64_t n = 0; n < a.max_new_tokens; ++n) {
+    const int64_t start = std::max<int64_t>(0, static_cast<int64_t>(ids.size()) - limit);
+    const int64_t T = static_cast<int64_t>(ids.size()) - start;
+    tokens = Tensor({1, T}, DType::I32, m.model.device());
+    tokens.copy_from_host(ids.data() + start);
+    const Tensor& logits = m.model.forward(tokens, false);
+    const int64_t V = m.model.config().vocab_size;
+    const Tensor last = logits.view((T - 1) * V, {V}).to(Device::Cpu);
+    const int32_t next = sampler.next(last.span<float>().first(static_cast<size_t>(m.tokenizer.vocab_size())));
+    if (eos && next == *eos) break;
+    ids.push_back(next);
+    fmt::print("{}", m.tokenizer.decode(std::span<const int32_t>(&ids.back(), 1)));
+    std::fflush(stdout);
+  }
+  fmt::print("\n");
+}
+
+void setup(CLI::App& app) {
+  app.require_subcommand(1);
+
+  auto t = std::make_shared<TrainArgs>();
+  CLI::App* train = app.add_subcommand("train", "Train a Llama LM on the IMDB reviews (fp32, bf16 or fp8)");
+  train->add_option("--config", t->config, "a preset (tiny, 25m, gpt2-small, 1b) or a config.json")->capture_default_str();
+  train->add_option("--tokenizer", t->tokenizer,
+                    "tokenizer.json: read if it exists, else learned on the training text and written there "
+                    "(default: OUT/tokenizer.json)");
+  train->add_option("--vocab-size", t->vocab_size, "tokens of a learned tokenizer")
+      ->capture_default_str()
+      ->check(whole_number(257, 1 << 20));
+  train->add_option("--precision", t->precision, "fp32, bf16 (mixed) or fp8")->capture_default_str();
+  add_recipe_options(*train, t->recipe);
+  train->add_option("--device", t->device, "cpu or cuda")->capture_default_str();
+  train->add_option("--seq", t->seq, "tokens per sequence")->capture_default_str()->check(whole_number(1, 1 << 20));
+  train->add_option("--batch", t->batch, "sequences per micro-batch")->capture_default_str()->check(whole_number(1, 1 << 16));
+  train->add_option("--accumulation", t->accumulation, "micro-batches per optimizer step")
+      ->capture_default_str()
+      ->check(whole_number(1, 1 << 16));
+  train->add_option("--steps", t->steps, "optimizer steps")->capture_default_str()->check(whole_number(0, 1'000'000'000));
+  train->add_option("--lr", t->lr, "peak learning rate")->capture_default_str()->check(real_number(0, 10));
+  train->add_option("--warmup", t->warmup, "linear warmup steps")->capture_default_str()->check(whole_number(0, 1'000'000'000));
+  train->add_option("--min-lr-ratio", t->min_lr_ratio, "the cosine decay's final learning rate / peak")
+      ->capture_default_str()
+      ->check(real_number(0, 1));
+  train->add_option("--weight-decay", t->weight_decay, "AdamW's decoupled weight decay")
+      ->capture_default_str()
+      ->check(real_number(0, 10));
+  train->add_option("--clip", t->clip, "max global gradient norm (0: no clipping)")
+      ->capture_default_str()
+      ->check(real_number(0, 1e6));
+  add_seed_option(*train, t->seed, "seed of the weights and the data order");
+  train->add_option("--eval-every", t->eval_every, "steps between validations (0: at the end)")
+      ->capture_default_str()
+      ->check(whole_number(0, 1'000'000'000));
+  train->add_option("--eval-batches", t->eval_batches, "validation micro-batches (0: all)")
+      ->capture_default_str()
+      ->check(whole_number(0, 1'000'000'000));
+  train->add_option("--checkpoint-every", t->checkpoint_every, "steps between checkpoints (0: at the end)")
+      ->capture_default_str()
+      ->check(whole_number(0, 1'000'000'000));
+  train->add_option("--out", t->out, "directory for the tokenizer, checkpoints, metrics and the model")
+      ->capture_default_str()
+      ->check(non_empty_path());
+  train->add_flag("--resume", t->resume, "continue from the checkpoint in --out");
+  train->add_option("--data", t->data, "aclImdb_v1.tar.gz or an aclImdb directory (default: searched, see README)")
+      ->check(non_empty_path());
+  train->add_option("--limit", t->limit, "use only N evenly spaced reviews of each split (quick checks); 0 = all")
+      ->check(whole_number(0, 1'000'000'000));
+  train->add_option("--peak-tflops", t->peak_tflops, "the GPU's dense bf16 peak, for MFU (H100 SXM: 989)")
+      ->capture_default_str()
+      ->check(real_number(1, 1e6));
+  train->callback([t] { run_train(*t); });
+
+  auto e = std::make_shared<EvalArgs>();
+  CLI::App* eval = app.add_subcommand("eval", "Validation loss and perplexity of a model on the IMDB test reviews");
+  add_model_options(*eval, e->model);
+  eval->add_option("--seq", e->seq, "tokens per sequence")->capture_default_str()->check(whole_number(1, 1 << 20));
+  eval->add_option("--batch", e->batch, "sequences per batch")->capture_default_str()->check(whole_number(1, 1 << 16));
+  eval->add_option("--batches", e->batches, "batches to evaluate (0: all)")->capture_default_str()->check(whole_number(0, 1'000'000'000));
+  eval->add_option("--data", e->data, "aclImdb_v1.tar.gz or an aclImdb directory")->check(non_empty_path());
+  eval->add_option("--limit", e->limit, "use only N evenly spaced reviews")->check(whole_number(0, 1'000'000'000));
+  eval->callback([e] { run_eval(*e); });
+
+  auto g = std::make_shared<GenerateArgs>();
+  CLI::App* generate = app.add_subcommand("generate", "Continue a prompt, greedy or sampled");
+  add_model_options(*generate, g->model);
+  generate->add_option("prompt", g->prompt, "the text to continue")->required();
+  generate->add_option("--max-new-tokens", g->max_new_tokens, "tokens to generate")
+      ->capture_default_str()
+      ->check(whole_number(1, 1'000'000));
+  generate->add_option("--temperature", g->sampling.temperature, "0: greedy")->capture_default_str()->check(real_number(0, 100));
+  generate->add_option("--top-k", g->sampling.top_k, "sample from the k most likely (0: all)")
+      ->capture_default_str()
+      ->check(whole_number(0, 1 << 30));
+  generate->add_option("--top-p", g->sampling.top_p, "sample from the nucleus of probability p")
+      ->capture_default_str()
+      ->check(real_number(1e-6, 1));
+  add_seed_option(*generate, g->sampling.seed, "seed of the sampling");
+  generate->callback([g] { run_generate(*g); });
+}
+
+const bool registered = register_command({"lm", "Train, evaluate and sample a Llama language model", setup});
+
+}  // namespace
+}  // namespace fp8kit::cli

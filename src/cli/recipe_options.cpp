@@ -1,0 +1,57 @@
+// The FP8 recipe's options: their definitions, limits and parsing.
+#include "cli/recipe_options.h"
+
+#include "cli/options.h"
+
+namespace fp8kit::cli {
+
+namespace {
+
+// Far beyond use (Transformer Engine's default history is 1024), small enough to keep the amax
+// histories to megabytes.
+constexpr int64_t kMaxAmaxHistory = 100'000;
+// 2^16 headroom already leaves E4M3 a single bit of its range to use.
+constexpr int64_t kMaxMargin = 16;
+
+}  // namespace
+
+Fp8Recipe RecipeArgs::parse() const {
+  Fp8Recipe r;
+  r.mode = parse_scaling_mode(recipe);
+  r.lag = parse_scaling_lag(lag);
+  r.amax_history_length = amax_history;
+  r.amax_algorithm = parse_amax_algorithm(amax_algo);
+  r.scale_options = {.margin = margin, .power_of_two = power_of_two_scales};
+  r.skip_zero_amax = skip_zero_amax;
+  set_fp8_formats(r, formats);
+  return r;
+}
+
+nlohmann::json RecipeArgs::json() const {
+  return {{"recipe", recipe},   {"lag", lag},         {"amax_history", amax_history},
+          {"amax_algo", amax_algo}, {"margin", margin}, {"formats", formats},
+          {"power_of_two_scales", power_of_two_scales}, {"skip_zero_amax", skip_zero_amax}};
+}
+
+void add_recipe_options(CLI::App& app, RecipeArgs& args) {
+  app.add_option("--recipe", args.recipe, "FP8 scaling: delayed or current")->capture_default_str();
+  app.add_option("--lag", args.lag, "delayed scaling lag: te (one step) or keras (two steps)")->capture_default_str();
+  app.add_option("--amax-history", args.amax_history, "amax history length")
+      ->capture_default_str()
+      ->check(whole_number(1, kMaxAmaxHistory));
+  app.add_option("--amax-algo", args.amax_algo,
+                 "delayed scaling's amax: max (of the history) or most_recent (the last step's)")
+      ->capture_default_str();
+  app.add_option("--margin", args.margin, "scale = fp8_max / amax / 2^margin: headroom of 2^margin")
+      ->capture_default_str()
+      ->check(whole_number(0, kMaxMargin));
+  app.add_option("--formats", args.formats,
+                 "FP8 formats: hybrid (E4M3 inputs and weights, E5M2 gradients) or e4m3 (E4M3 for all)")
+      ->capture_default_str();
+  app.add_flag("--power-of-two-scales", args.power_of_two_scales,
+               "round every scale down to a power of two (then scaling changes no mantissa bits)");
+  app.add_flag("--skip-zero-amax", args.skip_zero_amax,
+               "an amax of exactly 0 (an all-zero tensor) leaves the amax history as it is, as TE does");
+}
+
+}  // namespace fp8kit::cli

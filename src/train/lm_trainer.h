@@ -1,0 +1,74 @@
+// The training loop of the Llama language model on token streams: windows of seq + 1 tokens in a
+// seeded order, gradient accumulation, clipping by global norm, AdamW with warmup and cosine decay,
+// progress with tokens/s and model-FLOPs utilisation, validation loss and perplexity, an atomic
+// checkpoint that resumes the run exactly, and the model saved as a Hugging Face directory.
+#pragma once
+
+#include "data/token_windows.h"
+#include "models/llama.h"
+#include "nn/precision.h"
+#include "numerics/recipe.h"
+#include "optim/adam.h"
+#include "runtime/device.h"
+#include "train/metrics_log.h"
+
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <optional>
+#include <span>
+
+namespace fp8kit::train {
+
+struct LmTrainOptions {
+  models::LlamaConfig model;
+  nn::Precision precision = nn::Precision::Bf16;
+  Fp8Recipe recipe;  // used when precision is Fp8
+  int64_t seq = 256;
+  int64_t batch = 16;        // sequences per micro-batch
+  int64_t accumulation = 1;  // micro-batches per optimizer step
+  int64_t steps = 1000;      // optimizer steps
+  // AdamW; its schedule's decay_steps 0 means `steps`. Weight decay applies to every parameter.
+  optim::AdamOptions adam{.learning_rate = 6e-4f, .beta1 = 0.9f, .beta2 = 0.95f, .epsilon = 1e-8f,
+                          .weight_decay = 0.1f, .warmup_steps = 100};
+  float clip = 1.0f;  // max global gradient norm; 0: no clipping
+  // Keys the initial weights and the data order.
+  uint64_t seed = 0;
+  int64_t eval_every = 0;      // validation every this many steps (0: at the end only)
+  int64_t eval_batches = 20;   // validation micro-batches (0: the whole validation stream)
+  int64_t checkpoint_every = 0;  // steps between checkpoints (0: at the end only)
+  // Receives checkpoint-<precision>.safetensors (the whole training state) and, at the end,
+  // model-<precision>/ (an HF model directory). Empty: neither.
+  std::filesystem::path out;
+  bool resume = false;
+  Device device = Device::Cpu;
+  // The device's dense bf16 peak for model-FLOPs utilisation (the H100 SXM's 989 TFLOP/s); 0: none.
+  double peak_flops = 0;
+  MetricsLog* metrics = nullptr;
+  std::FILE* console = stdout;
+};
+
+struct LmEvaluation {
+  double loss = 0;  // mean next-token cross-entropy (nats)
+  double perplexity = 0;
+  int64_t tokens = 0;
+};
+
+// The mean loss over up to max_batches micro-batches of `batch` windows of `windows` in stream order
+// (0: all), frozen FP8 scales.
+LmEvaluation evaluate_lm(models::Llama& model, const data::TokenWindows& windows, int64_t batch, int64_t max_batches);
+
+struct LmTrainResult {
+  models::Llama model;
+  int64_t steps = 0;       // optimizer steps done in all (a resumed run included)
+  double final_loss = 0;   // the last logged training loss
+  std::optional<LmEvaluation> validation;
+  double tokens_per_second = 0;
+  double mfu = 0;  // model FLOPs utilisation against options.peak_flops (0 without one)
+};
+
+// Trains on `train_stream` and validates on `validation_stream` (token ids < model.vocab_size).
+LmTrainResult train_lm(const LmTrainOptions& options, std::span<const int32_t> train_stream,
+                       std::span<const int32_t> validation_stream);
+
+}  // namespace fp8kit::train
