@@ -110,6 +110,7 @@ void run_train(const TrainArgs& a) {
 
   train::LmTrainOptions o;
   o.model = model_config(a.config, tokenizer.vocab_size());
+  o.model.bos_token_id = o.model.eos_token_id = *tokenizer.eos_id();  // GPT-2's convention: one <|endoftext|>
   o.precision = precision;
   o.recipe = recipe;
   o.seq = a.seq;

@@ -3,6 +3,7 @@
 #include "train/lm_trainer.h"
 
 #include "base/error.h"
+#include "base/version.h"
 #include "exec/captured_step.h"
 #include "io/checkpoint.h"
 #include "ops/elementwise.h"
@@ -168,16 +169,17 @@ LmTrainResult train_lm(const LmTrainOptions& o, std::span<const int32_t> train_s
   models::Llama& model = result.model;
   model.set_precision(o.precision, o.recipe);
   optim::AdamOptions adam_options = o.adam;
-  if (adam_options.decay_steps == 0) adam_options.decay_steps = o.steps;
+  if (adam_options.decay_steps == 0 && o.steps > adam_options.warmup_steps) adam_options.decay_steps = o.steps;
   optim::Adam adam(model.parameter_set(), adam_options);
 
   // Resume.
   const std::filesystem::path checkpoint =
       o.out.empty() ? std::filesystem::path() : o.out / fmt::format("checkpoint-{}.safetensors", nn::name(o.precision));
   nn::HostState state(checkpoint_tensors(model, adam));
+  const std::vector<io::MetadataRequirement> identity = run_identity(o);
   int64_t done = 0;
   if (o.resume && !checkpoint.empty() && std::filesystem::exists(checkpoint)) {
-    const io::Metadata metadata = io::load_checkpoint(checkpoint, state.entries(), run_identity(o));
+    io::load_checkpoint(checkpoint, state.entries(), identity);
     state.push();
     if (model.scaling() != nullptr) model.scaling()->restored(model.context());
     done = adam.iterations();
@@ -187,7 +189,13 @@ LmTrainResult train_lm(const LmTrainOptions& o, std::span<const int32_t> train_s
     if (checkpoint.empty()) return;
     model.context().synchronize();
     state.pull();
-    io::save_checkpoint(checkpoint, state.entries(), {{"step", std::to_string(step)}});
+    io::Metadata metadata;
+    for (const auto& requirement : identity) metadata[requirement.key] = requirement.value;
+    metadata["step"] = std::to_string(step);
+    metadata["data_order"] = "data::TokenWindows(stream, seq, seed), windows step * batch * accumulation on";
+    metadata["fp8kit_version"] = kVersion;
+    std::filesystem::create_directories(o.out);
+    io::save_checkpoint(checkpoint, state.entries(), metadata);
   };
 
   LmStepper stepper(model, adam, o);
