@@ -1,4 +1,5 @@
-# Enables the CUDA backend when nvcc is present (or when FP8KIT_CUDA=ON); sets FP8KIT_HAVE_CUDA.
+# Enables the CUDA backend when nvcc is present (or when FP8KIT_CUDA=ON); sets FP8KIT_HAVE_CUDA and
+# finds cuDNN with its C++ frontend (cmake/Cudnn.cmake).
 set(FP8KIT_HAVE_CUDA OFF)
 if(NOT FP8KIT_CUDA STREQUAL "OFF")
   include(CheckLanguage)
@@ -16,6 +17,7 @@ if(NOT FP8KIT_CUDA STREQUAL "OFF")
     set(CMAKE_CUDA_STANDARD 20)
     set(CMAKE_CUDA_STANDARD_REQUIRED ON)
     find_package(CUDAToolkit REQUIRED)
+    include(Cudnn)
     set(FP8KIT_HAVE_CUDA ON)
     message(STATUS "fp8kit: CUDA backend ON (nvcc ${CMAKE_CUDA_COMPILER_VERSION}, arch ${CMAKE_CUDA_ARCHITECTURES})")
   elseif(FP8KIT_CUDA STREQUAL "ON")

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Installs the Debian packages fp8kit builds and tests with; skips what is already present.
+# Installs the Debian packages fp8kit builds and tests with, and where CUDA is, the cudnn-frontend
+# headers; skips what is already present.
 set -euo pipefail
+cd "$(dirname "$0")/.."
 
 packages=(
   build-essential cmake ninja-build pkg-config
@@ -16,16 +18,34 @@ for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 
-if [ ${#missing[@]} -eq 0 ]; then
-  exit 0
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "bootstrap: installing ${missing[*]}"
+  sudo=""
+  if [ "$(id -u)" -ne 0 ]; then
+    command -v sudo >/dev/null || { echo "error: need root (or sudo) to install: ${missing[*]}" >&2; exit 1; }
+    sudo="sudo"
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-echo "bootstrap: installing ${missing[*]}"
-sudo=""
-if [ "$(id -u)" -ne 0 ]; then
-  command -v sudo >/dev/null || { echo "error: need root (or sudo) to install: ${missing[*]}" >&2; exit 1; }
-  sudo="sudo"
+# Where nvcc is (the CUDA backend gets built): cudnn-frontend, cuDNN's header-only C++ graph API, from
+# the pinned PyPI wheel (its headers are the same in every wheel: the cp311 manylinux one is taken
+# whatever the local Python), unpacked into .deps/cudnn-frontend/include (gitignored; cmake/Cudnn.cmake
+# looks there). cuDNN itself comes with the CUDA toolkit (or CUDNN_ROOT).
+frontend_version=1.32.0
+frontend=.deps/cudnn-frontend
+if { command -v nvcc || [ -x /usr/local/cuda/bin/nvcc ]; } >/dev/null 2>&1 &&
+    [ "$(cat "$frontend/VERSION" 2>/dev/null)" != "$frontend_version" ]; then
+  echo "bootstrap: fetching cudnn-frontend $frontend_version's headers into $frontend"
+  wheel=$(mktemp -d)
+  trap 'rm -rf "$wheel"' EXIT
+  python3 -m pip download --quiet --no-deps --only-binary=:all: --python-version 3.11 \
+    --platform manylinux_2_28_x86_64 "nvidia-cudnn-frontend==$frontend_version" -d "$wheel"
+  python3 -m zipfile -e "$wheel"/nvidia_cudnn_frontend-*.whl "$wheel/unpacked"
+  rm -rf "$frontend"
+  mkdir -p "$frontend"
+  mv "$wheel/unpacked/include" "$frontend/include"
+  echo "$frontend_version" >"$frontend/VERSION"
 fi
-export DEBIAN_FRONTEND=noninteractive
-$sudo apt-get update -qq
-$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

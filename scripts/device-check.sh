@@ -4,8 +4,9 @@
 # runs the GPU tests (and the CPU suite), then the GEMM and quantize benchmarks.
 # Writes summary.txt and logs to $OUT (default /tmp/out). Usage: scripts/device-check.sh [ctest -R regex]
 #   scripts/device-check.sh model: all GPU tests, then the seed model's epoch benchmark per precision
-#   (bench_cuda_seed_epoch), the attention kernels' (bench_cuda_attention) and one Linear's
-#   (bench_cuda_linear) instead of the GEMM/quantize benchmarks and the CPU suite.
+#   (bench_cuda_seed_epoch), the attention kernels' (bench_cuda_attention), one Linear's
+#   (bench_cuda_linear) and cuDNN's SDPA (bench_cuda_sdpa) instead of the GEMM/quantize benchmarks
+#   and the CPU suite.
 #   scripts/device-check.sh train: builds everything; `fp8kit train --device cuda --compare bf16,fp8
 #   --epochs 3 --seed 1` on IMDB; every test (GPU and CPU); `fp8kit bench gemm`; seeds 2 and 3 as time
 #   allows (the device call has about 9 minutes). Needs data/aclImdb_v1.tar.gz (carry "data");
@@ -34,6 +35,13 @@ export PKG_CONFIG_SYSROOT_DIR=$deps
 pkg_config=$(command -v pkg-config || echo "$deps/usr/bin/pkgconf")
 runtime_path=$lib:$lib/openblas-pthread
 export PATH=$PATH:/usr/local/cuda/bin
+# cuDNN 9 comes from PyTorch's Python packages here (nvidia/cudnn: include/, and lib/ with only
+# libcudnn*.so.9): CMake gets it as CUDNN_ROOT, the programs load it from there. Without it CMake
+# looks in CUDA's folders. cudnn-frontend's headers travel in .deps (scripts/bootstrap.sh puts them there).
+cudnn_root=$(python3 -c 'import nvidia.cudnn as m; print(list(m.__path__)[0])' 2>/dev/null)
+[ -n "$cudnn_root" ] && runtime_path=$runtime_path:$cudnn_root/lib
+[ -f .deps/cudnn-frontend/include/cudnn_frontend.h ] ||
+  { note "FAIL: no .deps/cudnn-frontend/include: run scripts/bootstrap.sh where nvcc is, and carry .deps"; exit 1; }
 export CUBLASLT_LOG_LEVEL=1  # cuBLASLt explains its refusals (errors only)
 
 note "device: $(nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader 2>&1 | head -1)"
@@ -42,7 +50,8 @@ note "nvcc: $(nvcc --version | tail -1); cmake: $(cmake --version | head -1); gc
 configure() {  # source dir, build dir
   cmake -S "$1" -B "$2" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFP8KIT_CUDA=ON \
     -DPKG_CONFIG_EXECUTABLE="$pkg_config" -DCMAKE_LIBRARY_PATH="$lib/openblas-pthread" \
-    -DCMAKE_EXE_LINKER_FLAGS="-Wl,-rpath-link,$lib -Wl,-rpath-link,$lib/openblas-pthread"
+    -DCMAKE_EXE_LINKER_FLAGS="-Wl,-rpath-link,$lib -Wl,-rpath-link,$lib/openblas-pthread" \
+    ${cudnn_root:+-DCUDNN_ROOT="$cudnn_root"}
 }
 build=build-device
 start=$(date +%s)
@@ -53,7 +62,7 @@ fi
 mode=${1:-}
 targets="test_cuda fp8kit_cli"
 [ "$mode" = sanitize ] && targets="test_cuda"
-[ "$mode" = model ] && targets="$targets bench_cuda_seed_epoch bench_cuda_attention bench_cuda_linear"
+[ "$mode" = model ] && targets="$targets bench_cuda_seed_epoch bench_cuda_attention bench_cuda_linear bench_cuda_sdpa"
 [ "$mode" = train ] && targets="all"
 if ! cmake --build $build -j16 --target $targets >"$OUT/build.log" 2>&1; then
   note "FAIL: build (build.log)"; grep -m20 -B2 -A8 "error" "$OUT/build.log" | head -80; exit 1
@@ -174,6 +183,8 @@ if [ "$mode" = model ]; then
   grep -E "median" "$OUT/bench-attention.txt" >>"$summary"
   ./bench/bench_cuda_linear --benchmark_repetitions=3 --benchmark_report_aggregates_only=true 2>&1 |
     grep -E "median" >>"$summary" || note "FAIL: bench_cuda_linear"
+  ./bench/bench_cuda_sdpa >"$OUT/bench-sdpa.txt" 2>&1 || note "FAIL: bench_cuda_sdpa"
+  grep -E "^sdpa" "$OUT/bench-sdpa.txt" >>"$summary"
   # With NCU=1: per-kernel GPU times of one step (4 replays of a 1-step epoch), for finding slow kernels
   # (with BASELINE set, of both trees: scripts/ncu_compare.py NEW BASELINE lists the differences).
   ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)

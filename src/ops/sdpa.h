@@ -13,7 +13,7 @@ namespace fp8kit::ops {
 
 struct SdpaShape {
   int64_t batch = 0, seq = 0, heads = 0, kv_heads = 0, head_dim = 0;
-  bool causal = true;
+  bool causal = true;  // false: every query sees every key
   float scale = 0.0f;  // 0: 1 / sqrt(head_dim)
 };
 
@@ -26,7 +26,13 @@ void sdpa_forward(Context& c, const SdpaShape& shape, const Tensor& q, const Ten
                   bool bf16_out, Tensor& out, Tensor& lse);
 
 // dq, dk, dv (resized, q's dtype) from the forward's inputs, out, lse and dout [batch, seq, heads *
-// head_dim]. GPU workspace: the lane's scratch.
+// head_dim]; dk and dv sum over the query heads of their kv group. GPU workspace (and the bf16 copies
+// of f32 tensors): the lane's scratch.
+// Head dims: up to 256 on the CPU; on the GPU what cuDNN takes (multiples of 8; 64 and 128 are
+// tested), its refusal naming the shape. The GPU builds a graph per lane and shape at its first call,
+// which must run eagerly (not in a CUDA graph capture); later calls allocate nothing and replay.
+// The CPU's bits do not depend on its thread count; the GPU's backward is cuDNN's deterministic
+// algorithm where it has one for the shape.
 void sdpa_backward(Context& c, const SdpaShape& shape, const Tensor& q, const Tensor& k, const Tensor& v,
                    const Tensor& out, const Tensor& lse, const Tensor& dout, Tensor& dq, Tensor& dk, Tensor& dv);
 

@@ -1,10 +1,12 @@
 // The CUDA half of ops::Context: a stream, an event and a cuBLASLt context per lane, per-lane scratch,
-// and the device step counter that dropout reads. Kernels are queued on stream(context).
+// the device step counter that dropout reads, and cuDNN's state for SDPA. Kernels are queued on
+// stream(context).
 #pragma once
 
 #include "ops/context.h"
 #include "ops/cuda/dropout.h"
 #include "ops/cuda/gemm.h"
+#include "ops/cuda/sdpa.h"
 #include "ops/dropout.h"
 #include "runtime/cuda/device_buffer.h"
 #include "runtime/cuda/stream.h"
@@ -22,6 +24,7 @@ struct Context::Cuda {
   std::array<cuda::GemmContext, kLanes> gemms;
   std::array<cuda::DeviceBuffer<std::byte>, kLanes> scratch;
   cuda::DeviceBuffer<uint64_t> step{1};
+  cuda::SdpaGraphsPtr sdpa;  // made at the first SDPA call; last, so its cuDNN handles go before the streams
 
   Cuda() : events{cuda::Event(), cuda::Event(), cuda::Event(), cuda::Event()} {}
 };

@@ -1,0 +1,258 @@
+// Grouped-query SDPA on the GPU: cuDNN's fused flash attention (forward with its softmax stats, the
+// lse; backward from them), described as cudnn-frontend graphs. q, k, v, out and their gradients are
+// [batch, seq, heads, head_dim] (BSHD), which cuDNN takes as dims [b, h, s, d] with strides
+// [s*h*d, d, h*d, 1]; k and v have kv_heads heads (cuDNN's GQA); lse is Stats [b, h, s, 1] f32.
+#include "ops/cuda/sdpa.h"
+
+#include "base/error.h"
+#include "ops/cuda/context.h"
+#include "ops/cuda/convert.h"
+#include "runtime/cuda/check.h"
+
+#include <cudnn.h>
+#include <cudnn_frontend.h>
+
+#include <array>
+#include <bit>
+#include <map>
+#include <tuple>
+#include <unordered_map>
+
+namespace fe = cudnn_frontend;
+
+namespace fp8kit::cuda {
+
+namespace {
+
+enum Uid : int64_t { kQ = 1, kK, kV, kO, kStats, kDO, kDQ, kDK, kDV };
+
+// Lane, backward, batch, seq, heads, kv_heads, head_dim, causal, scale's bits.
+using GraphKey = std::tuple<int, bool, int64_t, int64_t, int64_t, int64_t, int64_t, bool, uint32_t>;
+
+struct Built {
+  std::shared_ptr<fe::graph::Graph> graph;
+  int64_t workspace = 0;
+};
+
+void check_cudnn(cudnnStatus_t status, const char* call) {
+  FP8KIT_CHECK(status == CUDNN_STATUS_SUCCESS, "cuDNN: {} failed: {}", call, cudnnGetErrorString(status));
+}
+
+std::string describe(const ops::SdpaShape& s) {
+  return fmt::format("batch {} seq {} heads {} kv_heads {} head_dim {}{}", s.batch, s.seq, s.heads, s.kv_heads,
+                     s.head_dim, s.causal ? " causal" : "");
+}
+
+}  // namespace
+
+struct SdpaGraphs {
+  std::array<cudnnHandle_t, ops::kLanes> handles{};
+  std::map<GraphKey, Built> graphs;
+
+  SdpaGraphs() = default;
+  SdpaGraphs(const SdpaGraphs&) = delete;
+  SdpaGraphs& operator=(const SdpaGraphs&) = delete;
+  ~SdpaGraphs() {
+    graphs.clear();  // plans before the handles they were made with
+    for (cudnnHandle_t h : handles) {
+      if (h != nullptr) cudnnDestroy(h);
+    }
+  }
+};
+
+void SdpaGraphsDeleter::operator()(SdpaGraphs* graphs) const { delete graphs; }
+
+namespace {
+
+// The current lane's handle (made at its first use, bound to the lane's stream: plans are made with
+// the handle that executes them, so each lane has its own).
+cudnnHandle_t handle(ops::Context& c) {
+  auto& state = c.cuda().sdpa;
+  if (state == nullptr) state.reset(new SdpaGraphs());
+  cudnnHandle_t& h = state->handles[static_cast<int>(c.lane())];
+  if (h == nullptr) {
+    check_cudnn(cudnnCreate(&h), "cudnnCreate");
+    check_cudnn(cudnnSetStream(h, ops::stream(c)), "cudnnSetStream");
+  }
+  return h;
+}
+
+// A [batch, seq, heads * head_dim] tensor as cuDNN's [b, h, s, d] in the BSHD layout.
+fe::graph::Tensor_attributes bshd(const ops::SdpaShape& s, int64_t heads, const char* name, Uid uid) {
+  const int64_t d = s.head_dim;
+  return fe::graph::Tensor_attributes()
+      .set_name(name)
+      .set_uid(uid)
+      .set_dim({s.batch, heads, s.seq, d})
+      .set_stride({s.seq * heads * d, d, heads * d, 1});
+}
+
+fe::graph::Tensor_attributes stats(const ops::SdpaShape& s) {
+  return fe::graph::Tensor_attributes()
+      .set_name("Stats")
+      .set_uid(kStats)
+      .set_data_type(fe::DataType_t::FLOAT)
+      .set_dim({s.batch, s.heads, s.seq, 1})
+      .set_stride({s.heads * s.seq, s.seq, 1, 1});
+}
+
+std::shared_ptr<fe::graph::Graph> new_graph() {
+  auto graph = std::make_shared<fe::graph::Graph>();
+  graph->set_io_data_type(fe::DataType_t::BFLOAT16)
+      .set_intermediate_data_type(fe::DataType_t::FLOAT)
+      .set_compute_data_type(fe::DataType_t::FLOAT);
+  return graph;
+}
+
+template <typename Attributes>
+void set_mask(Attributes& attributes, const ops::SdpaShape& s) {
+  attributes.set_attn_scale(s.scale);
+  if (s.causal) {  // query i sees keys j <= i (seq_q == seq_kv: top left is bottom right)
+    attributes.set_diagonal_alignment(fe::DiagonalAlignment_t::TOP_LEFT).set_diagonal_band_right_bound(0);
+  }
+}
+
+std::shared_ptr<fe::graph::Graph> forward_graph(const ops::SdpaShape& s) {
+  auto graph = new_graph();
+  auto q = graph->tensor(bshd(s, s.heads, "Q", kQ));
+  auto k = graph->tensor(bshd(s, s.kv_heads, "K", kK));
+  auto v = graph->tensor(bshd(s, s.kv_heads, "V", kV));
+  auto attributes = fe::graph::SDPA_attributes().set_name("sdpa").set_generate_stats(true);
+  set_mask(attributes, s);
+  auto [o, lse] = graph->sdpa(q, k, v, attributes);
+  const auto o_layout = bshd(s, s.heads, "O", kO);
+  o->set_output(true).set_uid(kO).set_dim(o_layout.get_dim()).set_stride(o_layout.get_stride());
+  const auto lse_layout = stats(s);
+  lse->set_output(true)
+      .set_uid(kStats)
+      .set_data_type(fe::DataType_t::FLOAT)
+      .set_dim(lse_layout.get_dim())
+      .set_stride(lse_layout.get_stride());
+  return graph;
+}
+
+std::shared_ptr<fe::graph::Graph> backward_graph(const ops::SdpaShape& s, bool deterministic) {
+  auto graph = new_graph();
+  auto q = graph->tensor(bshd(s, s.heads, "Q", kQ));
+  auto k = graph->tensor(bshd(s, s.kv_heads, "K", kK));
+  auto v = graph->tensor(bshd(s, s.kv_heads, "V", kV));
+  auto o = graph->tensor(bshd(s, s.heads, "O", kO));
+  auto dout = graph->tensor(bshd(s, s.heads, "dO", kDO));
+  auto lse = graph->tensor(stats(s));
+  auto attributes = fe::graph::SDPA_backward_attributes().set_name("sdpa_backward");
+  attributes.set_deterministic_algorithm(deterministic);
+  set_mask(attributes, s);
+  auto [dq, dk, dv] = graph->sdpa_backward(q, k, v, o, dout, lse, attributes);
+  for (auto [t, heads, name, uid] : {std::tuple{dq, s.heads, "dQ", kDQ}, std::tuple{dk, s.kv_heads, "dK", kDK},
+                                     std::tuple{dv, s.kv_heads, "dV", kDV}}) {
+    const auto layout = bshd(s, heads, name, uid);
+    t->set_output(true).set_uid(uid).set_dim(layout.get_dim()).set_stride(layout.get_stride());
+  }
+  return graph;
+}
+
+// Validates, lowers and plans a graph (cuDNN's heuristics A).
+fe::error_t build(fe::graph::Graph& graph, cudnnHandle_t h) {
+  if (fe::error_t e = graph.validate(); !e.is_good()) return e;
+  if (fe::error_t e = graph.build_operation_graph(h); !e.is_good()) return e;
+  if (fe::error_t e = graph.create_execution_plans({fe::HeurMode_t::A}); !e.is_good()) return e;
+  if (fe::error_t e = graph.check_support(); !e.is_good()) return e;
+  return graph.build_plans();
+}
+
+// The graph of (lane, direction, shape), built at its first call. The backward is cuDNN's
+// deterministic algorithm (no atomics: the same bits every run, as the rest of a step) where cuDNN
+// has one for the shape, else its default.
+const Built& graph_for(ops::Context& c, const ops::SdpaShape& s, bool backward) {
+  cudnnHandle_t h = handle(c);
+  const GraphKey key{static_cast<int>(c.lane()), backward, s.batch, s.seq, s.heads, s.kv_heads, s.head_dim, s.causal,
+                     std::bit_cast<uint32_t>(s.scale)};
+  auto& graphs = c.cuda().sdpa->graphs;
+  if (auto it = graphs.find(key); it != graphs.end()) return it->second;
+  const std::string_view op = backward ? "sdpa_backward" : "sdpa_forward";
+  Built built;
+  built.graph = backward ? backward_graph(s, true) : forward_graph(s);
+  fe::error_t status = build(*built.graph, h);
+  if (backward && !status.is_good()) {
+    built.graph = backward_graph(s, false);
+    status = build(*built.graph, h);
+  }
+  FP8KIT_CHECK(status.is_good(), "{}: cuDNN has no fused attention for {} (bf16, cuDNN {}): {}", op, describe(s),
+               cudnnGetVersion(), status.get_message());
+  FP8KIT_CHECK(built.graph->get_workspace_size(built.workspace).is_good(), "{}: cuDNN's workspace size", op);
+  return graphs.emplace(key, std::move(built)).first->second;
+}
+
+constexpr size_t aligned(size_t bytes) { return (bytes + 255) / 256 * 256; }
+
+// The lane's scratch, cut into 256-byte aligned pieces: cuDNN's workspace, then bf16 buffers.
+struct Scratch {
+  std::byte* next;
+  void* take(size_t bytes) {
+    void* p = next;
+    next += aligned(bytes);
+    return p;
+  }
+};
+
+// A tensor's bf16 data: its own (bf16 tensors), or a bf16 copy of f32 values (cast when `in`) in scratch.
+void* bf16_data(ops::Context& c, Scratch& scratch, const Tensor& t, bool in) {
+  if (t.dtype() == DType::Bf16) return const_cast<void*>(static_cast<const void*>(t.device_data<uint16_t>()));
+  auto* copy = static_cast<uint16_t*>(scratch.take(t.numel() * sizeof(uint16_t)));
+  if (in) float_to_bf16(t.device_data<float>(), t.numel(), copy, ops::stream(c));
+  return copy;
+}
+
+// An f32 output's values from its bf16 buffer (nothing to do for bf16 tensors).
+void finish(ops::Context& c, const void* bf16, Tensor& t) {
+  if (t.dtype() == DType::F32) bf16_to_float(static_cast<const uint16_t*>(bf16), t.numel(), t.device_data<float>(),
+                                             ops::stream(c));
+}
+
+void execute(ops::Context& c, const Built& built, std::unordered_map<int64_t, void*>& pack, void* workspace,
+             std::string_view op) {
+  fe::error_t status = built.graph->execute(handle(c), pack, workspace);
+  FP8KIT_CHECK(status.is_good(), "{}: cuDNN's execution failed: {}", op, status.get_message());
+}
+
+}  // namespace
+
+}  // namespace fp8kit::cuda
+
+namespace fp8kit::ops {
+
+void cuda_sdpa_forward(Context& c, const SdpaShape& s, const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out,
+                       Tensor& lse) {
+  const cuda::Built& built = cuda::graph_for(c, s, false);
+  const bool copies = q.dtype() == DType::F32;
+  const size_t bf16_bytes = (2 * q.numel() + 2 * k.numel()) * sizeof(uint16_t) + 4 * 256;
+  cuda::Scratch scratch{static_cast<std::byte*>(c.scratch(cuda::aligned(built.workspace) + (copies ? bf16_bytes : 0)))};
+  void* workspace = scratch.take(built.workspace);
+  std::unordered_map<int64_t, void*> pack = {
+      {cuda::kQ, cuda::bf16_data(c, scratch, q, true)},     {cuda::kK, cuda::bf16_data(c, scratch, k, true)},
+      {cuda::kV, cuda::bf16_data(c, scratch, v, true)},     {cuda::kO, cuda::bf16_data(c, scratch, out, false)},
+      {cuda::kStats, lse.device_data<float>()}};
+  cuda::execute(c, built, pack, workspace, "sdpa_forward");
+  cuda::finish(c, pack[cuda::kO], out);
+}
+
+void cuda_sdpa_backward(Context& c, const SdpaShape& s, const Tensor& q, const Tensor& k, const Tensor& v,
+                        const Tensor& out, const Tensor& lse, const Tensor& dout, Tensor& dq, Tensor& dk, Tensor& dv) {
+  const cuda::Built& built = cuda::graph_for(c, s, true);
+  const bool copies = q.dtype() == DType::F32;
+  const size_t bf16_bytes = (4 * q.numel() + 4 * k.numel()) * sizeof(uint16_t) + 8 * 256;
+  cuda::Scratch scratch{static_cast<std::byte*>(c.scratch(cuda::aligned(built.workspace) + (copies ? bf16_bytes : 0)))};
+  void* workspace = scratch.take(built.workspace);
+  std::unordered_map<int64_t, void*> pack = {
+      {cuda::kQ, cuda::bf16_data(c, scratch, q, true)},       {cuda::kK, cuda::bf16_data(c, scratch, k, true)},
+      {cuda::kV, cuda::bf16_data(c, scratch, v, true)},       {cuda::kO, cuda::bf16_data(c, scratch, out, true)},
+      {cuda::kDO, cuda::bf16_data(c, scratch, dout, true)},   {cuda::kDQ, cuda::bf16_data(c, scratch, dq, false)},
+      {cuda::kDK, cuda::bf16_data(c, scratch, dk, false)},    {cuda::kDV, cuda::bf16_data(c, scratch, dv, false)},
+      {cuda::kStats, const_cast<float*>(lse.device_data<float>())}};
+  cuda::execute(c, built, pack, workspace, "sdpa_backward");
+  cuda::finish(c, pack[cuda::kDQ], dq);
+  cuda::finish(c, pack[cuda::kDK], dk);
+  cuda::finish(c, pack[cuda::kDV], dv);
+}
+
+}  // namespace fp8kit::ops

@@ -1,0 +1,32 @@
+// The CUDA implementation of ops/sdpa.h (called by its dispatch after the argument checks, with the
+// scale resolved): cuDNN's fused flash attention, through cudnn-frontend graphs in the BSHD layout.
+// Each (lane, shape) gets its graph built and planned at its first call, which must be eager (not
+// inside a CUDA graph capture); later calls only execute it. cuDNN's headers stay in sdpa.cpp.
+#pragma once
+
+#include "ops/sdpa.h"
+
+#include <memory>
+
+namespace fp8kit::cuda {
+
+// A context's cuDNN handles (one per lane, on the lane's stream) and its built SDPA graphs; made at
+// its first SDPA call (Context::Cuda::sdpa).
+struct SdpaGraphs;
+struct SdpaGraphsDeleter {
+  void operator()(SdpaGraphs* graphs) const;
+};
+using SdpaGraphsPtr = std::unique_ptr<SdpaGraphs, SdpaGraphsDeleter>;
+
+}  // namespace fp8kit::cuda
+
+namespace fp8kit::ops {
+
+// bf16 tensors go to cuDNN as they are; f32 ones are cast to bf16 copies in the lane's scratch (and
+// the results cast back), so f32 outputs hold bf16 values. The workspace is the lane's scratch too.
+void cuda_sdpa_forward(Context& c, const SdpaShape& s, const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out,
+                       Tensor& lse);
+void cuda_sdpa_backward(Context& c, const SdpaShape& s, const Tensor& q, const Tensor& k, const Tensor& v,
+                        const Tensor& out, const Tensor& lse, const Tensor& dout, Tensor& dq, Tensor& dk, Tensor& dv);
+
+}  // namespace fp8kit::ops
