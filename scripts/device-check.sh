@@ -11,6 +11,10 @@
 #   --epochs 3 --seed 1` on IMDB; every test (GPU and CPU); `fp8kit bench gemm`; seeds 2 and 3 as time
 #   allows (the device call has about 9 minutes). Needs data/aclImdb_v1.tar.gz (carry "data");
 #   data/imdb-vocab.txt, when there, saves learning the vocabulary.
+#   scripts/device-check.sh lm [regex]: the GPU tests (or those matching regex), cuDNN's SDPA
+#   benchmark, the Llama training step's throughput (bench_cuda_lm_step: gpt2-small and 1b, bf16 vs
+#   FP8) and, when data/aclImdb_v1.tar.gz is carried, `fp8kit lm train` of the 25m model on IMDB,
+#   bf16 then FP8 (LM_STEPS steps each, default 300).
 #   scripts/device-check.sh sanitize [regex]: every GPU test (or those matching regex) under
 #   compute-sanitizer's memcheck, racecheck and synccheck, the three side by side; each must be clean.
 set -uo pipefail
@@ -64,6 +68,7 @@ targets="test_cuda fp8kit_cli"
 [ "$mode" = sanitize ] && targets="test_cuda"
 [ "$mode" = model ] && targets="$targets bench_cuda_seed_epoch bench_cuda_attention bench_cuda_linear bench_cuda_sdpa"
 [ "$mode" = train ] && targets="all"
+[ "$mode" = lm ] && targets="$targets bench_cuda_sdpa bench_cuda_lm_step"
 if ! cmake --build $build -j16 --target $targets >"$OUT/build.log" 2>&1; then
   note "FAIL: build (build.log)"; grep -m20 -B2 -A8 "error" "$OUT/build.log" | head -80; exit 1
 fi
@@ -100,6 +105,28 @@ if [ "$mode" = train ]; then
   for seed in 2 3; do
     if [ $(( $(date +%s) - begin )) -lt 440 ]; then train_seed $seed; else note "seed $seed: skipped (time)"; fi
   done
+  cat "$summary"
+  exit 0
+fi
+if [ "$mode" = lm ]; then
+  start=$(date +%s)
+  timeout 240 ctest -L gpu -V -j4 --timeout 200 ${2:+-R $2} >"$OUT/gpu-tests.log" 2>&1
+  note "gpu tests ($(( $(date +%s) - start )) s): $(grep -E 'tests passed|tests failed' "$OUT/gpu-tests.log")"
+  grep -E "^\s*[0-9]+ - .*(Failed|Timeout|Exception|Not Run)|^[0-9]+: .*(Failure|error:)" "$OUT/gpu-tests.log" | head -40 | tee -a "$summary"
+  grep -E "losses .*gradients .*update" "$OUT/gpu-tests.log" | sed 's/^[0-9]*: //' | tee -a "$summary"
+  ./bench/bench_cuda_sdpa >"$OUT/bench-sdpa.txt" 2>&1 || note "FAIL: bench_cuda_sdpa"
+  grep -E "^sdpa" "$OUT/bench-sdpa.txt" >>"$summary"
+  timeout 150 ./bench/bench_cuda_lm_step gpt2-small 16 1024 10 2>&1 | tee -a "$summary"
+  timeout 200 ./bench/bench_cuda_lm_step 1b 4 2048 5 2>&1 | tee -a "$summary"
+  if [ -f ../data/aclImdb_v1.tar.gz ]; then
+    for p in bf16 fp8; do
+      start=$(date +%s)
+      OMP_WAIT_POLICY=passive timeout 150 ./fp8kit lm train --device cuda --config 25m --precision $p \
+        --steps ${LM_STEPS:-300} --seq 256 --batch 32 --warmup 30 --eval-batches 40 --data ../data/aclImdb_v1.tar.gz \
+        --tokenizer "$OUT/lm/tokenizer.json" --out "$OUT/lm" >"$OUT/lm-$p.log" 2>&1 || note "FAIL: lm train $p (lm-$p.log)"
+      note "lm train 25m $p ($(( $(date +%s) - start )) s): $(grep -E '^Validation' "$OUT/lm-$p.log")"
+    done
+  fi
   cat "$summary"
   exit 0
 fi

@@ -1,0 +1,93 @@
+// Training throughput of the Llama LM on the GPU: an optimizer step (forward, backward, clipping,
+// AdamW) on random tokens, each step a replay of its captured graph as the trainer runs it, bf16 and
+// FP8 (delayed scaling, te lag) in turns: 2 warm-up steps, then rounds of `steps` steps timed with
+// CUDA events; medians of 3 rounds. Prints tokens/s, model-FLOPs utilisation (PaLM's count, against
+// the H100 SXM's 989 TFLOP/s dense bf16) and the FP8 / bf16 ratio.
+// Usage: bench_cuda_lm_step [preset, default gpt2-small] [batch, default 16] [seq, default 1024]
+//        [steps per round, default 10] [vocab, default 8192]
+#include "exec/captured_step.h"
+#include "models/llama.h"
+#include "ops/cuda/context.h"
+#include "ops/grad_norm.h"
+#include "optim/adam.h"
+#include "runtime/cuda/check.h"
+#include "runtime/cuda/device_info.h"
+#include "runtime/cuda/stream.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <random>
+#include <string>
+#include <vector>
+
+using namespace fp8kit;
+
+int main(int argc, char** argv) try {
+  if (cuda::list_devices().empty()) {
+    std::printf("no CUDA GPU\n");
+    return 0;
+  }
+  const std::string preset = argc > 1 ? argv[1] : "gpt2-small";
+  const int64_t B = argc > 2 ? std::atoll(argv[2]) : 16, T = argc > 3 ? std::atoll(argv[3]) : 1024;
+  const int steps = argc > 4 ? std::atoi(argv[4]) : 10;
+  const int64_t vocab = argc > 5 ? std::atoll(argv[5]) : 8192;
+  const models::LlamaConfig config = models::llama_preset(preset, vocab);
+  constexpr double kPeak = 989e12;
+  const double flops_per_step = models::flops_per_token(config, T) * static_cast<double>(B * T);
+  std::printf("lm_step %s: %lld parameters, batch %lld x seq %lld = %lld tokens per step\n", preset.c_str(),
+              static_cast<long long>(models::parameter_count(config)), static_cast<long long>(B),
+              static_cast<long long>(T), static_cast<long long>(B * T));
+  struct Run {
+    nn::Precision precision;
+    std::vector<double> seconds;
+    double loss = 0;
+  };
+  std::vector<Run> runs = {{nn::Precision::Bf16, {}}, {nn::Precision::Fp8, {}}};
+  std::mt19937 rng(1);
+  std::vector<int32_t> ids(B * T);
+  for (auto& v : ids) v = static_cast<int32_t>(rng() % vocab);
+  for (Run& run : runs) {
+    models::Llama model(config, 1, Device::Cuda);
+    model.set_precision(run.precision);
+    optim::Adam adam(model.parameter_set(), {.learning_rate = 3e-4f, .beta1 = 0.9f, .beta2 = 0.95f,
+                                             .epsilon = 1e-8f, .weight_decay = 0.1f, .warmup_steps = 10});
+    Tensor tokens({B, T}, DType::I32, Device::Cuda), targets({B * T}, DType::I32, Device::Cuda), losses, norm;
+    tokens.copy_from_host(ids.data());
+    targets.copy_from_host(ids.data());
+    exec::CapturedStep step([&](ops::Context& c) {
+      model.forward(tokens, true);
+      model.backward(targets, 1.0f / static_cast<float>(B * T), losses);
+      ops::clip_by_global_norm(c, model.parameter_set().grads(), 1.0f, norm);
+      adam.step(c);
+    });
+    ops::Context& c = model.context();
+    for (int s = 0; s < 2; ++s) step.run(c);
+    c.synchronize();
+    const cuda::Event begin(true), end(true);
+    for (int round = 0; round < 3; ++round) {
+      FP8KIT_CUDA_CHECK(cudaEventRecord(begin.get(), ops::stream(c)));
+      for (int s = 0; s < steps; ++s) step.run(c);
+      FP8KIT_CUDA_CHECK(cudaEventRecord(end.get(), ops::stream(c)));
+      c.synchronize();
+      run.seconds.push_back(cuda::elapsed_ms(begin, end) / 1e3 / steps);
+    }
+    const Tensor l = losses.to(Device::Cpu);
+    double sum = 0;
+    for (float v : l.span<float>()) sum += v;
+    run.loss = sum / static_cast<double>(l.numel());
+  }
+  for (Run& run : runs) {
+    std::sort(run.seconds.begin(), run.seconds.end());
+    const double s = run.seconds[1];
+    std::printf("lm_step %s %s: %.1f ms/step, %.0f tokens/s, MFU %.1f%%, loss %.4f\n", preset.c_str(),
+                nn::name(run.precision).data(), s * 1e3, static_cast<double>(B * T) / s,
+                100.0 * flops_per_step / s / kPeak, run.loss);
+  }
+  std::printf("lm_step %s fp8 / bf16 tokens/s: %.3f\n", preset.c_str(), runs[0].seconds[1] / runs[1].seconds[1]);
+  return 0;
+} catch (const std::exception& e) {
+  std::fprintf(stderr, "error: %s\n", e.what());
+  return 1;
+}

@@ -1,0 +1,118 @@
+// The Llama model on the GPU against the same model on the CPU: the same weights (one seed) and
+// batch, one training step (losses, every gradient, the AdamW update with clipping), then two more
+// steps from a captured graph, in fp32, bf16 and FP8; and the HF directory a GPU model saves loads
+// back on the CPU. The GPU's attention is cuDNN's flash attention with bf16 operands, so even fp32
+// differs from the CPU by bf16 rounding inside attention: tolerances are relative L2 errors over all
+// parameters together, with headroom over the errors first measured.
+#include "models/llama.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "common/temp_dir.h"
+#include "exec/captured_step.h"
+#include "models/llama_io.h"
+#include "ops/cuda/gpu_test.h"
+#include "ops/grad_norm.h"
+#include "optim/adam.h"
+
+namespace fp8kit::models {
+namespace {
+
+std::vector<float> host(const Tensor& t) {
+  const Tensor h = t.to(Device::Cpu);
+  return {h.data<float>(), h.data<float>() + h.numel()};
+}
+
+double rel(const std::vector<float>& a, const std::vector<float>& b) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    num += (static_cast<double>(a[i]) - b[i]) * (static_cast<double>(a[i]) - b[i]);
+    den += static_cast<double>(b[i]) * b[i];
+  }
+  return std::sqrt(num / std::max(den, 1e-30));
+}
+
+LlamaConfig config() {
+  LlamaConfig c = llama_preset("tiny", 101);
+  c.max_position_embeddings = 64;
+  return c;
+}
+
+// One device's run: an eager step, then two captured ones.
+struct Run {
+  std::vector<float> losses, grads, weights0, weights;
+};
+
+Run run(Device device, nn::Precision precision) {
+  Llama model(config(), 3, device);
+  model.set_precision(precision);
+  optim::Adam adam(model.parameter_set(), {.learning_rate = 1e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .epsilon = 1e-8f,
+                                           .weight_decay = 0.1f, .warmup_steps = 2, .decay_steps = 10});
+  const int64_t B = 2, T = 48;
+  std::mt19937 rng(5);
+  std::vector<int32_t> ids(B * T), targets(B * T);
+  for (auto& v : ids) v = static_cast<int32_t>(rng() % 101);
+  for (auto& v : targets) v = static_cast<int32_t>(rng() % 101);
+  Tensor tokens({B, T}, DType::I32, device), next({B * T}, DType::I32, device), losses, norm;
+  tokens.copy_from_host(ids.data());
+  next.copy_from_host(targets.data());
+  Run r;
+  r.weights0 = host(model.parameter_set().values());
+  auto step = [&](ops::Context& c) {
+    model.forward(tokens, true);
+    model.backward(next, 1.0f / static_cast<float>(B * T), losses);
+    ops::clip_by_global_norm(c, model.parameter_set().grads(), 1.0f, norm);
+    adam.step(c);
+  };
+  step(model.context());
+  model.context().synchronize();
+  r.losses = host(losses);
+  r.grads = host(model.parameter_set().grads());
+  exec::CapturedStep captured(step);
+  for (int s = 0; s < 2; ++s) captured.run(model.context());
+  model.context().synchronize();
+  r.weights = host(model.parameter_set().values());
+  return r;
+}
+
+TEST(LlamaGpu, MatchesTheCpuModel) {
+  FP8KIT_REQUIRE_GPU();
+  struct Case {
+    nn::Precision precision;
+    double losses, grads, update;
+  };
+  for (const Case k : {Case{nn::Precision::Fp32, 1e-3, 2e-2, 0.1}, Case{nn::Precision::Bf16, 5e-3, 5e-2, 0.2},
+                       Case{nn::Precision::Fp8, 5e-3, 0.1, 0.3}}) {
+    const Run cpu = run(Device::Cpu, k.precision), gpu = run(Device::Cuda, k.precision);
+    ASSERT_EQ(cpu.weights0, gpu.weights0);
+    const double el = rel(gpu.losses, cpu.losses), eg = rel(gpu.grads, cpu.grads);
+    std::vector<float> dc(cpu.weights.size()), dg(gpu.weights.size());
+    for (size_t i = 0; i < dc.size(); ++i) {
+      dc[i] = cpu.weights[i] - cpu.weights0[i];
+      dg[i] = gpu.weights[i] - gpu.weights0[i];
+    }
+    const double eu = rel(dg, dc);
+    std::printf("%s: losses %.2e, gradients %.2e, 3-step update %.2e\n", nn::name(k.precision).data(), el, eg, eu);
+    EXPECT_LT(el, k.losses) << nn::name(k.precision);
+    EXPECT_LT(eg, k.grads) << nn::name(k.precision);
+    EXPECT_LT(eu, k.update) << nn::name(k.precision);
+  }
+}
+
+TEST(LlamaGpu, SavedDirectoryLoadsOnTheCpu) {
+  FP8KIT_REQUIRE_GPU();
+  testing::TempDir dir("llama_gpu_save");
+  Llama gpu(config(), 9, Device::Cuda);
+  save_pretrained(gpu, dir.path());
+  Llama cpu = load_pretrained(dir.path(), Device::Cpu);
+  const std::vector<float> a = host(gpu.parameter_set().values()), b = host(cpu.parameter_set().values());
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(b[i], a[i], std::abs(a[i]) * 0x1p-8 + 1e-30) << i;
+}
+
+}  // namespace
+}  // namespace fp8kit::models
