@@ -218,15 +218,15 @@ HfWeights open_hf_weights(const fs::path& dir) {
                  index.string(), path.string());
     const auto& file = *weights.files_.emplace_back(std::make_unique<MappedSafetensors>(path));
     for (const TensorView& tensor : file.view().tensors) {
-      const std::string name = printable(tensor.name);
+      const std::string_view name = tensor.name;  // printable() in messages: it comes from the file
       const auto [it, added] = weights.tensors_.emplace(tensor.name, HfWeights::Located{&tensor, &file});
-      FP8KIT_CHECK(added, "tensor \"{}\" is in both {} and {}; a name must be in one file only", name,
+      FP8KIT_CHECK(added, "tensor \"{}\" is in both {} and {}; a name must be in one file only", printable(name),
                    it->second.file->source(), path.string());
       const auto listed = weight_map.find(tensor.name);
       FP8KIT_CHECK(listed != weight_map.end(), "tensor \"{}\" in {} is not in the weight_map of {}; the index is stale",
-                   name, path.string(), index.string());
-      FP8KIT_CHECK(listed->second == shard, "tensor \"{}\" is in {} but {} puts it in {}", name, path.string(),
-                   index.string(), printable(listed->second));
+                   printable(name), path.string(), index.string());
+      FP8KIT_CHECK(listed->second == shard, "tensor \"{}\" is in {} but {} puts it in {}", printable(name),
+                   path.string(), index.string(), printable(listed->second));
     }
   }
   for (const auto& [name, shard] : weight_map) {
@@ -238,10 +238,11 @@ HfWeights open_hf_weights(const fs::path& dir) {
 
 void tensor_to_f32(const TensorView& tensor, std::span<float> out) {
   FP8KIT_CHECK(tensor.dtype == Dtype::BF16 || tensor.dtype == Dtype::F32,
-               "tensor \"{}\" is {}; only BF16 and F32 weights can be loaded", tensor.name, dtype_name(tensor.dtype));
+               "tensor \"{}\" is {}; only BF16 and F32 weights can be loaded", printable(tensor.name),
+               dtype_name(tensor.dtype));
   const size_t count = tensor.data.size() / dtype_size(tensor.dtype);
-  FP8KIT_CHECK(out.size() == count, "tensor \"{}\" holds {} values but room for {} was given", tensor.name, count,
-               out.size());
+  FP8KIT_CHECK(out.size() == count, "tensor \"{}\" holds {} values but room for {} was given", printable(tensor.name),
+               count, out.size());
   if (tensor.dtype == Dtype::F32) {
     if (count > 0) std::memcpy(out.data(), tensor.data.data(), tensor.data.size());
     return;
