@@ -155,7 +155,7 @@ std::vector<std::string> write_hf_model_weights(const fs::path& dir, std::span<c
   FP8KIT_CHECK(!error, "cannot create the model directory {}: {}", dir.string(), error.message());
   const Metadata metadata{{"format", "pt"}};  // transformers refuses safetensors files without it
   for (size_t i = 0; i < shards.size(); ++i) {
-    write_file_atomically(dir / files[i], serialize_safetensors(metadata, shards[i]));
+    write_safetensors(dir / files[i], metadata, shards[i]);
   }
   if (shards.size() > 1) write_text_atomically(dir / kHfIndexFile, index_json(shards, files));
   remove_stale_files(dir, files);
