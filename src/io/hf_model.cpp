@@ -34,8 +34,8 @@ bool is_shard_name(std::string_view name) {
          });
 }
 
-// Every tensor is BF16 or F32, uniquely named, with as many bytes as its shape needs: checked before
-// any file is written.
+// Every tensor is BF16 or F32, uniquely named (across shards too), with as many bytes as its shape
+// needs: checked before any file is written, since overwriting shards is not undone by an error.
 void check_weights(std::span<const TensorView> tensors) {
   FP8KIT_CHECK(!tensors.empty(), "no tensors to write as HF model weights");
   std::set<std::string_view> names;
@@ -46,13 +46,7 @@ void check_weights(std::span<const TensorView> tensors) {
     FP8KIT_CHECK(tensor.dtype == Dtype::BF16 || tensor.dtype == Dtype::F32,
                  "HF weight \"{}\" is {}; write BF16 or F32 (f32_to_bf16 converts)", tensor.name,
                  dtype_name(tensor.dtype));
-    uint64_t bytes = dtype_size(tensor.dtype);
-    for (int64_t dim : tensor.shape) {
-      FP8KIT_CHECK(dim >= 0 && !__builtin_mul_overflow(bytes, static_cast<uint64_t>(dim), &bytes),
-                   "HF weight \"{}\" has an invalid shape [{}]", tensor.name, fmt::join(tensor.shape, ", "));
-    }
-    FP8KIT_CHECK(tensor.data.size() == bytes, "HF weight \"{}\" holds {} bytes but shape [{}] of {} needs {}",
-                 tensor.name, tensor.data.size(), fmt::join(tensor.shape, ", "), dtype_name(tensor.dtype), bytes);
+    check_tensor_bytes(tensor);
   }
 }
 

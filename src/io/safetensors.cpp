@@ -393,6 +393,18 @@ SafetensorsFile read_safetensors(const std::filesystem::path& path) {
   return to_file(MappedSafetensors(path).view());
 }
 
+void check_tensor_bytes(const TensorView& tensor) {
+  FP8KIT_CHECK(std::ranges::all_of(tensor.shape, [](int64_t dim) { return dim >= 0; }),
+               "tensor \"{}\" has a negative dimension in its shape [{}]", tensor.name, fmt::join(tensor.shape, ", "));
+  const std::optional<uint64_t> count = element_count(tensor.shape);
+  uint64_t expected = 0;
+  FP8KIT_CHECK(count && !__builtin_mul_overflow(*count, dtype_size(tensor.dtype), &expected),
+               "tensor \"{}\": the byte size of its shape [{}] overflows 64 bits", tensor.name,
+               fmt::join(tensor.shape, ", "));
+  FP8KIT_CHECK(tensor.data.size() == expected, "tensor \"{}\" holds {} bytes but shape [{}] of {} needs {}",
+               tensor.name, tensor.data.size(), fmt::join(tensor.shape, ", "), dtype_name(tensor.dtype), expected);
+}
+
 namespace {
 
 // A file image in pieces: the length field and padded header, then each tensor's bytes in file order.
@@ -408,16 +420,7 @@ Layout layout(const Metadata& metadata, std::span<const TensorView> tensors) {
   for (const auto& tensor : tensors) {
     FP8KIT_CHECK(tensor.name != "__metadata__", "\"__metadata__\" is reserved and cannot name a tensor");
     FP8KIT_CHECK(names.insert(tensor.name).second, "two tensors are named \"{}\"; names must be unique", tensor.name);
-    FP8KIT_CHECK(std::ranges::all_of(tensor.shape, [](int64_t dim) { return dim >= 0; }),
-                 "tensor \"{}\" has a negative dimension in its shape [{}]", tensor.name,
-                 fmt::join(tensor.shape, ", "));
-    const std::optional<uint64_t> count = element_count(tensor.shape);
-    uint64_t expected = 0;
-    FP8KIT_CHECK(count && !__builtin_mul_overflow(*count, dtype_size(tensor.dtype), &expected),
-                 "tensor \"{}\": the byte size of its shape [{}] overflows 64 bits", tensor.name,
-                 fmt::join(tensor.shape, ", "));
-    FP8KIT_CHECK(tensor.data.size() == expected, "tensor \"{}\" holds {} bytes but shape [{}] of {} needs {}",
-                 tensor.name, tensor.data.size(), fmt::join(tensor.shape, ", "), dtype_name(tensor.dtype), expected);
+    check_tensor_bytes(tensor);
     order.push_back(&tensor);
   }
   std::sort(order.begin(), order.end(), [](const TensorView* a, const TensorView* b) {

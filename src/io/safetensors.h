@@ -88,6 +88,10 @@ SafetensorsFile read_safetensors(const std::filesystem::path& path);
 // backslashes and bytes that are not well-formed UTF-8 escaped as \xNN (\\), and cut after 200 bytes.
 std::string printable(std::string_view text);
 
+// Throws unless the shape is non-negative and `data` holds exactly the bytes it needs in `dtype`
+// (the message names the tensor). The writers check every tensor so.
+void check_tensor_bytes(const TensorView& tensor);
+
 // The file image: tensors ordered by dtype size (largest first) then name, so each tensor's data
 // starts aligned to its element size; the header is space-padded to a multiple of 8 bytes, as the
 // Python package writes it. Rejects duplicate names, the reserved name "__metadata__", and data

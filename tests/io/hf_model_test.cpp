@@ -184,7 +184,7 @@ TEST(HfModel, TheWriterRefusesBadTensorsBeforeWritingAnything) {
   EXPECT_EQ(error_writing(twice), "two HF weights are named \"a\"; names must be unique");
   std::vector<TensorView> short_data = weights.views;
   short_data[1].shape = {5};
-  EXPECT_EQ(error_writing(short_data), "HF weight \"b\" holds 16 bytes but shape [5] of F32 needs 20");
+  EXPECT_EQ(error_writing(short_data), "tensor \"b\" holds 16 bytes but shape [5] of F32 needs 20");
   EXPECT_EQ(error_writing({}), "no tensors to write as HF model weights");
   EXPECT_EQ(error_of([&] { write_hf_model_weights(dir.path(), weights.views, 0); }),
             "the maximum shard size must be positive");
