@@ -34,8 +34,8 @@ bool is_shard_name(std::string_view name) {
          });
 }
 
-// Every tensor is BF16 or F32, uniquely named, with as many bytes as its shape needs: checked before
-// any file is written.
+// Every tensor is BF16 or F32, uniquely named (across shards too), with as many bytes as its shape
+// needs: checked before any file is written, since overwriting shards is not undone by an error.
 void check_weights(std::span<const TensorView> tensors) {
   FP8KIT_CHECK(!tensors.empty(), "no tensors to write as HF model weights");
   std::set<std::string_view> names;
@@ -46,13 +46,7 @@ void check_weights(std::span<const TensorView> tensors) {
     FP8KIT_CHECK(tensor.dtype == Dtype::BF16 || tensor.dtype == Dtype::F32,
                  "HF weight \"{}\" is {}; write BF16 or F32 (f32_to_bf16 converts)", tensor.name,
                  dtype_name(tensor.dtype));
-    uint64_t bytes = dtype_size(tensor.dtype);
-    for (int64_t dim : tensor.shape) {
-      FP8KIT_CHECK(dim >= 0 && !__builtin_mul_overflow(bytes, static_cast<uint64_t>(dim), &bytes),
-                   "HF weight \"{}\" has an invalid shape [{}]", tensor.name, fmt::join(tensor.shape, ", "));
-    }
-    FP8KIT_CHECK(tensor.data.size() == bytes, "HF weight \"{}\" holds {} bytes but shape [{}] of {} needs {}",
-                 tensor.name, tensor.data.size(), fmt::join(tensor.shape, ", "), dtype_name(tensor.dtype), bytes);
+    check_tensor_bytes(tensor);
   }
 }
 
@@ -155,7 +149,7 @@ std::vector<std::string> write_hf_model_weights(const fs::path& dir, std::span<c
   FP8KIT_CHECK(!error, "cannot create the model directory {}: {}", dir.string(), error.message());
   const Metadata metadata{{"format", "pt"}};  // transformers refuses safetensors files without it
   for (size_t i = 0; i < shards.size(); ++i) {
-    write_file_atomically(dir / files[i], serialize_safetensors(metadata, shards[i]));
+    write_safetensors(dir / files[i], metadata, shards[i]);
   }
   if (shards.size() > 1) write_text_atomically(dir / kHfIndexFile, index_json(shards, files));
   remove_stale_files(dir, files);
@@ -218,15 +212,15 @@ HfWeights open_hf_weights(const fs::path& dir) {
                  index.string(), path.string());
     const auto& file = *weights.files_.emplace_back(std::make_unique<MappedSafetensors>(path));
     for (const TensorView& tensor : file.view().tensors) {
-      const std::string name = printable(tensor.name);
+      const std::string_view name = tensor.name;  // printable() in messages: it comes from the file
       const auto [it, added] = weights.tensors_.emplace(tensor.name, HfWeights::Located{&tensor, &file});
-      FP8KIT_CHECK(added, "tensor \"{}\" is in both {} and {}; a name must be in one file only", name,
+      FP8KIT_CHECK(added, "tensor \"{}\" is in both {} and {}; a name must be in one file only", printable(name),
                    it->second.file->source(), path.string());
       const auto listed = weight_map.find(tensor.name);
       FP8KIT_CHECK(listed != weight_map.end(), "tensor \"{}\" in {} is not in the weight_map of {}; the index is stale",
-                   name, path.string(), index.string());
-      FP8KIT_CHECK(listed->second == shard, "tensor \"{}\" is in {} but {} puts it in {}", name, path.string(),
-                   index.string(), printable(listed->second));
+                   printable(name), path.string(), index.string());
+      FP8KIT_CHECK(listed->second == shard, "tensor \"{}\" is in {} but {} puts it in {}", printable(name),
+                   path.string(), index.string(), printable(listed->second));
     }
   }
   for (const auto& [name, shard] : weight_map) {
@@ -238,10 +232,11 @@ HfWeights open_hf_weights(const fs::path& dir) {
 
 void tensor_to_f32(const TensorView& tensor, std::span<float> out) {
   FP8KIT_CHECK(tensor.dtype == Dtype::BF16 || tensor.dtype == Dtype::F32,
-               "tensor \"{}\" is {}; only BF16 and F32 weights can be loaded", tensor.name, dtype_name(tensor.dtype));
+               "tensor \"{}\" is {}; only BF16 and F32 weights can be loaded", printable(tensor.name),
+               dtype_name(tensor.dtype));
   const size_t count = tensor.data.size() / dtype_size(tensor.dtype);
-  FP8KIT_CHECK(out.size() == count, "tensor \"{}\" holds {} values but room for {} was given", tensor.name, count,
-               out.size());
+  FP8KIT_CHECK(out.size() == count, "tensor \"{}\" holds {} values but room for {} was given", printable(tensor.name),
+               count, out.size());
   if (tensor.dtype == Dtype::F32) {
     if (count > 0) std::memcpy(out.data(), tensor.data.data(), tensor.data.size());
     return;

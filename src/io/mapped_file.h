@@ -16,10 +16,13 @@ class MappedFile {
   // never waited on); an empty file maps to an empty span. Throws fp8kit::Error naming the path.
   explicit MappedFile(const std::filesystem::path& path);
 
-  // The file's bytes; they stay valid (at the same address) as long as this object, moves included.
+  // The file's bytes; they stay valid (at the same address) as long as this object, moves included
+  // (a moved-from object views nothing).
   // The file must not be truncated while mapped (reading a page past its new end faults); fp8kit's
   // writers replace files by rename, so they never do that.
-  std::span<const std::byte> bytes() const { return {static_cast<const std::byte*>(mapping_.get()), size_}; }
+  std::span<const std::byte> bytes() const {
+    return mapping_ ? std::span(static_cast<const std::byte*>(mapping_.get()), size_) : std::span<const std::byte>();
+  }
   const std::string& path() const { return path_; }  // as given, for messages
 
  private:

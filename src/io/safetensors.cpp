@@ -393,30 +393,34 @@ SafetensorsFile read_safetensors(const std::filesystem::path& path) {
   return to_file(MappedSafetensors(path).view());
 }
 
-std::vector<std::byte> serialize_safetensors(const SafetensorsFile& file) {
-  std::vector<TensorView> views;
-  for (const StoredTensor& tensor : file.tensors) {
-    views.push_back({tensor.name, tensor.dtype, tensor.shape, tensor.data});
-  }
-  return serialize_safetensors(file.metadata, views);
+void check_tensor_bytes(const TensorView& tensor) {
+  FP8KIT_CHECK(std::ranges::all_of(tensor.shape, [](int64_t dim) { return dim >= 0; }),
+               "tensor \"{}\" has a negative dimension in its shape [{}]", tensor.name, fmt::join(tensor.shape, ", "));
+  const std::optional<uint64_t> count = element_count(tensor.shape);
+  uint64_t expected = 0;
+  FP8KIT_CHECK(count && !__builtin_mul_overflow(*count, dtype_size(tensor.dtype), &expected),
+               "tensor \"{}\": the byte size of its shape [{}] overflows 64 bits", tensor.name,
+               fmt::join(tensor.shape, ", "));
+  FP8KIT_CHECK(tensor.data.size() == expected, "tensor \"{}\" holds {} bytes but shape [{}] of {} needs {}",
+               tensor.name, tensor.data.size(), fmt::join(tensor.shape, ", "), dtype_name(tensor.dtype), expected);
 }
 
-std::vector<std::byte> serialize_safetensors(const Metadata& metadata, std::span<const TensorView> tensors) {
+namespace {
+
+// A file image in pieces: the length field and padded header, then each tensor's bytes in file order.
+struct Layout {
+  std::vector<std::byte> header;
+  std::vector<std::span<const std::byte>> data;
+};
+
+// Tensors ordered by dtype size (largest first) then name, each starting aligned to its element size.
+Layout layout(const Metadata& metadata, std::span<const TensorView> tensors) {
   std::vector<const TensorView*> order;
   std::set<std::string_view> names;
   for (const auto& tensor : tensors) {
     FP8KIT_CHECK(tensor.name != "__metadata__", "\"__metadata__\" is reserved and cannot name a tensor");
     FP8KIT_CHECK(names.insert(tensor.name).second, "two tensors are named \"{}\"; names must be unique", tensor.name);
-    FP8KIT_CHECK(std::ranges::all_of(tensor.shape, [](int64_t dim) { return dim >= 0; }),
-                 "tensor \"{}\" has a negative dimension in its shape [{}]", tensor.name,
-                 fmt::join(tensor.shape, ", "));
-    const std::optional<uint64_t> count = element_count(tensor.shape);
-    uint64_t expected = 0;
-    FP8KIT_CHECK(count && !__builtin_mul_overflow(*count, dtype_size(tensor.dtype), &expected),
-                 "tensor \"{}\": the byte size of its shape [{}] overflows 64 bits", tensor.name,
-                 fmt::join(tensor.shape, ", "));
-    FP8KIT_CHECK(tensor.data.size() == expected, "tensor \"{}\" holds {} bytes but shape [{}] of {} needs {}",
-                 tensor.name, tensor.data.size(), fmt::join(tensor.shape, ", "), dtype_name(tensor.dtype), expected);
+    check_tensor_bytes(tensor);
     order.push_back(&tensor);
   }
   std::sort(order.begin(), order.end(), [](const TensorView* a, const TensorView* b) {
@@ -427,11 +431,13 @@ std::vector<std::byte> serialize_safetensors(const Metadata& metadata, std::span
   json header = json::object();
   if (!metadata.empty()) header["__metadata__"] = metadata;
   uint64_t offset = 0;
+  Layout result;
   for (const TensorView* tensor : order) {
     header[tensor->name] = {{"dtype", dtype_name(tensor->dtype)},
                             {"shape", tensor->shape},
                             {"data_offsets", {offset, offset + tensor->data.size()}}};
     offset += tensor->data.size();
+    result.data.push_back(tensor->data);
   }
   std::string text;
   try {
@@ -440,23 +446,47 @@ std::vector<std::byte> serialize_safetensors(const Metadata& metadata, std::span
     fail("cannot write the safetensors header ({}); names and metadata must be valid UTF-8", e.what());
   }
   text.append((8 - text.size() % 8) % 8, ' ');
-
-  std::vector<std::byte> bytes(8 + text.size() + offset);
+  result.header.resize(8 + text.size());
   const uint64_t header_bytes = text.size();
-  std::memcpy(bytes.data(), &header_bytes, 8);
-  std::memcpy(bytes.data() + 8, text.data(), text.size());
-  std::byte* data = bytes.data() + 8 + text.size();
-  for (const TensorView* tensor : order) {
-    data = std::copy(tensor->data.begin(), tensor->data.end(), data);
+  std::memcpy(result.header.data(), &header_bytes, 8);
+  std::memcpy(result.header.data() + 8, text.data(), text.size());
+  return result;
+}
+
+std::vector<TensorView> views_of(const SafetensorsFile& file) {
+  std::vector<TensorView> views;
+  for (const StoredTensor& tensor : file.tensors) {
+    views.push_back({tensor.name, tensor.dtype, tensor.shape, tensor.data});
   }
+  return views;
+}
+
+}  // namespace
+
+std::vector<std::byte> serialize_safetensors(const SafetensorsFile& file) {
+  const Layout image = layout(file.metadata, views_of(file));
+  std::vector<std::byte> bytes = image.header;
+  for (std::span<const std::byte> data : image.data) bytes.insert(bytes.end(), data.begin(), data.end());
   return bytes;
 }
 
 void write_safetensors(const std::filesystem::path& path, const SafetensorsFile& file) {
-  write_file_atomically(path, serialize_safetensors(file));
+  write_safetensors(path, file.metadata, views_of(file));
+}
+
+void write_safetensors(const std::filesystem::path& path, const Metadata& metadata,
+                       std::span<const TensorView> tensors) {
+  const Layout image = layout(metadata, tensors);
+  std::vector<std::span<const std::byte>> pieces{image.header};
+  pieces.insert(pieces.end(), image.data.begin(), image.data.end());
+  write_file_atomically(path, pieces);
 }
 
 void write_file_atomically(const std::filesystem::path& path, std::span<const std::byte> bytes) {
+  write_file_atomically(path, std::span(&bytes, 1));
+}
+
+void write_file_atomically(const std::filesystem::path& path, std::span<const std::span<const std::byte>> pieces) {
   const std::filesystem::path dir = parent_directory(path);
   TempFile temp{(dir / (temporary_prefix(path) + "XXXXXX")).string()};
   temp.fd = ::mkstemp(temp.path.data());
@@ -465,12 +495,14 @@ void write_file_atomically(const std::filesystem::path& path, std::span<const st
     fail("cannot create a temporary file in {} to write {}: {}", dir.string(), path.string(), std::strerror(errno));
   }
   ::fchmod(temp.fd, 0644);
-  size_t written = 0;
-  while (written < bytes.size()) {
-    const ssize_t n = ::write(temp.fd, bytes.data() + written, bytes.size() - written);
-    if (n < 0 && errno == EINTR) continue;
-    FP8KIT_CHECK(n > 0, "cannot write {}: {}", path.string(), std::strerror(errno));
-    written += static_cast<size_t>(n);
+  for (std::span<const std::byte> bytes : pieces) {
+    size_t written = 0;
+    while (written < bytes.size()) {
+      const ssize_t n = ::write(temp.fd, bytes.data() + written, bytes.size() - written);
+      if (n < 0 && errno == EINTR) continue;
+      FP8KIT_CHECK(n > 0, "cannot write {}: {}", path.string(), std::strerror(errno));
+      written += static_cast<size_t>(n);
+    }
   }
   FP8KIT_CHECK(::fsync(temp.fd) == 0, "cannot flush {} to disk: {}", path.string(), std::strerror(errno));
   const int fd = temp.fd;

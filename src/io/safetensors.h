@@ -88,20 +88,28 @@ SafetensorsFile read_safetensors(const std::filesystem::path& path);
 // backslashes and bytes that are not well-formed UTF-8 escaped as \xNN (\\), and cut after 200 bytes.
 std::string printable(std::string_view text);
 
+// Throws unless the shape is non-negative and `data` holds exactly the bytes it needs in `dtype`
+// (the message names the tensor). The writers check every tensor so.
+void check_tensor_bytes(const TensorView& tensor);
+
 // The file image: tensors ordered by dtype size (largest first) then name, so each tensor's data
 // starts aligned to its element size; the header is space-padded to a multiple of 8 bytes, as the
 // Python package writes it. Rejects duplicate names, the reserved name "__metadata__", and data
 // sizes that disagree with the shape.
 std::vector<std::byte> serialize_safetensors(const SafetensorsFile& file);
-// The same from views of the tensors' bytes (nothing is copied but into the image).
-std::vector<std::byte> serialize_safetensors(const Metadata& metadata, std::span<const TensorView> tensors);
 // Writes atomically: a temporary file in the same directory, fsync, rename over `path`, fsync of the
 // directory. A crash leaves either the old file or the new one, never a partial file.
 void write_safetensors(const std::filesystem::path& path, const SafetensorsFile& file);
+// The same from views of the tensors' bytes, written straight from them: no image of the file is
+// built in memory, so saving large weights needs no second copy of them.
+void write_safetensors(const std::filesystem::path& path, const Metadata& metadata,
+                       std::span<const TensorView> tensors);
 
 // Writes `bytes` to `path` with the same atomic replace. The temporary file is named
 // ".<file name>.tmp-XXXXXX" (mkstemp's six characters) beside `path`.
 void write_file_atomically(const std::filesystem::path& path, std::span<const std::byte> bytes);
+// The same for the concatenation of `pieces`, written one after another.
+void write_file_atomically(const std::filesystem::path& path, std::span<const std::span<const std::byte>> pieces);
 
 // The temporary files of write_file_atomically(path) that a kill mid-write left behind: regular
 // files named exactly ".<file name>.tmp-" and six letters or digits, in path's directory.

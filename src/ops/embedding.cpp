@@ -58,8 +58,7 @@ void embedding_forward(Context& c, const Tensor& tokens, const Tensor& token_tab
 #if FP8KIT_HAVE_CUDA
   cuda::embedding_forward(cuda::EmbeddingShape{B, T, D, V}, tokens.device_data<int32_t>(),
                           token_table.device_data<float>(), positions ? position_table.device_data<float>() : nullptr,
-                          bf16,
-                          dropout_site(c, dropout), out.device_data<float>(), stream(c));
+                          bf16, dropout_site(c, dropout), out.device_data<float>(), stream(c));
 #endif
 }
 
@@ -97,8 +96,7 @@ void embedding_backward_sums(Context& c, const Tensor& tokens, const Tensor& dou
                op);
   cuda::embedding_backward_sums(shape, dout.device_data<float>(), token_grad.device_data<float>(),
                                 positions ? position_grad.device_data<float>() : nullptr,
-                                workspace.device_data<int32_t>(),
-                                workspace.nbytes(), stream(c));
+                                workspace.device_data<int32_t>(), workspace.nbytes(), stream(c));
 #endif
 }
 

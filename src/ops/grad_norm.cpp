@@ -25,8 +25,8 @@ void clip_by_global_norm(Context& c, Tensor& grads, float max_norm, Tensor& norm
 #if FP8KIT_HAVE_CUDA
     const int64_t doubles = cuda::grad_norm_workspace(grads.numel());
     auto* workspace = static_cast<double*>(c.scratch(static_cast<size_t>(doubles) * sizeof(double)));
-    cuda::clip_by_global_norm(grads.device_data<float>(), grads.numel(), max_norm, norm.device_data<float>(),
-                              workspace, stream(c));
+    cuda::clip_by_global_norm(grads.device_data<float>(), grads.numel(), max_norm, norm.device_data<float>(), workspace,
+                              stream(c));
 #endif
     return;
   }

@@ -18,8 +18,7 @@ namespace fp8kit::ops {
 namespace {
 
 // gate [rows, ffn] f32 and `other` of its shape.
-void check_pair(const Context& c, const Tensor& gate, const Tensor& other, std::string_view op,
-                std::string_view what) {
+void check_pair(const Context& c, const Tensor& gate, const Tensor& other, std::string_view op, std::string_view what) {
   FP8KIT_CHECK(gate.rank() == 2, "{}: gate must be [rows, ffn], got [{}]", op, fmt::join(gate.shape(), ", "));
   check_tensor(c, gate, gate.shape(), DType::F32, op, "gate");
   check_tensor(c, other, gate.shape(), DType::F32, op, what);

@@ -30,6 +30,7 @@ std::vector<std::pair<std::string_view, int64_t>> count_pieces(std::span<const s
 #pragma omp parallel num_threads(num_threads)
   {
     Map& map = maps[omp_get_thread_num()];
+    map.reserve(1 << 18);
     std::vector<std::string_view> pieces;
 #pragma omp for schedule(dynamic, 64)
     for (int64_t i = 0; i < n; ++i) {

@@ -116,13 +116,14 @@ void BpeTokenizer::encode_plain(std::string_view text, std::vector<int32_t>& ids
       encode_piece(piece, ids);
       continue;
     }
-    auto [it, inserted] = cache.entries_.try_emplace(std::string(piece));
-    if (inserted) {
+    auto it = cache.entries_.find(piece);
+    if (it == cache.entries_.end()) {
       const size_t start = cache.ids_.size();
       encode_piece(piece, cache.ids_);
-      it->second = {static_cast<uint32_t>(start), static_cast<uint32_t>(cache.ids_.size() - start)};
+      it = cache.entries_.emplace(piece, std::pair(static_cast<uint32_t>(start), static_cast<uint32_t>(cache.ids_.size() - start))).first;
     }
-    ids.insert(ids.end(), cache.ids_.begin() + it->second.first, cache.ids_.begin() + it->second.first + it->second.second);
+    const auto [offset, count] = it->second;
+    ids.insert(ids.end(), cache.ids_.begin() + offset, cache.ids_.begin() + offset + count);
   }
 }
 

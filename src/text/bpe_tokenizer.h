@@ -46,7 +46,12 @@ class BpeWordCache {
 
  private:
   friend class BpeTokenizer;
-  std::unordered_map<std::string, std::pair<uint32_t, uint32_t>> entries_;  // piece -> (offset, count) in ids_
+  struct Hash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  // piece -> (offset, count) of its ids in ids_
+  std::unordered_map<std::string, std::pair<uint32_t, uint32_t>, Hash, std::equal_to<>> entries_;
   std::vector<int32_t> ids_;
 };
 

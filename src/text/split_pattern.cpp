@@ -56,15 +56,20 @@ struct Char {
   Cls cls;
 };
 
-// The character at text[pos]; an invalid byte is itself, of class kOther; past the end, kEnd.
-Char char_at(std::string_view text, size_t pos) {
-  if (pos >= text.size()) return {0, 0, Cls::kEnd};
-  const auto byte = static_cast<unsigned char>(text[pos]);
-  if (byte < 0x80) return {byte, 1, kAscii[byte]};
+// The non-ASCII character at text[pos]; an invalid byte is itself, of class kOther.
+Char decode_at(std::string_view text, size_t pos) {
   char32_t c;
   const int len = utf8_decode(text, pos, &c);
   if (len == 1) return {c, 1, Cls::kOther};  // not well-formed UTF-8
   return {c, len, classify(c)};
+}
+
+// The character at text[pos]; past the end, kEnd. ASCII (most text) inline, the rest out of line.
+inline Char char_at(std::string_view text, size_t pos) {
+  if (pos >= text.size()) return {0, 0, Cls::kEnd};
+  const auto byte = static_cast<unsigned char>(text[pos]);
+  if (byte < 0x80) return {byte, 1, kAscii[byte]};
+  return decode_at(text, pos);
 }
 
 // End of the run of characters of class `cls` starting at `pos`, at most `max_chars` of them.

@@ -2,11 +2,15 @@
 #include "common/temp_dir.h"
 #include "data/archive_writer.h"
 #include "run_cli.h"
+#include "text/bpe_tokenizer.h"
 #include "text/vocab_file.h"
 
 #include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <fstream>
 
 namespace fp8kit {
 namespace {
@@ -86,6 +90,59 @@ TEST_F(VocabCli, RefusesReservedTokensItsReadersWouldReject) {
     EXPECT_EQ(r.output.rfind(message, 0), 0u) << options << "\n" << r.output;
   }
   EXPECT_FALSE(fs::exists(dir_ / "v.txt"));
+}
+
+
+TEST_F(VocabCli, LearnsABpeTokenizerJson) {
+  const auto r = testing::run_cli(fmt::format("vocab --kind bpe --data '{}' --size 300 --out '{}'",
+                                              (dir_ / "aclImdb_v1.tar.gz").string(), (dir_ / "tokenizer.json").string()));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("from 32 texts"));
+  const auto tokenizer = text::BpeTokenizer::load(dir_ / "tokenizer.json");
+  EXPECT_LE(tokenizer.vocab_size(), 300);
+  EXPECT_GT(tokenizer.model().merges.size(), 10u);
+  EXPECT_EQ(tokenizer.eos_id(), 0);
+  EXPECT_EQ(tokenizer.model().pattern, text::SplitPattern::kGpt2);
+  // Case is kept: "GOOD" is learned, and no lowercase "good" (the texts have none).
+  EXPECT_TRUE(tokenizer.token_id(" GOOD").has_value());
+  EXPECT_FALSE(tokenizer.token_id(" good").has_value());
+  const std::string text = "The movie was pos , Really GOOD!";
+  EXPECT_EQ(tokenizer.decode(tokenizer.encode(text)), text);
+}
+
+TEST_F(VocabCli, BpeSpecialTokensAndPattern) {
+  const auto r = testing::run_cli(fmt::format("vocab --kind bpe --data '{}' --reserved '<s>,</s>' --pattern llama3 "
+                                              "--size 270 --out '{}'",
+                                              (dir_ / "aclImdb_v1.tar.gz").string(), (dir_ / "t.json").string()));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto tokenizer = text::BpeTokenizer::load(dir_ / "t.json");
+  EXPECT_EQ(tokenizer.vocab_size(), 270);
+  EXPECT_EQ(tokenizer.token_id("<s>"), 0);
+  EXPECT_EQ(tokenizer.token_id("</s>"), 1);
+  EXPECT_EQ(tokenizer.model().pattern, text::SplitPattern::kLlama3);
+  nlohmann::json j;
+  std::ifstream(dir_ / "t.json") >> j;
+  EXPECT_EQ(j["pre_tokenizer"]["type"], "Sequence");
+}
+
+// Options that cannot make a tokenizer fail before the data is read (the path does not exist).
+TEST_F(VocabCli, RefusesBpeOptionsThatCannotWork) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"--pattern llama3", "error: --pattern applies to --kind bpe only"},
+      {"--kind bpe --size 200",
+       "error: --size 200 is less than the 1 reserved tokens + 256 byte tokens every byte-level BPE has; give at least 257"},
+      {"--kind bpe --reserved '<s>,<s>'", "error: --reserved lists \"<s>\" twice (tokens 1 and 2); list each token once"},
+      {"--kind bpe --reserved \"<s>,$(printf '\\377')\"", "error: --reserved: token 2 is not valid UTF-8"},
+  };
+  for (const auto& [options, message] : cases) {
+    const auto r = testing::run_cli(fmt::format("vocab --data '{}' {} --out '{}'", (dir_ / "missing.tar.gz").string(),
+                                                options, (dir_ / "t.json").string()));
+    EXPECT_EQ(r.exit_code, 1) << options << "\n" << r.output;
+    EXPECT_EQ(r.output.rfind(message, 0), 0u) << options << "\n" << r.output;
+  }
+  const auto r = testing::run_cli(fmt::format("vocab --kind sentencepiece --out '{}'", (dir_ / "t.json").string()));
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_FALSE(fs::exists(dir_ / "t.json"));
 }
 
 }  // namespace

@@ -142,6 +142,28 @@ TEST(HfModel, ASaveRemovesTheFilesOfAnEarlierSaveItDoesNotUse) {
   expect_same_tensors(open_hf_weights(dir.path()), weights);
 }
 
+// A save that fails part-way (here: a directory where its second shard goes) leaves the earlier
+// save whole: its index and shards are only replaced or removed once the new set is complete.
+TEST(HfModel, AFailedSaveLeavesTheEarlierSaveLoadable) {
+  const testing::TempDir dir("hf_model");
+  Weights weights;
+  for (int i = 0; i < 3; ++i) weights.add(fmt::format("w{}", i), {16}, static_cast<float>(i));
+  write_hf_model_weights(dir.path(), weights.views, 64);  // three shards
+  const std::string index = read_text(dir / "model.safetensors.index.json");
+  fs::create_directory(dir / "model-00002-of-00002.safetensors");
+  EXPECT_THAT(error_of([&] { write_hf_model_weights(dir.path(), weights.views, 128); }),
+              HasSubstr("cannot replace " + (dir / "model-00002-of-00002.safetensors").string()));
+  EXPECT_EQ(read_text(dir / "model.safetensors.index.json"), index);
+  expect_same_tensors(open_hf_weights(dir.path()), weights);
+  // Between a sharded save's index and its removal of an earlier model.safetensors, both are complete:
+  // the reader, like transformers, takes model.safetensors.
+  Weights single;
+  single.add("only", {2}, 0.0f);
+  write_hf_model_weights(dir / "other", single.views);
+  fs::copy_file(dir / "other" / "model.safetensors", dir / "model.safetensors");
+  EXPECT_THAT(open_hf_weights(dir.path()).names(), ElementsAre("only"));
+}
+
 TEST(HfModel, TheWriterRefusesBadTensorsBeforeWritingAnything) {
   const testing::TempDir dir("hf_model");
   Weights weights;
@@ -162,7 +184,7 @@ TEST(HfModel, TheWriterRefusesBadTensorsBeforeWritingAnything) {
   EXPECT_EQ(error_writing(twice), "two HF weights are named \"a\"; names must be unique");
   std::vector<TensorView> short_data = weights.views;
   short_data[1].shape = {5};
-  EXPECT_EQ(error_writing(short_data), "HF weight \"b\" holds 16 bytes but shape [5] of F32 needs 20");
+  EXPECT_EQ(error_writing(short_data), "tensor \"b\" holds 16 bytes but shape [5] of F32 needs 20");
   EXPECT_EQ(error_writing({}), "no tensors to write as HF model weights");
   EXPECT_EQ(error_of([&] { write_hf_model_weights(dir.path(), weights.views, 0); }),
             "the maximum shard size must be positive");
@@ -216,6 +238,18 @@ TEST(HfModel, RefusesATruncatedShard) {
   EXPECT_EQ(save.open_error(),
             save.second.string() + ": tensor \"c\" has data_offsets [0, 16] that run past the end of the data (12 "
                                    "bytes)");
+}
+
+// A header whose dtype disagrees with the tensor's byte count (F32 edited to F64 in place).
+TEST(HfModel, RefusesAShardWhoseDtypeDisagreesWithItsBytes) {
+  const ShardedSave save;
+  std::string bytes = read_text(save.second);
+  const size_t at = bytes.find("\"F32\"");
+  ASSERT_NE(at, std::string::npos);
+  bytes.replace(at, 5, "\"F64\"");
+  std::ofstream(save.second, std::ios::binary | std::ios::trunc) << bytes;
+  EXPECT_EQ(save.open_error(), save.second.string() + ": tensor \"c\" has data_offsets [0, 16] (16 bytes) but its "
+                                                      "shape [4] of F64 needs 32 bytes");
 }
 
 TEST(HfModel, RefusesAnIndexThatDisagreesWithItsShards) {

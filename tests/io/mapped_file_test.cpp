@@ -30,6 +30,7 @@ TEST(MappedFile, ViewsTheFileBytesAndKeepsThemAcrossAMove) {
   const MappedFile moved = std::move(file);
   EXPECT_EQ(moved.bytes().data(), address);
   EXPECT_EQ(moved.bytes().size(), 11u);
+  EXPECT_TRUE(file.bytes().empty());  // NOLINT(bugprone-use-after-move): a moved-from file views nothing
 }
 
 TEST(MappedFile, AnEmptyFileIsAnEmptySpan) {

@@ -321,5 +321,26 @@ TEST(Safetensors, WritesAtomicallyAndLeavesNoTemporaryFiles) {
   EXPECT_THROW(read_safetensors(dir.path() / "absent.safetensors"), Error);
 }
 
+// Writing from views streams the header and each tensor's bytes: the file is byte for byte the image
+// serialize_safetensors builds (dtype-size order, aligned data, padded header).
+TEST(Safetensors, WritingFromViewsGivesTheSerializedImage) {
+  const testing::TempDir dir("safetensors");
+  const float values[3] = {1.0f, -2.0f, 0.5f};
+  const uint16_t halves[2] = {0x3F80, 0xC000};
+  SafetensorsFile file;
+  file.metadata = {{"format", "pt"}};
+  file.tensors = {f32_tensor("b", {3}, values), StoredTensor{"a", Dtype::BF16, {2}, {}},
+                  StoredTensor{"e", Dtype::U8, {0}, {}}};
+  const auto half_bytes = std::as_bytes(std::span(halves));
+  file.tensors[1].data.assign(half_bytes.begin(), half_bytes.end());
+  const std::vector<TensorView> views{{"a", Dtype::BF16, {2}, half_bytes},
+                                      {"e", Dtype::U8, {0}, {}},
+                                      {"b", Dtype::F32, {3}, std::as_bytes(std::span(values))}};
+  write_safetensors(dir / "views.safetensors", file.metadata, views);
+  const MappedFile written(dir / "views.safetensors");
+  EXPECT_TRUE(std::ranges::equal(written.bytes(), serialize_safetensors(file)));
+  EXPECT_EQ(read_safetensors(dir / "views.safetensors").find("b")->to_f32(), (std::vector<float>{1.0f, -2.0f, 0.5f}));
+}
+
 }  // namespace
 }  // namespace fp8kit::io

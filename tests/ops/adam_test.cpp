@@ -34,32 +34,32 @@ AdamOptions scheduled_with_decay() {
 
 TEST(AdamOp, GivesTheCoresBits) {
   for (const AdamOptions options : {AdamOptions{3e-3f, 0.85f, 0.995f, 1e-6f}, scheduled_with_decay()})
-  for (const int64_t n : {1, 13, 1000, 100003}) {
-    std::vector<float> want_w = testing::random_vector(n, 1), want_m(n), want_v(n);
-    Context c;
-    Tensor w = testing::host_tensor(want_w, {n}), g({n}, DType::F32), m({n}, DType::F32), v({n}, DType::F32);
-    Tensor iterations({1}, DType::F32);
-    for (int step = 0; step < 3; ++step) {
-      const std::vector<float> grad =
-          testing::random_vector(n, 10 + step, step == 1 ? -1e-6f : -1.0f, step == 1 ? 1e-6f : 1.0f);
-      std::memcpy(g.data<float>(), grad.data(), n * sizeof(float));
-      adam_update(adam_coefficients(options, static_cast<float>(step + 1)), want_w.data(), grad.data(), want_m.data(),
-                  want_v.data(), n);
-      adam_step(c, options, iterations, w, g, m, v);
-      EXPECT_TRUE(same_bits(w.span<float>(), want_w)) << "n " << n << " step " << step;
-      EXPECT_TRUE(same_bits(m.span<float>(), want_m)) << "n " << n << " step " << step;
-      EXPECT_TRUE(same_bits(v.span<float>(), want_v)) << "n " << n << " step " << step;
-      EXPECT_EQ(iterations.data<float>()[0], static_cast<float>(step + 1));
+    for (const int64_t n : {1, 13, 1000, 100003}) {
+      std::vector<float> want_w = testing::random_vector(n, 1), want_m(n), want_v(n);
+      Context c;
+      Tensor w = testing::host_tensor(want_w, {n}), g({n}, DType::F32), m({n}, DType::F32), v({n}, DType::F32);
+      Tensor iterations({1}, DType::F32);
+      for (int step = 0; step < 3; ++step) {
+        const std::vector<float> grad =
+            testing::random_vector(n, 10 + step, step == 1 ? -1e-6f : -1.0f, step == 1 ? 1e-6f : 1.0f);
+        std::memcpy(g.data<float>(), grad.data(), n * sizeof(float));
+        adam_update(adam_coefficients(options, static_cast<float>(step + 1)), want_w.data(), grad.data(), want_m.data(),
+                    want_v.data(), n);
+        adam_step(c, options, iterations, w, g, m, v);
+        EXPECT_TRUE(same_bits(w.span<float>(), want_w)) << "n " << n << " step " << step;
+        EXPECT_TRUE(same_bits(m.span<float>(), want_m)) << "n " << n << " step " << step;
+        EXPECT_TRUE(same_bits(v.span<float>(), want_v)) << "n " << n << " step " << step;
+        EXPECT_EQ(iterations.data<float>()[0], static_cast<float>(step + 1));
+      }
     }
-  }
 }
 
 TEST(Adam, WithoutDecayOrScheduleTheCoefficientsAreKerass) {
   const AdamOptions options{3e-3f, 0.85f, 0.995f, 1e-6f};
   for (const float t : {1.0f, 2.0f, 1000.0f}) {
     const AdamCoefficients k = adam_coefficients(options, t);
-    const float alpha = options.learning_rate * std::sqrt(1.0f - std::pow(options.beta2, t)) /
-                        (1.0f - std::pow(options.beta1, t));
+    const float alpha =
+        options.learning_rate * std::sqrt(1.0f - std::pow(options.beta2, t)) / (1.0f - std::pow(options.beta1, t));
     EXPECT_EQ(k.alpha, alpha) << t;
     EXPECT_EQ(k.decay, 1.0f) << t;
     EXPECT_EQ(scheduled_learning_rate(options, t), static_cast<double>(options.learning_rate));
@@ -74,7 +74,7 @@ TEST(Adam, ScheduleWarmsUpLinearlyThenFollowsACosine) {
   o.min_lr_ratio = 0.2f;
   EXPECT_DOUBLE_EQ(scheduled_learning_rate(o, 1), 0.125);
   EXPECT_DOUBLE_EQ(scheduled_learning_rate(o, 4), 0.5);
-  const double r = o.min_lr_ratio;  // 0.2f
+  const double r = o.min_lr_ratio;  // 0.2f as a double
   EXPECT_DOUBLE_EQ(scheduled_learning_rate(o, 9), 0.5 * (r + (1 - r) * 0.5));  // half way: cos(pi / 2) = 0
   EXPECT_DOUBLE_EQ(scheduled_learning_rate(o, 14), 0.5 * r);
   EXPECT_DOUBLE_EQ(scheduled_learning_rate(o, 1000), 0.5 * r);

@@ -105,11 +105,17 @@ TEST(CrossEntropyOp, ErrorsNameTheOpTheTensorAndTheFix) {
   using ::testing::HasSubstr;
   Context c;
   Tensor logits({2, 5}, DType::F32), logits3({1, 2, 5}, DType::F32), losses, d;
-  EXPECT_THAT(error_of([&] { cross_entropy(c, logits3, ids({0, 1}), 1.0f, losses, &d); }),
+  EXPECT_THAT(error_of([&] {
+                cross_entropy(c, logits3, ids({0, 1}), 1.0f, losses, &d);
+              }),
               HasSubstr("cross_entropy: logits must be [rows, vocab] with vocab >= 1, got [1, 2, 5]"));
-  EXPECT_THAT(error_of([&] { cross_entropy(c, logits, ids({0, 1, 2}), 1.0f, losses, &d); }),
+  EXPECT_THAT(error_of([&] {
+                cross_entropy(c, logits, ids({0, 1, 2}), 1.0f, losses, &d);
+              }),
               HasSubstr("cross_entropy: targets (one per row of logits) must be [2], got [3]"));
-  EXPECT_THAT(error_of([&] { cross_entropy(c, logits, ids({0, 5}), 1.0f, losses, &d); }),
+  EXPECT_THAT(error_of([&] {
+                cross_entropy(c, logits, ids({0, 5}), 1.0f, losses, &d);
+              }),
               HasSubstr("cross_entropy: target 5 of row 1 is outside the vocabulary [0, 5) of the logits"));
 }
 

@@ -144,8 +144,7 @@ TEST(EmbeddingOp, AnEmptyPositionTableMeansTokensOnly) {
     Tensor want_grad = tensor_of(std::vector<float>(s.vocabulary * s.dim), {s.vocabulary, s.dim});
     Tensor position_grad = tensor_of(std::vector<float>(s.seq * s.dim), {s.seq, s.dim}), workspace;
     embedding_backward_sort(c, tokens, want_grad, workspace);
-    embedding_backward_sums(c, tokens, tensor_of(dout, {s.batch, s.seq, s.dim}), want_grad, position_grad,
-                            workspace);
+    embedding_backward_sums(c, tokens, tensor_of(dout, {s.batch, s.seq, s.dim}), want_grad, position_grad, workspace);
     Tensor token_grad = tensor_of(std::vector<float>(s.vocabulary * s.dim, 9.0f), {s.vocabulary, s.dim}), none;
     embedding_backward_sort(c, tokens, token_grad, workspace);
     embedding_backward_sums(c, tokens, tensor_of(dout, {s.batch, s.seq, s.dim}), token_grad, none, workspace);

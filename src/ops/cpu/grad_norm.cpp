@@ -9,7 +9,10 @@ namespace fp8kit::ops::cpu {
 
 float global_norm(const float* g, int64_t n) {
   const int64_t pieces = (n + kGradNormPiece - 1) / kGradNormPiece;
-  std::vector<double> sums(static_cast<size_t>(pieces));
+  // The calling thread's scratch (kept between calls: a step allocates nothing); the team reaches it
+  // through `partial`, never by name.
+  thread_local std::vector<double> sums;
+  sums.assign(static_cast<size_t>(pieces), 0.0);
   double* const partial = sums.data();
 #pragma omp parallel for schedule(static) if (n >= 65536)
   for (int64_t p = 0; p < pieces; ++p) {

@@ -99,8 +99,8 @@ void cross_entropy(int64_t rows, int64_t vocab, const float* logits, const int32
     cross_entropy_kernel<4><<<blocks, row_threads(vocab / 4, kMaxThreads), 0, stream>>>(vocab, logits, targets,
                                                                                         grad_scale, losses, dlogits);
   } else {
-    cross_entropy_kernel<1><<<blocks, row_threads(vocab, kMaxThreads), 0, stream>>>(vocab, logits, targets,
-                                                                                    grad_scale, losses, dlogits);
+    cross_entropy_kernel<1>
+        <<<blocks, row_threads(vocab, kMaxThreads), 0, stream>>>(vocab, logits, targets, grad_scale, losses, dlogits);
   }
   check_launch("cross_entropy");
 }

@@ -111,8 +111,8 @@ void rms_norm_forward(int64_t rows, int64_t dim, float eps, const float* x, cons
   if (rows == 0) return;
   const unsigned blocks = static_cast<unsigned>(rows);
   if (vectorizable(dim, {x, weight, out})) {
-    forward_kernel<4><<<blocks, row_threads(dim / 4, kMaxThreads), 0, stream>>>(dim, eps, x, weight, bf16_out, out,
-                                                                                rstd);
+    forward_kernel<4>
+        <<<blocks, row_threads(dim / 4, kMaxThreads), 0, stream>>>(dim, eps, x, weight, bf16_out, out, rstd);
   } else {
     forward_kernel<1><<<blocks, row_threads(dim, kMaxThreads), 0, stream>>>(dim, eps, x, weight, bf16_out, out, rstd);
   }

@@ -1,5 +1,6 @@
 // Op table rows: three Adam steps over flat tensors (one element, a few AVX2 widths, and many chunks
-// with an odd tail), the second with tiny gradients, at the default and other hyper-parameters; the
+// with an odd tail), the second with tiny gradients, at the default and other hyper-parameters, and
+// with AdamW's weight decay and a warmup + cosine schedule (the GPU evaluates it from its count); the
 // outputs are w, m, v and the iteration count. The GPU rounds every operation, the CPU's scalar tail
 // may fuse a multiply-add (GCC's -ffp-contract=fast), and powf of the bias correction may differ by an
 // ulp: the moments agree to their last bits, an update to ~1e-7 relative (tests/ops/cuda/adam_test.cpp).
@@ -16,7 +17,12 @@ const RegisterOps rows([](std::vector<OpCase>& t) {
     const char* name;
     ops::AdamOptions options;
   };
-  const Options all[] = {{"default", {}}, {"lr3e-3_b0.85_0.995", {3e-3f, 0.85f, 0.995f, 1e-6f}}};
+  ops::AdamOptions adamw{3e-3f, 0.85f, 0.995f, 1e-6f};
+  adamw.weight_decay = 0.1f;
+  adamw.warmup_steps = 1;  // step 1 in the warmup, steps 2 and 3 on the cosine
+  adamw.decay_steps = 3;
+  const Options all[] = {
+      {"default", {}}, {"lr3e-3_b0.85_0.995", {3e-3f, 0.85f, 0.995f, 1e-6f}}, {"adamw_warmup_cosine", adamw}};
   for (const Options& o : all) {
     for (const int64_t n : {1, 1000, 653953}) {
       const ops::AdamOptions options = o.options;

@@ -1,7 +1,8 @@
 // Op table rows: token + position embedding, bit for bit: the forward in f32 and bf16 rounding with its
 // fused dropout active and inactive, and the backward pair (the sort on the side lane, the sums on the
 // main lane after it); shapes with T not a multiple of 32, batch 1, dims that are not a multiple of 32,
-// runs of repeated ids about a warp long, a one-id vocabulary, and the vocabulary's first and last ids.
+// runs of repeated ids about a warp long, a one-id vocabulary, and the vocabulary's first and last ids;
+// and without a position table (Llama's token embedding: an empty one).
 #include "ops/cuda/op_table.h"
 #include "ops/embedding.h"
 
@@ -43,40 +44,48 @@ const RegisterOps rows([](std::vector<OpCase>& t) {
   for (const Shape& s : kShapes) {
     for (const bool bf16 : {false, true}) {
       for (const bool dropout : {false, true}) {
-        t.push_back(
-            {fmt::format("embedding_forward/{}/{}{}", s.name, bf16 ? "bf16" : "f32", dropout ? "/dropout" : ""),
-             [=](ops::Context& c) {
-               const Tensor tokens = device_ints(ids(s), {s.batch, s.seq}, c.device());
-               const Tensor table =
-                   device_tensor(random_values(s.vocabulary * s.dim, 1), {s.vocabulary, s.dim}, c.device());
-               const Tensor position = device_tensor(random_values(s.seq * s.dim, 2), {s.seq, s.dim}, c.device());
-               std::vector<Tensor> out(1);
-               ops::embedding_forward(c, tokens, table, position, bf16, {0, 0.1f, dropout}, out[0]);
-               c.synchronize();  // before the inputs are freed
-               return out;
-             }});
+        for (const bool positions : {true, false}) {
+          t.push_back({fmt::format("embedding_forward/{}/{}{}{}", s.name, bf16 ? "bf16" : "f32",
+                                   dropout ? "/dropout" : "", positions ? "" : "/no_positions"),
+                       [=](ops::Context& c) {
+                         const Tensor tokens = device_ints(ids(s), {s.batch, s.seq}, c.device());
+                         const Tensor table =
+                             device_tensor(random_values(s.vocabulary * s.dim, 1), {s.vocabulary, s.dim}, c.device());
+                         const Tensor position =
+                             positions ? device_tensor(random_values(s.seq * s.dim, 2), {s.seq, s.dim}, c.device())
+                                       : Tensor();
+                         std::vector<Tensor> out(1);
+                         ops::embedding_forward(c, tokens, table, position, bf16, {0, 0.1f, dropout}, out[0]);
+                         c.synchronize();  // before the inputs are freed
+                         return out;
+                       }});
+        }
       }
     }
-    t.push_back(
-        {fmt::format("embedding_backward/{}", s.name), [=](ops::Context& c) {
-           const Tensor tokens = device_ints(ids(s), {s.batch, s.seq}, c.device());
-           const Tensor dout =
-               device_tensor(random_values(s.batch * s.seq * s.dim, 4), {s.batch, s.seq, s.dim}, c.device());
-           // Stale values: the pair overwrites every element.
-           std::vector<Tensor> grads;
-           grads.push_back(device_tensor(random_values(s.vocabulary * s.dim, 5), {s.vocabulary, s.dim}, c.device()));
-           grads.push_back(device_tensor(random_values(s.seq * s.dim, 6), {s.seq, s.dim}, c.device()));
-           Tensor workspace;
-           c.fork(ops::Lane::Side);
-           {
-             const ops::Context::OnLane side(c, ops::Lane::Side);
-             ops::embedding_backward_sort(c, tokens, grads[0], workspace);
-           }
-           c.join(ops::Lane::Side);
-           ops::embedding_backward_sums(c, tokens, dout, grads[0], grads[1], workspace);
-           c.synchronize();  // before the inputs and the workspace are freed
-           return grads;
-         }});
+    for (const bool positions : {true, false}) {
+      t.push_back(
+          {fmt::format("embedding_backward/{}{}", s.name, positions ? "" : "/no_positions"), [=](ops::Context& c) {
+             const Tensor tokens = device_ints(ids(s), {s.batch, s.seq}, c.device());
+             const Tensor dout =
+                 device_tensor(random_values(s.batch * s.seq * s.dim, 4), {s.batch, s.seq, s.dim}, c.device());
+             // Stale values: the pair overwrites every element.
+             std::vector<Tensor> grads;
+             grads.push_back(device_tensor(random_values(s.vocabulary * s.dim, 5), {s.vocabulary, s.dim}, c.device()));
+             grads.push_back(positions ? device_tensor(random_values(s.seq * s.dim, 6), {s.seq, s.dim}, c.device())
+                                       : Tensor());
+             Tensor workspace;
+             c.fork(ops::Lane::Side);
+             {
+               const ops::Context::OnLane side(c, ops::Lane::Side);
+               ops::embedding_backward_sort(c, tokens, grads[0], workspace);
+             }
+             c.join(ops::Lane::Side);
+             ops::embedding_backward_sums(c, tokens, dout, grads[0], grads[1], workspace);
+             c.synchronize();  // before the inputs and the workspace are freed
+             if (!positions) grads.pop_back();  // the empty position gradient: nothing to compare
+             return grads;
+           }});
+    }
   }
 });
 

@@ -1,0 +1,56 @@
+// A Llama model directory end to end: a preset's weights, held as f32 masters, saved as BF16 shards
+// with config.json beside them, then read back by name and shape into f32.
+#include "common/error_of.h"
+#include "common/temp_dir.h"
+#include "io/hf_model.h"
+#include "models/llama_config.h"
+#include "numerics/cast.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <random>
+
+namespace fp8kit::models {
+namespace {
+
+TEST(LlamaHfModel, MasterWeightsSavedAsBf16LoadBackRoundedToNearestEven) {
+  const testing::TempDir dir("llama_hf_model");
+  const LlamaConfig config = llama_preset("tiny", 96);
+  const std::vector<WeightShape> weights = llama_weights(config);
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.0f, 0.02f);
+  std::vector<std::vector<float>> masters;
+  std::vector<std::vector<uint16_t>> bf16;
+  std::vector<io::TensorView> views;
+  for (const WeightShape& weight : weights) {
+    int64_t count = 1;
+    for (int64_t dim : weight.shape) count *= dim;
+    auto& master = masters.emplace_back(count);
+    for (float& value : master) value = normal(rng);
+    bf16.push_back(io::f32_to_bf16(master));
+    views.push_back({weight.name, io::Dtype::BF16, weight.shape, std::as_bytes(std::span(bf16.back()))});
+  }
+  write_llama_config(dir.path(), config);
+  const auto files = io::write_hf_model_weights(dir.path(), views, 40'000);  // a few shards
+  EXPECT_GT(files.size(), 2u);
+
+  EXPECT_EQ(read_llama_config(dir.path()), config);
+  const io::HfWeights loaded = io::open_hf_weights(dir.path());
+  EXPECT_EQ(loaded.size(), weights.size());
+  EXPECT_EQ(parameter_count(config), 115'008 - 256 * 64 + 96 * 64);
+  for (size_t i = 0; i < weights.size(); ++i) {
+    const std::vector<float> values = io::tensor_to_f32(loaded.at(weights[i].name, weights[i].shape));
+    ASSERT_EQ(values.size(), masters[i].size());
+    for (size_t k = 0; k < values.size(); ++k) ASSERT_EQ(values[k], round_bf16(masters[i][k])) << weights[i].name;
+  }
+  // A config with more layers than the files hold: the first missing weight is named.
+  LlamaConfig deeper = config;
+  deeper.num_hidden_layers = 3;
+  const WeightShape missing = llama_layer_weights(deeper, 2)[0];
+  EXPECT_EQ(testing::error_of([&] { loaded.at(missing.name, missing.shape); }),
+            "model.layers.2.self_attn.q_proj.weight is missing from " + dir.path().string());
+}
+
+}  // namespace
+}  // namespace fp8kit::models

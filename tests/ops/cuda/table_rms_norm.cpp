@@ -1,0 +1,65 @@
+// Op table rows: RMSNorm forward (f32 and bf16 output) and backward at awkward shapes: one row, dim 1
+// and 7 (fewer than a warp's lanes), 33 and 4097 (rows the GPU reads a float at a time), 64, 4096 and
+// 16384 (4 floats at a time), and rows not a multiple of the 256-row pieces of dweight's sum.
+// The GPU sums a row as a block tree, the CPU sequentially: out, rstd and dx agree to ~1e-6 relative
+// (bf16 outputs: within one bf16 step where a value sits at a rounding boundary). The backward rows
+// start from the CPU core's rstd on both devices: dweight is then the CPU's bits (its order, its fma).
+#include "ops/cpu/rms_norm.h"
+#include "ops/cuda/op_table.h"
+#include "ops/rms_norm.h"
+
+#include <fmt/format.h>
+
+namespace fp8kit::testing {
+namespace {
+
+struct Shape {
+  int64_t rows, dim;
+};
+constexpr Shape kShapes[] = {{300, 64}, {1, 1}, {33, 7}, {700, 33}, {5, 4096}, {3, 16384}, {7, 4097}, {1, 16384}};
+
+std::vector<float> x_values(Shape s) { return random_values(s.rows * s.dim, 11, -3.0f, 3.0f); }
+std::vector<float> weight_values(Shape s) { return random_values(s.dim, 12, 0.5f, 1.5f); }
+
+const RegisterOps rows([](std::vector<OpCase>& t) {
+  for (const Shape s : kShapes) {
+    const std::string shape = fmt::format("{}x{}", s.rows, s.dim);
+    for (const bool bf16 : {false, true}) {
+      t.push_back({fmt::format("rms_norm_forward/{}/{}", shape, bf16 ? "bf16" : "f32"),
+                   [=](ops::Context& c) {
+                     const Tensor x = device_tensor(x_values(s), {s.rows, s.dim}, c.device());
+                     const Tensor weight = device_tensor(weight_values(s), {s.dim}, c.device());
+                     std::vector<Tensor> out(2);
+                     ops::rms_norm_forward(c, x, weight, 1e-6f, bf16, out[0], out[1]);
+                     c.synchronize();
+                     return out;
+                   },
+                   1e-5, bf16 ? 1e-2 : 1e-5});
+    }
+    // The backward from the CPU core's rstd of x: the same inputs on both devices. Output 0: dx
+    // (a block tree on the GPU), output 1: dweight (the CPU's order).
+    for (const int output : {0, 1}) {
+      t.push_back({fmt::format("rms_norm_backward/{}/{}", shape, output == 0 ? "dx" : "dweight"),
+                   [=](ops::Context& c) {
+                     const std::vector<float> x = x_values(s), weight = weight_values(s);
+                     std::vector<float> out(x.size()), rstd(s.rows);
+                     ops::cpu::rms_norm_forward(s.rows, s.dim, 1e-6f, x.data(), weight.data(), false, out.data(),
+                                                rstd.data());
+                     const Tensor xt = device_tensor(x, {s.rows, s.dim}, c.device());
+                     const Tensor wt = device_tensor(weight, {s.dim}, c.device());
+                     const Tensor rt = device_tensor(rstd, {s.rows}, c.device());
+                     const Tensor dout = device_tensor(random_values(s.rows * s.dim, 14), {s.rows, s.dim}, c.device());
+                     std::vector<Tensor> grads(2);
+                     ops::rms_norm_backward(c, xt, wt, rt, dout, grads[0], grads[1]);
+                     c.synchronize();
+                     std::vector<Tensor> result;
+                     result.push_back(std::move(grads[output]));
+                     return result;
+                   },
+                   output == 0 ? 1e-5 : 0.0, output == 0 ? 1e-4 : 0.0});
+    }
+  }
+});
+
+}  // namespace
+}  // namespace fp8kit::testing
