@@ -43,11 +43,11 @@ LlamaConfig config() {
 }
 
 // One device's run: an eager step, then two captured ones.
-struct Run {
+struct DeviceRun {
   std::vector<float> losses, grads, weights0, weights;
 };
 
-Run run(Device device, nn::Precision precision) {
+DeviceRun run(Device device, nn::Precision precision) {
   Llama model(config(), 3, device);
   model.set_precision(precision);
   optim::Adam adam(model.parameter_set(), {.learning_rate = 1e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .epsilon = 1e-8f,
@@ -60,7 +60,7 @@ Run run(Device device, nn::Precision precision) {
   Tensor tokens({B, T}, DType::I32, device), next({B * T}, DType::I32, device), losses, norm;
   tokens.copy_from_host(ids.data());
   next.copy_from_host(targets.data());
-  Run r;
+  DeviceRun r;
   r.weights0 = host(model.parameter_set().values());
   auto step = [&](ops::Context& c) {
     model.forward(tokens, true);
@@ -87,7 +87,7 @@ TEST(LlamaGpu, MatchesTheCpuModel) {
   };
   for (const Case k : {Case{nn::Precision::Fp32, 1e-3, 2e-2, 0.1}, Case{nn::Precision::Bf16, 5e-3, 5e-2, 0.2},
                        Case{nn::Precision::Fp8, 5e-3, 0.1, 0.3}}) {
-    const Run cpu = run(Device::Cpu, k.precision), gpu = run(Device::Cuda, k.precision);
+    const DeviceRun cpu = run(Device::Cpu, k.precision), gpu = run(Device::Cuda, k.precision);
     ASSERT_EQ(cpu.weights0, gpu.weights0);
     const double el = rel(gpu.losses, cpu.losses), eg = rel(gpu.grads, cpu.grads);
     std::vector<float> dc(cpu.weights.size()), dg(gpu.weights.size());
