@@ -11,6 +11,7 @@
 #include "infer/sampler.h"
 #include "models/llama_io.h"
 #include "ops/tensor_checks.h"
+#include "report/line_plot.h"
 #include "text/bpe_learner.h"
 #include "train/lm_trainer.h"
 #include "train/metrics_log.h"
@@ -18,6 +19,9 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <cmath>
+#include <fstream>
+#include <map>
 #include <cstdio>
 #include <filesystem>
 #include <optional>
@@ -144,7 +148,7 @@ void run_train(const TrainArgs& a) {
                         {"batch", a.batch},         {"accumulation", a.accumulation}, {"steps", a.steps},
                         {"lr", a.lr},               {"warmup", a.warmup},     {"weight_decay", a.weight_decay},
                         {"clip", a.clip},           {"seed", a.seed},         {"resume", a.resume}};
-  if (precision == nn::Precision::Fp8) run.update(a.recipe.json());
+  if (precision == nn::Precision::Fp8) run.update(a.recipe.json());  // "recipe": delayed or current
   log.write(run);
   o.metrics = &log;
   train::LmTrainResult result = train::train_lm(o, train_stream, validation_stream);
@@ -244,6 +248,69 @@ void run_generate(const GenerateArgs& a) {
   fmt::print("\n");
 }
 
+// ---- lm compare
+
+// A run's label: its precision, and for FP8 the recipe ("fp8 delayed"), from its metrics log's run event.
+struct RunCurve {
+  std::string label;
+  uint64_t seed = 0;
+  std::vector<double> steps, validation;
+};
+
+RunCurve read_run(const fs::path& metrics) {
+  std::ifstream in(metrics);
+  FP8KIT_CHECK(in.good(), "cannot read {}: give run directories of `fp8kit lm train` (their metrics.jsonl)",
+               metrics.string());
+  RunCurve r;
+  std::string line;
+  while (std::getline(in, line)) {
+    const nlohmann::json e = nlohmann::json::parse(line, nullptr, false);
+    if (e.is_discarded() || !e.contains("event")) continue;
+    if (e["event"] == "run" && e.value("model", "") == "llama") {
+      r.label = e.value("precision", "?");
+      if (r.label == "fp8") r.label += " " + e.value("recipe", "delayed");
+      r.seed = e.value("seed", uint64_t{0});
+      r.steps.clear();
+      r.validation.clear();
+    } else if (e["event"] == "validation") {
+      r.steps.push_back(e.value("step", 0.0));
+      r.validation.push_back(e.value("loss", NAN));
+    }
+  }
+  FP8KIT_CHECK(!r.label.empty() && !r.validation.empty(), "{} holds no validation of an `fp8kit lm train` run",
+               metrics.string());
+  return r;
+}
+
+void run_compare(const std::vector<std::string>& runs, const std::string& svg) {
+  std::map<std::string, std::vector<RunCurve>> by_label;
+  for (const std::string& dir : runs) {
+    RunCurve r = read_run(fs::path(dir) / "metrics.jsonl");
+    by_label[r.label].push_back(std::move(r));
+  }
+  auto stats = [](const std::vector<RunCurve>& rs) {
+    double mean = 0, var = 0;
+    for (const RunCurve& r : rs) mean += r.validation.back() / static_cast<double>(rs.size());
+    for (const RunCurve& r : rs) var += (r.validation.back() - mean) * (r.validation.back() - mean);
+    return std::pair{mean, rs.size() > 1 ? std::sqrt(var / static_cast<double>(rs.size() - 1)) : 0.0};
+  };
+  const auto bf16 = by_label.find("bf16");
+  const double reference = bf16 != by_label.end() ? stats(bf16->second).first : NAN;
+  fmt::print("{:<16} {:>5} {:>22} {:>12}\n", "run", "seeds", "final val loss (std)", "vs bf16");
+  report::LinePlot plot{"Validation loss", {"step"}, {"validation loss (nats)"}, {}};
+  for (const auto& [label, rs] : by_label) {
+    const auto [mean, std] = stats(rs);
+    fmt::print("{:<16} {:>5} {:>14.4f} ({:.4f}) {:>11.2f}%\n", label, rs.size(), mean, std,
+               100.0 * (mean - reference) / reference);
+    for (const RunCurve& r : rs)
+      plot.series.push_back({fmt::format("{} seed {}", label, r.seed), r.steps, r.validation, label != "bf16"});
+  }
+  if (!svg.empty()) {
+    report::write_svg(plot, svg);
+    fmt::print("Curves: {}\n", svg);
+  }
+}
+
 void setup(CLI::App& app) {
   app.require_subcommand(1);
 
@@ -325,6 +392,14 @@ void setup(CLI::App& app) {
       ->check(real_number(1e-6, 1));
   add_seed_option(*generate, g->sampling.seed, "seed of the sampling");
   generate->callback([g] { run_generate(*g); });
+
+  auto runs = std::make_shared<std::vector<std::string>>();
+  auto svg = std::make_shared<std::string>();
+  CLI::App* compare = app.add_subcommand(
+      "compare", "Final validation loss of `lm train` runs by precision and recipe (mean and std over seeds), and their curves");
+  compare->add_option("runs", *runs, "run directories (--out of lm train)")->required()->check(CLI::ExistingDirectory);
+  compare->add_option("--svg", *svg, "write the validation curves there")->check(non_empty_path());
+  compare->callback([runs, svg] { run_compare(*runs, *svg); });
 }
 
 const bool registered = register_command({"lm", "Train, evaluate and sample a Llama language model", setup});

@@ -1,8 +1,10 @@
 // Op table rows: the Linear op's forward and backward in both weight layouts (Keras's [in, out] and
 // HF's [out, in]) and every precision, at a shape cuBLASLt takes and at one the small FP8 GEMM takes
-// (out 16, in 48). GEMM sums differ in order between the devices (fp32: ~1e-5 relative); bf16 and FP8
-// outputs may sit one bf16 step apart where a sum lies at a rounding boundary, and an FP8 gradient is
-// quantized from such outputs' gradients: bounded by a few of FP8's steps.
+// (out 16, in 48). GEMM sums differ in order between the devices (fp32: ~1e-5 relative); bf16 outputs
+// may sit one bf16 step apart where a sum lies at a rounding boundary. FP8's fprop runs with Hopper's
+// fast accumulation (as Transformer Engine's): a sum that cancels to near 0 keeps an error of ~1e-2 of
+// the terms' scale (seen on the H100: 0.0195 for the CPU's 0.0156 among outputs of ~1), so FP8 rows
+// bound the absolute error by 2e-2 of the outputs' scale (inputs in [-1, 1], weights in [-0.2, 0.2]).
 #include "ops/cuda/op_table.h"
 #include "ops/linear.h"
 #include "ops/scaling_table.h"
@@ -27,6 +29,7 @@ const RegisterOps rows([](std::vector<OpCase>& t) {
       for (const LinearPrecision p : {LinearPrecision::Fp32, LinearPrecision::Bf16, LinearPrecision::Fp8}) {
         const char* pname = p == LinearPrecision::Fp32 ? "fp32" : p == LinearPrecision::Bf16 ? "bf16" : "fp8";
         const double rtol = p == LinearPrecision::Fp32 ? 1e-4 : p == LinearPrecision::Bf16 ? 2e-2 : 0.15;
+        const double atol = p == LinearPrecision::Fp8 ? 2e-2 : 1e-5;
         t.push_back({fmt::format("linear/{}x{}x{}/{}/{}", s.rows, s.in, s.out,
                                  layout == Layout::OutIn ? "out_in" : "in_out", pname),
                      [=](ops::Context& c) {
@@ -69,7 +72,7 @@ const RegisterOps rows([](std::vector<OpCase>& t) {
                        out[1] = l.dx.clone();
                        return out;
                      },
-                     1e-5, rtol});
+                     atol, rtol});
       }
 });
 
