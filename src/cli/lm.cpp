@@ -261,22 +261,26 @@ RunCurve read_run(const fs::path& metrics) {
   std::ifstream in(metrics);
   FP8KIT_CHECK(in.good(), "cannot read {}: give run directories of `fp8kit lm train` (their metrics.jsonl)",
                metrics.string());
-  RunCurve r;
+  // The last run that validated (a resumed run continues its curve; one that failed before its first
+  // validation, e.g. refused to resume, leaves the one before).
+  RunCurve last, r;
   std::string line;
   while (std::getline(in, line)) {
     const nlohmann::json e = nlohmann::json::parse(line, nullptr, false);
     if (e.is_discarded() || !e.contains("event")) continue;
     if (e["event"] == "run" && e.value("model", "") == "llama") {
+      if (e.value("resume", false) && !r.validation.empty()) continue;
+      if (!r.validation.empty()) last = std::move(r);
+      r = {};
       r.label = e.value("precision", "?");
       if (r.label == "fp8") r.label += " " + e.value("recipe", "delayed");
       r.seed = e.value("seed", uint64_t{0});
-      r.steps.clear();
-      r.validation.clear();
     } else if (e["event"] == "validation") {
       r.steps.push_back(e.value("step", 0.0));
       r.validation.push_back(e.value("loss", NAN));
     }
   }
+  if (r.validation.empty()) r = std::move(last);
   FP8KIT_CHECK(!r.label.empty() && !r.validation.empty(), "{} holds no validation of an `fp8kit lm train` run",
                metrics.string());
   return r;

@@ -1,0 +1,75 @@
+// `fp8kit lm` end to end on a tiny generated aclImdb folder: train (learning the tokenizer, writing
+// the metrics, checkpoint and HF model directory), resume, eval, greedy generation that repeats with
+// the same model, compare; and one-line errors for what a user gets wrong.
+#include "cli/run_cli.h"
+#include "common/temp_dir.h"
+#include "common/tiny_imdb.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+
+namespace fp8kit::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string tail(const std::string& text) { return text.substr(text.size() > 1500 ? text.size() - 1500 : 0); }
+
+TEST(LmCli, TrainsResumesEvaluatesGeneratesAndCompares) {
+  const TempDir dir("lm_cli");
+  const std::string data = make_tiny_imdb(dir.path(), "aclImdb", 12).string();
+  const std::string out = (dir.path() / "run").string();
+  const std::string common = " --config tiny --data " + data + " --out " + out +
+                             " --vocab-size 300 --seq 32 --batch 2 --warmup 2 --eval-batches 2 --eval-every 3";
+  CliResult r = run_cli("lm train --precision fp8 --steps 3" + common);
+  ASSERT_EQ(r.exit_code, 0) << tail(r.output);
+  EXPECT_THAT(r.output, HasSubstr("Learned a byte-level BPE tokenizer of 300 tokens"));
+  EXPECT_THAT(r.output, HasSubstr("fp8 on cpu"));
+  EXPECT_THAT(r.output, HasSubstr("3/3 ━━━━━━━━━━━━━━━━━━━━"));
+  for (const char* file : {"tokenizer.json", "metrics.jsonl", "checkpoint-fp8.safetensors", "model-fp8/config.json",
+                           "model-fp8/model.safetensors", "model-fp8/tokenizer.json"})
+    EXPECT_TRUE(std::filesystem::exists(std::filesystem::path(out) / file)) << file;
+
+  r = run_cli("lm train --precision fp8 --steps 5 --resume" + common);
+  ASSERT_EQ(r.exit_code, 0) << tail(r.output);
+  EXPECT_THAT(r.output, HasSubstr("Resumed from"));
+  EXPECT_THAT(r.output, HasSubstr("at step 3"));
+  r = run_cli("lm train --precision fp8 --steps 5 --resume --seed 9" + common);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.output, HasSubstr("--seed"));
+
+  const std::string model = " --model " + out + "/model-fp8";
+  r = run_cli("lm eval --seq 32 --batch 2 --data " + data + model);
+  ASSERT_EQ(r.exit_code, 0) << tail(r.output);
+  EXPECT_THAT(r.output, HasSubstr("validation loss"));
+  const CliResult a = run_cli("lm generate --max-new-tokens 8" + model + " 'the movie'");
+  const CliResult b = run_cli("lm generate --max-new-tokens 8" + model + " 'the movie'");
+  ASSERT_EQ(a.exit_code, 0) << tail(a.output);
+  EXPECT_THAT(a.output, ::testing::StartsWith("the movie"));
+  EXPECT_EQ(a.output, b.output);
+
+  r = run_cli("lm compare " + out);
+  ASSERT_EQ(r.exit_code, 0) << tail(r.output);
+  EXPECT_THAT(r.output, HasSubstr("fp8 delayed"));
+}
+
+TEST(LmCli, RefusesWhatItCannotUse) {
+  const TempDir dir("lm_cli_errors");
+  CliResult r = run_cli("lm train --config huge --data " + make_tiny_imdb(dir.path()).string() + " --out " +
+                        (dir.path() / "o").string() + " --vocab-size 300 --steps 1");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.output, HasSubstr("error: "));
+  EXPECT_THAT(r.output, HasSubstr("huge"));
+  r = run_cli("lm eval --model " + dir.path().string());
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.output, HasSubstr("config.json"));
+  r = run_cli("lm generate --model " + dir.path().string() + " --top-p 0 hi");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.output, HasSubstr("--top-p"));
+}
+
+}  // namespace
+}  // namespace fp8kit::testing
