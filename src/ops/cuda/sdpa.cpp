@@ -64,8 +64,8 @@ void SdpaGraphsDeleter::operator()(SdpaGraphs* graphs) const { delete graphs; }
 
 namespace {
 
-// The current lane's handle (made at its first use, bound to the lane's stream: plans are made with
-// the handle that executes them, so each lane has its own).
+// The current lane's handle, made at its first use: a handle is bound to one stream, so each lane has
+// its own (and the graphs are keyed by lane with it).
 cudnnHandle_t handle(ops::Context& c) {
   auto& state = c.cuda().sdpa;
   if (state == nullptr) state.reset(new SdpaGraphs());
@@ -105,7 +105,7 @@ std::shared_ptr<fe::graph::Graph> new_graph() {
 }
 
 template <typename Attributes>
-void set_mask(Attributes& attributes, const ops::SdpaShape& s) {
+void set_scale_and_mask(Attributes& attributes, const ops::SdpaShape& s) {
   attributes.set_attn_scale(s.scale);
   if (s.causal) {  // query i sees keys j <= i (seq_q == seq_kv: top left is bottom right)
     attributes.set_diagonal_alignment(fe::DiagonalAlignment_t::TOP_LEFT).set_diagonal_band_right_bound(0);
@@ -118,7 +118,7 @@ std::shared_ptr<fe::graph::Graph> forward_graph(const ops::SdpaShape& s) {
   auto k = graph->tensor(bshd(s, s.kv_heads, "K", kK));
   auto v = graph->tensor(bshd(s, s.kv_heads, "V", kV));
   auto attributes = fe::graph::SDPA_attributes().set_name("sdpa").set_generate_stats(true);
-  set_mask(attributes, s);
+  set_scale_and_mask(attributes, s);
   auto [o, lse] = graph->sdpa(q, k, v, attributes);
   const auto o_layout = bshd(s, s.heads, "O", kO);
   o->set_output(true).set_uid(kO).set_dim(o_layout.get_dim()).set_stride(o_layout.get_stride());
@@ -141,7 +141,7 @@ std::shared_ptr<fe::graph::Graph> backward_graph(const ops::SdpaShape& s, bool d
   auto lse = graph->tensor(stats(s));
   auto attributes = fe::graph::SDPA_backward_attributes().set_name("sdpa_backward");
   attributes.set_deterministic_algorithm(deterministic);
-  set_mask(attributes, s);
+  set_scale_and_mask(attributes, s);
   auto [dq, dk, dv] = graph->sdpa_backward(q, k, v, o, dout, lse, attributes);
   for (auto [t, heads, name, uid] : {std::tuple{dq, s.heads, "dQ", kDQ}, std::tuple{dk, s.kv_heads, "dK", kDK},
                                      std::tuple{dv, s.kv_heads, "dV", kDV}}) {
