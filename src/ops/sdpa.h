@@ -31,8 +31,10 @@ void sdpa_forward(Context& c, const SdpaShape& shape, const Tensor& q, const Ten
 // Head dims: up to 256 on the CPU; on the GPU what cuDNN takes (multiples of 8; 64 and 128 are
 // tested), its refusal naming the shape. The GPU builds a graph per lane and shape at its first call,
 // which must run eagerly (not in a CUDA graph capture); later calls allocate nothing and replay.
-// The CPU's bits do not depend on its thread count; the GPU's backward is cuDNN's deterministic
-// algorithm where it has one for the shape.
+// The CPU's bits do not depend on its thread count. The GPU's backward is cuDNN's deterministic
+// algorithm, which keeps [batch, heads, seq, seq] bf16 in its workspace, while that is at most 4 GiB
+// (e.g. batch 4, 32 heads, seq 4096); beyond that cuDNN's default, whose dq sums (float atomics)
+// may differ in the last bits from run to run. Seq 1, which cuDNN refuses, has its own kernel.
 void sdpa_backward(Context& c, const SdpaShape& shape, const Tensor& q, const Tensor& k, const Tensor& v,
                    const Tensor& out, const Tensor& lse, const Tensor& dout, Tensor& dq, Tensor& dk, Tensor& dv);
 

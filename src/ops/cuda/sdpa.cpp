@@ -64,8 +64,8 @@ void SdpaGraphsDeleter::operator()(SdpaGraphs* graphs) const { delete graphs; }
 
 namespace {
 
-// The current lane's handle (made at its first use, bound to the lane's stream: plans are made with
-// the handle that executes them, so each lane has its own).
+// The current lane's handle, made at its first use: a handle is bound to one stream, so each lane has
+// its own (and the graphs are keyed by lane with it).
 cudnnHandle_t handle(ops::Context& c) {
   auto& state = c.cuda().sdpa;
   if (state == nullptr) state.reset(new SdpaGraphs());
@@ -105,7 +105,7 @@ std::shared_ptr<fe::graph::Graph> new_graph() {
 }
 
 template <typename Attributes>
-void set_mask(Attributes& attributes, const ops::SdpaShape& s) {
+void set_scale_and_mask(Attributes& attributes, const ops::SdpaShape& s) {
   attributes.set_attn_scale(s.scale);
   if (s.causal) {  // query i sees keys j <= i (seq_q == seq_kv: top left is bottom right)
     attributes.set_diagonal_alignment(fe::DiagonalAlignment_t::TOP_LEFT).set_diagonal_band_right_bound(0);
@@ -118,7 +118,7 @@ std::shared_ptr<fe::graph::Graph> forward_graph(const ops::SdpaShape& s) {
   auto k = graph->tensor(bshd(s, s.kv_heads, "K", kK));
   auto v = graph->tensor(bshd(s, s.kv_heads, "V", kV));
   auto attributes = fe::graph::SDPA_attributes().set_name("sdpa").set_generate_stats(true);
-  set_mask(attributes, s);
+  set_scale_and_mask(attributes, s);
   auto [o, lse] = graph->sdpa(q, k, v, attributes);
   const auto o_layout = bshd(s, s.heads, "O", kO);
   o->set_output(true).set_uid(kO).set_dim(o_layout.get_dim()).set_stride(o_layout.get_stride());
@@ -141,7 +141,7 @@ std::shared_ptr<fe::graph::Graph> backward_graph(const ops::SdpaShape& s, bool d
   auto lse = graph->tensor(stats(s));
   auto attributes = fe::graph::SDPA_backward_attributes().set_name("sdpa_backward");
   attributes.set_deterministic_algorithm(deterministic);
-  set_mask(attributes, s);
+  set_scale_and_mask(attributes, s);
   auto [dq, dk, dv] = graph->sdpa_backward(q, k, v, o, dout, lse, attributes);
   for (auto [t, heads, name, uid] : {std::tuple{dq, s.heads, "dQ", kDQ}, std::tuple{dk, s.kv_heads, "dK", kDK},
                                      std::tuple{dv, s.kv_heads, "dV", kDV}}) {
@@ -160,9 +160,19 @@ fe::error_t build(fe::graph::Graph& graph, cudnnHandle_t h) {
   return graph.build_plans();
 }
 
-// The graph of (lane, direction, shape), built at its first call. The backward is cuDNN's
-// deterministic algorithm (no atomics: the same bits every run, as the rest of a step) where cuDNN
-// has one for the shape, else its default.
+// cuDNN's deterministic backward (no atomics: the same bits every run, as the rest of a step) keeps
+// dP, [batch, heads, seq, seq] bf16 in tiles of 64 x 128, in its workspace; up to this much of it
+// the backward is deterministic, beyond it cuDNN's default (dq summed with float atomics, workspace
+// O(seq)).
+constexpr int64_t kMaxDeterministicWorkspace = int64_t{4} << 30;
+
+bool deterministic(const ops::SdpaShape& s) {
+  auto round_up = [](int64_t n, int64_t tile) { return (n + tile - 1) / tile * tile; };
+  return s.batch * s.heads * round_up(s.seq, 64) * round_up(s.seq, 128) * 2 <= kMaxDeterministicWorkspace;
+}
+
+// The graph of (lane, direction, shape), built at its first call. A backward that cuDNN has no
+// deterministic algorithm for takes its default.
 const Built& graph_for(ops::Context& c, const ops::SdpaShape& s, bool backward) {
   cudnnHandle_t h = handle(c);
   const GraphKey key{static_cast<int>(c.lane()), backward, s.batch, s.seq, s.heads, s.kv_heads, s.head_dim, s.causal,
@@ -171,9 +181,9 @@ const Built& graph_for(ops::Context& c, const ops::SdpaShape& s, bool backward) 
   if (auto it = graphs.find(key); it != graphs.end()) return it->second;
   const std::string_view op = backward ? "sdpa_backward" : "sdpa_forward";
   Built built;
-  built.graph = backward ? backward_graph(s, true) : forward_graph(s);
+  built.graph = backward ? backward_graph(s, deterministic(s)) : forward_graph(s);
   fe::error_t status = build(*built.graph, h);
-  if (backward && !status.is_good()) {
+  if (backward && deterministic(s) && !status.is_good()) {
     built.graph = backward_graph(s, false);
     status = build(*built.graph, h);
   }
@@ -238,6 +248,12 @@ void cuda_sdpa_forward(Context& c, const SdpaShape& s, const Tensor& q, const Te
 
 void cuda_sdpa_backward(Context& c, const SdpaShape& s, const Tensor& q, const Tensor& k, const Tensor& v,
                         const Tensor& out, const Tensor& lse, const Tensor& dout, Tensor& dq, Tensor& dk, Tensor& dv) {
+  if (s.seq == 1) {
+    cuda::sdpa_single_key_backward(s, dout.dtype() == DType::Bf16, dout.device_data<std::byte>(),
+                                   dq.device_data<std::byte>(), dk.device_data<std::byte>(),
+                                   dv.device_data<std::byte>(), stream(c));
+    return;
+  }
   const cuda::Built& built = cuda::graph_for(c, s, true);
   const bool copies = q.dtype() == DType::F32;
   const size_t bf16_bytes = (4 * q.numel() + 4 * k.numel()) * sizeof(uint16_t) + 8 * 256;

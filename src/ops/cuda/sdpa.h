@@ -6,6 +6,8 @@
 
 #include "ops/sdpa.h"
 
+#include <cuda_runtime.h>
+
 #include <memory>
 
 namespace fp8kit::cuda {
@@ -17,6 +19,12 @@ struct SdpaGraphsDeleter {
   void operator()(SdpaGraphs* graphs) const;
 };
 using SdpaGraphsPtr = std::unique_ptr<SdpaGraphs, SdpaGraphsDeleter>;
+
+// The backward at seq 1, which cuDNN refuses: one key per query, with probability 1, so dq = dk = 0
+// and dv sums dout over the query heads of its kv group. Elements bf16 (bits) or float (dv then
+// rounded to bf16 values, as the GPU's other f32 results).
+void sdpa_single_key_backward(const ops::SdpaShape& s, bool bf16, const void* dout, void* dq, void* dk, void* dv,
+                              cudaStream_t stream);
 
 }  // namespace fp8kit::cuda
 
