@@ -12,9 +12,10 @@
 #   allows (the device call has about 9 minutes). Needs data/aclImdb_v1.tar.gz (carry "data");
 #   data/imdb-vocab.txt, when there, saves learning the vocabulary.
 #   scripts/device-check.sh lm [regex]: the GPU tests (or those matching regex), cuDNN's SDPA
-#   benchmark, the Llama training step's throughput (bench_cuda_lm_step: gpt2-small and 1b, bf16 vs
-#   FP8) and, when data/aclImdb_v1.tar.gz is carried, `fp8kit lm train` of the 25m model on IMDB,
-#   bf16 then FP8 (LM_STEPS steps each, default 300).
+#   benchmark, the Llama training step's throughput (bench_cuda_lm_step, bf16 vs FP8, at the
+#   LM_BENCH configurations), per-kernel times with PROFILE="preset:batch:seq:precision" (ncu) and, when
+#   data/aclImdb_v1.tar.gz is carried, `fp8kit lm train` of the 25m model on IMDB, bf16 then FP8
+#   (LM_STEPS steps each, default 300).
 #   scripts/device-check.sh sanitize [regex]: every GPU test (or those matching regex) under
 #   compute-sanitizer's memcheck, racecheck and synccheck, the three side by side; each must be clean.
 set -uo pipefail
@@ -116,8 +117,32 @@ if [ "$mode" = lm ]; then
   grep -E "losses .*gradients .*update" "$OUT/gpu-tests.log" | sed 's/^[0-9]*: //' | tee -a "$summary"
   ./bench/bench_cuda_sdpa >"$OUT/bench-sdpa.txt" 2>&1 || note "FAIL: bench_cuda_sdpa"
   grep -E "^sdpa" "$OUT/bench-sdpa.txt" >>"$summary"
-  timeout 150 ./bench/bench_cuda_lm_step gpt2-small 16 1024 10 2>&1 | tee -a "$summary"
-  timeout 200 ./bench/bench_cuda_lm_step 1b 4 2048 5 2>&1 | tee -a "$summary"
+  # LM_BENCH: "preset:batch:seq" configurations of bench_cuda_lm_step (none: skipped).
+  for c in ${LM_BENCH-gpt2-small:16:1024 1b:2:2048}; do
+    IFS=: read -r preset batch seq <<<"$c"
+    timeout 200 ./bench/bench_cuda_lm_step "$preset" "$batch" "$seq" 5 2>&1 | tee -a "$summary"
+  done
+  # PROFILE="preset:batch:seq:precision": per-kernel GPU times (ncu) of one precision's steps (2 to
+  # build the graph, then 3 timed), summed by kernel name, the 40 largest.
+  if [ -n "${PROFILE:-}" ]; then
+    IFS=: read -r preset batch seq precision <<<"$PROFILE"
+    ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
+    timeout 300 "${ncu:-ncu}" --clock-control none --metrics gpu__time_duration.sum --csv --page raw \
+      ./bench/bench_cuda_lm_step "$preset" "$batch" "$seq" 1 8192 "$precision" >"$OUT/ncu.csv" 2>"$OUT/ncu.log" ||
+      note "FAIL: ncu (ncu.log)"
+    python3 - "$OUT/ncu.csv" <<'PY' | tee -a "$summary"
+import csv, sys, collections
+rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 5]
+head = rows[0]; name = head.index("Kernel Name"); t = head.index("gpu__time_duration.sum")
+total = collections.Counter(); count = collections.Counter()
+for r in rows[2:]:
+    try: total[r[name][:90]] += float(r[t]); count[r[name][:90]] += 1
+    except ValueError: pass
+all_ns = sum(total.values())
+print(f"ncu: {all_ns / 5e6:.2f} ms of kernels per step ({len(rows) - 2} launches in 5 steps)")
+for k, v in total.most_common(40): print(f"{v / 5e6:8.3f} ms/step {count[k] // 5:4d}x {k}")
+PY
+  fi
   if [ -f ../data/aclImdb_v1.tar.gz ]; then
     for p in bf16 fp8; do
       start=$(date +%s)

@@ -4,7 +4,7 @@
 // CUDA events; medians of 3 rounds. Prints tokens/s, model-FLOPs utilisation (PaLM's count, against
 // the H100 SXM's 989 TFLOP/s dense bf16) and the FP8 / bf16 ratio.
 // Usage: bench_cuda_lm_step [preset, default gpt2-small] [batch, default 16] [seq, default 1024]
-//        [steps per round, default 10] [vocab, default 8192]
+//        [steps per round, default 10] [vocab, default 8192] [precision: bf16 or fp8, default both]
 #include "exec/captured_step.h"
 #include "models/llama.h"
 #include "ops/cuda/context.h"
@@ -44,7 +44,9 @@ int main(int argc, char** argv) try {
     std::vector<double> seconds;
     double loss = 0;
   };
-  std::vector<Run> runs = {{nn::Precision::Bf16, {}}, {nn::Precision::Fp8, {}}};
+  std::vector<Run> runs;
+  for (nn::Precision p : {nn::Precision::Bf16, nn::Precision::Fp8})
+    if (argc <= 6 || nn::parse_precision(argv[6]) == p) runs.push_back({p, {}});
   std::mt19937 rng(1);
   std::vector<int32_t> ids(B * T);
   for (auto& v : ids) v = static_cast<int32_t>(rng() % vocab);
@@ -85,7 +87,8 @@ int main(int argc, char** argv) try {
                 nn::name(run.precision).data(), s * 1e3, static_cast<double>(B * T) / s,
                 100.0 * flops_per_step / s / kPeak, run.loss);
   }
-  std::printf("lm_step %s fp8 / bf16 tokens/s: %.3f\n", preset.c_str(), runs[0].seconds[1] / runs[1].seconds[1]);
+  if (runs.size() == 2)
+    std::printf("lm_step %s fp8 / bf16 tokens/s: %.3f\n", preset.c_str(), runs[0].seconds[1] / runs[1].seconds[1]);
   return 0;
 } catch (const std::exception& e) {
   std::fprintf(stderr, "error: %s\n", e.what());
