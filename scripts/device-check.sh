@@ -122,10 +122,11 @@ if [ "$mode" = lm ]; then
     IFS=: read -r preset batch seq <<<"$c"
     timeout 200 ./bench/bench_cuda_lm_step "$preset" "$batch" "$seq" 5 2>&1 | tee -a "$summary"
   done
-  # PROFILE="preset:batch:seq:precision": per-kernel GPU times (ncu) of one precision's steps (2 to
+  # PROFILE="preset:batch:seq:precision ...": per-kernel GPU times (ncu) of one precision's steps (2 to
   # build the graph, then 3 timed), summed by kernel name, the 40 largest.
-  if [ -n "${PROFILE:-}" ]; then
-    IFS=: read -r preset batch seq precision <<<"$PROFILE"
+  for profile in ${PROFILE:-}; do
+    IFS=: read -r preset batch seq precision <<<"$profile"
+    note "profile $profile:"
     ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
     timeout 300 "${ncu:-ncu}" --clock-control none --metrics gpu__time_duration.sum --csv --page raw \
       ./bench/bench_cuda_lm_step "$preset" "$batch" "$seq" 1 8192 "$precision" >"$OUT/ncu.csv" 2>"$OUT/ncu.log" ||
@@ -142,7 +143,7 @@ all_ns = sum(total.values())
 print(f"ncu: {all_ns / 5e6:.2f} ms of kernels per step ({len(rows) - 2} launches in 5 steps)")
 for k, v in total.most_common(40): print(f"{v / 5e6:8.3f} ms/step {count[k] // 5:4d}x {k}")
 PY
-  fi
+  done
   if [ -f ../data/aclImdb_v1.tar.gz ]; then
     for p in bf16 fp8; do
       start=$(date +%s)
