@@ -144,6 +144,29 @@ print(f"ncu: {all_ns / 5e6:.2f} ms of kernels per step ({len(rows) - 2} launches
 for k, v in total.most_common(40): print(f"{v / 5e6:8.3f} ms/step {count[k] // 5:4d}x {k}")
 PY
   done
+  # LM_QUALITY=1 (with the data): the 25m model on IMDB text for 3 seeds in bf16, FP8 delayed and FP8
+  # current (LM_STEPS steps each, the same data order per seed), then `fp8kit lm compare`'s table and
+  # curves (lm-quality.svg).
+  if [ "${LM_QUALITY:-0}" = 1 ] && [ -f ../data/aclImdb_v1.tar.gz ]; then
+    runs=""
+    mkdir -p "$OUT/quality"
+    for seed in 1 2 3; do
+      for run in bf16:delayed fp8:delayed fp8:current; do
+        IFS=: read -r p recipe <<<"$run"
+        dir="$OUT/quality/$p-$recipe-seed$seed"
+        OMP_WAIT_POLICY=passive timeout 120 ./fp8kit lm train --device cuda --config 25m --precision $p --recipe $recipe \
+          --steps ${LM_STEPS:-2000} --seq 256 --batch 32 --warmup 100 --eval-every 250 --eval-batches 40 --seed $seed \
+          --data ../data/aclImdb_v1.tar.gz --tokenizer "$OUT/quality/tokenizer.json" --out "$dir" >"$dir.log" 2>&1 ||
+          note "FAIL: $dir.log"
+        note "$p $recipe seed $seed: $(grep -E '^Validation' "$dir.log")"
+        rm -rf "$dir"/checkpoint-* "$dir"/model-*
+        runs="$runs $dir"
+      done
+    done
+    ./fp8kit lm compare $runs --svg "$OUT/lm-quality.svg" 2>&1 | tee -a "$summary"
+    cat "$summary"
+    exit 0
+  fi
   if [ -f ../data/aclImdb_v1.tar.gz ]; then
     for p in bf16 fp8; do
       start=$(date +%s)
