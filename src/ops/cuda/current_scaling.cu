@@ -1,6 +1,7 @@
 // Current-scaling kernel: one thread per tensor, numerics/scale.cpp's current_scale on the device.
 #include "ops/cuda/current_scaling.h"
 
+#include <algorithm>
 #include <string>
 
 #include "base/error.h"
@@ -31,21 +32,21 @@ __global__ void current_scales_kernel(Tensors t, const float* amax, const float*
 
 void current_scales(std::span<const int> tensors, const float* amax, const float* fp8_max, ScaleOptions options,
                     float* scale, float* scale_inv, int64_t scale_inv_stride, cudaStream_t stream) {
-  if (tensors.size() > kMaxTensors)
-    throw Error("current_scales: " + std::to_string(tensors.size()) + " tensors in one call, at most " +
-                std::to_string(kMaxTensors));
   if (tensors.empty()) return;
   if (!amax || !fp8_max || !scale || !scale_inv)
     throw Error("current_scales: amax, fp8_max, scale and scale_inv are required");
-  Tensors t{};
-  t.count = static_cast<int>(tensors.size());
-  for (size_t k = 0; k < tensors.size(); ++k) {
-    if (tensors[k] < 0) throw Error("current_scales: negative tensor index " + std::to_string(tensors[k]));
-    t.index[k] = tensors[k];
+  // kMaxTensors per launch (a model's weights, e.g. 7 per Llama block, take several).
+  for (size_t first = 0; first < tensors.size(); first += kMaxTensors) {
+    Tensors t{};
+    t.count = static_cast<int>(std::min<size_t>(kMaxTensors, tensors.size() - first));
+    for (int k = 0; k < t.count; ++k) {
+      if (tensors[first + k] < 0) throw Error("current_scales: negative tensor index " + std::to_string(tensors[first + k]));
+      t.index[k] = tensors[first + k];
+    }
+    current_scales_kernel<<<1, kMaxTensors, 0, stream>>>(t, amax, fp8_max, options.margin, options.power_of_two,
+                                                         scale, scale_inv, scale_inv_stride);
+    check_launch("current_scales");
   }
-  current_scales_kernel<<<1, kMaxTensors, 0, stream>>>(t, amax, fp8_max, options.margin, options.power_of_two, scale,
-                                                       scale_inv, scale_inv_stride);
-  check_launch("current_scales");
 }
 
 }  // namespace fp8kit::cuda

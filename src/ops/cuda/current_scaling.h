@@ -12,9 +12,9 @@
 
 namespace fp8kit::cuda {
 
-// For each i in `tensors` (at most 32 indices): scale[i] = current_scale(amax[i], format of i, options)
-// with fp8_max[i] the format's largest value, and scale_inv[i * scale_inv_stride] = 1 / scale[i]
-// (ScalingState::scale_inv). Device arrays; one launch on `stream`.
+// For each i in `tensors`: scale[i] = current_scale(amax[i], format of i, options) with fp8_max[i] the
+// format's largest value, and scale_inv[i * scale_inv_stride] = 1 / scale[i] (ScalingState::scale_inv).
+// Device arrays; one launch per 32 indices on `stream`.
 void current_scales(std::span<const int> tensors, const float* amax, const float* fp8_max, ScaleOptions options,
                     float* scale, float* scale_inv, int64_t scale_inv_stride, cudaStream_t stream);
 
