@@ -41,9 +41,6 @@ enum class SpecialTokens { kAsText, kParse };
 // Memo of piece -> token ids for repeated encode calls from one thread (a piece's ids never
 // change, and real text repeats its words).
 class BpeWordCache {
- public:
-  void clear() { entries_.clear(), ids_.clear(); }
-
  private:
   friend class BpeTokenizer;
   struct Hash {
