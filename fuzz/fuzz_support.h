@@ -4,12 +4,11 @@
 
 #include "io/checkpoint.h"
 #include "nn/parameter.h"
-#include "text/bpe_tokenizer.h"
+#include "text/bpe_models.h"
 
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -51,17 +50,8 @@ inline std::vector<std::string> tokenizer_vocab() {
 
 // The tokenizer target's byte-level BPE: the 256 bytes (id = byte), a few merges, "<|endoftext|>".
 inline text::BpeModel bpe_model(text::SplitPattern pattern) {
-  text::BpeModel model;
-  model.pattern = pattern;
-  for (int b = 0; b < 256; ++b) model.tokens.emplace_back(1, static_cast<char>(b));
-  for (const auto& [left, right] : std::vector<std::pair<std::string, std::string>>{
-           {"t", "h"}, {"th", "e"}, {" ", "the"}, {"e", "e"}, {"ee", "e"}, {"\xc3", "\xa9"}, {"1", "2"}}) {
-    const auto id = [&](const std::string& token) {
-      return static_cast<int32_t>(std::find(model.tokens.begin(), model.tokens.end(), token) - model.tokens.begin());
-    };
-    model.merges.emplace_back(id(left), id(right));
-    model.tokens.push_back(left + right);
-  }
+  text::BpeModel model = testing::byte_model(
+      {{"t", "h"}, {"th", "e"}, {" ", "the"}, {"e", "e"}, {"ee", "e"}, {"\xc3", "\xa9"}, {"1", "2"}}, pattern);
   model.tokens.push_back("<|endoftext|>");
   model.added_tokens = {{static_cast<int32_t>(model.tokens.size() - 1), true}};
   return model;
