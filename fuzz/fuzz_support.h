@@ -4,6 +4,7 @@
 
 #include "io/checkpoint.h"
 #include "nn/parameter.h"
+#include "text/bpe_models.h"
 
 #include <sys/mman.h>
 #include <unistd.h>
@@ -45,6 +46,15 @@ inline const std::vector<std::string> kDatasetSubdirs = {"train", "test"};
 inline std::vector<std::string> tokenizer_vocab() {
   return {"[PAD]", "[UNK]", "the", "movie", "great", "a", "b", "un", "##a", "##b", "##s", "##ing",
           "##ly",  "!",     ".",   "<",     ">",     "/", "br", "é", "##é", "日", "本"};
+}
+
+// The tokenizer target's byte-level BPE: the 256 bytes (id = byte), a few merges, "<|endoftext|>".
+inline text::BpeModel bpe_model(text::SplitPattern pattern) {
+  text::BpeModel model = testing::byte_model(
+      {{"t", "h"}, {"th", "e"}, {" ", "the"}, {"e", "e"}, {"ee", "e"}, {"\xc3", "\xa9"}, {"1", "2"}}, pattern);
+  model.tokens.push_back("<|endoftext|>");
+  model.added_tokens = {{static_cast<int32_t>(model.tokens.size() - 1), true}};
+  return model;
 }
 
 // A path whose file holds the input, for readers that take a path: an in-memory file (memfd, so no

@@ -5,6 +5,7 @@
 #include "fuzz_support.h"
 #include "io/checkpoint.h"
 #include "io/safetensors.h"
+#include "text/bpe_learner.h"
 #include "text/vocab_file.h"
 
 #include <cstdio>
@@ -77,6 +78,15 @@ void tokenizer_seeds(const fs::path& dir) {
   write_seed(dir / "long_word.txt", std::string(150, 'a') + " unbs");
 }
 
+void tokenizer_json_seeds(const fs::path& dir) {
+  const std::vector<std::string> texts = {"the cat's 1234 caf\xc3\xa9s\r\n\tthe cats", "the \xe6\x97\xa5\xe6\x9c\xac cat"};
+  for (const text::SplitPattern pattern : {text::SplitPattern::kGpt2, text::SplitPattern::kLlama3}) {
+    text::learn_bpe(texts, {.vocab_size = 290, .pattern = pattern, .min_pair_count = 1})
+        .save(dir / (std::string(text::split_pattern_name(pattern)) + ".json"));
+  }
+  text::BpeTokenizer(fuzz::bpe_model(text::SplitPattern::kGpt2)).save(dir / "fixed.json");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -87,7 +97,7 @@ int main(int argc, char** argv) {
   const fs::path root = argv[1];
   const std::vector<std::pair<std::string, void (*)(const fs::path&)>> targets = {
       {"safetensors", safetensors_seeds}, {"checkpoint", checkpoint_seeds}, {"text_dataset", text_dataset_seeds},
-      {"vocab", vocab_seeds},             {"tokenizer", tokenizer_seeds},
+      {"vocab", vocab_seeds},             {"tokenizer", tokenizer_seeds},     {"tokenizer_json", tokenizer_json_seeds},
   };
   try {
     for (const auto& [name, write] : targets) {

@@ -39,11 +39,9 @@ struct BpeModel {
 enum class SpecialTokens { kAsText, kParse };
 
 // Memo of piece -> token ids for repeated encode calls from one thread (a piece's ids never
-// change, and real text repeats its words).
+// change, and real text repeats its words). It grows with the distinct pieces seen (those up to
+// 64 bytes); a new one starts empty.
 class BpeWordCache {
- public:
-  void clear() { entries_.clear(), ids_.clear(); }
-
  private:
   friend class BpeTokenizer;
   struct Hash {

@@ -41,6 +41,15 @@ std::string read_file(const fs::path& path) {
   return bytes;
 }
 
+// A value for a message: nested values only by their type (dump() recurses, and a file may nest deeper
+// than the stack allows).
+std::string shown(const json& value) {
+  if (!value.is_structured()) return value.dump();
+  const auto type = value.is_object() ? value.find("type") : value.end();
+  if (type != value.end() && type->is_string()) return fmt::format("{{\"type\":{}}}", type->dump());
+  return value.is_object() ? "an object" : "an array";
+}
+
 // A JSON value and its place in the file ("model.merges[3]"), for errors that name the field.
 struct Field {
   const json& value;
@@ -83,7 +92,7 @@ struct Field {
   void require_unset(std::string_view why) const {
     const bool unset = value.is_null() || (value.is_string() && value.get_ref<const std::string&>().empty()) ||
                        (value.is_boolean() && !value.get<bool>());
-    FP8KIT_CHECK(unset, "{} is {}: {}", name, value.dump(), why);
+    FP8KIT_CHECK(unset, "{} is {}: {}", name, shown(value), why);
   }
 };
 
@@ -106,7 +115,7 @@ SplitPattern read_pre_tokenizer(const Field& pre) {
   const Field regex = split.at("pattern").at("Regex");
   const auto pattern = split_pattern_from_regex(regex.string());
   FP8KIT_CHECK(pattern.has_value(), "{} is not a pattern fp8kit implements (GPT-2's or Llama 3's): {}", regex.name,
-               regex.value.dump());
+               shown(regex.value));
   const Field behavior = split.at("behavior");
   FP8KIT_CHECK(behavior.string() == "Isolated", "{} is \"{}\": fp8kit implements \"Isolated\"", behavior.name,
                behavior.string());
@@ -119,16 +128,18 @@ SplitPattern read_pre_tokenizer(const Field& pre) {
 }
 
 // Post-processors only matter when Hugging Face adds special tokens (a BOS); encode never does.
+// Accepted: ByteLevel, TemplateProcessing, or a Sequence of those.
 void check_post_processor(const Field& post) {
   if (post.absent_or_null()) return;
-  const std::string type = post.type();
-  if (type == "Sequence") {
-    const Field steps = post.at("processors");
-    for (size_t i = 0; i < steps.array().size(); ++i) check_post_processor(steps.at(i));
-    return;
-  }
-  FP8KIT_CHECK(type == "ByteLevel" || type == "TemplateProcessing",
-               "{}.type is \"{}\": fp8kit reads ByteLevel and TemplateProcessing post-processors", post.name, type);
+  const auto check = [](const Field& step) {
+    const std::string type = step.type();
+    FP8KIT_CHECK(type == "ByteLevel" || type == "TemplateProcessing",
+                 "{}.type is \"{}\": fp8kit reads ByteLevel and TemplateProcessing post-processors, or a Sequence of "
+                 "them", step.name, type);
+  };
+  if (post.type() != "Sequence") return check(post);
+  const Field steps = post.at("processors");
+  for (size_t i = 0; i < steps.array().size(); ++i) check(steps.at(i));
 }
 
 // The two token strings of a merge: "a b" or ["a", "b"].

@@ -207,7 +207,15 @@ TEST_F(TokenizerJson, ErrorsNameTheFileAndTheField) {
   l = llama3_json();
   l["post_processor"]["processors"][1]["type"] = "BertProcessing";
   EXPECT_EQ(load_error(l), "post_processor.processors[1].type is \"BertProcessing\": fp8kit reads ByteLevel and "
-                           "TemplateProcessing post-processors");
+                           "TemplateProcessing post-processors, or a Sequence of them");
+  // Nested deeper than a recursive printer's stack: named by type, not printed.
+  const std::string deep = llama3_json().dump();
+  const size_t at = deep.find("\"normalizer\":null");
+  ASSERT_NE(at, std::string::npos);
+  const fs::path nested = write_text("nested.json", deep.substr(0, at) + "\"normalizer\":" + std::string(200000, '[') +
+                                                        std::string(200000, ']') + deep.substr(at + 17));
+  EXPECT_EQ(error_of([&] { BpeTokenizer::load(nested); }),
+            nested.string() + ": normalizer is an array: fp8kit does not implement normalizers");
   l = llama3_json();
   l["added_tokens"][1]["id"] = 5000;
   EXPECT_EQ(load_error(l), "added_tokens[1]: id 5000 is outside 0..261 (ids must number the tokens from 0, without gaps)");
