@@ -34,7 +34,9 @@ nlohmann::json RecipeArgs::json() const {
 }
 
 void add_recipe_options(CLI::App& app, RecipeArgs& args) {
-  app.add_option("--recipe", args.recipe, "FP8 scaling: delayed or current")->capture_default_str();
+  app.add_option("--recipe", args.recipe, "FP8 scaling: delayed or current (per tensor), or block (1x128 activations and gradients, "
+                 "128x128 weights, current scales: DeepSeek-V3's and Transformer Engine's Float8BlockScaling; TE's "
+                 "default formats are --formats e4m3)")->capture_default_str();
   app.add_option("--lag", args.lag, "delayed scaling lag: te (one step) or keras (two steps)")->capture_default_str();
   app.add_option("--amax-history", args.amax_history, "amax history length")
       ->capture_default_str()

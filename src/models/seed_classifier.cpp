@@ -349,7 +349,10 @@ std::string SeedClassifier::summary() const {
   out += fmt::format(" Total params: {} ({})\n", with_commas(total), human_bytes(total * 4));
   out += fmt::format(" Trainable params: {} ({})\n", with_commas(total), human_bytes(total * 4));
   out += fmt::format(" Non-trainable params: 0 ({})\n", human_bytes(0));
-  if (m.precision == Precision::Fp8) {
+  if (m.precision == Precision::Fp8 && m.recipe.mode == ScalingMode::Block) {  // current scales only: no state
+    out += fmt::format(" FP8 recipe: {}, in {} quantized layers: {}\n", describe(m.recipe), quantized_layers().size(),
+                       fmt::join(quantized_layers(), ", "));
+  } else if (m.precision == Precision::Fp8) {
     // Per FP8 Linear: three scales and three amax histories.
     const int64_t fp8 = static_cast<int64_t>(m.linears().size() * 3 * (1 + m.recipe.amax_history_length));
     out += fmt::format(" FP8 scaling state: {} values ({}) in {} quantized layers: {}\n", with_commas(fp8),

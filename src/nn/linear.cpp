@@ -42,13 +42,17 @@ std::string Linear::name() const {
 }
 
 void Linear::set_precision(Precision precision, ops::ScalingTable* scaling) {
+  FP8KIT_CHECK(precision != Precision::Fp8 || scaling != nullptr, "{}: FP8 needs the model's scaling table", path_);
+  const bool block = precision == Precision::Fp8 && scaling->recipe().mode == ScalingMode::Block;
   op_.precision = precision == Precision::Fp32   ? ops::LinearPrecision::Fp32
                   : precision == Precision::Bf16 ? ops::LinearPrecision::Bf16
+                  : block                        ? ops::LinearPrecision::Fp8Block
                                                  : ops::LinearPrecision::Fp8;
   op_.scaling = nullptr;
   op_.slot = -1;
-  if (precision == Precision::Fp8) {
-    FP8KIT_CHECK(scaling != nullptr, "{}: FP8 needs the model's scaling table", path_);
+  if (block) {  // current block scales: nothing in the table
+    op_.block_recipe = scaling->recipe();
+  } else if (precision == Precision::Fp8) {
     const Fp8Recipe& recipe = scaling->recipe();
     op_.scaling = scaling;
     op_.slot = scaling->add(path_ + "/inputs", recipe.forward_format);

@@ -30,7 +30,8 @@ class Linear {
   Linear(Parameter& tied_weight, std::string name, int64_t in, int64_t out);
 
   // Fp8 takes three slots of the model's scaling table (before its allocation):
-  // <path>/{inputs,kernel,outputs_grad}, cast to the recipe's forward, forward and backward formats.
+  // <path>/{inputs,kernel,outputs_grad}, cast to the recipe's forward, forward and backward formats;
+  // with the table's recipe in block mode, none: the op's Fp8Block precision, current block scales.
   void set_precision(Precision precision, ops::ScalingTable* scaling);
 
   // x: [rows, in] on the model's device, unchanged until backward(). Returns y [rows, out]; `next`:

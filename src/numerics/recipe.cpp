@@ -14,7 +14,8 @@ namespace fp8kit {
 ScalingMode parse_scaling_mode(std::string_view text) {
   if (text == "delayed") return ScalingMode::Delayed;
   if (text == "current") return ScalingMode::Current;
-  fail("unknown scaling mode '{}': use delayed or current", text);
+  if (text == "block") return ScalingMode::Block;
+  fail("unknown scaling mode '{}': use delayed, current or block", text);
 }
 
 ScalingLag parse_scaling_lag(std::string_view text) {
@@ -43,14 +44,17 @@ void set_fp8_formats(Fp8Recipe& recipe, std::string_view text) {
 }
 
 std::string describe(const Fp8Recipe& r) {
-  std::string text = fmt::format(
-      "{} scaling, {} lag, amax history {}, {} amax, {} forward, {} backward",
-      r.mode == ScalingMode::Delayed ? "delayed" : "current", r.lag == ScalingLag::Te ? "te" : "keras",
-      r.amax_history_length, r.amax_algorithm == AmaxAlgorithm::Max ? "max" : "most_recent", name(r.forward_format),
-      name(r.backward_format));
+  std::string text =
+      r.mode == ScalingMode::Block
+          ? fmt::format("block scaling (1x128 activations and gradients, 128x128 weights), {} forward, {} backward",
+                        name(r.forward_format), name(r.backward_format))
+          : fmt::format("{} scaling, {} lag, amax history {}, {} amax, {} forward, {} backward",
+                        r.mode == ScalingMode::Delayed ? "delayed" : "current", r.lag == ScalingLag::Te ? "te" : "keras",
+                        r.amax_history_length, r.amax_algorithm == AmaxAlgorithm::Max ? "max" : "most_recent",
+                        name(r.forward_format), name(r.backward_format));
   if (r.scale_options.margin != 0) text += fmt::format(", margin {}", r.scale_options.margin);
   if (r.scale_options.power_of_two) text += ", power-of-two scales";
-  if (r.skip_zero_amax) text += ", skip zero amax";
+  if (r.skip_zero_amax && r.mode != ScalingMode::Block) text += ", skip zero amax";
   return text;
 }
 

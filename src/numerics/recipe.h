@@ -1,5 +1,6 @@
 // FP8 training recipes and the per-tensor scaling state they drive: which scale each step quantizes
-// with (delayed with a one-step "te" or two-step "keras" lag, or current), and how amaxes are recorded.
+// with (delayed with a one-step "te" or two-step "keras" lag, or current), and how amaxes are recorded;
+// or block scaling, whose scales are all current and per block (nothing persists between steps).
 #pragma once
 
 #include "numerics/amax_history.h"
@@ -13,7 +14,12 @@
 
 namespace fp8kit {
 
-enum class ScalingMode { Delayed, Current };
+// Delayed and Current: one scale per tensor. Block: DeepSeek-V3's and Transformer Engine's
+// Float8BlockScaling: activations and gradients quantized 1 x 128 along the GEMM's K (each group's own
+// current scale), weights 128 x 128 (ops/linear.h, LinearPrecision::Fp8Block); the formats are the
+// recipe's as for the other modes (TE's Float8BlockScaling default, E4M3 for all, is "--formats e4m3";
+// "hybrid" gives E5M2 gradients), and lag, amax history and algorithm do not apply.
+enum class ScalingMode { Delayed, Current, Block };
 // Which amaxes the scale of step t comes from (delayed scaling only).
 //   Te:    scale_t = f(amax_0..amax_{t-1}); step 0 uses 1.0 (TE, Flax).
 //   Keras: step t uses the stored scale, computed after step t-1 from amax_0..amax_{t-2};
@@ -31,7 +37,7 @@ struct Fp8Recipe {
   Fp8Format backward_format = Fp8Format::E5M2;  // output gradients
 };
 
-ScalingMode parse_scaling_mode(std::string_view text);  // "delayed" | "current"
+ScalingMode parse_scaling_mode(std::string_view text);  // "delayed" | "current" | "block"
 ScalingLag parse_scaling_lag(std::string_view text);    // "te" | "keras"
 AmaxAlgorithm parse_amax_algorithm(std::string_view text);  // "max" | "most_recent"
 // Sets forward_format and backward_format from Transformer Engine's format names: "hybrid" (E4M3
@@ -41,6 +47,8 @@ void set_fp8_formats(Fp8Recipe& recipe, std::string_view text);
 // One line naming every field: "delayed scaling, te lag, amax history 1024, max amax, E4M3 forward,
 // E5M2 backward" (checkpoints record it; fields added after the first checkpoints -- margin,
 // power-of-two scales, skip zero amax -- appear only when not the default, so those still resume).
+// Block scaling names only what applies: "block scaling (1x128 activations and gradients, 128x128
+// weights), E4M3 forward, E5M2 backward" (and the margin, power-of-two scales).
 std::string describe(const Fp8Recipe& recipe);
 
 // The scaling state of one FP8-quantized tensor (a Linear's input, weight or output gradient).

@@ -6,6 +6,7 @@
 #include "numerics/cast.h"
 #include "numerics/convert.h"
 #include "ops/gemm.h"
+#include "ops/linear_block.h"
 #include "ops/tensor_checks.h"
 
 #include <algorithm>
@@ -65,6 +66,9 @@ void cpu_prepare_weights(Context& c, LinearOp& l, bool training) {
     case LinearPrecision::Fp8:
       cast_fp8(*l.scaling, l.slot + 1, w, training, l.wc_t, l.wc, c);  // wc: the exact values, w's layout
       break;
+    case LinearPrecision::Fp8Block:
+      linear_block_prepare_weights(c, l);
+      break;
   }
 }
 
@@ -108,6 +112,9 @@ void cpu_forward(Context& c, LinearOp& l, const Tensor& x, bool training, const 
                0.0f, y);
       break;
     }
+    case LinearPrecision::Fp8Block:
+      linear_block_forward(c, l, x, training);
+      break;
   }
   if (next.deferred) return;
   apply_epilogue(l, l.y);
@@ -200,6 +207,9 @@ void cpu_backward(Context& c, const LinearGradient& lg) {
       wgrad(x_scale_inv * g_scale_inv, l.xc.data<float>(), l.gc.data<float>());
       break;
     }
+    case LinearPrecision::Fp8Block:
+      linear_block_backward(c, l, l.g);
+      break;
   }
 }
 

@@ -8,6 +8,11 @@
 //         gradients (the recipe's formats), per-tensor scales from the model's ScalingTable (delayed
 //         or current), fp32 accumulation, y rounded to bf16; the bias gradient and the ReLU mask use
 //         the unquantized dy.
+//   Fp8Block: the same products with block scales, current scaling only (DeepSeek-V3's and Transformer
+//         Engine's Float8BlockScaling; ops/linear_block.h): x and dy quantized 1 x 128 along K for fprop
+//         and dgrad, and again, from their transposes, 1 x 128 along the rows for wgrad; W in 128 x 128
+//         blocks (for dgrad the same blocks transposed). The recipe's formats and scale options; no
+//         scaling table; y rounded to bf16, the bias, ReLU and dropout as for Fp8, as steps of their own.
 // The CPU computes each step exactly (FP8 codes decoded exactly, products summed in float32 by
 // OpenBLAS; the bias gradient in LinearOp::kBiasGradientOrder); the GPU runs cuBLASLt (or, for the
 // small K of narrow Linears, one kernel that quantizes and multiplies), with the same rounding points
@@ -21,13 +26,14 @@
 #include "ops/dropout.h"
 #include "ops/piece_order.h"
 #include "ops/scaling_table.h"
+#include "tensor/qtensor.h"
 #include "tensor/tensor.h"
 
 #include <span>
 
 namespace fp8kit::ops {
 
-enum class LinearPrecision { Fp32, Bf16, Fp8 };
+enum class LinearPrecision { Fp32, Bf16, Fp8, Fp8Block };
 
 // One Linear: its shape, precision and parameters, and what its forward keeps for its backward.
 struct LinearOp {
@@ -44,6 +50,7 @@ struct LinearOp {
   LinearPrecision precision = LinearPrecision::Fp32;
   ScalingTable* scaling = nullptr;  // Fp8: slots `slot` (inputs), slot + 1 (kernel), slot + 2 (output gradient)
   int slot = -1;
+  Fp8Recipe block_recipe{};  // Fp8Block: its formats and scale options
   Tensor* w = nullptr;   // [in * out] f32 (a parameter's value), and its gradient
   Tensor* b = nullptr;   // [out]
   Tensor* dw = nullptr;
@@ -63,6 +70,9 @@ struct LinearOp {
   // The precision's GEMM operands (bf16 copies, FP8 codes, transposes) and scratch, sized by the ops.
   // On the GPU wc is the weight laid out [in, out] and wc_t [out, in], whichever layout it is stored in.
   Tensor xc, xc_t, wc, wc_t, gc, gc_t, g, partials;
+  // Fp8Block: x and dy quantized 1 x 128 along K (xq, gq) and along the rows (xq_t, gq_t: from the f32
+  // transposes in xc_t and gc_t); W's 128 x 128 blocks as stored (wq) and transposed (wq_t).
+  QTensor xq, xq_t, gq, gq_t, wq, wq_t;
 };
 
 // What follows a Linear's activation in the model: out = residual + dropout(y) (bf16: each step

@@ -12,6 +12,7 @@
 #include <vector>
 
 #if FP8KIT_HAVE_CUDA
+#include "ops/cuda/context.h"
 #include "ops/cuda/gemm.h"
 #include "ops/cuda/gemm_scales.h"
 #endif
@@ -66,16 +67,19 @@ const float* float_values(const Tensor& t, std::vector<float>& widened) {
 }
 
 #if FP8KIT_HAVE_CUDA
-// A 1x128 operand's scales [rows, groups] as cuBLASLt's Vec128 reads them, [groups, rows].
-Tensor vec128_scales(const Tensor& scale_inv) {
-  Tensor t({scale_inv.dim(1), scale_inv.dim(0)}, DType::F32, scale_inv.device());
-  cuda::transpose_scales(scale_inv.device_data<float>(), scale_inv.dim(0), scale_inv.dim(1), t.device_data<float>());
-  return t;
+// A 1x128 operand's scales [rows, groups] as cuBLASLt's Vec128 reads them, [groups, rows], into `out`.
+void vec128_scales(const Tensor& scale_inv, float* out, cudaStream_t stream) {
+  cuda::transpose_scales(scale_inv.device_data<float>(), scale_inv.dim(0), scale_inv.dim(1), out, stream);
 }
 
-void matmul_cuda(const Operand& a, const Operand& b, Tensor& y, const MatmulOptions& options, const GemmShape& s,
-                 Scaling scaling) {
-  thread_local cuda::GemmContext context;  // one handle, workspace and plan cache per thread
+// Where the GPU queues a product: with a Context, on its current lane with that lane's cuBLASLt context
+// and scratch; without, on the legacy default stream with a per-thread cuBLASLt context, and the
+// Vec128 scales in tensors of their own.
+void matmul_cuda(Context* c, const Operand& a, const Operand& b, Tensor& y, const MatmulOptions& options,
+                 const GemmShape& s, Scaling scaling) {
+  thread_local cuda::GemmContext own;  // one handle, workspace and plan cache per thread
+  cuda::GemmContext& context = c != nullptr ? gemm(*c) : own;
+  const cudaStream_t queue = c != nullptr ? stream(*c) : nullptr;
   cuda::GemmArgs args;
   args.m = s.m;
   args.n = s.n;
@@ -86,21 +90,39 @@ void matmul_cuda(const Operand& a, const Operand& b, Tensor& y, const MatmulOpti
   args.b_type = b.data.dtype();
   args.y = y.device_data<std::byte>();
   args.y_type = y.dtype();
-  Tensor a_scales, b_scales;  // Vec128 layouts of 1x128 scales
+  Tensor a_scales, b_scales;  // Vec128 layouts of 1x128 scales, without a context
   if (a.scale_inv != nullptr) {
     args.a_scale_inv = a.scale_inv->device_data<float>();
     args.b_scale_inv = b.scale_inv->device_data<float>();
   }
   if (scaling == Scaling::PerRow) args.a_scale_mode = args.b_scale_mode = cuda::ScaleMode::OuterVec;
   if (scaling == Scaling::Block) {
-    a_scales = vec128_scales(*a.scale_inv);
-    args.a_scale_inv = a_scales.device_data<float>();
+    const bool b_block = b.q->spec.granularity == Granularity::Block128x128;
+    // 256-byte aligned pieces (cuBLASLt wants vector scales 16-byte aligned).
+    const size_t a_bytes = (static_cast<size_t>(a.scale_inv->numel()) * sizeof(float) + 255) / 256 * 256;
+    const size_t b_bytes = b_block ? 0 : static_cast<size_t>(b.scale_inv->numel()) * sizeof(float);
+    float* a_room = nullptr;
+    float* b_room = nullptr;
+    if (c != nullptr) {
+      auto* room = static_cast<std::byte*>(c->scratch(a_bytes + b_bytes));
+      a_room = reinterpret_cast<float*>(room);
+      b_room = reinterpret_cast<float*>(room + a_bytes);
+    } else {
+      a_scales = Tensor({a.scale_inv->dim(1), a.scale_inv->dim(0)}, DType::F32, y.device());
+      a_room = a_scales.device_data<float>();
+      if (!b_block) {
+        b_scales = Tensor({b.scale_inv->dim(1), b.scale_inv->dim(0)}, DType::F32, y.device());
+        b_room = b_scales.device_data<float>();
+      }
+    }
+    vec128_scales(*a.scale_inv, a_room, queue);
+    args.a_scale_inv = a_room;
     args.a_scale_mode = cuda::ScaleMode::Vec128;
-    if (b.q->spec.granularity == Granularity::Block128x128) {
+    if (b_block) {
       args.b_scale_mode = cuda::ScaleMode::Block128;
     } else {
-      b_scales = vec128_scales(*b.scale_inv);
-      args.b_scale_inv = b_scales.device_data<float>();
+      vec128_scales(*b.scale_inv, b_room, queue);
+      args.b_scale_inv = b_room;
       args.b_scale_mode = cuda::ScaleMode::Vec128;
     }
   }
@@ -109,7 +131,7 @@ void matmul_cuda(const Operand& a, const Operand& b, Tensor& y, const MatmulOpti
     args.bias = options.bias->device_data<std::byte>();
   }
   args.fast_accumulation = options.fast_accumulation;
-  context.gemm(args);
+  context.gemm(args, queue);
   // a_scales and b_scales are freed on return, with the GEMM maybe still queued: cudaFree waits for it.
 }
 #endif
@@ -147,11 +169,15 @@ void gemm_scaled_cpu(const QTensor& a, const QTensor& b, Scaling scaling, const 
   }
 }
 
-void run(const Operand& a, const Operand& b, Tensor& y, const MatmulOptions& options, const GemmShape& s,
+// c: the context to queue on (null: matmul()'s without one).
+void run(Context* c, const Operand& a, const Operand& b, Tensor& y, const MatmulOptions& options, const GemmShape& s,
          Scaling scaling = Scaling::PerTensor) {
+  FP8KIT_CHECK(c == nullptr || c->device() == a.data.device(),
+               "matmul: the operands are on {} and the context on {}: multiply where the operands are",
+               name(a.data.device()), name(c->device()));
   if (a.data.device() == Device::Cuda) {
 #if FP8KIT_HAVE_CUDA
-    matmul_cuda(a, b, y, options, s, scaling);
+    matmul_cuda(c, a, b, y, options, s, scaling);
 #endif
     return;
   }
@@ -177,9 +203,8 @@ void run(const Operand& a, const Operand& b, Tensor& y, const MatmulOptions& opt
   if (y.dtype() != DType::F32) float_to_bf16(scratch, y.span<uint16_t>());
 }
 
-}  // namespace
-
-void matmul(const Tensor& a, const Tensor& b, Tensor& y, const MatmulOptions& options) {
+// The checks of a Tensor product.
+void matmul_tensors(Context* c, const Tensor& a, const Tensor& b, Tensor& y, const MatmulOptions& options) {
   const Operand oa{a, nullptr}, ob{b, nullptr};
   const GemmShape s = check(oa, ob, y, options);
   const bool f32 = a.dtype() == DType::F32 && b.dtype() == DType::F32 && y.dtype() == DType::F32;
@@ -187,10 +212,11 @@ void matmul(const Tensor& a, const Tensor& b, Tensor& y, const MatmulOptions& op
                     (y.dtype() == DType::Bf16 || y.dtype() == DType::F32);
   FP8KIT_CHECK(f32 || bf16, "matmul: {} x {} -> {} is not supported: use f32 x f32 -> f32 or bf16 x bf16 -> bf16/f32",
                name(a.dtype()), name(b.dtype()), name(y.dtype()));
-  run(oa, ob, y, options, s);
+  run(c, oa, ob, y, options, s);
 }
 
-void matmul(const QTensor& a, const QTensor& b, Tensor& y, const MatmulOptions& options) {
+// The checks of an FP8 product and its scaling pair.
+void matmul_quantized(Context* c, const QTensor& a, const QTensor& b, Tensor& y, const MatmulOptions& options) {
   const Operand oa{a.codes, &a.scale_inv, &a}, ob{b.codes, &b.scale_inv, &b};
   const GemmShape s = check(oa, ob, y, options);
   FP8KIT_CHECK(is_fp8(a.codes.dtype()) && is_fp8(b.codes.dtype()), "matmul: FP8 operands must hold e4m3 or e5m2 codes, got {} and {}",
@@ -229,7 +255,25 @@ void matmul(const QTensor& a, const QTensor& b, Tensor& y, const MatmulOptions& 
                  cols, name(q->spec.granularity), want, q->scale_inv.numel(), name(q->scale_inv.dtype()),
                  name(q->scale_inv.device()));
   }
-  run(oa, ob, y, options, s, scaling);
+  run(c, oa, ob, y, options, s, scaling);
+}
+
+}  // namespace
+
+void matmul(const Tensor& a, const Tensor& b, Tensor& y, const MatmulOptions& options) {
+  matmul_tensors(nullptr, a, b, y, options);
+}
+
+void matmul(const QTensor& a, const QTensor& b, Tensor& y, const MatmulOptions& options) {
+  matmul_quantized(nullptr, a, b, y, options);
+}
+
+void matmul(Context& c, const Tensor& a, const Tensor& b, Tensor& y, const MatmulOptions& options) {
+  matmul_tensors(&c, a, b, y, options);
+}
+
+void matmul(Context& c, const QTensor& a, const QTensor& b, Tensor& y, const MatmulOptions& options) {
+  matmul_quantized(&c, a, b, y, options);
 }
 
 }  // namespace fp8kit::ops

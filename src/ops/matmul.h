@@ -5,6 +5,7 @@
 // order (and, for FP8 with fast accumulation, Hopper's reduced-precision accumulator).
 #pragma once
 
+#include "ops/context.h"
 #include "tensor/qtensor.h"
 #include "tensor/tensor.h"
 
@@ -36,5 +37,11 @@ void matmul(const Tensor& a, const Tensor& b, Tensor& y, const MatmulOptions& op
 // algorithm): the same formula, its own summation order within a slice. Block-scaled GEMMs take no
 // fast accumulation (Hopper's cuBLASLt runs them with the split accumulator).
 void matmul(const QTensor& a, const QTensor& b, Tensor& y, const MatmulOptions& options = {});
+
+// The same two on c's device, queued on c's current lane with its cuBLASLt context (the GPU: stream(c),
+// gemm(c)); the 1x128 scales that the GPU lays out for cuBLASLt go to c.scratch, so the same shapes
+// allocate nothing and a captured CUDA graph can run them. The CPU's results are the ones above.
+void matmul(Context& c, const Tensor& a, const Tensor& b, Tensor& y, const MatmulOptions& options = {});
+void matmul(Context& c, const QTensor& a, const QTensor& b, Tensor& y, const MatmulOptions& options = {});
 
 }  // namespace fp8kit::ops

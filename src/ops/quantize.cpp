@@ -5,15 +5,20 @@
 
 #include "base/error.h"
 #include "numerics/convert.h"
+#include "ops/tensor_checks.h"
 
 #include <fmt/ranges.h>
 
 #include <cmath>
+#include <utility>
 #include <vector>
 
 #if FP8KIT_HAVE_CUDA
 #include "ops/cuda/block_quantize.h"
+#include "ops/cuda/context.h"
+#include "ops/cuda/gemm_scales.h"
 #include "ops/cuda/quantize.h"
+#include "runtime/cuda/check.h"
 #endif
 
 namespace fp8kit::ops {
@@ -47,18 +52,31 @@ float host_scalar(const Tensor& t) {
   return t.device() == Device::Cpu ? t.data<float>()[0] : t.to(Device::Cpu).data<float>()[0];
 }
 
-// The output tensors for x at spec, on x's device (amax zeroed: the per-tensor kernel raises it).
-QTensor allocate(const Tensor& x, Matrix m, const QuantSpec& spec, bool transpose) {
+// Sizes q's tensors for x at spec on x's device, reusing their storage.
+void size_outputs(const Tensor& x, Matrix m, const QuantSpec& spec, bool transpose, QTensor& q) {
   const Device device = x.device();
   const DType codes = dtype_of(spec.format);
+  if (x.rank() == 1) {
+    sized(q.codes, {m.cols}, codes, device);
+  } else {
+    sized(q.codes, {m.rows, m.cols}, codes, device);
+  }
+  if (transpose) {
+    sized(q.codes_t, {m.cols, m.rows}, codes, device);
+  } else {
+    sized(q.codes_t, {0}, codes, device);
+  }
   const BlockShape b = spec.block(m.rows, m.cols);
   const int64_t grid_rows = (m.rows + static_cast<int64_t>(b.rows) - 1) / static_cast<int64_t>(b.rows);
   const int64_t grid_cols = (m.cols + static_cast<int64_t>(b.cols) - 1) / static_cast<int64_t>(b.cols);
-  const std::vector<int64_t> grid =
-      spec.granularity == Granularity::PerTensor ? std::vector<int64_t>{1} : std::vector<int64_t>{grid_rows, grid_cols};
-  return QTensor{Tensor(x.shape(), codes, device),
-                 transpose ? Tensor({m.cols, m.rows}, codes, device) : Tensor({0}, codes, device),
-                 Tensor(grid, DType::F32, device), Tensor(grid, DType::F32, device), spec};
+  for (Tensor* t : {&q.scale_inv, &q.amax}) {
+    if (spec.granularity == Granularity::PerTensor) {
+      sized(*t, {1}, DType::F32, device);
+    } else {
+      sized(*t, {grid_rows, grid_cols}, DType::F32, device);
+    }
+  }
+  q.spec = spec;
 }
 
 // x's elements as floats: f32 tensors as they are, bf16 ones widened (exactly) into `widened`.
@@ -78,7 +96,10 @@ void quantize_cpu(const Tensor& x, Matrix m, const float* delayed_scale, QTensor
     q.scale_inv.data<float>()[0] = 1.0f / *delayed_scale;
   } else if (m.rows * m.cols == 0) {
     // Per tensor: current_scale of amax 0; the other grids are empty.
-    if (q.spec.granularity == Granularity::PerTensor) q.scale_inv.data<float>()[0] = 1.0f;
+    if (q.spec.granularity == Granularity::PerTensor) {
+      q.scale_inv.data<float>()[0] = 1.0f;
+      q.amax.data<float>()[0] = 0.0f;
+    }
   } else {
     quantize_blocks(values, m.rows, m.cols, q.spec.format, q.block(), q.spec.options, codes, q.scale_inv.span<float>(),
                     q.amax.span<float>());
@@ -97,7 +118,8 @@ Tensor scalar(float value, Device device) {
 }
 
 // Per tensor with `scale` (one float on the GPU; `amax_only`: no outputs but the amax).
-void quantize_tensor_cuda(const Tensor& x, Matrix m, const Tensor& scale, QTensor& q, bool amax_only) {
+void quantize_tensor_cuda(const Tensor& x, Matrix m, const Tensor& scale, QTensor& q, bool amax_only,
+                          cudaStream_t stream) {
   cuda::QuantizeArgs args;
   args.x = x.device_data<std::byte>();
   args.x_type = x.dtype();
@@ -111,10 +133,10 @@ void quantize_tensor_cuda(const Tensor& x, Matrix m, const Tensor& scale, QTenso
     args.q_t = q.codes_t.numel() > 0 ? q.codes_t.device_data<uint8_t>() : nullptr;
     args.scale_inv = q.scale_inv.device_data<float>();
   }
-  cuda::quantize_fp8(args);
+  cuda::quantize_fp8(args, stream);
 }
 
-void quantize_blocks_cuda(const Tensor& x, Matrix m, QTensor& q) {
+void quantize_blocks_cuda(const Tensor& x, Matrix m, QTensor& q, cudaStream_t stream) {
   cuda::BlockQuantizeArgs args;
   args.x = x.device_data<std::byte>();
   args.x_type = x.dtype();
@@ -131,7 +153,7 @@ void quantize_blocks_cuda(const Tensor& x, Matrix m, QTensor& q) {
   args.q_t = q.codes_t.numel() > 0 ? q.codes_t.device_data<uint8_t>() : nullptr;
   args.scale_inv = q.scale_inv.device_data<float>();
   args.amax = q.amax.device_data<float>();
-  cuda::quantize_blocks(args);
+  cuda::quantize_blocks(args, stream);
 }
 #endif
 
@@ -148,26 +170,87 @@ QTensor quantize(const Tensor& x, const QuantSpec& spec, const Tensor* scale, bo
     s = host_scalar(*scale);
     FP8KIT_CHECK(std::isfinite(s) && s > 0, "quantize: scale must be finite and > 0, got {}", s);
   }
-  QTensor q = allocate(x, m, spec, transpose);
+  QTensor q;
+  size_outputs(x, m, spec, transpose, q);
   if (device == Device::Cpu) {
     quantize_cpu(x, m, scale != nullptr ? &s : nullptr, q);
     return q;
   }
 #if FP8KIT_HAVE_CUDA
   if (spec.granularity != Granularity::PerTensor) {
-    quantize_blocks_cuda(x, m, q);
+    quantize_blocks_cuda(x, m, q, nullptr);
   } else if (scale != nullptr) {
-    quantize_tensor_cuda(x, m, *scale, q, false);
+    quantize_tensor_cuda(x, m, *scale, q, false, nullptr);
   } else {
     // Current per-tensor scaling: an amax-only pass, the scale on the host as numerics computes it, the cast.
-    quantize_tensor_cuda(x, m, scalar(1.0f, device), q, true);
+    quantize_tensor_cuda(x, m, scalar(1.0f, device), q, true, nullptr);
     const float amax = host_scalar(q.amax);
     const Tensor current = scalar(current_scale(amax, spec.format, spec.options), device);
     q.amax = Tensor({1}, DType::F32, device);  // raised again by the cast: the same value
-    quantize_tensor_cuda(x, m, current, q, false);
+    quantize_tensor_cuda(x, m, current, q, false, nullptr);
   }
 #endif
   return q;
+}
+
+void quantize(Context& c, const Tensor& x, const QuantSpec& spec, QTensor& q, const Tensor* scale, bool transpose) {
+  const Matrix m = check(x, spec, scale, transpose);
+  FP8KIT_CHECK(x.device() == c.device(), "quantize: x is on {} and the context on {}: quantize where x is",
+               name(x.device()), name(c.device()));
+  FP8KIT_CHECK(scale == nullptr || (scale->dtype() == DType::F32 && scale->numel() == 1 && scale->device() == c.device()),
+               "quantize: scale must be one f32 on {} (x's device)", name(c.device()));
+  FP8KIT_CHECK(!c.is_cuda() || scale != nullptr || spec.granularity != Granularity::PerTensor,
+               "quantize: current per-tensor scaling on the GPU reads its amax on the host, which a queued step "
+               "cannot: pass a scale, or quantize per row, group or block");
+  size_outputs(x, m, spec, transpose, q);
+  if (!c.is_cuda()) {
+    const float s = scale != nullptr ? scale->data<float>()[0] : 0.0f;
+    FP8KIT_CHECK(scale == nullptr || (std::isfinite(s) && s > 0), "quantize: scale must be finite and > 0, got {}", s);
+    quantize_cpu(x, m, scale != nullptr ? &s : nullptr, q);
+    return;
+  }
+#if FP8KIT_HAVE_CUDA
+  if (scale != nullptr) {
+    // The per-tensor kernel raises the amax: it starts from 0.
+    FP8KIT_CUDA_CHECK(cudaMemsetAsync(q.amax.device_data<float>(), 0, sizeof(float), stream(c)));
+    quantize_tensor_cuda(x, m, *scale, q, false, stream(c));
+  } else {
+    quantize_blocks_cuda(x, m, q, stream(c));
+  }
+#endif
+}
+
+void transpose(Context& c, const QTensor& q, QTensor& t) {
+  const Granularity g = q.spec.granularity;
+  FP8KIT_CHECK((g == Granularity::PerTensor || g == Granularity::Block128x128) && q.codes.rank() == 2 &&
+                   q.codes_t.numel() == q.codes.numel(),
+               "transpose: the operand needs its transposed codes (quantize a matrix per tensor or in 128x128 blocks, "
+               "with transpose)");
+  FP8KIT_CHECK(q.codes.device() == c.device(), "transpose: the operand is on {} and the context on {}",
+               name(q.codes.device()), name(c.device()));
+  t.spec = q.spec;
+  t.codes = q.codes_t.view(0, q.codes_t.shape());
+  sized(t.codes_t, {0}, q.codes.dtype(), c.device());
+  const int64_t grid_rows = g == Granularity::PerTensor ? 1 : q.scale_inv.dim(0);
+  const int64_t grid_cols = g == Granularity::PerTensor ? 1 : q.scale_inv.dim(1);
+  for (auto [from, to] : {std::pair{&q.scale_inv, &t.scale_inv}, std::pair{&q.amax, &t.amax}}) {
+    if (g == Granularity::PerTensor) {
+      sized(*to, {1}, DType::F32, c.device());
+    } else {
+      sized(*to, {grid_cols, grid_rows}, DType::F32, c.device());
+    }
+    if (!c.is_cuda()) {
+      const float* in = from->data<float>();
+      float* out = to->data<float>();
+      for (int64_t r = 0; r < grid_rows; ++r)
+        for (int64_t col = 0; col < grid_cols; ++col) out[col * grid_rows + r] = in[r * grid_cols + col];
+      continue;
+    }
+#if FP8KIT_HAVE_CUDA
+    if (grid_rows * grid_cols > 0)
+      cuda::transpose_scales(from->device_data<float>(), grid_rows, grid_cols, to->device_data<float>(), stream(c));
+#endif
+  }
 }
 
 Tensor dequantize(const QTensor& q) {

@@ -3,6 +3,7 @@
 // device can produce the operands that matmul() reads.
 #pragma once
 
+#include "ops/context.h"
 #include "tensor/qtensor.h"
 #include "tensor/tensor.h"
 
@@ -16,6 +17,20 @@ namespace fp8kit::ops {
 // (whose scales, transposed, are codes_t's); a row's or a group's scales do not carry over to the
 // transpose, so quantize x^T for those. PerGroup takes group 32, 64 or 128.
 QTensor quantize(const Tensor& x, const QuantSpec& spec, const Tensor* scale = nullptr, bool transpose = false);
+
+// The same on c's device, queued on c's current lane (the GPU: stream(c)), into q: its tensors are
+// sized as spec says, reusing their storage (the same shapes allocate nothing, so a captured CUDA graph
+// can run it). A per-tensor `scale` is not read on the GPU (that would wait for the stream), and
+// current per-tensor scaling, whose scale the GPU computes on the host, is refused there: pass a
+// scale, or quantize per row, group or block. The CPU's bytes are those of quantize() above.
+void quantize(Context& c, const Tensor& x, const QuantSpec& spec, QTensor& q, const Tensor* scale = nullptr,
+              bool transpose = false);
+
+// q's transpose as a GEMM operand, into t, on c's current lane: codes q.codes_t (t.codes is a view of
+// them, valid while q's are), scale_inv and amax the grid of q's 128x128 blocks transposed (or its one
+// per-tensor scale): the bytes quantize(x^T) gives, as a 128 x 128 block holds the same values
+// transposed. q must have transposed codes (quantize with transpose).
+void transpose(Context& c, const QTensor& q, QTensor& t);
 
 // float(code) * scale_inv of its block, as f32 of q.codes' shape, on q's device.
 Tensor dequantize(const QTensor& q);

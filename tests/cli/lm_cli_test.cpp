@@ -56,6 +56,19 @@ TEST(LmCli, TrainsResumesEvaluatesGeneratesAndCompares) {
   EXPECT_THAT(r.output, HasSubstr("fp8 delayed"));
 }
 
+TEST(LmCli, TrainsWithBlockScaling) {
+  const TempDir dir("lm_cli");
+  const std::string out = (dir.path() / "run").string();
+  CliResult r = run_cli("lm train --precision fp8 --recipe block --formats e4m3 --steps 2 --config tiny --data " +
+                        make_tiny_imdb(dir.path(), "aclImdb", 12).string() + " --out " + out +
+                        " --vocab-size 300 --seq 32 --batch 2 --warmup 1 --eval-batches 1 --eval-every 2");
+  ASSERT_EQ(r.exit_code, 0) << tail(r.output);
+  EXPECT_THAT(r.output, HasSubstr("2/2 ━━━━━━━━━━━━━━━━━━━━"));
+  r = run_cli("lm compare " + out);
+  ASSERT_EQ(r.exit_code, 0) << tail(r.output);
+  EXPECT_THAT(r.output, HasSubstr("fp8 block"));
+}
+
 TEST(LmCli, RefusesWhatItCannotUse) {
   const TempDir dir("lm_cli_errors");
   CliResult r = run_cli("lm train --config huge --data " + make_tiny_imdb(dir.path()).string() + " --out " +

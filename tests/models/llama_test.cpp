@@ -137,14 +137,21 @@ TEST(Llama, Bf16AndFp8StayNearFp32) {
   mean_loss(model, b, true, 1.0f / static_cast<float>(b.counted()));
   EXPECT_NEAR(mean_loss(model, b, false, 1.0f), fp32, 5e-2);
   EXPECT_EQ(model.fp8_state().size(), 2u * 7u * 3u * 2u);  // layers x projections x slots x (scale, history)
+  // Block scaling: current scales of 1 x 128 groups and 128 x 128 blocks, no state.
+  model.set_precision(nn::Precision::Fp8, {.mode = ScalingMode::Block});
+  EXPECT_NEAR(mean_loss(model, b, false, 1.0f), fp32, 5e-2);
+  EXPECT_EQ(model.fp8_state().size(), 0u);
 }
 
 TEST(Llama, TrainingLowersTheLossInEveryPrecision) {
   const LlamaConfig config = tiny(true, 2);
   const Batch b(config.vocab_size, 8);
-  for (nn::Precision precision : {nn::Precision::Fp32, nn::Precision::Bf16, nn::Precision::Fp8}) {
+  const Fp8Recipe block{.mode = ScalingMode::Block};
+  const std::pair<nn::Precision, const Fp8Recipe*> runs[] = {
+      {nn::Precision::Fp32, nullptr}, {nn::Precision::Bf16, nullptr}, {nn::Precision::Fp8, nullptr}, {nn::Precision::Fp8, &block}};
+  for (const auto& [precision, recipe] : runs) {
     Llama model(config, 17);
-    model.set_precision(precision);
+    model.set_precision(precision, recipe != nullptr ? *recipe : Fp8Recipe{});
     optim::Adam adam(model.parameter_set(), {.learning_rate = 1e-2f});
     const float scale = 1.0f / static_cast<float>(b.counted());
     const double first = mean_loss(model, b, true, scale);
@@ -154,7 +161,7 @@ TEST(Llama, TrainingLowersTheLossInEveryPrecision) {
       last = mean_loss(model, b, true, scale);
       adam.step(model.context());
     }
-    EXPECT_LT(last, 0.5 * first) << nn::name(precision);
+    EXPECT_LT(last, 0.5 * first) << nn::name(precision) << (recipe != nullptr ? " block" : "");
   }
 }
 

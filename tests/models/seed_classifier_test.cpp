@@ -243,10 +243,10 @@ TEST(SeedClassifier, Bf16AndFp8GradientsStayNearFp32) {
   const auto tokens = random_tokens(batch, c, 12);
   std::vector<float> labels(batch);
   for (int i = 0; i < batch; ++i) labels[i] = static_cast<float>(i % 2);
-  auto grads = [&](Precision precision) {
+  auto grads = [&](Precision precision, ScalingMode mode = ScalingMode::Current) {
     SeedClassifier model(c, 13);
     Fp8Recipe recipe;
-    recipe.mode = ScalingMode::Current;
+    recipe.mode = mode;
     model.set_precision(precision, recipe);
     model.forward(tokens, batch, true, 0);
     model.backward(labels);
@@ -254,17 +254,21 @@ TEST(SeedClassifier, Bf16AndFp8GradientsStayNearFp32) {
     for (const nn::Parameter* p : model.parameters()) g.push_back(values(p->grad));
     return g;
   };
-  const auto g32 = grads(Precision::Fp32), g16 = grads(Precision::Bf16), g8 = grads(Precision::Fp8);
+  const auto g32 = grads(Precision::Fp32), g16 = grads(Precision::Bf16);
   SeedClassifier named(c, 13);
   const auto names = named.parameters();
-  for (size_t i = 0; i < g32.size(); ++i) {
-    if (names[i]->name.ends_with("key/bias")) continue;
-    double dot = 0, n32 = 0, n8 = 0;
-    for (size_t k = 0; k < g32[i].size(); ++k)
-      dot += double(g32[i][k]) * g8[i][k], n32 += double(g32[i][k]) * g32[i][k], n8 += double(g8[i][k]) * g8[i][k];
-    EXPECT_LT(relative_error(g32[i], g16[i]), 0.05) << names[i]->name;
-    EXPECT_LT(relative_error(g32[i], g8[i]), 0.45) << names[i]->name;
-    EXPECT_GT(dot / std::sqrt(n32 * n8), 0.9) << names[i]->name;
+  // Per-tensor current scaling and block scaling (the Linears with bias and ReLU, Keras's kernel shapes).
+  for (const ScalingMode mode : {ScalingMode::Current, ScalingMode::Block}) {
+    const auto g8 = grads(Precision::Fp8, mode);
+    for (size_t i = 0; i < g32.size(); ++i) {
+      if (names[i]->name.ends_with("key/bias")) continue;
+      double dot = 0, n32 = 0, n8 = 0;
+      for (size_t k = 0; k < g32[i].size(); ++k)
+        dot += double(g32[i][k]) * g8[i][k], n32 += double(g32[i][k]) * g32[i][k], n8 += double(g8[i][k]) * g8[i][k];
+      EXPECT_LT(relative_error(g32[i], g16[i]), 0.05) << names[i]->name;
+      EXPECT_LT(relative_error(g32[i], g8[i]), 0.45) << names[i]->name << " " << describe(Fp8Recipe{.mode = mode});
+      EXPECT_GT(dot / std::sqrt(n32 * n8), 0.9) << names[i]->name << " " << describe(Fp8Recipe{.mode = mode});
+    }
   }
 }
 

@@ -115,6 +115,7 @@ TEST(Recipe, BadAmaxesKeepTheScale) {
 TEST(Recipe, Parse) {
   EXPECT_EQ(parse_scaling_mode("delayed"), ScalingMode::Delayed);
   EXPECT_EQ(parse_scaling_mode("current"), ScalingMode::Current);
+  EXPECT_EQ(parse_scaling_mode("block"), ScalingMode::Block);
   EXPECT_EQ(parse_scaling_lag("te"), ScalingLag::Te);
   EXPECT_EQ(parse_scaling_lag("keras"), ScalingLag::Keras);
   EXPECT_THROW(parse_scaling_mode("jit"), Error);
@@ -139,6 +140,17 @@ TEST(Recipe, FormatsAreHybridOrE4m3) {
     EXPECT_NE(std::string(e.what()).find("E5M2 x E5M2 GEMMs"), std::string::npos) << e.what();
   }
   EXPECT_THROW(set_fp8_formats(recipe, "fp8"), Error);
+}
+
+TEST(Recipe, DescribeNamesWhatAppliesToTheMode) {
+  Fp8Recipe recipe;
+  EXPECT_EQ(describe(recipe), "delayed scaling, te lag, amax history 1024, max amax, e4m3 forward, e5m2 backward");
+  recipe.mode = ScalingMode::Block;  // no lag or history; the formats and scale options
+  recipe.skip_zero_amax = true;
+  recipe.scale_options.power_of_two = true;
+  set_fp8_formats(recipe, "e4m3");
+  EXPECT_EQ(describe(recipe), "block scaling (1x128 activations and gradients, 128x128 weights), e4m3 forward, "
+                              "e4m3 backward, power-of-two scales");
 }
 
 }  // namespace

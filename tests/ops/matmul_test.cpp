@@ -135,6 +135,27 @@ TEST(Matmul, Fp8ProductsAtEveryGranularityMatchTheReference) {
   }
 }
 
+TEST(Matmul, OnAContextGivesTheSameProducts) {
+  Context c;
+  const int64_t m = 33, n = 140, k = 260;
+  const Tensor xt = testing::host_tensor(testing::random_vector(m * k, 9), {m, k});
+  const Tensor wt = testing::host_tensor(testing::random_vector(n * k, 10), {n, k});
+  const QuantSpec group128{.granularity = Granularity::PerGroup, .group = 128},
+      block{.granularity = Granularity::Block128x128};
+  for (const QuantSpec& sb : {QuantSpec{}, block, group128}) {
+    const QuantSpec sa = sb.granularity == Granularity::PerTensor ? QuantSpec{} : group128;
+    const QTensor x = quantize(xt, sa), w = quantize(wt, sb);
+    Tensor want({m, n}, DType::Bf16), got({m, n}, DType::Bf16);
+    matmul(x, w, want);
+    matmul(c, x, w, got);
+    EXPECT_EQ(testing::float_values(got), testing::float_values(want)) << name(sb.granularity);
+  }
+  Tensor want({m, n}, DType::F32), got({m, n}, DType::F32);
+  matmul(xt, wt, want);
+  matmul(c, xt, wt, got);
+  EXPECT_EQ(testing::float_values(got), testing::float_values(want));
+}
+
 TEST(Matmul, BadArgumentsSayWhatToFix) {
   const Tensor a({4, 8}, DType::F32), b({3, 8}, DType::F32), b_bad({3, 7}, DType::F32);
   Tensor y({4, 3}, DType::F32), y_bad({3, 4}, DType::F32), y_i32({4, 3}, DType::I32);

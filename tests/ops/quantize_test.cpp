@@ -14,6 +14,9 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 namespace fp8kit::ops {
@@ -186,6 +189,77 @@ TEST(QuantizeTensor, BadArgumentsSayWhatToFix) {
   EXPECT_THROW(quantize(x, {.granularity = Granularity::PerGroup, .group = 48}), Error);
   EXPECT_THROW(quantize(x, {.granularity = Granularity::Block1x128}, nullptr, true), Error);
   EXPECT_NO_THROW(quantize(x, {.granularity = Granularity::Block128x128}, nullptr, true));
+}
+
+}  // namespace
+}  // namespace fp8kit::ops
+
+namespace fp8kit::ops {
+namespace {
+
+std::vector<uint8_t> bytes_of(const Tensor& t) {
+  const auto* p = static_cast<const uint8_t*>(static_cast<const void*>(t.data<std::byte>()));
+  return {p, p + t.nbytes()};
+}
+
+void expect_same(const QTensor& a, const QTensor& b, const std::string& what) {
+  for (auto [x, y, name] : {std::tuple{&a.codes, &b.codes, "codes"}, std::tuple{&a.codes_t, &b.codes_t, "codes_t"},
+                            std::tuple{&a.scale_inv, &b.scale_inv, "scale_inv"}, std::tuple{&a.amax, &b.amax, "amax"}}) {
+    EXPECT_EQ(x->shape(), y->shape()) << what << " " << name;
+    EXPECT_EQ(x->dtype(), y->dtype()) << what << " " << name;
+    EXPECT_EQ(bytes_of(*x), bytes_of(*y)) << what << " " << name;
+  }
+}
+
+TEST(QuantizeOnAContext, GivesQuantizesBytesAndReusesItsOutputs) {
+  Context c;
+  const std::vector<float> x = testing::random_vector(130 * 200, 17, -5.0f, 5.0f);
+  const Tensor t = testing::host_tensor(x, {130, 200});
+  const Tensor scale = testing::scalar_tensor(4.0f);
+  const QuantSpec specs[] = {{}, {.granularity = Granularity::PerRow}, {.granularity = Granularity::PerGroup, .group = 32},
+                             {.granularity = Granularity::PerGroup, .group = 128},
+                             {.format = Fp8Format::E5M2, .granularity = Granularity::Block128x128}};
+  for (const QuantSpec& spec : specs) {
+    const bool transpose = spec.granularity == Granularity::PerTensor || spec.granularity == Granularity::Block128x128;
+    const std::string what(name(spec.granularity));
+    QTensor q;
+    quantize(c, t, spec, q, nullptr, transpose);
+    expect_same(q, quantize(t, spec, nullptr, transpose), what);
+    // The same shapes again: the same storage, rewritten (here from other values).
+    const void* codes = q.codes.data<std::byte>();
+    const void* scales = q.scale_inv.data<std::byte>();
+    const Tensor t2 = testing::host_tensor(testing::random_vector(130 * 200, 18), {130, 200});
+    quantize(c, t2, spec, q, nullptr, transpose);
+    EXPECT_EQ(q.codes.data<std::byte>(), codes) << what;
+    EXPECT_EQ(q.scale_inv.data<std::byte>(), scales) << what;
+    expect_same(q, quantize(t2, spec, nullptr, transpose), what + " again");
+  }
+  QTensor q;
+  quantize(c, t, {}, q, &scale, true);  // a delayed scale
+  expect_same(q, quantize(t, {}, &scale, true), "delayed");
+}
+
+TEST(QuantizeOnAContext, ATransposedBlockOperandIsTheQuantizedTranspose) {
+  // 128 x 128 blocks hold the same values transposed: q's codes_t with its scale grid transposed are
+  // quantize(x^T)'s bytes, at shapes with partial blocks.
+  Context c;
+  for (const auto [rows, cols] : {std::pair<int64_t, int64_t>{200, 300}, {1, 129}, {257, 64}}) {
+    const std::vector<float> x = testing::random_vector(rows * cols, 19, -3.0f, 3.0f);
+    std::vector<float> x_t(x.size());
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t k = 0; k < cols; ++k) x_t[k * rows + r] = x[r * cols + k];
+    const QuantSpec spec{.granularity = Granularity::Block128x128};
+    QTensor q, t;
+    quantize(c, testing::host_tensor(x, {rows, cols}), spec, q, nullptr, true);
+    transpose(c, q, t);
+    QTensor want;
+    quantize(c, testing::host_tensor(x_t, {cols, rows}), spec, want);
+    EXPECT_TRUE(t.codes.shares_storage(q.codes_t));
+    expect_same(t, want, fmt::format("{}x{}", rows, cols));
+  }
+  QTensor q, t;
+  quantize(c, testing::host_tensor({1, 2, 3, 4}, {2, 2}), {.granularity = Granularity::PerRow}, q);
+  EXPECT_THROW(transpose(c, q, t), Error);  // a row's scales do not transpose
 }
 
 }  // namespace

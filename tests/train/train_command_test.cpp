@@ -188,6 +188,27 @@ TEST(TrainCommand, ResumeRefusesADifferentRecipe) {
   EXPECT_THAT(r.output, HasSubstr("Resumed fp8 from"));
 }
 
+// --recipe block: current 1x128 / 128x128 scales, no scaling state in the checkpoint; it resumes under
+// the same recipe only.
+TEST(TrainCommand, TrainsAndResumesWithBlockScaling) {
+  const fp8kit::testing::TempDir dir("train_command");
+  const std::string common = " --data " + make_tiny_imdb(dir.path()).string() + " --vocab " +
+                             (dir / "vocab.txt").string() + " --out " + (dir / "out").string() +
+                             " --batch-size 10 --seed 3 --precision fp8 --recipe block --formats e4m3";
+  CommandResult r = run_train("--epochs 1 --inspect-fp8" + common);
+  ASSERT_EQ(r.exit_code, 0) << tail(r.output);
+  EXPECT_THAT(r.output, HasSubstr("FP8 recipe: block scaling (1x128 activations and gradients, 128x128 weights), "
+                                  "e4m3 forward, e4m3 backward"));
+  const auto checkpoint = fp8kit::io::read_safetensors(dir / "out" / "checkpoint-fp8.safetensors");
+  for (const auto& tensor : checkpoint.tensors) EXPECT_FALSE(tensor.name.ends_with("_amax_history")) << tensor.name;
+  r = run_train("--epochs 2 --resume --recipe current" + common.substr(0, common.find(" --recipe")) + " --formats e4m3");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.output, HasSubstr("was trained with recipe block scaling"));
+  r = run_train("--epochs 2 --resume" + common);
+  ASSERT_EQ(r.exit_code, 0) << tail(r.output);
+  EXPECT_THAT(r.output, HasSubstr("Resumed fp8 from"));
+}
+
 // A kill during the first checkpoint write leaves only its temporary file: --resume starts from the
 // beginning (as --help promises) and removes it; an --out with no trace of a run is still refused.
 TEST(TrainCommand, ResumeWithOnlyALeftoverTemporaryFileStartsFromTheBeginning) {

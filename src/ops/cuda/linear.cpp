@@ -16,6 +16,7 @@
 #include "ops/cuda/gemm.h"
 #include "ops/cuda/quantize.h"
 #include "ops/cuda/small_fp8_gemm.h"
+#include "ops/linear_block.h"
 #include "ops/tensor_checks.h"
 #include "runtime/cuda/check.h"
 
@@ -175,6 +176,9 @@ void cuda_linear_prepare_weights(Context& c, std::span<LinearOp* const> linears,
       cuda::quantize_fp8_batch(args, stream(c));
       break;
     }
+    case LinearPrecision::Fp8Block:
+      for (LinearOp* l : linears) linear_block_prepare_weights(c, *l);
+      break;
   }
 }
 
@@ -229,8 +233,8 @@ void cuda_linear_forward(Context& c, LinearOp& l, const Tensor& x, bool training
   sized(l.y, M, N, DType::F32);
   const float* xp = f32(x);
   // The producer's epilogue rides in this Linear's cast of x; fp32 has no cast, so it is a pass.
-  if (producer != nullptr && (l.precision == LinearPrecision::Fp32 || l.input_of != nullptr ||
-                              l.prepared_input == &x)) {
+  if (producer != nullptr && (l.precision == LinearPrecision::Fp32 || l.precision == LinearPrecision::Fp8Block ||
+                              l.input_of != nullptr || l.prepared_input == &x)) {
     outputs(c, *producer, {});
     producer = nullptr;
   }
@@ -273,6 +277,9 @@ void cuda_linear_forward(Context& c, LinearOp& l, const Tensor& x, bool training
                t.gemm_scale_inv(l.slot + 1), true);
       break;
     }
+    case LinearPrecision::Fp8Block:
+      linear_block_forward(c, l, x, training);
+      break;
   }
   // The bias and activation in place, then the dropout and residual sum that follow, in one pass
   // (unless the consumer of y applies them).
@@ -422,6 +429,26 @@ void cuda_linear_backward(Context& c, std::span<const LinearGradient> group) {
         }
         const Context::OnLane lane(c, wgrad_lane(g.lane));
         wgrad(c, l, l.xc_t, l.gc_t, dtype_of(t.format(s)), dtype_of(fb), t.gemm_scale_inv(s), t.gemm_scale_inv(s + 2));
+      }
+      return;
+    }
+    case LinearPrecision::Fp8Block: {
+      // g (the backward of the ReLU and dropout) with the bias gradients on Main, as for fp32; without a
+      // bias gradient there is no ReLU or dropout, and g is dy. Then each dgrad on Main, its wgrad on the side.
+      for (size_t t = 0; t < group.size(); ++t) {
+        LinearOp& l = *group[t].linear;
+        if (l.db == nullptr) {
+          FP8KIT_CHECK(!l.relu && !group[t].dropout.active,
+                       "linear backward: a Linear without bias gradient has no ReLU or dropout");
+          continue;
+        }
+        sized(l.g, M, N, DType::F32);
+        bias[t].g = f32(l.g);
+      }
+      bias_sums(Lane::Main);
+      for (const LinearGradient& g : group) {
+        LinearOp& l = *g.linear;
+        linear_block_backward(c, l, l.db != nullptr ? l.g : *g.dy);
       }
       return;
     }

@@ -1,6 +1,6 @@
 // The Llama model on the GPU against the same model on the CPU: the same weights (one seed) and
 // batch, one training step (losses, every gradient, the AdamW update with clipping), then two more
-// steps from a captured graph, in fp32, bf16 and FP8; and the HF directory a GPU model saves loads
+// steps from a captured graph, in fp32, bf16, FP8 and FP8 with block scaling; and the HF directory a GPU model saves loads
 // back on the CPU. The GPU's attention is cuDNN's flash attention with bf16 operands, so even fp32
 // differs from the CPU by bf16 rounding inside attention: tolerances are relative L2 errors over all
 // parameters together, with headroom over the errors first measured.
@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "common/temp_dir.h"
@@ -47,9 +48,9 @@ struct DeviceRun {
   std::vector<float> losses, grads, weights0, weights;
 };
 
-DeviceRun run(Device device, nn::Precision precision) {
+DeviceRun run(Device device, nn::Precision precision, const Fp8Recipe& recipe) {
   Llama model(config(), 3, device);
-  model.set_precision(precision);
+  model.set_precision(precision, recipe);
   optim::Adam adam(model.parameter_set(), {.learning_rate = 1e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .epsilon = 1e-8f,
                                            .weight_decay = 0.1f, .warmup_steps = 2, .decay_steps = 10});
   const int64_t B = 2, T = 48;
@@ -84,10 +85,13 @@ TEST(LlamaGpu, MatchesTheCpuModel) {
   struct Case {
     nn::Precision precision;
     double losses, grads, update;
+    ScalingMode mode = ScalingMode::Delayed;
   };
   for (const Case k : {Case{nn::Precision::Fp32, 1e-3, 2e-2, 0.1}, Case{nn::Precision::Bf16, 5e-3, 5e-2, 0.2},
-                       Case{nn::Precision::Fp8, 5e-3, 0.1, 0.3}}) {
-    const DeviceRun cpu = run(Device::Cpu, k.precision), gpu = run(Device::Cuda, k.precision);
+                       Case{nn::Precision::Fp8, 5e-3, 0.1, 0.3},
+                       Case{nn::Precision::Fp8, 5e-3, 0.1, 0.3, ScalingMode::Block}}) {
+    const Fp8Recipe recipe{.mode = k.mode};
+    const DeviceRun cpu = run(Device::Cpu, k.precision, recipe), gpu = run(Device::Cuda, k.precision, recipe);
     ASSERT_EQ(cpu.weights0, gpu.weights0);
     const double el = rel(gpu.losses, cpu.losses), eg = rel(gpu.grads, cpu.grads);
     std::vector<float> dc(cpu.weights.size()), dg(gpu.weights.size());
@@ -96,10 +100,11 @@ TEST(LlamaGpu, MatchesTheCpuModel) {
       dg[i] = gpu.weights[i] - gpu.weights0[i];
     }
     const double eu = rel(dg, dc);
-    std::printf("%s: losses %.2e, gradients %.2e, 3-step update %.2e\n", nn::name(k.precision).data(), el, eg, eu);
-    EXPECT_LT(el, k.losses) << nn::name(k.precision);
-    EXPECT_LT(eg, k.grads) << nn::name(k.precision);
-    EXPECT_LT(eu, k.update) << nn::name(k.precision);
+    const std::string what = std::string(nn::name(k.precision)) + (k.mode == ScalingMode::Block ? " block" : "");
+    std::printf("%s: losses %.2e, gradients %.2e, 3-step update %.2e\n", what.c_str(), el, eg, eu);
+    EXPECT_LT(el, k.losses) << what;
+    EXPECT_LT(eg, k.grads) << what;
+    EXPECT_LT(eu, k.update) << what;
   }
 }
 

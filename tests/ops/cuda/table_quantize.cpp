@@ -1,5 +1,7 @@
 // Op table rows: quantize (every granularity, both formats, f32 and bf16 inputs, current and delayed
-// scales, with and without the transpose) and matmul (f32, bf16, and FP8 at every granularity pair).
+// scales, with and without the transpose) and matmul (f32, bf16, and FP8 at every granularity pair);
+// and both queued on a context's lane inside a captured step (ops::transpose's operand included).
+#include "exec/captured_step.h"
 #include "ops/cuda/op_table.h"
 #include "ops/matmul.h"
 #include "ops/quantize.h"
@@ -91,6 +93,45 @@ const RegisterOps rows([](std::vector<OpCase>& t) {
                    return y;
                  },
                  0.1, 0});
+  }
+
+  // quantize, transpose and matmul on a context, on lane A, inside a captured step run three times
+  // (eager, captured, replayed: nothing may allocate after the first): the block recipe's operands of
+  // a fprop y = x w^T and a dgrad dx = g w at shapes of partial groups and blocks. The codes and
+  // scales bit for bit; the products within the FP8 accumulator's error (above).
+  for (const bool products : {false, true}) {
+    t.push_back({fmt::format("context/captured/{}", products ? "matmul" : "quantize"),
+                 [=](ops::Context& c) {
+                   const Tensor x = device_tensor(random_values(200 * 300, 7, -4.0f, 4.0f), {200, 300}, c.device());
+                   const Tensor w = device_tensor(random_values(130 * 300, 8), {130, 300}, c.device());
+                   const Tensor g = device_tensor(random_values(200 * 130, 9), {200, 130}, c.device());
+                   QTensor xq, wq, wq_t, gq;
+                   std::vector<Tensor> y;
+                   y.emplace_back(std::vector<int64_t>{200, 130}, DType::F32, c.device());
+                   y.emplace_back(std::vector<int64_t>{200, 300}, DType::F32, c.device());
+                   const QuantSpec groups{Fp8Format::E4M3, Granularity::PerGroup, 128};
+                   exec::CapturedStep step([&](ops::Context& c) {
+                     c.fork(ops::Lane::A);
+                     {
+                       const ops::Context::OnLane lane(c, ops::Lane::A);
+                       ops::quantize(c, x, groups, xq);
+                       ops::quantize(c, w, {Fp8Format::E4M3, Granularity::Block128x128}, wq, nullptr, true);
+                       ops::transpose(c, wq, wq_t);
+                       ops::quantize(c, g, {Fp8Format::E5M2, Granularity::PerGroup, 128}, gq);
+                       ops::matmul(c, xq, wq, y[0]);
+                       ops::matmul(c, gq, wq_t, y[1]);
+                     }
+                     c.join(ops::Lane::A);
+                   });
+                   for (int run = 0; run < 3; ++run) step.run(c);
+                   c.synchronize();
+                   if (products) return y;
+                   std::vector<Tensor> out;
+                   for (QTensor* q : {&xq, &wq_t, &gq})
+                     for (Tensor& o : outputs(std::move(*q))) out.push_back(std::move(o));
+                   return out;
+                 },
+                 products ? 0.1 : 0, 0});
   }
 });
 

@@ -1,0 +1,23 @@
+// The Linear op's Fp8Block precision (ops/linear.h) on either device, built from the context-queued
+// ops::quantize and ops::matmul: DeepSeek-V3's and Transformer Engine's Float8BlockScaling, where
+// every scale is a current one of a 1 x 128 group or a 128 x 128 block, so nothing persists.
+#pragma once
+
+#include "ops/linear.h"
+
+namespace fp8kit::ops {
+
+// l.wq: W quantized in 128 x 128 blocks as it is stored, with its transposed codes; l.wq_t: the same
+// blocks transposed (the other layout's operand).
+void linear_block_prepare_weights(Context& c, LinearOp& l);
+
+// l.y [rows, out] f32 = q(x) q(W) (before the bias and activation), x quantized 1 x 128 along in; when
+// training also x^T quantized 1 x 128 along the rows, for the wgrad.
+void linear_block_forward(Context& c, LinearOp& l, const Tensor& x, bool training);
+
+// From g [rows, out] (dy back through the activation and dropout): l.dx = q(g) q(W)^T on the current
+// lane (g 1 x 128 along out, W's blocks transposed), then l.dw = q(x)^T q(g) (or its transpose for
+// OutIn) on Lane::Side, from x and g quantized 1 x 128 along the rows.
+void linear_block_backward(Context& c, LinearOp& l, const Tensor& g);
+
+}  // namespace fp8kit::ops
