@@ -74,6 +74,7 @@ void cpu_prepare_weights(Context& c, LinearOp& l, bool training) {
 
 // y [rows, out] in place = act(y + b). Mixed bf16 as Keras: bf16(bf16(y) + bf16(b)), then ReLU.
 void apply_epilogue(const LinearOp& l, Tensor& y) {
+  if (!l.has_epilogue()) return;
   const bool bf16 = l.precision != LinearPrecision::Fp32;
   const int64_t rows = y.numel() / l.out, out = l.out;
   const float* b = l.b->data<float>();

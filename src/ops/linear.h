@@ -46,6 +46,9 @@ struct LinearOp {
 
   int64_t in = 0, out = 0;
   Layout layout = Layout::InOut;
+  // A Linear without bias (db null) and ReLU has no epilogue: y is the GEMM's float32 output as it is,
+  // in every precision (no bf16 rounding pass: what consumes y rounds what it makes).
+  bool has_epilogue() const { return db != nullptr || relu; }
   bool relu = false;
   LinearPrecision precision = LinearPrecision::Fp32;
   ScalingTable* scaling = nullptr;  // Fp8: slots `slot` (inputs), slot + 1 (kernel), slot + 2 (output gradient)

@@ -52,8 +52,8 @@ __global__ void linear_outputs_kernel(const __grid_constant__ Outputs b, bool bf
   const Output& o = b.m[at.member];
   const int64_t i = at.x * blockDim.x + threadIdx.x;
   if (i >= o.n) return;
-  const float v = linear_epilogue(o.y[i], o.bias[i % o.cols], o.relu, bf16);
-  o.y[i] = v;
+  float v = o.y[i];
+  if (o.bias != nullptr) o.y[i] = v = linear_epilogue(v, o.bias[i % o.cols], o.relu, bf16);
   if (o.out == nullptr) return;
   const float d = o.dropout.forward(v, static_cast<uint32_t>(i), bf16);
   o.out[i] = o.residual != nullptr ? maybe_bf16(o.residual[i] + d, bf16) : d;
@@ -170,7 +170,7 @@ void linear_outputs(std::span<const LinearOutput> outputs, bool bf16, cudaStream
       if (o.rows < 0 || o.cols < 0 || n > int64_t{UINT32_MAX})
         throw Error(what + ": shape " + std::to_string(o.rows) + "x" + std::to_string(o.cols) +
                     " is negative or has 2^32 elements or more");
-      if (n > 0 && (o.y == nullptr || o.bias == nullptr)) throw Error(what + ": y and bias must be device pointers");
+      if (n > 0 && o.y == nullptr) throw Error(what + ": y must be a device pointer");
       b.add({o.y, o.bias, n, o.cols, o.relu,
              o.out != nullptr ? dropout_args(o.dropout, bf16, "linear_outputs", n) : DropoutArgs{}, o.residual, o.out},
             (n + kThreads - 1) / kThreads, 1);

@@ -27,12 +27,13 @@ void residual_gradient(const float* a, const float* b, const float* c, const flo
                        bool bf16, float* out, int64_t n, cudaStream_t stream);
 
 // A Linear's output and what the model does with it next, in one pass, each step rounded as its own
-// op: y [rows, cols] in place = act(y + bias) (bf16: act(bf16(bf16(y) + bf16(bias))), the Linear op's);
+// op: y [rows, cols] in place = act(y + bias) (bf16: act(bf16(bf16(y) + bf16(bias))), the Linear op's;
+// no bias: y as it is, unrounded);
 // then, when out is set, out = dropout_forward(y) (elements indexed row-major), and with residual
 // out = residual + that (bf16: rounded), as add(residual, dropout(y)).
 struct LinearOutput {
   float* y = nullptr;
-  const float* bias = nullptr;  // [cols]
+  const float* bias = nullptr;  // [cols], or null: no epilogue
   int64_t rows = 0, cols = 0;
   bool relu = false;
   DropoutSite dropout{};            // inactive: identity

@@ -183,6 +183,7 @@ void cuda_linear_prepare_weights(Context& c, std::span<LinearOp* const> linears,
 }
 
 cuda::LinearEpilogue deferred_epilogue(LinearOp& l) {
+  if (!l.has_epilogue()) return {};
   return {f32(*l.b), l.relu, bf16_rounding(l), f32(l.y)};
 }
 
@@ -203,7 +204,7 @@ cuda::LinearEpilogue pending(LinearOp* producer) {
 // l.y = act(l.y + b) in place, then `next`, as the kernel takes it.
 cuda::LinearOutput output_of(Context& c, LinearOp& l, const LinearOutput& next) {
   return {f32(l.y),
-          f32(*l.b),
+          l.has_epilogue() ? f32(*l.b) : nullptr,
           l.rows,
           l.out,
           l.relu,
@@ -214,6 +215,7 @@ cuda::LinearOutput output_of(Context& c, LinearOp& l, const LinearOutput& next) 
 
 // The same in one pass.
 void outputs(Context& c, LinearOp& l, const LinearOutput& next) {
+  if (!l.has_epilogue() && next.out == nullptr) return;
   const cuda::LinearOutput o = output_of(c, l, next);
   cuda::linear_outputs({&o, 1}, bf16_rounding(l), stream(c));
 }
@@ -222,7 +224,7 @@ void cuda_linear_finish(Context& c, std::span<LinearOp* const> linears) {
   std::vector<cuda::LinearOutput> all;
   for (LinearOp* l : linears) {
     FP8KIT_CHECK(bf16_rounding(*l) == bf16_rounding(*linears[0]), "linear_finish: Linears of one precision");
-    all.push_back(output_of(c, *l, {}));
+    if (l->has_epilogue()) all.push_back(output_of(c, *l, {}));
   }
   if (!all.empty()) cuda::linear_outputs(all, bf16_rounding(*linears[0]), stream(c));
 }
@@ -232,6 +234,7 @@ void cuda_linear_forward(Context& c, LinearOp& l, const Tensor& x, bool training
   const int64_t M = l.rows, N = l.out, K = l.in;
   sized(l.y, M, N, DType::F32);
   const float* xp = f32(x);
+  if (producer != nullptr && !producer->has_epilogue()) producer = nullptr;
   // The producer's epilogue rides in this Linear's cast of x; fp32 has no cast, so it is a pass.
   if (producer != nullptr && (l.precision == LinearPrecision::Fp32 || l.precision == LinearPrecision::Fp8Block ||
                               l.input_of != nullptr || l.prepared_input == &x)) {
