@@ -12,6 +12,8 @@
 #include <algorithm>
 #include <cctype>
 #include <cstring>
+#include <functional>
+#include <numeric>
 #include <set>
 
 namespace fp8kit::io {
@@ -78,17 +80,21 @@ void write_text_atomically(const fs::path& path, std::string_view text) {
   write_file_atomically(path, std::as_bytes(std::span(text.data(), text.size())));
 }
 
-// The index as transformers writes it: json.dumps(index, indent=2, sort_keys=True) + "\n".
+// The index as transformers writes it: json.dumps(index, indent=2, sort_keys=True) + "\n", with
+// transformers 5's "total_parameters" (the element count) beside huggingface_hub's "total_size".
 std::string index_json(const std::vector<std::vector<TensorView>>& shards, const std::vector<std::string>& files) {
   json weight_map = json::object();
-  uint64_t total_size = 0;
+  uint64_t total_size = 0, total_parameters = 0;
   for (size_t i = 0; i < shards.size(); ++i) {
     for (const TensorView& tensor : shards[i]) {
       weight_map[tensor.name] = files[i];
       total_size += tensor.data.size();
+      total_parameters += static_cast<uint64_t>(std::accumulate(tensor.shape.begin(), tensor.shape.end(), int64_t{1},
+                                                                std::multiplies<>()));
     }
   }
-  const json index = {{"metadata", {{"total_size", total_size}}}, {"weight_map", std::move(weight_map)}};
+  const json index = {{"metadata", {{"total_parameters", total_parameters}, {"total_size", total_size}}},
+                      {"weight_map", std::move(weight_map)}};
   return index.dump(2, ' ', /*ensure_ascii=*/true) + "\n";  // nlohmann's objects are sorted by key
 }
 

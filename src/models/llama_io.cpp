@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include <map>
 #include <set>
 #include <vector>
 
@@ -15,10 +16,16 @@ void save_pretrained(Llama& model, const std::filesystem::path& dir, uint64_t ma
   LlamaConfig config = model.config();
   config.torch_dtype = bf16 ? "bfloat16" : "float32";
   model.context().synchronize();
+  // In transformers' state-dict order (llama_weights), which decides the shards as save_pretrained's do.
+  std::map<std::string, nn::Parameter*, std::less<>> by_name;
+  for (nn::Parameter* p : model.parameters()) by_name.emplace(p->name, p);
   std::vector<Tensor> host;  // the weights' host copies, alive while written
   std::vector<std::vector<uint16_t>> bits;
   std::vector<io::TensorView> views;
-  for (nn::Parameter* p : model.parameters()) {
+  for (const WeightShape& weight : llama_weights(config)) {
+    const auto it = by_name.find(weight.name);
+    FP8KIT_CHECK(it != by_name.end(), "the model has no parameter {}", weight.name);
+    nn::Parameter* p = it->second;
     host.push_back(p->value.to(Device::Cpu));
     if (bf16) {
       bits.push_back(io::f32_to_bf16(host.back().span<float>()));

@@ -102,6 +102,7 @@ TEST(HfModel, ShardsAndIndexAreWrittenAsTransformersWritesThem) {
   EXPECT_EQ(read_text(dir / "model.safetensors.index.json"),
             "{\n"
             "  \"metadata\": {\n"
+            "    \"total_parameters\": 92,\n"
             "    \"total_size\": 368\n"
             "  },\n"
             "  \"weight_map\": {\n"

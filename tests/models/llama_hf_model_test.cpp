@@ -1,14 +1,20 @@
 // A Llama model directory end to end: a preset's weights, held as f32 masters, saved as BF16 shards
-// with config.json beside them, then read back by name and shape into f32.
+// with config.json beside them, then read back by name and shape into f32; save_pretrained's shards
+// as transformers' save_pretrained cuts them.
 #include "common/error_of.h"
 #include "common/temp_dir.h"
 #include "io/hf_model.h"
 #include "models/llama_config.h"
+#include "models/llama_io.h"
 #include "numerics/cast.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <fstream>
 #include <random>
 
 namespace fp8kit::models {
@@ -50,6 +56,27 @@ TEST(LlamaHfModel, MasterWeightsSavedAsBf16LoadBackRoundedToNearestEven) {
   const WeightShape missing = llama_layer_weights(deeper, 2)[0];
   EXPECT_EQ(testing::error_of([&] { loaded.at(missing.name, missing.shape); }),
             "model.layers.2.self_attn.q_proj.weight is missing from " + dir.path().string());
+}
+
+// Shards are filled in the order of transformers' state dict (llama_weights: q, k, v, o, gate, up,
+// down, then the two norms of each layer), not the model's own parameter order, so that the same
+// max_shard_size cuts the same shards as transformers' save_pretrained; with one tensor per shard,
+// shard k holds the k-th weight. The index counts the parameters as transformers 5's does.
+TEST(LlamaHfModel, SavePretrainedShardsInTransformersStateDictOrder) {
+  const testing::TempDir dir("llama_hf_order");
+  const LlamaConfig config = llama_preset("tiny", 96);
+  Llama model(config, 0, Device::Cpu);
+  save_pretrained(model, dir.path(), 1);
+  std::ifstream in(dir / "model.safetensors.index.json");
+  const nlohmann::json index = nlohmann::json::parse(in);
+  const std::vector<WeightShape> weights = llama_weights(config);
+  ASSERT_EQ(index["weight_map"].size(), weights.size());
+  for (size_t i = 0; i < weights.size(); ++i) {
+    EXPECT_EQ(index["weight_map"][weights[i].name], fmt::format("model-{:05}-of-{:05}.safetensors", i + 1, weights.size()))
+        << weights[i].name;
+  }
+  EXPECT_EQ(index["metadata"]["total_parameters"], parameter_count(config));
+  EXPECT_EQ(index["metadata"]["total_size"], 2 * parameter_count(config));
 }
 
 }  // namespace
