@@ -156,6 +156,7 @@ void run_train(const TrainArgs& a) {
   const fs::path model_dir = fs::path(a.out) / fmt::format("model-{}", nn::name(precision));
   models::save_pretrained(result.model, model_dir, static_cast<uint64_t>(a.max_shard_bytes));
   tokenizer.save(model_dir / kTokenizerFile);
+  models::write_tokenizer_config(model_dir, tokenizer, result.model.config());
   fmt::print("Validation: loss {:.4f}, perplexity {:.2f}; {:.0f} tokens/s{}\nModel: {}\nMetrics: {}\n",
              result.validation->loss, result.validation->perplexity, result.tokens_per_second,
              result.mfu > 0 ? fmt::format(", MFU {:.1f}%", 100 * result.mfu) : "", model_dir.string(),

@@ -2,9 +2,12 @@
 #include "models/llama_io.h"
 
 #include "base/error.h"
+#include "text/byte_level.h"
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <map>
 #include <set>
 #include <vector>
@@ -58,6 +61,29 @@ Llama load_pretrained(const std::filesystem::path& dir, Device device) {
          name, weights.file_of(name), dir.string(), config.num_hidden_layers, config.tie_word_embeddings ? "" : "un");
   }
   return model;
+}
+
+void write_tokenizer_config(const std::filesystem::path& dir, const text::BpeTokenizer& tokenizer,
+                            const LlamaConfig& config) {
+  // A token as tokenizer.json spells it: an added token's content, else its byte-level string.
+  const auto token = [&](int64_t id) -> nlohmann::json {
+    if (id < 0) return nullptr;
+    FP8KIT_CHECK(id < tokenizer.vocab_size(), "token id {} of the config is outside the tokenizer's {} tokens", id,
+                 tokenizer.vocab_size());
+    const auto& added = tokenizer.model().added_tokens;
+    const bool is_added = std::ranges::any_of(added, [&](const text::BpeAddedToken& t) { return t.id == id; });
+    const std::string& bytes = tokenizer.token_bytes(static_cast<int32_t>(id));
+    return is_added ? bytes : text::to_byte_level(bytes);
+  };
+  const nlohmann::json tokenizer_config = {
+      {"tokenizer_class", "PreTrainedTokenizerFast"},
+      {"bos_token", token(config.bos_token_id)},
+      {"eos_token", token(config.eos_token_id)},
+      {"model_max_length", config.max_position_embeddings},
+      {"clean_up_tokenization_spaces", false},
+  };
+  const std::string text = tokenizer_config.dump(2, ' ', /*ensure_ascii=*/true) + "\n";
+  io::write_file_atomically(dir / "tokenizer_config.json", std::as_bytes(std::span(text.data(), text.size())));
 }
 
 }  // namespace fp8kit::models

@@ -5,6 +5,7 @@
 
 #include "io/hf_model.h"
 #include "models/llama.h"
+#include "text/bpe_tokenizer.h"
 
 #include <cstdint>
 #include <filesystem>
@@ -20,5 +21,12 @@ void save_pretrained(Llama& model, const std::filesystem::path& dir,
 // Every weight must be there with its shape (a one-line error names the tensor and the file); a
 // tensor the architecture does not have is an error too (the config does not match the weights).
 Llama load_pretrained(const std::filesystem::path& dir, Device device = Device::Cpu);
+
+// Writes `dir`/tokenizer_config.json for the tokenizer.json beside a model of `config`, so that
+// transformers' AutoTokenizer knows its special tokens: the fast tokenizer class, bos_token and
+// eos_token (the config's ids; null when -1), model_max_length = max_position_embeddings, and no
+// clean-up of spaces on decode (byte-level BPE decodes to the exact text). Atomic.
+void write_tokenizer_config(const std::filesystem::path& dir, const text::BpeTokenizer& tokenizer,
+                            const LlamaConfig& config);
 
 }  // namespace fp8kit::models

@@ -7,6 +7,8 @@ import sys
 import tempfile
 import unittest
 
+from huggingface_hub import split_state_dict_into_shards_factory
+
 CLI = None
 
 
@@ -61,6 +63,13 @@ def token_bytes(tokenizer, token_id):
     if token_id in tokenizer.get_added_tokens_decoder():
         return token.encode()
     return bytes(CHAR_TO_BYTE[c] for c in token)
+
+
+def hf_shards(state, max_shard_size):
+    """The shards transformers' save_pretrained cuts a state dict into (huggingface_hub's split; the
+    tensors' byte sizes, in the state dict's order)."""
+    return split_state_dict_into_shards_factory(state, get_storage_size=lambda t: t.nbytes, max_shard_size=max_shard_size,
+                                                filename_pattern="model{suffix}.safetensors")
 
 
 class TempDirTest(unittest.TestCase):

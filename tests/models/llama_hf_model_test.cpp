@@ -1,12 +1,13 @@
 // A Llama model directory end to end: a preset's weights, held as f32 masters, saved as BF16 shards
 // with config.json beside them, then read back by name and shape into f32; save_pretrained's shards
-// as transformers' save_pretrained cuts them.
+// as transformers' save_pretrained cuts them; tokenizer_config.json for transformers' AutoTokenizer.
 #include "common/error_of.h"
 #include "common/temp_dir.h"
 #include "io/hf_model.h"
 #include "models/llama_config.h"
 #include "models/llama_io.h"
 #include "numerics/cast.h"
+#include "text/bpe_learner.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -77,6 +78,30 @@ TEST(LlamaHfModel, SavePretrainedShardsInTransformersStateDictOrder) {
   }
   EXPECT_EQ(index["metadata"]["total_parameters"], parameter_count(config));
   EXPECT_EQ(index["metadata"]["total_size"], 2 * parameter_count(config));
+}
+
+// Without tokenizer_config.json, AutoTokenizer loads tokenizer.json with no EOS token (and may clean
+// up spaces on decode).
+TEST(LlamaHfModel, TokenizerConfigNamesTheSpecialTokensForAutoTokenizer) {
+  const testing::TempDir dir("llama_tokenizer_config");
+  const std::vector<std::string> texts{"the movie was great", "the film was awful"};
+  const text::BpeTokenizer tokenizer = text::learn_bpe(texts, {.vocab_size = 270});
+  LlamaConfig config = llama_preset("tiny", tokenizer.vocab_size());
+  config.eos_token_id = *tokenizer.eos_id();
+  write_tokenizer_config(dir.path(), tokenizer, config);
+  std::ifstream in(dir / "tokenizer_config.json");
+  EXPECT_EQ(nlohmann::json::parse(in), (nlohmann::json{{"tokenizer_class", "PreTrainedTokenizerFast"},
+                                                       {"bos_token", nullptr},
+                                                       {"eos_token", "<|endoftext|>"},
+                                                       {"model_max_length", 256},
+                                                       {"clean_up_tokenization_spaces", false}}));
+  config.bos_token_id = *tokenizer.token_id(" ");  // an ordinary token: its tokenizer.json spelling
+  write_tokenizer_config(dir.path(), tokenizer, config);
+  std::ifstream again(dir / "tokenizer_config.json");
+  EXPECT_EQ(nlohmann::json::parse(again)["bos_token"], "\u0120");
+  config.eos_token_id = 1000;
+  EXPECT_EQ(testing::error_of([&] { write_tokenizer_config(dir.path(), tokenizer, config); }),
+            fmt::format("token id 1000 of the config is outside the tokenizer's {} tokens", tokenizer.vocab_size()));
 }
 
 }  // namespace
