@@ -57,6 +57,26 @@ def read_model_weights(directory):
     return weights
 
 
+def weight_shapes(config):
+    """name -> shape of LlamaForCausalLM's saved weights, in its state dict's order (modules as
+    modeling_llama registers them; a tied lm_head is not saved)."""
+    hd = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    h, f = config.hidden_size, config.intermediate_size
+    q, kv = config.num_attention_heads * hd, config.num_key_value_heads * hd
+    shapes = {"model.embed_tokens.weight": (config.vocab_size, h)}
+    for i in range(config.num_hidden_layers):
+        p = f"model.layers.{i}."
+        shapes.update({p + "self_attn.q_proj.weight": (q, h), p + "self_attn.k_proj.weight": (kv, h),
+                       p + "self_attn.v_proj.weight": (kv, h), p + "self_attn.o_proj.weight": (h, q),
+                       p + "mlp.gate_proj.weight": (f, h), p + "mlp.up_proj.weight": (f, h),
+                       p + "mlp.down_proj.weight": (h, f), p + "input_layernorm.weight": (h,),
+                       p + "post_attention_layernorm.weight": (h,)})
+    shapes["model.norm.weight"] = (h,)
+    if not config.tie_word_embeddings:
+        shapes["lm_head.weight"] = (config.vocab_size, h)
+    return shapes
+
+
 class Llama:
     def __init__(self, directory):
         self.config = LlamaConfig.from_pretrained(directory)

@@ -137,19 +137,11 @@ class ModelParity(interop.TempDirTest):
         trained.save(os.path.join(directory, "tokenizer.json"))
         rng = np.random.default_rng(len(name))
         state = {}  # transformers' state-dict order
-        hd = config.head_dim
-        state["model.embed_tokens.weight"] = rng.normal(0, 1.0, (vocab, 48))
-        for i in range(2):
-            p = f"model.layers.{i}."
-            for proj, rows, cols in (("self_attn.q_proj", 64, 48), ("self_attn.k_proj", 2 * hd, 48),
-                                     ("self_attn.v_proj", 2 * hd, 48), ("self_attn.o_proj", 48, 64),
-                                     ("mlp.gate_proj", 96, 48), ("mlp.up_proj", 96, 48), ("mlp.down_proj", 48, 96)):
-                state[p + proj + ".weight"] = rng.normal(0, 0.3, (rows, cols))
-            state[p + "input_layernorm.weight"] = 1 + rng.normal(0, 0.1, 48)
-            state[p + "post_attention_layernorm.weight"] = 1 + rng.normal(0, 0.1, 48)
-        state["model.norm.weight"] = 1 + rng.normal(0, 0.1, 48)
-        if not tie:
-            state["lm_head.weight"] = rng.normal(0, 0.3, (vocab, 48))
+        for weight, shape in ref.weight_shapes(config).items():
+            if weight.endswith("norm.weight"):
+                state[weight] = 1 + rng.normal(0, 0.1, shape)
+            else:
+                state[weight] = rng.normal(0, 1.0 if weight == "model.embed_tokens.weight" else 0.3, shape)
         state = {k: (ref.f32_to_bf16(v) if dtype == "bfloat16" else v.astype(np.float32)) for k, v in state.items()}
         split = interop.hf_shards(state, max_shard_size)
         for file, names in split.filename_to_tensors.items():
