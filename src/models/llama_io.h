@@ -13,7 +13,8 @@
 namespace fp8kit::models {
 
 // Writes config.json and the weights (BF16 unless the config's torch_dtype is "float32") into `dir`,
-// atomically file by file (io::write_hf_model_weights).
+// atomically file by file (io::write_hf_model_weights), in transformers' state-dict order
+// (llama_weights), so that max_shard_bytes cuts the shards transformers' save_pretrained would.
 void save_pretrained(Llama& model, const std::filesystem::path& dir,
                      uint64_t max_shard_bytes = io::kHfDefaultMaxShardBytes);
 
