@@ -34,8 +34,10 @@ struct BpeModel {
   bool ignore_merges = false;  // a piece that is a token is that token, merges or not (Llama 3)
 };
 
-// Whether encode reads added tokens' text as those tokens (as Hugging Face does by default) or as
-// plain text (safe for untrusted text: "<|endoftext|>" in a review stays ordinary tokens).
+// Whether encode reads special added tokens' text as those tokens (as Hugging Face does by default)
+// or as plain text (safe for untrusted text: "<|endoftext|>" in a review stays ordinary tokens).
+// Added tokens that are not special are matched either way, as Hugging Face matches them with
+// encode_special_tokens (transformers' split_special_tokens).
 enum class SpecialTokens { kAsText, kParse };
 
 // Memo of piece -> token ids for repeated encode calls from one thread (a piece's ids never
@@ -114,6 +116,7 @@ class BpeTokenizer {
   std::vector<bool> is_added_;                         // [tokens]
   std::unordered_map<std::string, int32_t> ordinary_;  // bytes -> id
   std::unordered_map<std::string, int32_t> added_;     // content -> id
+  std::unordered_map<std::string, int32_t> non_special_added_;  // the same, of those not special
   int32_t byte_ids_[256];
   std::unordered_map<uint64_t, Merge> merges_;  // pair_key(left, right) -> merge
 };

@@ -1,8 +1,8 @@
 """Tokenizer parity with Hugging Face `tokenizers` (and transformers' fast tokenizer): tokenizer.json
 files that fp8kit learns load there and give the same ids on many strings (Unicode, emoji, runs of
 whitespace, contractions, digits, added tokens as text or parsed) and decode back, invalid UTF-8
-included; tokenizer.json files that `tokenizers` trains (GPT-2's shape, Llama 3's) load in fp8kit
-and encode the same."""
+included; tokenizer.json files that `tokenizers` trains (GPT-2's shape with an added token that is
+not special, Llama 3's) load in fp8kit and encode the same."""
 import os
 import random
 
@@ -18,7 +18,7 @@ FIXED = [
     "HELLO World MiXeD", "1234567890 3.14159 1,000,000", "emoji 😀🎉 👍🏽 family 👨‍👩‍👧 flag 🇫🇷",
     "日本語のテキストと中文", "Ελληνικά κείμενο", "café naïve résumé", "e\u0301 combining", "nbsp\u00a0here",
     "line\u2028separator", "zero\u200bwidth", "<br /><br />html", "$3.50 & 100% !!! ???", "a<|endoftext|>b",
-    "<|endoftext|>", "ﬁ ligature", "\u0000"[1:] + "tail",
+    "<|endoftext|>", "a <movie> and<movie>", "ﬁ ligature", "\u0000"[1:] + "tail",
 ]
 
 
@@ -91,6 +91,7 @@ class TokenizerParity(interop.TempDirTest):
         trained = ByteLevelBPETokenizer()
         corpus = self.reviews() + self.texts[:100]
         trained.train_from_iterator(corpus, vocab_size=500, min_frequency=2, special_tokens=["<|endoftext|>"])
+        trained.add_tokens(["<movie>"])  # not special: matched even where special tokens are text
         path = os.path.join(self.tmp, "hf-gpt2.json")
         trained.save(path)
         self.assert_same_ids(path, Tokenizer.from_file(path), self.texts)
