@@ -10,7 +10,9 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <bit>
 #include <cctype>
+#include <cmath>
 #include <cstring>
 #include <functional>
 #include <numeric>
@@ -236,9 +238,21 @@ HfWeights open_hf_weights(const fs::path& dir) {
   return weights;
 }
 
+namespace {
+
+// IEEE half to float, exactly (every half is a float): subnormals scaled, infinities and NaNs kept.
+float f16_to_f32(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16, exponent = (h >> 10) & 0x1Fu, mantissa = h & 0x3FFu;
+  if (exponent == 0) return std::bit_cast<float>(sign) + (sign ? -1.0f : 1.0f) * std::ldexp(float(mantissa), -24);
+  if (exponent == 0x1F) return std::bit_cast<float>(sign | 0x7F800000u | (mantissa << 13));
+  return std::bit_cast<float>(sign | ((exponent + 112) << 23) | (mantissa << 13));
+}
+
+}  // namespace
+
 void tensor_to_f32(const TensorView& tensor, std::span<float> out) {
-  FP8KIT_CHECK(tensor.dtype == Dtype::BF16 || tensor.dtype == Dtype::F32,
-               "tensor \"{}\" is {}; only BF16 and F32 weights can be loaded", printable(tensor.name),
+  FP8KIT_CHECK(tensor.dtype == Dtype::BF16 || tensor.dtype == Dtype::F16 || tensor.dtype == Dtype::F32,
+               "tensor \"{}\" is {}; only BF16, F16 and F32 weights can be loaded", printable(tensor.name),
                dtype_name(tensor.dtype));
   const size_t count = tensor.data.size() / dtype_size(tensor.dtype);
   FP8KIT_CHECK(out.size() == count, "tensor \"{}\" holds {} values but room for {} was given", printable(tensor.name),
@@ -254,7 +268,11 @@ void tensor_to_f32(const TensorView& tensor, std::span<float> out) {
   for (size_t begin = 0; begin < count; begin += kChunk) {
     const size_t n = std::min(kChunk, count - begin);
     std::memcpy(bits.data(), tensor.data.data() + begin * sizeof(uint16_t), n * sizeof(uint16_t));
-    bf16_to_float(std::span<const uint16_t>(bits.data(), n), out.subspan(begin, n));
+    if (tensor.dtype == Dtype::BF16) {
+      bf16_to_float(std::span<const uint16_t>(bits.data(), n), out.subspan(begin, n));
+    } else {
+      std::transform(bits.begin(), bits.begin() + static_cast<ptrdiff_t>(n), out.begin() + begin, f16_to_f32);
+    }
   }
 }
 

@@ -67,7 +67,7 @@ class HfWeights {
 // plain file name beside the index, or malformed index JSON is a one-line error naming the file.
 HfWeights open_hf_weights(const std::filesystem::path& dir);
 
-// Tensor data as float32: F32 is copied, BF16 widened (exactly); other dtypes are refused. `out`
+// Tensor data as float32: F32 is copied, BF16 and F16 widened (exactly); other dtypes are refused. `out`
 // must hold the tensor's element count.
 void tensor_to_f32(const TensorView& tensor, std::span<float> out);
 std::vector<float> tensor_to_f32(const TensorView& tensor);

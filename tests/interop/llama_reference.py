@@ -20,13 +20,13 @@ def f32_to_bf16(values):
 
 
 def read_tensors(path):
-    """name -> float32 array of a safetensors file (F32 or BF16), read by safetensors itself."""
+    """name -> array of a safetensors file (F32, F16, or BF16 widened to float32), read by safetensors."""
     out = {}
     with safe_open(path, framework="numpy") as f:
         for name in f.keys():
             view = f.get_slice(name)
             dtype, shape = view.get_dtype(), view.get_shape()
-            if dtype == "F32":
+            if dtype in ("F32", "F16"):
                 out[name] = f.get_tensor(name)
             else:
                 assert dtype == "BF16", f"{path}: {name} is {dtype}"

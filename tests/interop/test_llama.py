@@ -2,8 +2,8 @@
 in for its forward pass: a model that `fp8kit lm train` saves loads there (config.json through
 transformers' LlamaConfig, weights through safetensors, tokenizer.json and tokenizer_config.json
 through transformers' AutoTokenizer) and gives `fp8kit lm eval`'s loss and `lm generate`'s greedy
-tokens; and models written as transformers' save_pretrained writes them (its LlamaConfig, f32 and
-bf16 weights, one file or huggingface_hub's shards and index) load in fp8kit and give the
+tokens; and models written as transformers' save_pretrained writes them (its LlamaConfig, f32, bf16
+and f16 weights, one file or huggingface_hub's shards and index) load in fp8kit and give the
 reference's loss and tokens."""
 import json
 import os
@@ -142,7 +142,7 @@ class ModelParity(interop.TempDirTest):
                 state[weight] = 1 + rng.normal(0, 0.1, shape)
             else:
                 state[weight] = rng.normal(0, 1.0 if weight == "model.embed_tokens.weight" else 0.3, shape)
-        state = {k: (ref.f32_to_bf16(v) if dtype == "bfloat16" else v.astype(np.float32)) for k, v in state.items()}
+        state = {k: ref.f32_to_bf16(v) if dtype == "bfloat16" else v.astype(np.dtype(dtype)) for k, v in state.items()}
         split = interop.hf_shards(state, max_shard_size)
         for file, names in split.filename_to_tensors.items():
             path = os.path.join(directory, file)
@@ -161,7 +161,8 @@ class ModelParity(interop.TempDirTest):
 
     def test_transformers_written_models_load_in_fp8kit(self):
         for name, dtype, shard, tie in (("f32", "float32", "5GB", True), ("bf16", "bfloat16", "5GB", False),
-                                        ("bf16-sharded", "bfloat16", 12_000, False)):
+                                        ("bf16-sharded", "bfloat16", 12_000, False),
+                                        ("f16-sharded", "float16", 12_000, True)):
             with self.subTest(model=name):
                 directory, split = self.hf_model_dir(name, dtype, shard, tie)
                 self.assertEqual(split.is_sharded, name.endswith("sharded"))
