@@ -6,7 +6,7 @@ not special, Llama 3's) load in fp8kit and encode the same."""
 import os
 import random
 
-from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
+from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 from tokenizers.implementations import ByteLevelBPETokenizer
 
 import interop
@@ -18,7 +18,7 @@ FIXED = [
     "HELLO World MiXeD", "1234567890 3.14159 1,000,000", "emoji 😀🎉 👍🏽 family 👨‍👩‍👧 flag 🇫🇷",
     "日本語のテキストと中文", "Ελληνικά κείμενο", "café naïve résumé", "e\u0301 combining", "nbsp\u00a0here",
     "line\u2028separator", "zero\u200bwidth", "<br /><br />html", "$3.50 & 100% !!! ???", "a<|endoftext|>b",
-    "<|endoftext|>", "a <movie> and<movie>", "ﬁ ligature", "\u0000"[1:] + "tail",
+    "<|endoftext|>", "a <movie> and<movie>", "ﬁ ligature", "",
 ]
 
 
@@ -97,7 +97,7 @@ class TokenizerParity(interop.TempDirTest):
         self.assert_same_ids(path, Tokenizer.from_file(path), self.texts)
 
     def test_hf_trained_llama3_tokenizer_loads_in_fp8kit(self):
-        # Llama 3's shape: Split(its regex, isolated) then ByteLevel without a regex of its own.
+        # Llama 3's shape: Split(its regex, isolated) then ByteLevel without a regex of its own, BOS by a template.
         llama3 = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|"
                   r"\s*[\r\n]+|\s+(?!\S)|\s+")
         hf = Tokenizer(models.BPE())
@@ -106,7 +106,11 @@ class TokenizerParity(interop.TempDirTest):
             pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
         hf.decoder = decoders.ByteLevel()
         hf.train_from_iterator(self.reviews() + self.texts[:100], trainers.BpeTrainer(
-            vocab_size=500, special_tokens=["<|end_of_text|>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+            vocab_size=500, special_tokens=["<|begin_of_text|>", "<|end_of_text|>"],
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+        # Llama 3 adds BOS by a template; fp8kit (and add_special_tokens=False) add none.
+        hf.post_processor = processors.TemplateProcessing(single="<|begin_of_text|> $A",
+                                                          special_tokens=[("<|begin_of_text|>", 0)])
         path = os.path.join(self.tmp, "hf-llama3.json")
         hf.save(path)
         self.assert_same_ids(path, Tokenizer.from_file(path), self.texts)
