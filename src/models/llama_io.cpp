@@ -56,6 +56,16 @@ Llama load_pretrained(const std::filesystem::path& dir, Device device) {
   }
   for (const std::string& name : weights.names()) {
     if (used.contains(name) || name.ends_with(".rotary_emb.inv_freq")) continue;  // older HF files carry inv_freq
+    if (name == "lm_head.weight" && config.tie_word_embeddings) {
+      // Some files keep the tied head's copy (transformers loads them, using the embedding): harmless
+      // when it is the embedding, a mismatched config otherwise.
+      const io::TensorView& embedding = weights.at("model.embed_tokens.weight");
+      const io::TensorView& head = weights.at(name);
+      FP8KIT_CHECK(head.shape == embedding.shape && io::tensor_to_f32(head) == io::tensor_to_f32(embedding),
+                   "lm_head.weight in {} differs from model.embed_tokens.weight, but {}/config.json ties them "
+                   "(tie_word_embeddings true): set it to false to use both", weights.file_of(name), dir.string());
+      continue;
+    }
     fail("{} in {} is not a weight of the Llama that {}/config.json describes ({} layers, {}tied embeddings): the "
          "config does not match the weights",
          name, weights.file_of(name), dir.string(), config.num_hidden_layers, config.tie_word_embeddings ? "" : "un");

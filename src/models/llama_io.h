@@ -18,9 +18,10 @@ namespace fp8kit::models {
 void save_pretrained(Llama& model, const std::filesystem::path& dir,
                      uint64_t max_shard_bytes = io::kHfDefaultMaxShardBytes);
 
-// Reads `dir`'s config.json and weights (F32, BF16 or F16) into a new model on `device`, in fp32 precision.
-// Every weight must be there with its shape (a one-line error names the tensor and the file); a
-// tensor the architecture does not have is an error too (the config does not match the weights).
+// Reads `dir`'s config.json and weights (F32, BF16 or F16) into a new model on `device`, in fp32
+// precision. Every weight must be there with its shape (a one-line error names the tensor and the
+// file); a tensor the architecture does not have is an error too (the config does not match the
+// weights), but for a tied model's lm_head.weight equal to the embedding, which some files keep.
 Llama load_pretrained(const std::filesystem::path& dir, Device device = Device::Cpu);
 
 // Writes `dir`/tokenizer_config.json for the tokenizer.json beside a model of `config`, so that

@@ -80,6 +80,32 @@ TEST(LlamaHfModel, SavePretrainedShardsInTransformersStateDictOrder) {
   EXPECT_EQ(index["metadata"]["total_size"], 2 * parameter_count(config));
 }
 
+// A tied model's file that keeps lm_head.weight loads when it is the embedding (transformers loads
+// such files); a different head means the config is wrong.
+TEST(LlamaHfModel, TiedModelsMayKeepTheirHeadWhenItIsTheEmbedding) {
+  const testing::TempDir dir("llama_tied_head");
+  const LlamaConfig config = llama_preset("tiny", 64);
+  std::vector<std::vector<float>> values;
+  std::vector<io::TensorView> views;
+  for (const WeightShape& weight : llama_weights(config)) {
+    int64_t count = 1;
+    for (int64_t dim : weight.shape) count *= dim;
+    values.emplace_back(count, 0.5f);
+    views.push_back({weight.name, io::Dtype::F32, weight.shape, std::as_bytes(std::span(values.back()))});
+  }
+  std::vector<float> head = values.front();  // model.embed_tokens.weight's
+  views.push_back({"lm_head.weight", io::Dtype::F32, views.front().shape, std::as_bytes(std::span(head))});
+  write_llama_config(dir.path(), config);
+  io::write_hf_model_weights(dir.path(), views);
+  EXPECT_EQ(load_pretrained(dir.path()).config(), config);
+  head[3] = 0.25f;
+  io::write_hf_model_weights(dir.path(), views);
+  EXPECT_EQ(testing::error_of([&] { load_pretrained(dir.path()); }),
+            "lm_head.weight in " + (dir / "model.safetensors").string() + " differs from model.embed_tokens.weight, "
+            "but " + dir.path().string() + "/config.json ties them (tie_word_embeddings true): set it to false to use "
+            "both");
+}
+
 // Without tokenizer_config.json, AutoTokenizer loads tokenizer.json with no EOS token (and may clean
 // up spaces on decode).
 TEST(LlamaHfModel, TokenizerConfigNamesTheSpecialTokensForAutoTokenizer) {
