@@ -65,10 +65,15 @@ text::BpeTokenizer tokenizer_for(const fs::path& path, const Corpus& corpus, int
   return tokenizer;
 }
 
+// Each document as the tokenizer's Hugging Face counterpart encodes it (after its BOS, where its
+// template puts one: Llama 3), followed by the end-of-text token.
 std::vector<int32_t> token_stream(const text::BpeTokenizer& tokenizer, const std::vector<std::string>& texts) {
   const std::optional<int32_t> eos = tokenizer.eos_id();
   FP8KIT_CHECK(eos.has_value(), "the tokenizer has no <|endoftext|> token to separate documents with");
-  return data::join_documents(tokenizer.encode_batch(texts), *eos);
+  std::vector<std::vector<int32_t>> documents = tokenizer.encode_batch(texts);
+  const std::span<const int32_t> bos = tokenizer.bos_ids();
+  for (std::vector<int32_t>& ids : documents) ids.insert(ids.begin(), bos.begin(), bos.end());
+  return data::join_documents(documents, *eos);
 }
 
 models::LlamaConfig model_config(const std::string& config, int64_t vocab_size) {
@@ -234,8 +239,11 @@ struct GenerateArgs {
 // prints each token's text as it comes.
 void run_generate(const GenerateArgs& a) {
   LoadedModel m = load(a.model);
-  std::vector<int32_t> ids = m.tokenizer.encode(a.prompt);
-  FP8KIT_CHECK(!ids.empty(), "the prompt is empty");
+  const std::vector<int32_t> prompt = m.tokenizer.encode(a.prompt);
+  FP8KIT_CHECK(!prompt.empty(), "the prompt is empty");
+  const std::span<const int32_t> bos = m.tokenizer.bos_ids();  // as Hugging Face's tokenizer starts a text
+  std::vector<int32_t> ids(bos.begin(), bos.end());
+  ids.insert(ids.end(), prompt.begin(), prompt.end());
   const int64_t limit = m.model.config().max_position_embeddings;
   infer::Sampler sampler(a.sampling);
   fmt::print("{}", a.prompt);

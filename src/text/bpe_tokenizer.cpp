@@ -51,6 +51,10 @@ BpeTokenizer::BpeTokenizer(BpeModel model) : model_(std::move(model)) {
                  rank, id);
     return model_.tokens[id];
   };
+  for (const int32_t id : model_.prefix) {
+    FP8KIT_CHECK(id >= 0 && id < n, "post_processor: the template's token id {} is outside the vocabulary of {} tokens",
+                 id, n);
+  }
   merges_.reserve(model_.merges.size());
   for (size_t rank = 0; rank < model_.merges.size(); ++rank) {
     const auto [left, right] = model_.merges[rank];

@@ -32,6 +32,9 @@ struct BpeModel {
   std::vector<BpeAddedToken> added_tokens;
   SplitPattern pattern = SplitPattern::kGpt2;
   bool ignore_merges = false;  // a piece that is a token is that token, merges or not (Llama 3)
+  // Ids the post-processor puts before a text (TemplateProcessing: Llama 3's <|begin_of_text|>);
+  // encode does not add them: a model's inputs begin with them (bos_ids()).
+  std::vector<int32_t> prefix;
 };
 
 // Whether encode reads special added tokens' text as those tokens (as Hugging Face does by default)
@@ -96,6 +99,9 @@ class BpeTokenizer {
 
   // The end-of-text token: the added token "<|endoftext|>" (GPT-2) or "<|end_of_text|>" (Llama 3).
   std::optional<int32_t> eos_id() const;
+
+  // What Hugging Face's tokenizer puts before a text (model().prefix): a BOS for Llama 3, none for GPT-2.
+  std::span<const int32_t> bos_ids() const { return model_.prefix; }
 
   const BpeModel& model() const { return model_; }
 

@@ -3,8 +3,8 @@ in for its forward pass: a model that `fp8kit lm train` saves loads there (confi
 transformers' LlamaConfig, weights through safetensors, tokenizer.json and tokenizer_config.json
 through transformers' AutoTokenizer) and gives `fp8kit lm eval`'s loss and `lm generate`'s greedy
 tokens; and models written as transformers' save_pretrained writes them (its LlamaConfig, f32, bf16
-and f16 weights, one file or huggingface_hub's shards and index) load in fp8kit and give the
-reference's loss and tokens."""
+and f16 weights, one file or huggingface_hub's shards and index; a tokenizer that puts a BOS first)
+load in fp8kit and give the reference's loss and tokens, the BOS first as in transformers."""
 import json
 import os
 import re
@@ -12,7 +12,7 @@ import re
 import numpy as np
 from safetensors import TensorSpec, serialize_file
 from safetensors.numpy import load_file, save_file
-from tokenizers import Tokenizer
+from tokenizers import Tokenizer, processors
 from tokenizers.implementations import ByteLevelBPETokenizer
 from transformers import AutoTokenizer, LlamaConfig
 
@@ -24,9 +24,15 @@ TEXT = ("The movie was wonderful, and the music! I'd watch it again in 1999 or 2
         "but the ending was dull and boring.\n\nA terrible, awful film; the worst.")
 
 
-def hf_ids(tokenizer, text):
+def hf_ids(tokenizer, text, add_special_tokens=False):
+    """HF's ids of text; with add_special_tokens, as a model's input (after a BOS where the template puts one)."""
     tokenizer.encode_special_tokens = True  # fp8kit reads "<|endoftext|>" in text as text
-    return tokenizer.encode(text, add_special_tokens=False).ids
+    return tokenizer.encode(text, add_special_tokens=add_special_tokens).ids
+
+
+def eos_id(tokenizer):
+    """GPT-2's end of text, or Llama 3's."""
+    return next(i for i in map(tokenizer.token_to_id, ("<|endoftext|>", "<|end_of_text|>")) if i is not None)
 
 
 def fp8kit_eval(model_dir, text_file, seq):
@@ -45,8 +51,8 @@ def reference_eval(model, ids, seq):
 
 def reference_generate(model, tokenizer, prompt, new_tokens):
     """Greedy tokens over the tokenizer's vocabulary until EOS; stops early (flagged) at a near tie."""
-    ids = hf_ids(tokenizer, prompt)
-    vocab, eos = tokenizer.get_vocab_size(), tokenizer.token_to_id("<|endoftext|>")
+    ids = hf_ids(tokenizer, prompt, add_special_tokens=True)
+    vocab, eos = tokenizer.get_vocab_size(), eos_id(tokenizer)
     out = []
     for _ in range(new_tokens):
         logits = model.logits(ids[-model.config.max_position_embeddings:])[-1][:vocab]
@@ -66,7 +72,7 @@ class ModelParity(interop.TempDirTest):
         text_file = os.path.join(self.tmp, "text.txt")
         with open(text_file, "w", encoding="utf-8") as f:
             f.write(TEXT)
-        ids = hf_ids(tokenizer, TEXT) + [tokenizer.token_to_id("<|endoftext|>")]
+        ids = hf_ids(tokenizer, TEXT, add_special_tokens=True) + [eos_id(tokenizer)]
         for seq in (8, 24):
             loss, tokens = fp8kit_eval(model_dir, text_file, seq)
             want, want_tokens = reference_eval(model, ids, seq)
@@ -121,18 +127,23 @@ class ModelParity(interop.TempDirTest):
 
         self.check_eval_and_generate(model_dir, ref.Llama(model_dir), tokenizer)
 
-    def hf_model_dir(self, name, dtype, max_shard_size, tie):
-        """A random Llama as transformers' save_pretrained writes it, with a tokenizer trained by HF tokenizers."""
+    def hf_model_dir(self, name, dtype, max_shard_size, tie, bos=False):
+        """A random Llama as transformers' save_pretrained writes it, with a tokenizer trained by HF tokenizers
+        (with bos, Llama 3's special tokens and the template that puts <|begin_of_text|> before a text)."""
         directory = os.path.join(self.tmp, name)
         trained = ByteLevelBPETokenizer()
         trained.train_from_iterator([TEXT] * 3 + ["the movie was great and the film was awful"] * 3, vocab_size=300,
-                                    min_frequency=2, special_tokens=["<|endoftext|>"])
+                                    min_frequency=2,
+                                    special_tokens=["<|begin_of_text|>", "<|end_of_text|>"] if bos else ["<|endoftext|>"])
+        if bos:
+            trained.post_processor = processors.TemplateProcessing(single="<|begin_of_text|> $A",
+                                                                   special_tokens=[("<|begin_of_text|>", 0)])
         vocab = trained.get_vocab_size() + 5  # padded, as real models' embeddings often are
         # GQA, head_dim not hidden / heads, plain RoPE of another theta.
         config = LlamaConfig(vocab_size=vocab, hidden_size=48, intermediate_size=96, num_hidden_layers=2,
                              num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=64,
                              rms_norm_eps=1e-6, rope_theta=1000.0, tie_word_embeddings=tie, dtype=dtype,
-                             bos_token_id=0, eos_token_id=0)
+                             bos_token_id=0, eos_token_id=1 if bos else 0)
         config.save_pretrained(directory)
         trained.save(os.path.join(directory, "tokenizer.json"))
         rng = np.random.default_rng(len(name))
@@ -160,12 +171,13 @@ class ModelParity(interop.TempDirTest):
         return directory, split
 
     def test_transformers_written_models_load_in_fp8kit(self):
-        for name, dtype, shard, tie in (("f32", "float32", "5GB", True), ("bf16", "bfloat16", "5GB", False),
-                                        ("bf16-sharded", "bfloat16", 12_000, False),
-                                        ("f16-sharded", "float16", 12_000, True)):
+        for name, dtype, shard, tie, bos in (("f32", "float32", "5GB", True, False),
+                                             ("bf16", "bfloat16", "5GB", False, False),
+                                             ("bf16-sharded", "bfloat16", 12_000, False, False),
+                                             ("f16-sharded-bos", "float16", 12_000, True, True)):
             with self.subTest(model=name):
-                directory, split = self.hf_model_dir(name, dtype, shard, tie)
-                self.assertEqual(split.is_sharded, name.endswith("sharded"))
+                directory, split = self.hf_model_dir(name, dtype, shard, tie, bos)
+                self.assertEqual(split.is_sharded, "sharded" in name)
                 self.check_eval_and_generate(directory, ref.Llama(directory),
                                              Tokenizer.from_file(os.path.join(directory, "tokenizer.json")))
 

@@ -2,7 +2,8 @@
 files that fp8kit learns load there and give the same ids on many strings (Unicode, emoji, runs of
 whitespace, contractions, digits, added tokens as text or parsed) and decode back, invalid UTF-8
 included; tokenizer.json files that `tokenizers` trains (GPT-2's shape with an added token that is
-not special, Llama 3's) load in fp8kit and encode the same."""
+not special, Llama 3's) load in fp8kit and encode the same, and fp8kit's copy of Llama 3's keeps the
+template that puts its BOS first."""
 import os
 import random
 
@@ -114,6 +115,14 @@ class TokenizerParity(interop.TempDirTest):
         path = os.path.join(self.tmp, "hf-llama3.json")
         hf.save(path)
         self.assert_same_ids(path, Tokenizer.from_file(path), self.texts)
+        # fp8kit keeps the template's BOS: the copy `lm train` saves beside its model starts texts the same.
+        run = os.path.join(self.tmp, "run")
+        fp8kit("lm", "train", "--config", "tiny", "--tokenizer", path, "--data", self.data, "--out", run, "--seq", "16",
+               "--batch", "1", "--steps", "1", "--warmup", "0", "--eval-batches", "1", "--precision", "fp32")
+        saved = Tokenizer.from_file(os.path.join(run, "model-fp32", "tokenizer.json"))
+        for text in self.texts:
+            self.assertEqual(saved.encode(text).ids, hf.encode(text).ids)
+            self.assertEqual(saved.encode(text).ids[0], hf.token_to_id("<|begin_of_text|>"))
 
 
 if __name__ == "__main__":
