@@ -138,7 +138,11 @@ void read_post_processor(const Field& post, std::vector<int32_t>& prefix) {
     if (!piece.at("SpecialToken").absent_or_null()) {
       const Field name = piece.at("SpecialToken").at("id");
       const Field ids = post.at("special_tokens").at(name.string().c_str()).at("ids");
-      for (size_t k = 0; k < ids.array().size(); ++k) prefix.push_back(static_cast<int32_t>(ids.at(k).integer()));
+      for (size_t k = 0; k < ids.array().size(); ++k) {
+        const int64_t id = ids.at(k).integer();
+        FP8KIT_CHECK(id >= 0 && id < INT32_MAX, "{} is {}, not a token id", ids.at(k).name, id);
+        prefix.push_back(static_cast<int32_t>(id));
+      }
     } else {
       FP8KIT_CHECK(!piece.at("Sequence").absent_or_null(), "{} is neither a SpecialToken nor a Sequence", piece.name);
       return;  // the text: what follows it is a suffix
