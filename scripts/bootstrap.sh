@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Installs the Debian packages fp8kit builds and tests with, and where CUDA is, the cudnn-frontend
-# headers; skips what is already present.
+# Installs the Debian packages fp8kit builds and tests with, the interop tests' Python packages in
+# .deps/interop-venv/, and where CUDA is, the cudnn-frontend headers; skips what is already present.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -11,6 +11,7 @@ packages=(
   libarchive-dev zlib1g-dev libutf8proc-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   ca-certificates curl
+  python3 python3-venv  # the interop tests' venv
 )
 
 missing=()
@@ -48,4 +49,26 @@ if { command -v nvcc || [ -x /usr/local/cuda/bin/nvcc ]; } >/dev/null 2>&1 &&
   mkdir -p "$frontend"
   mv "$wheel/unpacked/include" "$frontend/include"
   echo "$frontend_version" >"$frontend/VERSION"
+fi
+
+# The interop tests (tests/interop/, ctest label `interop`) check fp8kit's files against the reference
+# Python packages pinned in scripts/interop-requirements.txt, in .deps/interop-venv/ (gitignored). The
+# venv is complete when its stamp holds the requirements' hash; otherwise it is made anew. Without
+# PyPI this warns and goes on: those tests then skip, saying why.
+venv=.deps/interop-venv
+stamp="$venv/fp8kit-requirements.sha256"
+requirements=scripts/interop-requirements.txt
+want=$(sha256sum "$requirements" | cut -d' ' -f1)
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  echo "bootstrap: installing the interop tests' Python packages into $venv"
+  rm -rf "$venv"
+  if python3 -m venv "$venv" &&
+      "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-input --retries 2 --timeout 60 \
+        -r "$requirements"; then
+    echo "$want" >"$stamp"
+  else
+    rm -rf "$venv"
+    echo "warning: could not install $requirements into $venv (is PyPI reachable?); the interop tests will be" \
+      "skipped until scripts/bootstrap.sh succeeds" >&2
+  fi
 fi

@@ -1,7 +1,7 @@
 // `fp8kit lm`: the Llama language model on the IMDB reviews as text. `lm train` learns (or reads) a
 // byte-level BPE tokenizer, trains in fp32, bf16 or FP8 on the train reviews with the test reviews
 // for validation, and saves an HF model directory; `lm eval` reports a model directory's validation
-// loss and perplexity; `lm generate` continues a prompt, greedy or sampled.
+// loss and perplexity (or a text file's); `lm generate` continues a prompt, greedy or sampled.
 #include "base/error.h"
 #include "cli/command.h"
 #include "cli/options.h"
@@ -65,10 +65,15 @@ text::BpeTokenizer tokenizer_for(const fs::path& path, const Corpus& corpus, int
   return tokenizer;
 }
 
+// Each document as the tokenizer's Hugging Face counterpart encodes it (after its BOS, where its
+// template puts one: Llama 3), followed by the end-of-text token.
 std::vector<int32_t> token_stream(const text::BpeTokenizer& tokenizer, const std::vector<std::string>& texts) {
   const std::optional<int32_t> eos = tokenizer.eos_id();
   FP8KIT_CHECK(eos.has_value(), "the tokenizer has no <|endoftext|> token to separate documents with");
-  return data::join_documents(tokenizer.encode_batch(texts), *eos);
+  std::vector<std::vector<int32_t>> documents = tokenizer.encode_batch(texts);
+  const std::span<const int32_t> bos = tokenizer.bos_ids();
+  for (std::vector<int32_t>& ids : documents) ids.insert(ids.begin(), bos.begin(), bos.end());
+  return data::join_documents(documents, *eos);
 }
 
 models::LlamaConfig model_config(const std::string& config, int64_t vocab_size) {
@@ -99,6 +104,7 @@ struct TrainArgs {
   std::string data;
   int64_t limit = 0;
   double peak_tflops = 989.0;
+  int64_t max_shard_bytes = io::kHfDefaultMaxShardBytes;
 };
 
 void run_train(const TrainArgs& a) {
@@ -153,8 +159,9 @@ void run_train(const TrainArgs& a) {
   o.metrics = &log;
   train::LmTrainResult result = train::train_lm(o, train_stream, validation_stream);
   const fs::path model_dir = fs::path(a.out) / fmt::format("model-{}", nn::name(precision));
-  models::save_pretrained(result.model, model_dir);
+  models::save_pretrained(result.model, model_dir, static_cast<uint64_t>(a.max_shard_bytes));
   tokenizer.save(model_dir / kTokenizerFile);
+  models::write_tokenizer_config(model_dir, tokenizer, result.model.config());
   fmt::print("Validation: loss {:.4f}, perplexity {:.2f}; {:.0f} tokens/s{}\nModel: {}\nMetrics: {}\n",
              result.validation->loss, result.validation->perplexity, result.tokens_per_second,
              result.mfu > 0 ? fmt::format(", MFU {:.1f}%", 100 * result.mfu) : "", model_dir.string(),
@@ -199,17 +206,26 @@ void add_model_options(CLI::App& app, ModelArgs& a) {
 struct EvalArgs {
   ModelArgs model;
   int64_t seq = 256, batch = 16, batches = 0, limit = 0;
-  std::string data;
+  std::string data, text;
 };
 
+std::string read_text(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  FP8KIT_CHECK(in.good(), "cannot read --text {}: check the path", path.string());
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// The IMDB test reviews, or --text's file as one document (its bytes as they are), each followed by
+// <|endoftext|> as in training.
 void run_eval(const EvalArgs& a) {
   LoadedModel m = load(a.model);
-  const Corpus corpus = imdb_corpus(a.data, a.limit);
-  const std::vector<int32_t> stream = token_stream(m.tokenizer, corpus.validation);
+  const std::vector<std::string> texts = a.text.empty() ? imdb_corpus(a.data, a.limit).validation
+                                                        : std::vector<std::string>{read_text(a.text)};
+  const std::vector<int32_t> stream = token_stream(m.tokenizer, texts);
   const data::TokenWindows windows(stream, a.seq, 0);
   const train::LmEvaluation e = train::evaluate_lm(m.model, windows, a.batch, a.batches);
-  fmt::print("{} ({}): validation loss {:.4f}, perplexity {:.3f} over {} tokens\n", a.model.model, a.model.precision,
-             e.loss, e.perplexity, e.tokens);
+  fmt::print("{} ({}): {} loss {:.6f}, perplexity {:.3f} over {} tokens\n", a.model.model, a.model.precision,
+             a.text.empty() ? "validation" : a.text, e.loss, e.perplexity, e.tokens);
 }
 
 struct GenerateArgs {
@@ -223,8 +239,11 @@ struct GenerateArgs {
 // prints each token's text as it comes.
 void run_generate(const GenerateArgs& a) {
   LoadedModel m = load(a.model);
-  std::vector<int32_t> ids = m.tokenizer.encode(a.prompt);
-  FP8KIT_CHECK(!ids.empty(), "the prompt is empty");
+  const std::vector<int32_t> prompt = m.tokenizer.encode(a.prompt);
+  FP8KIT_CHECK(!prompt.empty(), "the prompt is empty");
+  const std::span<const int32_t> bos = m.tokenizer.bos_ids();  // as Hugging Face's tokenizer starts a text
+  std::vector<int32_t> ids(bos.begin(), bos.end());
+  ids.insert(ids.end(), prompt.begin(), prompt.end());
   const int64_t limit = m.model.config().max_position_embeddings;
   infer::Sampler sampler(a.sampling);
   fmt::print("{}", a.prompt);
@@ -368,16 +387,27 @@ void setup(CLI::App& app) {
   train->add_option("--peak-tflops", t->peak_tflops, "the GPU's dense bf16 peak, for MFU (H100 SXM: 989)")
       ->capture_default_str()
       ->check(real_number(1, 1e6));
+  train->add_option("--max-shard-size", t->max_shard_bytes,
+                    "bytes of weights per model.safetensors shard, as transformers' max_shard_size")
+      ->capture_default_str()
+      ->check(whole_number(1, int64_t{1} << 50));
   train->callback([t] { run_train(*t); });
 
   auto e = std::make_shared<EvalArgs>();
-  CLI::App* eval = app.add_subcommand("eval", "Validation loss and perplexity of a model on the IMDB test reviews");
+  CLI::App* eval =
+      app.add_subcommand("eval", "Loss and perplexity of a model on the IMDB test reviews or a text file");
   add_model_options(*eval, e->model);
   eval->add_option("--seq", e->seq, "tokens per sequence")->capture_default_str()->check(whole_number(1, 1 << 20));
   eval->add_option("--batch", e->batch, "sequences per batch")->capture_default_str()->check(whole_number(1, 1 << 16));
   eval->add_option("--batches", e->batches, "batches to evaluate (0: all)")->capture_default_str()->check(whole_number(0, 1'000'000'000));
-  eval->add_option("--data", e->data, "aclImdb_v1.tar.gz or an aclImdb directory")->check(non_empty_path());
-  eval->add_option("--limit", e->limit, "use only N evenly spaced reviews")->check(whole_number(0, 1'000'000'000));
+  CLI::Option* data =
+      eval->add_option("--data", e->data, "aclImdb_v1.tar.gz or an aclImdb directory")->check(non_empty_path());
+  CLI::Option* limit =
+      eval->add_option("--limit", e->limit, "use only N evenly spaced reviews")->check(whole_number(0, 1'000'000'000));
+  eval->add_option("--text", e->text, "evaluate this text file (one document) instead of the IMDB test reviews")
+      ->check(CLI::ExistingFile)
+      ->excludes(data)
+      ->excludes(limit);
   eval->callback([e] { run_eval(*e); });
 
   auto g = std::make_shared<GenerateArgs>();

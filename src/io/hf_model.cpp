@@ -10,8 +10,12 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <bit>
 #include <cctype>
+#include <cmath>
 #include <cstring>
+#include <functional>
+#include <numeric>
 #include <set>
 
 namespace fp8kit::io {
@@ -78,17 +82,21 @@ void write_text_atomically(const fs::path& path, std::string_view text) {
   write_file_atomically(path, std::as_bytes(std::span(text.data(), text.size())));
 }
 
-// The index as transformers writes it: json.dumps(index, indent=2, sort_keys=True) + "\n".
+// The index as transformers writes it: json.dumps(index, indent=2, sort_keys=True) + "\n", with
+// transformers 5's "total_parameters" (the element count) beside huggingface_hub's "total_size".
 std::string index_json(const std::vector<std::vector<TensorView>>& shards, const std::vector<std::string>& files) {
   json weight_map = json::object();
-  uint64_t total_size = 0;
+  uint64_t total_size = 0, total_parameters = 0;
   for (size_t i = 0; i < shards.size(); ++i) {
     for (const TensorView& tensor : shards[i]) {
       weight_map[tensor.name] = files[i];
       total_size += tensor.data.size();
+      total_parameters += static_cast<uint64_t>(std::accumulate(tensor.shape.begin(), tensor.shape.end(), int64_t{1},
+                                                                std::multiplies<>()));
     }
   }
-  const json index = {{"metadata", {{"total_size", total_size}}}, {"weight_map", std::move(weight_map)}};
+  const json index = {{"metadata", {{"total_parameters", total_parameters}, {"total_size", total_size}}},
+                      {"weight_map", std::move(weight_map)}};
   return index.dump(2, ' ', /*ensure_ascii=*/true) + "\n";  // nlohmann's objects are sorted by key
 }
 
@@ -230,9 +238,21 @@ HfWeights open_hf_weights(const fs::path& dir) {
   return weights;
 }
 
+namespace {
+
+// IEEE half to float, exactly (every half is a float): subnormals scaled, infinities and NaNs kept.
+float f16_to_f32(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16, exponent = (h >> 10) & 0x1Fu, mantissa = h & 0x3FFu;
+  if (exponent == 0) return std::bit_cast<float>(sign) + (sign ? -1.0f : 1.0f) * std::ldexp(float(mantissa), -24);
+  if (exponent == 0x1F) return std::bit_cast<float>(sign | 0x7F800000u | (mantissa << 13));
+  return std::bit_cast<float>(sign | ((exponent + 112) << 23) | (mantissa << 13));
+}
+
+}  // namespace
+
 void tensor_to_f32(const TensorView& tensor, std::span<float> out) {
-  FP8KIT_CHECK(tensor.dtype == Dtype::BF16 || tensor.dtype == Dtype::F32,
-               "tensor \"{}\" is {}; only BF16 and F32 weights can be loaded", printable(tensor.name),
+  FP8KIT_CHECK(tensor.dtype == Dtype::BF16 || tensor.dtype == Dtype::F16 || tensor.dtype == Dtype::F32,
+               "tensor \"{}\" is {}; only BF16, F16 and F32 weights can be loaded", printable(tensor.name),
                dtype_name(tensor.dtype));
   const size_t count = tensor.data.size() / dtype_size(tensor.dtype);
   FP8KIT_CHECK(out.size() == count, "tensor \"{}\" holds {} values but room for {} was given", printable(tensor.name),
@@ -248,7 +268,11 @@ void tensor_to_f32(const TensorView& tensor, std::span<float> out) {
   for (size_t begin = 0; begin < count; begin += kChunk) {
     const size_t n = std::min(kChunk, count - begin);
     std::memcpy(bits.data(), tensor.data.data() + begin * sizeof(uint16_t), n * sizeof(uint16_t));
-    bf16_to_float(std::span<const uint16_t>(bits.data(), n), out.subspan(begin, n));
+    if (tensor.dtype == Dtype::BF16) {
+      bf16_to_float(std::span<const uint16_t>(bits.data(), n), out.subspan(begin, n));
+    } else {
+      std::transform(bits.begin(), bits.begin() + static_cast<ptrdiff_t>(n), out.begin() + begin, f16_to_f32);
+    }
   }
 }
 

@@ -25,12 +25,13 @@ inline constexpr uint64_t kHfDefaultMaxShardBytes = 5'000'000'000;
 // does: shards are filled in the given order, a new one begun when the next tensor would take the
 // current one past max_shard_bytes of data (a tensor larger than that gets a shard of its own);
 // one shard is written as model.safetensors with no index, several as model-0000K-of-0000N.safetensors
-// plus the index {"metadata": {"total_size": data bytes}, "weight_map": {name: file}}. Every file
-// carries __metadata__ {"format": "pt"} and is replaced atomically; the index is written last, and
-// only then are the files of an earlier save that the new one does not use removed (shards of another
-// count, model.safetensors after a sharded save, the index after a single-file save), so a crash
-// leaves a loadable directory. (A crash while overwriting shards of the same count leaves old and new
-// shards under the old index, as with transformers.) Returns the weight files written, in order.
+// plus the index {"metadata": {"total_parameters": elements, "total_size": data bytes},
+// "weight_map": {name: file}}. Every file carries __metadata__ {"format": "pt"} and is replaced
+// atomically; the index is written last, and only then are the files of an earlier save that the
+// new one does not use removed (shards of another count, model.safetensors after a sharded save,
+// the index after a single-file save), so a crash leaves a loadable directory. (A crash while
+// overwriting shards of the same count leaves old and new shards under the old index, as with
+// transformers.) Returns the weight files written, in order.
 std::vector<std::string> write_hf_model_weights(const std::filesystem::path& dir, std::span<const TensorView> tensors,
                                                 uint64_t max_shard_bytes = kHfDefaultMaxShardBytes);
 
@@ -66,7 +67,7 @@ class HfWeights {
 // plain file name beside the index, or malformed index JSON is a one-line error naming the file.
 HfWeights open_hf_weights(const std::filesystem::path& dir);
 
-// Tensor data as float32: F32 is copied, BF16 widened (exactly); other dtypes are refused. `out`
+// Tensor data as float32: F32 is copied, BF16 and F16 widened (exactly); other dtypes are refused. `out`
 // must hold the tensor's element count.
 void tensor_to_f32(const TensorView& tensor, std::span<float> out);
 std::vector<float> tensor_to_f32(const TensorView& tensor);

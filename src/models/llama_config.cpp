@@ -81,14 +81,25 @@ void check_supported(const json& config, std::string_view source) {
     FP8KIT_CHECK(!boolean_or(config, key, false, source), "{}: \"{}\" is true, but fp8kit's Llama has no biases",
                  source, key);
   }
-  if (!given(config, "rope_scaling")) return;
-  const json& scaling = config["rope_scaling"];
-  FP8KIT_CHECK(scaling.is_object(), "{}: \"rope_scaling\" must be null or an object, not {}", source,
-               printable(scaling.dump()));
-  const std::string type = given(scaling, "rope_type") ? string_or(scaling, "rope_type", "", source)
-                                                        : string_or(scaling, "type", "", source);
-  FP8KIT_CHECK(type == "default", "{}: rope_scaling of type \"{}\" is not supported; fp8kit's Llama uses plain RoPE "
-               "(rope_scaling null or {{\"rope_type\": \"default\"}})", source, printable(type));
+  // transformers 4 writes "rope_scaling" (null for plain RoPE); transformers 5 writes "rope_parameters"
+  // instead, {"rope_type": "default", "rope_theta": ...}.
+  for (const char* key : {"rope_scaling", "rope_parameters"}) {
+    if (!given(config, key)) continue;
+    const json& rope = config[key];
+    FP8KIT_CHECK(rope.is_object(), "{}: \"{}\" must be null or an object, not {}", source, key, printable(rope.dump()));
+    const std::string type = given(rope, "rope_type") ? string_or(rope, "rope_type", "", source)
+                                                      : string_or(rope, "type", "", source);
+    FP8KIT_CHECK(type == "default", "{}: {} of type \"{}\" is not supported; fp8kit's Llama uses plain RoPE "
+                 "(rope_scaling null or {{\"rope_type\": \"default\"}})", source, key, printable(type));
+  }
+}
+
+// rope_theta: top level (transformers 4), else in "rope_parameters" (transformers 5), else 10000.
+double rope_theta(const json& config, std::string_view source) {
+  if (given(config, "rope_theta") || !given(config, "rope_parameters")) {
+    return number_or(config, "rope_theta", 10000.0, source);
+  }
+  return number_or(config["rope_parameters"], "rope_theta", 10000.0, source);
 }
 
 LlamaConfig parse_object(const json& config, std::string_view source) {
@@ -111,7 +122,7 @@ LlamaConfig parse_object(const json& config, std::string_view source) {
   }
   c.max_position_embeddings = integer_or(config, "max_position_embeddings", 2048, source);
   c.rms_norm_eps = number_or(config, "rms_norm_eps", 1e-6, source);
-  c.rope_theta = number_or(config, "rope_theta", 10000.0, source);
+  c.rope_theta = rope_theta(config, source);
   c.tie_word_embeddings = boolean_or(config, "tie_word_embeddings", false, source);
   c.bos_token_id = token_id(config, "bos_token_id", source);
   c.eos_token_id = token_id(config, "eos_token_id", source);

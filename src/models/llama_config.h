@@ -42,7 +42,8 @@ void validate_llama_config(const LlamaConfig& config, std::string_view source = 
 // "silu" (the default), attention_bias and mlp_bias false, rope_scaling null or of type "default";
 // anything else is an error saying what is supported. Absent keys take transformers' defaults
 // (num_key_value_heads = num_attention_heads, max_position_embeddings 2048, rms_norm_eps 1e-6,
-// rope_theta 10000, untied); head_dim, when absent or null, is hidden_size / num_attention_heads,
+// rope_theta 10000, untied); rope_theta and the RoPE type are read from "rope_parameters" too, where
+// transformers 5 writes them; head_dim, when absent or null, is hidden_size / num_attention_heads,
 // which must divide. torch_dtype is read from "torch_dtype" or (newer transformers) "dtype", and is
 // "float32" when neither is given. Keys fp8kit does not use are ignored.
 LlamaConfig parse_llama_config(std::string_view json_text, std::string_view source = "config.json");

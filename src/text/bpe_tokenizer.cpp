@@ -30,6 +30,7 @@ BpeTokenizer::BpeTokenizer(BpeModel model) : model_(std::move(model)) {
     FP8KIT_CHECK(!content.empty(), "added_tokens: the content of id {} is empty", added.id);
     const auto [it, inserted] = added_.try_emplace(content, added.id);
     FP8KIT_CHECK(inserted, "added_tokens: \"{}\" appears twice (ids {} and {})", content, it->second, added.id);
+    if (!added.special) non_special_added_.emplace(content, added.id);
   }
   for (int32_t id = 0; id < n; ++id) {
     if (is_added_[id]) continue;
@@ -50,6 +51,10 @@ BpeTokenizer::BpeTokenizer(BpeModel model) : model_(std::move(model)) {
                  rank, id);
     return model_.tokens[id];
   };
+  for (const int32_t id : model_.prefix) {
+    FP8KIT_CHECK(id >= 0 && id < n, "post_processor: the template's token id {} is outside the vocabulary of {} tokens",
+                 id, n);
+  }
   merges_.reserve(model_.merges.size());
   for (size_t rank = 0; rank < model_.merges.size(); ++rank) {
     const auto [left, right] = model_.merges[rank];
@@ -129,12 +134,13 @@ void BpeTokenizer::encode_plain(std::string_view text, std::vector<int32_t>& ids
 
 void BpeTokenizer::encode(std::string_view text, std::vector<int32_t>& ids, BpeWordCache& cache,
                           SpecialTokens special) const {
-  if (special == SpecialTokens::kAsText || added_.empty()) return encode_plain(text, ids, cache);
+  const auto& matched = special == SpecialTokens::kParse ? added_ : non_special_added_;
+  if (matched.empty()) return encode_plain(text, ids, cache);
   for (size_t pos = 0; pos < text.size();) {
     // The earliest added token, the longest where several start there.
     size_t at = std::string_view::npos, length = 0;
     int32_t id = -1;
-    for (const auto& [content, added_id] : added_) {
+    for (const auto& [content, added_id] : matched) {
       const size_t found = text.find(content, pos);
       if (found < at || (found == at && found != std::string_view::npos && content.size() > length)) {
         at = found, length = content.size(), id = added_id;

@@ -32,10 +32,15 @@ struct BpeModel {
   std::vector<BpeAddedToken> added_tokens;
   SplitPattern pattern = SplitPattern::kGpt2;
   bool ignore_merges = false;  // a piece that is a token is that token, merges or not (Llama 3)
+  // Ids the post-processor puts before a text (TemplateProcessing: Llama 3's <|begin_of_text|>);
+  // encode does not add them: a model's inputs begin with them (bos_ids()).
+  std::vector<int32_t> prefix;
 };
 
-// Whether encode reads added tokens' text as those tokens (as Hugging Face does by default) or as
-// plain text (safe for untrusted text: "<|endoftext|>" in a review stays ordinary tokens).
+// Whether encode reads special added tokens' text as those tokens (as Hugging Face does by default)
+// or as plain text (safe for untrusted text: "<|endoftext|>" in a review stays ordinary tokens).
+// Added tokens that are not special are matched either way, as Hugging Face matches them with
+// encode_special_tokens (transformers' split_special_tokens).
 enum class SpecialTokens { kAsText, kParse };
 
 // Memo of piece -> token ids for repeated encode calls from one thread (a piece's ids never
@@ -93,6 +98,9 @@ class BpeTokenizer {
   // The end-of-text token: the added token "<|endoftext|>" (GPT-2) or "<|end_of_text|>" (Llama 3).
   std::optional<int32_t> eos_id() const;
 
+  // What Hugging Face's tokenizer puts before a text (model().prefix): a BOS for Llama 3, none for GPT-2.
+  std::span<const int32_t> bos_ids() const { return model_.prefix; }
+
   const BpeModel& model() const { return model_; }
 
  private:
@@ -112,6 +120,7 @@ class BpeTokenizer {
   std::vector<bool> is_added_;                         // [tokens]
   std::unordered_map<std::string, int32_t> ordinary_;  // bytes -> id
   std::unordered_map<std::string, int32_t> added_;     // content -> id
+  std::unordered_map<std::string, int32_t> non_special_added_;  // the same, of those not special
   int32_t byte_ids_[256];
   std::unordered_map<uint64_t, Merge> merges_;  // pair_key(left, right) -> merge
 };

@@ -127,19 +127,41 @@ SplitPattern read_pre_tokenizer(const Field& pre) {
   return *pattern;
 }
 
-// Post-processors only matter when Hugging Face adds special tokens (a BOS); encode never does.
-// Accepted: ByteLevel, TemplateProcessing, or a Sequence of those.
-void check_post_processor(const Field& post) {
+// Post-processors add special tokens around a text (Llama 3: a BOS before it); encode never does,
+// but the ids a TemplateProcessing puts before a single text are kept as the model's prefix (a
+// suffix, which no byte-level Llama or GPT-2 adds, is not). One step: ByteLevel or TemplateProcessing.
+void read_post_processor_step(const Field& post, std::vector<int32_t>& prefix) {
+  const std::string type = post.type();
+  FP8KIT_CHECK(type == "ByteLevel" || type == "TemplateProcessing",
+               "{}.type is \"{}\": fp8kit reads ByteLevel and TemplateProcessing post-processors, or a Sequence of "
+               "them",
+               post.name, type);
+  if (type == "ByteLevel") return;
+  const Field single = post.at("single");
+  for (size_t i = 0; i < single.array().size(); ++i) {
+    const Field piece = single.at(i);
+    if (!piece.at("SpecialToken").absent_or_null()) {
+      const Field name = piece.at("SpecialToken").at("id");
+      const Field ids = post.at("special_tokens").at(name.string().c_str()).at("ids");
+      for (size_t k = 0; k < ids.array().size(); ++k) {
+        const int64_t id = ids.at(k).integer();
+        FP8KIT_CHECK(id >= 0 && id < INT32_MAX, "{} is {}, not a token id", ids.at(k).name, id);
+        prefix.push_back(static_cast<int32_t>(id));
+      }
+    } else {
+      FP8KIT_CHECK(!piece.at("Sequence").absent_or_null(), "{} is neither a SpecialToken nor a Sequence", piece.name);
+      return;  // the text: what follows it is a suffix
+    }
+  }
+}
+
+// A Sequence holds steps, not Sequences: read without recursion (a deeply nested file cannot
+// exhaust the stack).
+void read_post_processor(const Field& post, std::vector<int32_t>& prefix) {
   if (post.absent_or_null()) return;
-  const auto check = [](const Field& step) {
-    const std::string type = step.type();
-    FP8KIT_CHECK(type == "ByteLevel" || type == "TemplateProcessing",
-                 "{}.type is \"{}\": fp8kit reads ByteLevel and TemplateProcessing post-processors, or a Sequence of "
-                 "them", step.name, type);
-  };
-  if (post.type() != "Sequence") return check(post);
+  if (post.type() != "Sequence") return read_post_processor_step(post, prefix);
   const Field steps = post.at("processors");
-  for (size_t i = 0; i < steps.array().size(); ++i) check(steps.at(i));
+  for (size_t i = 0; i < steps.array().size(); ++i) read_post_processor_step(steps.at(i), prefix);
 }
 
 // The two token strings of a merge: "a b" or ["a", "b"].
@@ -175,7 +197,7 @@ BpeModel read_model(const json& root) {
   const Field decoder = top.at("decoder");
   FP8KIT_CHECK(decoder.absent_or_null() || decoder.type() == "ByteLevel",
                "decoder.type is \"{}\": a byte-level BPE decodes with ByteLevel", decoder.type());
-  check_post_processor(top.at("post_processor"));
+  read_post_processor(top.at("post_processor"), model.prefix);
 
   // Ids: those of model.vocab and added_tokens, which must together be 0..n-1.
   const Field vocab = m.at("vocab");
@@ -265,10 +287,12 @@ void BpeTokenizer::save(const fs::path& tokenizer_json) const {
     added.push_back({{"id", token.id}, {"content", content}, {"single_word", false}, {"lstrip", false},
                      {"rstrip", false}, {"normalized", false}, {"special", token.special}});
   }
+  // A token as model.vocab spells it: an added token's content, else its byte-level string.
+  const auto spelling = [&](int32_t id) { return is_added_[id] ? model_.tokens[id] : to_byte_level(model_.tokens[id]); };
   // Added tokens are in model.vocab too (as Hugging Face's trainer writes them), so that their ids hold there.
   ordered vocab = ordered::object();
   for (int32_t id = 0; id < vocab_size(); ++id) {
-    const std::string key = is_added_[id] ? model_.tokens[id] : to_byte_level(model_.tokens[id]);
+    const std::string key = spelling(id);
     const auto [it, inserted] = vocab.emplace(key, id);
     FP8KIT_CHECK(inserted, "cannot write {}: tokens {} and {} are both \"{}\" in model.vocab (an added token equals a "
                  "learned one); choose another special token", tokenizer_json.string(), it.value().get<int32_t>(), id, key);
@@ -277,6 +301,24 @@ void BpeTokenizer::save(const fs::path& tokenizer_json) const {
   for (const auto& [left, right] : model_.merges) {
     merges.push_back(to_byte_level(model_.tokens[left]) + " " + to_byte_level(model_.tokens[right]));
   }
+  // The prefix as Llama 3's template: the tokens, the text; for a pair, the tokens again before the second.
+  const auto post_processor = [&]() -> ordered {
+    if (model_.prefix.empty()) return nullptr;
+    ordered single = ordered::array(), pair = ordered::array(), special = ordered::object();
+    for (const int32_t id : model_.prefix) {
+      const std::string name = spelling(id);
+      single.push_back({{"SpecialToken", {{"id", name}, {"type_id", 0}}}});
+      special[name] = {{"id", name}, {"ids", {id}}, {"tokens", {name}}};
+    }
+    pair = single;
+    single.push_back({{"Sequence", {{"id", "A"}, {"type_id", 0}}}});
+    pair.push_back({{"Sequence", {{"id", "A"}, {"type_id", 0}}}});
+    for (const int32_t id : model_.prefix) {
+      pair.push_back({{"SpecialToken", {{"id", spelling(id)}, {"type_id", 1}}}});
+    }
+    pair.push_back({{"Sequence", {{"id", "B"}, {"type_id", 1}}}});
+    return {{"type", "TemplateProcessing"}, {"single", single}, {"pair", pair}, {"special_tokens", special}};
+  };
   ordered pre_tokenizer;
   if (model_.pattern == SplitPattern::kGpt2) {
     pre_tokenizer = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", true}};
@@ -296,7 +338,7 @@ void BpeTokenizer::save(const fs::path& tokenizer_json) const {
       {"added_tokens", std::move(added)},
       {"normalizer", nullptr},
       {"pre_tokenizer", std::move(pre_tokenizer)},
-      {"post_processor", nullptr},
+      {"post_processor", post_processor()},
       {"decoder", {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", true}, {"use_regex", true}}},
       {"model",
        {{"type", "BPE"}, {"dropout", nullptr}, {"unk_token", nullptr}, {"continuing_subword_prefix", nullptr},

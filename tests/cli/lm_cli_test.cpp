@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 namespace fp8kit::testing {
@@ -30,7 +31,7 @@ TEST(LmCli, TrainsResumesEvaluatesGeneratesAndCompares) {
   EXPECT_THAT(r.output, HasSubstr("fp8 on cpu"));
   EXPECT_THAT(r.output, HasSubstr("3/3 ━━━━━━━━━━━━━━━━━━━━"));
   for (const char* file : {"tokenizer.json", "metrics.jsonl", "checkpoint-fp8.safetensors", "model-fp8/config.json",
-                           "model-fp8/model.safetensors", "model-fp8/tokenizer.json"})
+                           "model-fp8/model.safetensors", "model-fp8/tokenizer.json", "model-fp8/tokenizer_config.json"})
     EXPECT_TRUE(std::filesystem::exists(std::filesystem::path(out) / file)) << file;
 
   r = run_cli("lm train --precision fp8 --steps 5 --resume" + common);
@@ -45,6 +46,11 @@ TEST(LmCli, TrainsResumesEvaluatesGeneratesAndCompares) {
   r = run_cli("lm eval --seq 32 --batch 2 --data " + data + model);
   ASSERT_EQ(r.exit_code, 0) << tail(r.output);
   EXPECT_THAT(r.output, HasSubstr("validation loss"));
+  const std::string text = (dir.path() / "review.txt").string();
+  std::ofstream(text) << "the movie was great, the film was wonderful and the music was superb";
+  r = run_cli("lm eval --seq 4 --batch 2 --text " + text + model);  // one text file as the document
+  ASSERT_EQ(r.exit_code, 0) << tail(r.output);
+  EXPECT_THAT(r.output, HasSubstr(text + " loss "));
   const CliResult a = run_cli("lm generate --max-new-tokens 8" + model + " 'the movie'");
   const CliResult b = run_cli("lm generate --max-new-tokens 8" + model + " 'the movie'");
   ASSERT_EQ(a.exit_code, 0) << tail(a.output);

@@ -102,6 +102,7 @@ TEST(HfModel, ShardsAndIndexAreWrittenAsTransformersWritesThem) {
   EXPECT_EQ(read_text(dir / "model.safetensors.index.json"),
             "{\n"
             "  \"metadata\": {\n"
+            "    \"total_parameters\": 92,\n"
             "    \"total_size\": 368\n"
             "  },\n"
             "  \"weight_map\": {\n"
@@ -337,7 +338,23 @@ TEST(HfModel, Bf16ConversionsRoundToNearestEvenAndWidenExactly) {
   std::vector<float> too_small(3);
   EXPECT_EQ(error_of([&] { tensor_to_f32(view, too_small); }), "tensor \"w\" holds 8 values but room for 3 was given");
   const TensorView ints{"ids", Dtype::I32, {4}, std::span(unaligned).subspan(0, 16)};
-  EXPECT_EQ(error_of([&] { tensor_to_f32(ints); }), "tensor \"ids\" is I32; only BF16 and F32 weights can be loaded");
+  EXPECT_EQ(error_of([&] { tensor_to_f32(ints); }),
+            "tensor \"ids\" is I32; only BF16, F16 and F32 weights can be loaded");
+}
+
+// Models saved in float16 (torch_dtype "float16") load: every half widens exactly, from any address.
+TEST(HfModel, F16WeightsWidenExactly) {
+  const std::vector<uint16_t> bits{0x0000, 0x8000, 0x3C00, 0xC000, 0x7BFF, 0x0001, 0x03FF, 0x0400, 0x7C00, 0xFC00,
+                                   0x3555, 0x7E00};
+  std::vector<std::byte> unaligned(1 + bits.size() * 2);
+  std::memcpy(unaligned.data() + 1, bits.data(), bits.size() * 2);
+  const std::vector<float> widened = tensor_to_f32({"w", Dtype::F16, {12}, std::span(unaligned).subspan(1)});
+  const float inf = std::numeric_limits<float>::infinity();
+  EXPECT_THAT(std::vector<float>(widened.begin(), widened.end() - 1),
+              ElementsAre(0.0f, -0.0f, 1.0f, -2.0f, 65504.0f, 0x1p-24f, 0x3FFp-24f, 0x1p-14f, inf, -inf,
+                          0x1.554p-2f));
+  EXPECT_TRUE(std::signbit(widened[1]));
+  EXPECT_TRUE(std::isnan(widened.back()));
 }
 
 TEST(HfModel, ViewsStayValidWhenTheWeightsAreMoved) {

@@ -75,6 +75,22 @@ TEST(LlamaConfig, RefusesLlama3RopeScalingAndReadsTheRestOfLlama32) {
   EXPECT_EQ(parameter_count(c), 1'235'814'400);  // Llama 3.2 1B's published count
 }
 
+// transformers 5 writes rope_theta inside "rope_parameters" (and no top-level rope_theta or
+// rope_scaling): a theta other than 10000 must be read from there, not defaulted.
+TEST(LlamaConfig, ReadsTransformers5RopeParameters) {
+  const LlamaConfig c = read_llama_config(kData + "transformers5_llama_config.json");
+  EXPECT_EQ(c.rope_theta, 500000.0);
+  EXPECT_EQ(c.torch_dtype, "bfloat16");  // "dtype", transformers 5's name for torch_dtype
+  EXPECT_EQ(c.num_key_value_heads, 2);
+  EXPECT_TRUE(c.tie_word_embeddings);
+  json config = minimal();
+  config["rope_parameters"] = {{"rope_type", "llama3"}, {"rope_theta", 500000.0}, {"factor", 32.0}};
+  EXPECT_EQ(parse_error(config), "config.json: rope_parameters of type \"llama3\" is not supported; fp8kit's Llama "
+                                 "uses plain RoPE (rope_scaling null or {\"rope_type\": \"default\"})");
+  config["rope_parameters"] = 2;
+  EXPECT_EQ(parse_error(config), "config.json: \"rope_parameters\" must be null or an object, not 2");
+}
+
 TEST(LlamaConfig, WritesWhatTransformersWrites) {
   const testing::TempDir dir("llama_config");
   LlamaConfig c = llama_preset("tiny", 256);

@@ -94,6 +94,20 @@ TEST(BpeTokenizer, AddedTokensAreTextUnlessParsed) {
   EXPECT_EQ(tokenizer.decode(parsed), text);
 }
 
+// An added token that is not special is matched in every mode, as Hugging Face matches it with
+// encode_special_tokens (tokenizers trained with domain or chat tokens give the same ids in both).
+TEST(BpeTokenizer, AddedTokensThatAreNotSpecialAreAlwaysMatched) {
+  BpeModel model = byte_model({});
+  model.tokens.push_back("<movie>");
+  model.tokens.push_back("<|endoftext|>");
+  model.added_tokens = {{256, false}, {257, true}};
+  const BpeTokenizer tokenizer(model);
+  const std::string text = "a<movie>b<|endoftext|>";
+  EXPECT_THAT(tokenizer.encode(text), ElementsAre('a', 256, 'b', '<', '|', 'e', 'n', 'd', 'o', 'f', 't', 'e', 'x',
+                                                  't', '|', '>'));
+  EXPECT_THAT(tokenizer.encode(text, SpecialTokens::kParse), ElementsAre('a', 256, 'b', 257));
+}
+
 TEST(BpeTokenizer, CacheAndBatchGiveTheSameIds) {
   const std::vector<std::string> texts = {"the cat sat", "on the mat", "the cat", "", "mat mat mat \xff"};
   const BpeTokenizer tokenizer = learn_bpe(texts, {.vocab_size = 280, .min_pair_count = 1});

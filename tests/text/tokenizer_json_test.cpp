@@ -67,7 +67,8 @@ json llama3_json() {
       {"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": false, "use_regex": true},
       {"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<|begin_of_text|>", "type_id": 0}},
                                                 {"Sequence": {"id": "A", "type_id": 0}}],
-       "pair": [], "special_tokens": {}}]},
+       "pair": [], "special_tokens": {"<|begin_of_text|>": {"id": "<|begin_of_text|>", "ids": [260],
+                                                             "tokens": ["<|begin_of_text|>"]}}}]},
     "decoder": {"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": true, "use_regex": true},
     "model": {"type": "BPE", "dropout": null, "unk_token": null, "continuing_subword_prefix": null,
               "end_of_word_suffix": null, "fuse_unk": false, "byte_fallback": false, "ignore_merges": true,
@@ -118,6 +119,10 @@ TEST_F(TokenizerJson, LoadsLlama3sShape) {
   EXPECT_THAT(tokenizer.encode("hello the"), ElementsAre(259, 258));
   EXPECT_THAT(tokenizer.encode("1234"), ElementsAre('1' - '!', '2' - '!', '3' - '!', '4' - '!'));
   EXPECT_THAT(tokenizer.encode("<|end_of_text|>", SpecialTokens::kParse), ElementsAre(261));
+  // The template's BOS is what a model's inputs begin with; encode adds none, and a save keeps it.
+  EXPECT_THAT(tokenizer.bos_ids(), ElementsAre(260));
+  tokenizer.save(dir_ / "saved.json");
+  EXPECT_THAT(BpeTokenizer::load(dir_ / "saved.json").bos_ids(), ElementsAre(260));
 }
 
 TEST_F(TokenizerJson, SaveThenLoadGivesIdenticalEncodings) {
