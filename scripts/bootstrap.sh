@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the Debian packages fp8kit builds and tests with, the interop tests' Python packages in
-# .deps/interop-venv/, and where CUDA is, the cudnn-frontend headers; skips what is already present.
+# .interop-venv/, and where CUDA is, the cudnn-frontend headers; skips what is already present.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -52,10 +52,10 @@ if { command -v nvcc || [ -x /usr/local/cuda/bin/nvcc ]; } >/dev/null 2>&1 &&
 fi
 
 # The interop tests (tests/interop/, ctest label `interop`) check fp8kit's files against the reference
-# Python packages pinned in scripts/interop-requirements.txt, in .deps/interop-venv/ (gitignored). The
+# Python packages pinned in scripts/interop-requirements.txt, in .interop-venv/ (gitignored). The
 # venv is complete when its stamp holds the requirements' hash; otherwise it is made anew. Without
 # PyPI this warns and goes on: those tests then skip, saying why.
-venv=.deps/interop-venv
+venv=.interop-venv
 stamp="$venv/fp8kit-requirements.sha256"
 requirements=scripts/interop-requirements.txt
 want=$(sha256sum "$requirements" | cut -d' ' -f1)

@@ -4,7 +4,7 @@
 set -euo pipefail
 test=$1 cli=$2
 root="$(cd "$(dirname "$0")/../.." && pwd)"
-venv="${FP8KIT_INTEROP_VENV:-$root/.deps/interop-venv}"
+venv="${FP8KIT_INTEROP_VENV:-$root/.interop-venv}"
 if [ ! -x "$venv/bin/python" ] || [ ! -f "$venv/fp8kit-requirements.sha256" ]; then
   echo "skipped: no complete interop venv at $venv; run scripts/bootstrap.sh (it needs PyPI) to make it"
   exit 77
