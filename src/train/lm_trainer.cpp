@@ -233,8 +233,8 @@ LmTrainResult train_lm(const LmTrainOptions& o, std::span<const int32_t> train_s
     result.tokens_per_second = tps;
     result.mfu = o.peak_flops > 0 && timed_steps > 0 ? flops_per_step * timed_steps / seconds / o.peak_flops : 0;
     const double lr = ops::scheduled_learning_rate(adam_options, static_cast<double>(step + 1));
-    std::vector<Metric> metrics = {{"loss", loss}, {"lr", lr}, {"grad_norm", norm}, {"tok/s", tps}};
-    if (o.peak_flops > 0) metrics.push_back({"mfu", result.mfu});
+    std::vector<Metric> metrics = {{"loss", loss}, {"lr", lr, 6}, {"grad_norm", norm}, {"tok/s", tps, 0}};
+    if (o.peak_flops > 0) metrics.push_back({"mfu %", 100 * result.mfu, 1});
     progress.update(step + 1, metrics);
     if (o.metrics != nullptr)
       o.metrics->write({{"event", "step"},   {"precision", nn::name(o.precision)}, {"step", step + 1},

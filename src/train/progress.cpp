@@ -44,7 +44,7 @@ std::string format_progress(int64_t done, int64_t total, double seconds, double 
     line += bar(filled, kBarChar) + bar(kBarWidth - filled, kRestChar);
   }
   line += fmt::format(" {} {}", format_duration(seconds), format_step_time(seconds_per_step));
-  for (const Metric& metric : metrics) line += fmt::format(" - {}: {:.4f}", metric.name, metric.value);
+  for (const Metric& metric : metrics) line += fmt::format(" - {}: {:.{}f}", metric.name, metric.value, metric.decimals);
   return line;
 }
 

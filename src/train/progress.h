@@ -15,6 +15,7 @@ namespace fp8kit::train {
 struct Metric {
   std::string name;
   double value;
+  int decimals = 4;  // e.g. 0 for tokens/s
 };
 
 // One progress line, without \r or newline. seconds: the ETA while running, the elapsed time once
