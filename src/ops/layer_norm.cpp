@@ -6,8 +6,6 @@
 #include "ops/cpu/layer_norm.h"
 #include "ops/tensor_checks.h"
 
-#include <fmt/ranges.h>
-
 #if FP8KIT_HAVE_CUDA
 #include "ops/cuda/context.h"
 #include "ops/cuda/layer_norm.h"
@@ -17,24 +15,10 @@ namespace fp8kit::ops {
 
 namespace {
 
-struct Rows {
-  int64_t rows, dim;
-};
-
-// x as [rows, dim] (f32, on the context's device, dim >= 1).
-Rows check_x(const Context& c, const Tensor& x, std::string_view op) {
-  FP8KIT_CHECK(x.rank() == 2,
-               "{}: x must be [rows, dim], got [{}]: view a [batch, seq, dim] tensor as [batch * seq, dim]", op,
-               fmt::join(x.shape(), ", "));
-  check_tensor(c, x, x.shape(), DType::F32, op, "x");
-  FP8KIT_CHECK(x.dim(1) >= 1, "{}: x must have at least one column (dim), got [{}]", op, fmt::join(x.shape(), ", "));
-  return {x.dim(0), x.dim(1)};
-}
-
 // The output gradient(s) and the saved statistics of a backward.
 Rows check_backward(const Context& c, const Tensor& x, const Tensor& mean, const Tensor& rstd, const Tensor& dout,
                     const Tensor* dout2, std::string_view op) {
-  const Rows s = check_x(c, x, op);
+  const Rows s = check_rows(c, x, op);
   check_tensor(c, mean, {s.rows}, DType::F32, op, "mean (layer_norm_forward's)");
   check_tensor(c, rstd, {s.rows}, DType::F32, op, "rstd (layer_norm_forward's)");
   check_tensor(c, dout, {s.rows, s.dim}, DType::F32, op, "dout");
@@ -49,7 +33,7 @@ const float* data_or_null(const Tensor* t) { return t != nullptr ? t->device_dat
 void layer_norm_forward(Context& c, const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
                         bool bf16_out, Tensor& out, Tensor& mean, Tensor& rstd) {
   constexpr std::string_view op = "layer_norm_forward";
-  const Rows s = check_x(c, x, op);
+  const Rows s = check_rows(c, x, op);
   check_tensor(c, gamma, {s.dim}, DType::F32, op, "gamma");
   check_tensor(c, beta, {s.dim}, DType::F32, op, "beta");
   prepare_output(c, out, {s.rows, s.dim}, DType::F32, op, "out");

@@ -6,8 +6,6 @@
 #include "ops/cpu/rms_norm.h"
 #include "ops/tensor_checks.h"
 
-#include <fmt/ranges.h>
-
 #if FP8KIT_HAVE_CUDA
 #include "ops/cuda/context.h"
 #include "ops/cuda/rms_norm.h"
@@ -17,19 +15,11 @@ namespace fp8kit::ops {
 
 namespace {
 
-struct Rows {
-  int64_t rows, dim;
-};
-
-// x as [rows, dim] (f32, on the context's device, dim >= 1) and weight [dim].
+// x as [rows, dim] and weight [dim].
 Rows check_x(const Context& c, const Tensor& x, const Tensor& weight, std::string_view op) {
-  FP8KIT_CHECK(x.rank() == 2,
-               "{}: x must be [rows, dim], got [{}]: view a [batch, seq, dim] tensor as [batch * seq, dim]", op,
-               fmt::join(x.shape(), ", "));
-  check_tensor(c, x, x.shape(), DType::F32, op, "x");
-  FP8KIT_CHECK(x.dim(1) >= 1, "{}: x must have at least one column (dim), got [{}]", op, fmt::join(x.shape(), ", "));
-  check_tensor(c, weight, {x.dim(1)}, DType::F32, op, "weight");
-  return {x.dim(0), x.dim(1)};
+  const Rows s = check_rows(c, x, op);
+  check_tensor(c, weight, {s.dim}, DType::F32, op, "weight");
+  return s;
 }
 
 }  // namespace

@@ -50,4 +50,13 @@ void sized(Tensor& t, std::initializer_list<int64_t> shape, DType dtype, Device 
   t.resize(shape);
 }
 
+Rows check_rows(const Context& c, const Tensor& x, std::string_view op) {
+  FP8KIT_CHECK(x.rank() == 2,
+               "{}: x must be [rows, dim], got [{}]: view a [batch, seq, dim] tensor as [batch * seq, dim]", op,
+               fmt::join(x.shape(), ", "));
+  check_tensor(c, x, x.shape(), DType::F32, op, "x");
+  FP8KIT_CHECK(x.dim(1) >= 1, "{}: x must have at least one column (dim), got [{}]", op, fmt::join(x.shape(), ", "));
+  return {x.dim(0), x.dim(1)};
+}
+
 }  // namespace fp8kit::ops

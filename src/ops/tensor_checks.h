@@ -25,6 +25,13 @@ void prepare_output(const Context& c, Tensor& t, std::initializer_list<int64_t> 
 void prepare_output(const Context& c, Tensor& t, std::span<const int64_t> shape, DType dtype, std::string_view op,
                     std::string_view what);
 
+// A norm's input: x must be [rows, dim] f32 on the context's device with dim >= 1 (the error says to
+// view a [batch, seq, dim] tensor as [batch * seq, dim]).
+struct Rows {
+  int64_t rows, dim;
+};
+Rows check_rows(const Context& c, const Tensor& x, std::string_view op);
+
 // An active dropout site's rate must be in [0, 1).
 void check_dropout(const DropoutSpec& spec, std::string_view op);
 
