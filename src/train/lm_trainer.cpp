@@ -165,7 +165,7 @@ LmTrainResult train_lm(const LmTrainOptions& o, std::span<const int32_t> train_s
   const data::TokenWindows train_windows(train_stream, o.seq, o.seed);
   const data::TokenWindows validation_windows(validation_stream, o.seq, o.seed);
 
-  LmTrainResult result{models::Llama(o.model, o.seed, o.device)};
+  LmTrainResult result{models::Llama(o.model, o.seed, o.device), 0, 0, std::nullopt, 0, 0};
   models::Llama& model = result.model;
   model.set_precision(o.precision, o.recipe);
   optim::AdamOptions adam_options = o.adam;
