@@ -144,14 +144,14 @@ print(f"ncu: {all_ns / 5e6:.2f} ms of kernels per step ({len(rows) - 2} launches
 for k, v in total.most_common(40): print(f"{v / 5e6:8.3f} ms/step {count[k] // 5:4d}x {k}")
 PY
   done
-  # LM_QUALITY=1 (with the data): the 25m model on IMDB text for 3 seeds in bf16, FP8 delayed and FP8
-  # current (LM_STEPS steps each, the same data order per seed), then `fp8kit lm compare`'s table and
-  # curves (lm-quality.svg).
+  # LM_QUALITY=1 (with the data): the 25m model on IMDB text for 3 seeds in bf16 and each FP8 recipe
+  # (LM_RUNS, "precision:recipe ..."; LM_STEPS steps each, the same data order per seed), then
+  # `fp8kit lm compare`'s table and curves (lm-quality.svg).
   if [ "${LM_QUALITY:-0}" = 1 ] && [ -f ../data/aclImdb_v1.tar.gz ]; then
     runs=""
     mkdir -p "$OUT/quality"
     for seed in 1 2 3; do
-      for run in bf16:delayed fp8:delayed fp8:current; do
+      for run in ${LM_RUNS:-bf16:delayed fp8:delayed fp8:current fp8:block}; do
         IFS=: read -r p recipe <<<"$run"
         dir="$OUT/quality/$p-$recipe-seed$seed"
         OMP_WAIT_POLICY=passive timeout 120 ./fp8kit lm train --device cuda --config 25m --precision $p --recipe $recipe \
