@@ -48,6 +48,37 @@ struct Block {
         post_attention_norm(p, layer_name(i) + ".post_attention_layernorm", c.hidden_size,
                             static_cast<float>(c.rms_norm_eps)),
         mlp(p, layer_name(i) + ".mlp", c.hidden_size, c.intermediate_size) {}
+
+  // What lives only during this block's backward: every block borrows the same buffers in turn.
+  std::vector<Tensor*> backward_buffers() {
+    std::vector<Tensor*> all = attention.backward_buffers();
+    for (Tensor* t : mlp.backward_buffers()) all.push_back(t);
+    all.push_back(&input_norm.dx_buffer());
+    all.push_back(&post_attention_norm.dx_buffer());
+    all.push_back(&d_mid);
+    return all;
+  }
+};
+
+// Lends one set of backward buffers to each block in turn (swapping Tensors on the host: the same
+// storage every step, so a captured step replays unchanged). Sharing them is safe on the GPU because
+// nothing reads a block's gradient buffers after its backward except on Main, in order (the weight
+// gradients on the other lanes read their own operand copies).
+class SharedBackwardBuffers {
+ public:
+  SharedBackwardBuffers(std::vector<Tensor>& pool, Block& b) : pool_(pool), buffers_(b.backward_buffers()) {
+    pool_.resize(buffers_.size());
+    for (size_t i = 0; i < buffers_.size(); ++i) std::swap(*buffers_[i], pool_[i]);
+  }
+  ~SharedBackwardBuffers() {
+    for (size_t i = 0; i < buffers_.size(); ++i) std::swap(*buffers_[i], pool_[i]);
+  }
+  SharedBackwardBuffers(const SharedBackwardBuffers&) = delete;
+  SharedBackwardBuffers& operator=(const SharedBackwardBuffers&) = delete;
+
+ private:
+  std::vector<Tensor>& pool_;
+  std::vector<Tensor*> buffers_;
 };
 
 struct Llama::Impl {
@@ -66,6 +97,7 @@ struct Llama::Impl {
   int64_t batch = 0, seq = 0;
   bool trained_forward = false;
   Tensor embedded, d_x;  // [rows, hidden]
+  std::vector<Tensor> backward_pool;  // the blocks' shared backward buffers
 
   Impl(const LlamaConfig& c, uint64_t seed, Device device)
       : config(c),
@@ -138,6 +170,7 @@ struct Llama::Impl {
     const Tensor& d_final = norm.backward(c, lm_head->backward(c, logits));
     const Tensor* d_out = &d_final;  // the gradient of the residual stream after the block
     for (auto b = blocks.rbegin(); b != blocks.rend(); ++b) {
+      const SharedBackwardBuffers lent(backward_pool, *b);
       const Tensor& d_h2 = b->mlp.backward(c, *d_out);
       ops::add(c, *d_out, b->post_attention_norm.backward(c, d_h2), false, b->d_mid);
       const Tensor& d_h = b->attention.backward(c, b->d_mid);

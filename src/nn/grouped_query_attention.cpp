@@ -54,6 +54,10 @@ const Tensor& GroupedQueryAttention::forward(ops::Context& c, const Tensor& x, i
   return o_proj.forward(c, out_, training, next);
 }
 
+std::vector<Tensor*> GroupedQueryAttention::backward_buffers() {
+  return {&dq_, &dk_, &dv_, &dx_, &q_proj.dx_buffer(), &k_proj.dx_buffer(), &v_proj.dx_buffer(), &o_proj.dx_buffer()};
+}
+
 const Tensor& GroupedQueryAttention::backward(ops::Context& c, const Tensor& dy) {
   const int64_t rows = shape_.batch * shape_.seq;
   const int64_t q_channels = shape_.heads * shape_.head_dim, kv_channels = shape_.kv_heads * shape_.head_dim;

@@ -10,6 +10,7 @@
 
 #include <array>
 #include <string>
+#include <vector>
 
 namespace fp8kit::nn {
 
@@ -30,6 +31,9 @@ class GroupedQueryAttention {
   const Tensor& backward(ops::Context& c, const Tensor& dy);
 
   std::array<Linear*, 4> linears() { return {&q_proj, &k_proj, &v_proj, &o_proj}; }
+  // The gradient buffers that live only during backward() (a model may lend the same ones to every
+  // layer in turn: they are sized by the first backward).
+  std::vector<Tensor*> backward_buffers();
   Linear q_proj, k_proj, v_proj, o_proj;
 
  private:

@@ -51,6 +51,8 @@ class Linear {
   ops::LinearOp& op();
   // A tied Linear's weight gradient (after backward).
   const Tensor& tied_grad() const { return tied_grad_; }
+  // The buffer backward() returns dx in, which a model may share between layers (backward_buffers).
+  Tensor& dx_buffer() { return op_.dx; }
 
   Parameter& kernel;
   Parameter* bias;  // null: none

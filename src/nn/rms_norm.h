@@ -19,6 +19,9 @@ class RmsNorm {
   // Returns dx; the weight's gradient is overwritten.
   const Tensor& backward(ops::Context& c, const Tensor& dy);
 
+  // backward()'s dx, which a model may share between layers.
+  Tensor& dx_buffer() { return dx_; }
+
   Parameter& weight;
 
  private:

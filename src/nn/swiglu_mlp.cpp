@@ -32,6 +32,10 @@ const Tensor& SwiGluMlp::forward(ops::Context& c, const Tensor& x, bool training
   return down_proj.forward(c, act_, training, next);
 }
 
+std::vector<Tensor*> SwiGluMlp::backward_buffers() {
+  return {&dgate_, &dup_, &dx_, &gate_proj.dx_buffer(), &up_proj.dx_buffer(), &down_proj.dx_buffer()};
+}
+
 const Tensor& SwiGluMlp::backward(ops::Context& c, const Tensor& dy) {
   const Tensor& dact = down_proj.backward(c, dy);
   ops::swiglu_backward(c, gate_proj.op().y, up_proj.op().y, dact, dgate_, dup_);

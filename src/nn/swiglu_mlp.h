@@ -7,6 +7,7 @@
 
 #include <array>
 #include <string>
+#include <vector>
 
 namespace fp8kit::nn {
 
@@ -24,6 +25,8 @@ class SwiGluMlp {
   const Tensor& backward(ops::Context& c, const Tensor& dy);
 
   std::array<Linear*, 3> linears() { return {&gate_proj, &up_proj, &down_proj}; }
+  // The gradient buffers that live only during backward() (see GroupedQueryAttention's).
+  std::vector<Tensor*> backward_buffers();
   Linear gate_proj, up_proj, down_proj;
 
  private:
