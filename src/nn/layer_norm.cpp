@@ -6,7 +6,7 @@
 namespace fp8kit::nn {
 
 LayerNorm::LayerNorm(ParameterSet& parameters, const std::string& path, int64_t dim, float epsilon)
-    : gamma(parameters.add(path + "/gamma", {dim}, 1.0f)), beta(parameters.add(path + "/beta", {dim})), dim_(dim),
+    : gamma(parameters.add(path + "/gamma", {dim}, 1.0f)), beta(parameters.add(path + "/beta", {dim})),
       epsilon_(epsilon) {}
 
 const Tensor& LayerNorm::forward(ops::Context& c, const Tensor& x, bool bf16) {

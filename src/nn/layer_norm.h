@@ -23,7 +23,6 @@ class LayerNorm {
   Parameter& beta;   // [dim], 0
 
  private:
-  int64_t dim_;
   float epsilon_;
   const Tensor* x_ = nullptr;
   Tensor out_, dx_, mean_, rstd_;

@@ -243,7 +243,7 @@ TEST(QuantizeOnAContext, ATransposedBlockOperandIsTheQuantizedTranspose) {
   // 128 x 128 blocks hold the same values transposed: q's codes_t with its scale grid transposed are
   // quantize(x^T)'s bytes, at shapes with partial blocks.
   Context c;
-  for (const auto [rows, cols] : {std::pair<int64_t, int64_t>{200, 300}, {1, 129}, {257, 64}}) {
+  for (const auto& [rows, cols] : {std::pair<int64_t, int64_t>{200, 300}, {1, 129}, {257, 64}}) {
     const std::vector<float> x = testing::random_vector(rows * cols, 19, -3.0f, 3.0f);
     std::vector<float> x_t(x.size());
     for (int64_t r = 0; r < rows; ++r)
