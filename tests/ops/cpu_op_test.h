@@ -9,9 +9,10 @@
 
 namespace fp8kit::testing {
 
-// Whether a and b hold the same float bits, element by element.
+// Whether a and b hold the same float bits, element by element (empty spans may have null data,
+// which memcmp must not be given).
 inline bool same_bits(std::span<const float> a, std::span<const float> b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
 }
 
 }  // namespace fp8kit::testing
