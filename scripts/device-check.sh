@@ -145,20 +145,21 @@ for k, v in total.most_common(40): print(f"{v / 5e6:8.3f} ms/step {count[k] // 5
 PY
   done
   # LM_QUALITY=1 (with the data): the 25m model on IMDB text for 3 seeds in bf16 and each FP8 recipe
-  # (LM_RUNS, "precision:recipe ..."; LM_STEPS steps each, the same data order per seed), then
+  # (LM_RUNS, "precision:recipe[:formats] ..."; LM_STEPS steps each, the same data order per seed), then
   # `fp8kit lm compare`'s table and curves (lm-quality.svg).
   if [ "${LM_QUALITY:-0}" = 1 ] && [ -f ../data/aclImdb_v1.tar.gz ]; then
     runs=""
     mkdir -p "$OUT/quality"
     for seed in 1 2 3; do
       for run in ${LM_RUNS:-bf16:delayed fp8:delayed fp8:current fp8:block}; do
-        IFS=: read -r p recipe <<<"$run"
-        dir="$OUT/quality/$p-$recipe-seed$seed"
+        IFS=: read -r p recipe formats <<<"$run"
+        dir="$OUT/quality/$p-$recipe${formats:+-$formats}-seed$seed"
         OMP_WAIT_POLICY=passive timeout 120 ./fp8kit lm train --device cuda --config 25m --precision $p --recipe $recipe \
+          --formats ${formats:-hybrid} \
           --steps ${LM_STEPS:-2000} --seq 256 --batch 32 --warmup 100 --eval-every 250 --eval-batches 40 --seed $seed \
           --data ../data/aclImdb_v1.tar.gz --tokenizer "$OUT/quality/tokenizer.json" --out "$dir" >"$dir.log" 2>&1 ||
           note "FAIL: $dir.log"
-        note "$p $recipe seed $seed: $(grep -E '^Validation' "$dir.log")"
+        note "$p $recipe ${formats:-hybrid} seed $seed: $(grep -E '^Validation' "$dir.log")"
         rm -rf "$dir"/checkpoint-* "$dir"/model-*
         runs="$runs $dir"
       done
