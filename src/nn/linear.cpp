@@ -72,8 +72,7 @@ ops::LinearOp& Linear::op() {
     op_.b = &bias->value;
     op_.db = &bias->grad;
   } else {
-    ops::sized(zero_bias_, {op_.out}, DType::F32, kernel.value.device());
-    op_.b = &zero_bias_;
+    op_.b = nullptr;
     op_.db = nullptr;
   }
   return op_;

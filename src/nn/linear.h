@@ -60,8 +60,6 @@ class Linear {
  private:
   std::string path_;
   ops::LinearOp op_;
-  // Without a bias the op adds zeros (the GPU's output pass rounds y anyway) and computes no bias gradient.
-  Tensor zero_bias_;
   bool tied_ = false;
   Tensor tied_grad_;
 };

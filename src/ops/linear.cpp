@@ -20,14 +20,16 @@ namespace fp8kit::ops {
 namespace {
 
 void check_linear(const Context& c, const LinearOp& l) {
-  FP8KIT_CHECK(l.in > 0 && l.out > 0 && l.w != nullptr && l.b != nullptr && l.dw != nullptr,
+  FP8KIT_CHECK(l.in > 0 && l.out > 0 && l.w != nullptr && l.dw != nullptr,
                "linear: the op needs its sizes and parameter tensors");
+  FP8KIT_CHECK(l.b != nullptr || (l.db == nullptr && !l.relu),
+               "linear: a Linear without bias has no bias gradient and no ReLU");
   // Any shape of in x out elements (Keras's kernel shapes), laid out as l.layout says.
-  FP8KIT_CHECK(l.w->numel() == l.in * l.out && l.b->numel() == l.out && l.dw->numel() == l.w->numel() &&
-                   (l.db == nullptr || l.db->numel() == l.out),
+  FP8KIT_CHECK(l.w->numel() == l.in * l.out && (l.b == nullptr || l.b->numel() == l.out) &&
+                   l.dw->numel() == l.w->numel() && (l.db == nullptr || l.db->numel() == l.out),
                "linear: the kernel must hold {} x {} values and the bias {}", l.in, l.out, l.out);
   check_tensor(c, *l.w, l.w->shape(), DType::F32, "linear", "the kernel");
-  check_tensor(c, *l.b, l.b->shape(), DType::F32, "linear", "the bias");
+  if (l.b != nullptr) check_tensor(c, *l.b, l.b->shape(), DType::F32, "linear", "the bias");
   FP8KIT_CHECK(l.precision != LinearPrecision::Fp8 || (l.scaling != nullptr && l.slot >= 0 && l.slot + 2 < l.scaling->size()),
                "linear: an FP8 Linear needs its three slots in the scaling table");
 }

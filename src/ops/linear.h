@@ -46,18 +46,18 @@ struct LinearOp {
 
   int64_t in = 0, out = 0;
   Layout layout = Layout::InOut;
-  // A Linear without bias (db null) and ReLU has no epilogue: y is the GEMM's float32 output as it is,
-  // in every precision (no bf16 rounding pass: what consumes y rounds what it makes).
-  bool has_epilogue() const { return db != nullptr || relu; }
+  // A Linear without bias has no epilogue: y is the GEMM's float32 output as it is, in every
+  // precision (no bf16 rounding pass: what consumes y rounds what it makes).
+  bool has_epilogue() const { return b != nullptr; }
   bool relu = false;
   LinearPrecision precision = LinearPrecision::Fp32;
   ScalingTable* scaling = nullptr;  // Fp8: slots `slot` (inputs), slot + 1 (kernel), slot + 2 (output gradient)
   int slot = -1;
   Fp8Recipe block_recipe{};  // Fp8Block: its formats and scale options
   Tensor* w = nullptr;   // [in * out] f32 (a parameter's value), and its gradient
-  Tensor* b = nullptr;   // [out]
+  Tensor* b = nullptr;   // [out], or null: no bias (and then no ReLU and no bias gradient)
   Tensor* dw = nullptr;
-  Tensor* db = nullptr;  // null: no bias gradient (a Linear without bias: b holds zeros)
+  Tensor* db = nullptr;  // null: no bias gradient (no bias, or one that is not trained)
   // Bf16 on the GPU: the Linear whose input cast this one shares (query's for key and value: the same
   // x), forwarded before it; null: its own.
   LinearOp* input_of = nullptr;

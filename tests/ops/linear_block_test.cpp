@@ -114,7 +114,7 @@ TEST(LinearFp8Block, MatchesTheBlockQuantizedReference) {
     l.precision = LinearPrecision::Fp8Block;
     l.block_recipe.backward_format = k.backward;
     l.w = &w;
-    l.b = &b;
+    l.b = k.bias ? &b : nullptr;
     l.dw = &dw;
     l.db = k.bias ? &db : nullptr;
     LinearOp* op = &l;

@@ -64,7 +64,7 @@ const RegisterOps rows([](std::vector<OpCase>& t) {
                          l.layout = layout;
                          l.precision = p;
                          l.w = &w;
-                         l.b = &b;
+                         l.b = bias_grad ? &b : nullptr;
                          l.dw = &out[2];
                          l.db = bias_grad ? &out[3] : nullptr;
                          if (p == LinearPrecision::Fp8) {
