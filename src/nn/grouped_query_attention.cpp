@@ -33,19 +33,17 @@ const Tensor& GroupedQueryAttention::forward(ops::Context& c, const Tensor& x, i
   ops::linear_prepare_input(c, q_proj.op(), x, training);
   c.fork(ops::Lane::A);
   c.fork(ops::Lane::B);
-  q_proj.forward(c, x, training, {.deferred = true});
+  q_proj.forward(c, x, training);  // bias-free: y is the GEMM's output, no pass after it
   {
     const ops::Context::OnLane lane(c, ops::Lane::A);
-    k_proj.forward(c, x, training, {.deferred = true});
+    k_proj.forward(c, x, training);
   }
   {
     const ops::Context::OnLane lane(c, ops::Lane::B);
-    v_proj.forward(c, x, training, {.deferred = true});
+    v_proj.forward(c, x, training);
   }
   c.join(ops::Lane::A);
   c.join(ops::Lane::B);
-  ops::LinearOp* projections[] = {&q_proj.op(), &k_proj.op(), &v_proj.op()};
-  ops::linear_finish(c, projections);  // their outputs' rounding in one pass
   const int64_t q_channels = shape_.heads * shape_.head_dim, kv_channels = shape_.kv_heads * shape_.head_dim;
   ops::rope_forward(c, rope, q_proj.op().y.view(0, {batch, seq, q_channels}), shape_.heads, 0, bf16, q_);
   ops::rope_forward(c, rope, k_proj.op().y.view(0, {batch, seq, kv_channels}), shape_.kv_heads, 0, bf16, k_);

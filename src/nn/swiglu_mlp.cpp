@@ -20,14 +20,12 @@ const Tensor& SwiGluMlp::forward(ops::Context& c, const Tensor& x, bool training
                                  const ops::LinearOutput& next) {
   ops::linear_prepare_input(c, gate_proj.op(), x, training);
   c.fork(ops::Lane::A);
-  gate_proj.forward(c, x, training, {.deferred = true});
+  gate_proj.forward(c, x, training);  // bias-free: y is the GEMM's output
   {
     const ops::Context::OnLane lane(c, ops::Lane::A);
-    up_proj.forward(c, x, training, {.deferred = true});
+    up_proj.forward(c, x, training);
   }
   c.join(ops::Lane::A);
-  ops::LinearOp* projections[] = {&gate_proj.op(), &up_proj.op()};
-  ops::linear_finish(c, projections);
   ops::swiglu_forward(c, gate_proj.op().y, up_proj.op().y, bf16, act_);
   return down_proj.forward(c, act_, training, next);
 }
