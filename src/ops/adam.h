@@ -8,7 +8,7 @@
 // CPU core and the GPU kernel (ops/cuda/adam.h), so the kernel knows nothing of optim.
 #pragma once
 
-#include "ops/host_device.h"
+#include "base/host_device.h"
 
 #include <cmath>
 #include <cstdint>

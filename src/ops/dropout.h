@@ -5,7 +5,7 @@
 // are a uniform u in [0, 1) and the element is kept when u >= rate (Keras keeps with prob 1 - rate).
 #pragma once
 
-#include "ops/host_device.h"
+#include "base/host_device.h"
 
 #include <bit>
 #include <cmath>
