@@ -339,7 +339,7 @@ void setup(CLI::App& app) {
 
   auto t = std::make_shared<TrainArgs>();
   CLI::App* train = app.add_subcommand("train", "Train a Llama LM on the IMDB reviews (fp32, bf16 or fp8)");
-  train->add_option("--config", t->config, "a preset (tiny, 25m, gpt2-small, 1b) or a config.json")->capture_default_str();
+  train->add_option("--config", t->config, "a preset (tiny, 25m, gpt2-small, 1b, 8b) or a config.json")->capture_default_str();
   train->add_option("--tokenizer", t->tokenizer,
                     "tokenizer.json: read if it exists, else learned on the training text and written there "
                     "(default: OUT/tokenizer.json)");

@@ -144,11 +144,12 @@ struct Preset {
   bool tied;
 };
 
-constexpr std::array<Preset, 4> kPresets{{
+constexpr std::array<Preset, 5> kPresets{{
     {"tiny", 64, 2, 4, 2, 192, 256, 10000.0, true},
     {"25m", 512, 7, 8, 4, 1376, 1024, 10000.0, true},
     {"gpt2-small", 768, 12, 12, 12, 2048, 1024, 10000.0, true},
     {"1b", 2048, 16, 32, 8, 8192, 2048, 500000.0, false},
+    {"8b", 4096, 32, 32, 8, 14336, 8192, 500000.0, false},  // Llama-3-8B's shapes (with vocab 128256)
 }};
 
 int64_t product(const std::vector<int64_t>& shape) {

@@ -64,6 +64,8 @@ void write_llama_config(const std::filesystem::path& path, const LlamaConfig& co
 //                 (24,501,760 parameters with vocab 8192)
 //   "gpt2-small": hidden 768, 12 layers, 12 heads, 12 kv heads, FFN 2048, max pos 1024, tied
 //   "1b":         hidden 2048, 16 layers, 32 heads, 8 kv heads, FFN 8192, max pos 2048, untied
+//   "8b":         hidden 4096, 32 layers, 32 heads, 8 kv heads, FFN 14336, max pos 8192, untied
+//                 (Llama-3-8B's shapes with vocab 128256: 8,030,261,248 parameters; the inference benchmark's)
 // An unknown name is an error listing the known ones.
 LlamaConfig llama_preset(std::string_view name, int64_t vocab_size);
 std::vector<std::string_view> llama_preset_names();

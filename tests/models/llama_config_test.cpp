@@ -260,7 +260,7 @@ TEST(LlamaConfig, ValidatesEveryField) {
 }
 
 TEST(LlamaConfig, PresetsAndTheirParameterCounts) {
-  EXPECT_THAT(llama_preset_names(), ElementsAre("tiny", "25m", "gpt2-small", "1b"));
+  EXPECT_THAT(llama_preset_names(), ElementsAre("tiny", "25m", "gpt2-small", "1b", "8b"));
   // Embedding V * H, per layer attention H * (2 heads + 2 kv heads) * head_dim, MLP 3 H F, norms 2 H;
   // the final norm H; lm_head V * H when untied.
   EXPECT_EQ(parameter_count(llama_preset("tiny", 256)), 256 * 64 + 2 * (64 * 16 * (8 + 4) + 3 * 64 * 192 + 128) + 64);
@@ -268,6 +268,7 @@ TEST(LlamaConfig, PresetsAndTheirParameterCounts) {
   EXPECT_EQ(parameter_count(llama_preset("25m", 8192)), 24'501'760);
   EXPECT_EQ(parameter_count(llama_preset("gpt2-small", 50257)), 123'551'232);
   EXPECT_EQ(parameter_count(llama_preset("1b", 128256)), 1'498'482'688);  // Llama 3.2 1B, untied
+  EXPECT_EQ(parameter_count(llama_preset("8b", 128256)), 8'030'261'248);  // Llama 3 8B
   const LlamaConfig big = llama_preset("1b", 128256);
   EXPECT_EQ(big.rope_theta, 500000.0);
   EXPECT_FALSE(big.tie_word_embeddings);
@@ -276,7 +277,7 @@ TEST(LlamaConfig, PresetsAndTheirParameterCounts) {
   EXPECT_TRUE(small.tie_word_embeddings);
   EXPECT_EQ(small.rms_norm_eps, 1e-5);
   EXPECT_EQ(error_of([] { llama_preset("7b", 32000); }),
-            "unknown Llama preset \"7b\" (known: tiny, 25m, gpt2-small, 1b)");
+            "unknown Llama preset \"7b\" (known: tiny, 25m, gpt2-small, 1b, 8b)");
   EXPECT_EQ(error_of([] { llama_preset("tiny", 0); }), "Llama preset \"tiny\": vocab_size must be positive, not 0");
 }
 
