@@ -143,9 +143,11 @@ TEST(Matmul, PerTensorTimesPerRowScalesTheProductOfTheCodes) {
   for (int64_t i = 0; i < n * k; ++i) wv[i] *= std::pow(0.25f, static_cast<float>(i / k % 4));  // a scale per row
   const QTensor x = quantize(testing::host_tensor(testing::random_vector(m * k, 11, -3.0f, 3.0f), {m, k}), {});
   const QTensor w = quantize(testing::host_tensor(wv, {n, k}), {.granularity = Granularity::PerRow});
-  // The same codes, per tensor with scale_inv 1.
-  const QTensor x_codes{.codes = x.codes.to(Device::Cpu), .scale_inv = testing::scalar_tensor(1.0f)};
-  const QTensor w_codes{.codes = w.codes.to(Device::Cpu), .scale_inv = testing::scalar_tensor(1.0f)};
+  QTensor x_codes, w_codes;  // the same codes, per tensor with scale_inv 1
+  x_codes.codes = x.codes.to(Device::Cpu);
+  x_codes.scale_inv = testing::scalar_tensor(1.0f);
+  w_codes.codes = w.codes.to(Device::Cpu);
+  w_codes.scale_inv = testing::scalar_tensor(1.0f);
   Tensor dot({m, n}, DType::F32);
   matmul(x_codes, w_codes, dot);
   const Tensor bias = testing::host_tensor(testing::random_vector(n, 13), {n}, DType::Bf16);
