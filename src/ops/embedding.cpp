@@ -5,6 +5,10 @@
 #include "base/error.h"
 #include "ops/tensor_checks.h"
 
+#include <fmt/ranges.h>
+
+#include <cstring>
+
 #if FP8KIT_HAVE_CUDA
 #include "ops/cuda/context.h"
 #include "ops/cuda/embedding.h"
@@ -98,6 +102,32 @@ void embedding_backward_sums(Context& c, const Tensor& tokens, const Tensor& dou
                                 positions ? position_grad.device_data<float>() : nullptr,
                                 workspace.device_data<int32_t>(), workspace.nbytes(), stream(c));
 #endif
+}
+
+void gather_rows(Context& c, const Tensor& table, const Tensor& ids, Tensor& out) {
+  constexpr std::string_view op = "gather_rows";
+  FP8KIT_CHECK(table.rank() == 2 && (table.dtype() == DType::Bf16 || table.dtype() == DType::F32),
+               "{}: table must be [n, dim] bf16 or f32, got {} [{}]", op, name(table.dtype()),
+               fmt::join(table.shape(), ", "));
+  check_tensor(c, table, table.shape(), table.dtype(), op, "table");
+  FP8KIT_CHECK(ids.rank() == 1, "{}: ids must be [rows] i32, got [{}]", op, fmt::join(ids.shape(), ", "));
+  check_tensor(c, ids, ids.shape(), DType::I32, op, "ids");
+  FP8KIT_CHECK(!out.shares_storage(table), "{}: out must be a tensor of its own (not table)", op);
+  const int64_t n = table.dim(0), dim = table.dim(1), rows = ids.dim(0);
+  prepare_output(c, out, {rows, dim}, table.dtype(), op, "out");
+  const size_t row_bytes = static_cast<size_t>(dim) * dtype_size(table.dtype());
+  if (c.is_cuda()) {
+#if FP8KIT_HAVE_CUDA
+    cuda::gather_rows(rows, n, static_cast<int64_t>(row_bytes), table.device_data<std::byte>(),
+                      ids.device_data<int32_t>(), out.device_data<std::byte>(), stream(c));
+#endif
+    return;
+  }
+  const int32_t* id = ids.data<int32_t>();
+  for (int64_t r = 0; r < rows; ++r)
+    FP8KIT_CHECK(id[r] >= 0 && id[r] < n, "{}: ids[{}] = {} is outside the table's rows [0, {})", op, r, id[r], n);
+  for (int64_t r = 0; r < rows; ++r)
+    std::memcpy(out.data<std::byte>() + r * row_bytes, table.data<std::byte>() + id[r] * row_bytes, row_bytes);
 }
 
 }  // namespace fp8kit::ops

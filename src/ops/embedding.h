@@ -51,4 +51,10 @@ void embedding_backward_sort(Context& c, const Tensor& tokens, Tensor& token_gra
 void embedding_backward_sums(Context& c, const Tensor& tokens, const Tensor& dout, Tensor& token_grad,
                              Tensor& position_grad, Tensor& workspace);
 
+// out [rows, dim] (resized; table's dtype) = table [n, dim] (bf16 or f32) rows ids [rows] (i32): token
+// embeddings (a bf16 table), or each sequence's last hidden row. Ids outside [0, n) throw on the CPU;
+// the GPU does not read them on the host (the caller checks them where they come from) and writes a
+// row of zeros for one.
+void gather_rows(Context& c, const Tensor& table, const Tensor& ids, Tensor& out);
+
 }  // namespace fp8kit::ops

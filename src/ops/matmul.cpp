@@ -1,5 +1,6 @@
 // Tensor-level matmul: one set of shape, dtype and device checks, then the CPU GEMMs (OpenBLAS, exact
-// FP8 emulation, scaled slice by slice for per-row and block scales) or a per-thread cuBLASLt context.
+// FP8 emulation, scaled slice by slice for per-row and block scales) or, on the GPU, gemv for a few rows
+// of a and cuBLASLt (a per-thread context without an ops::Context) for the rest.
 #include "ops/matmul.h"
 
 #include "base/error.h"
@@ -15,14 +16,15 @@
 #include "ops/cuda/context.h"
 #include "ops/cuda/gemm.h"
 #include "ops/cuda/gemm_scales.h"
+#include "ops/cuda/gemv.h"
 #endif
 
 namespace fp8kit::ops {
 
 namespace {
 
-// The granularity pairs of FP8 matmuls (matmul.h).
-enum class Scaling { PerTensor, PerRow, Block };
+// The granularity pairs of FP8 matmuls (matmul.h): PerRow is row x row, TensorRow per tensor x per row.
+enum class Scaling { PerTensor, PerRow, TensorRow, Block };
 
 struct Operand {
   const Tensor& data;
@@ -74,7 +76,8 @@ void vec128_scales(const Tensor& scale_inv, float* out, cudaStream_t stream) {
 
 // Where the GPU queues a product: with a Context, on its current lane with that lane's cuBLASLt context
 // and scratch; without, on the legacy default stream with a per-thread cuBLASLt context, and the
-// Vec128 scales in tensors of their own.
+// Vec128 scales (or a per-tensor scale broadcast to m floats) in tensors of their own. Decode-sized
+// products (cuda::gemv_fits: m <= 8) run gemv, which reads the weight b once at memory speed.
 void matmul_cuda(Context* c, const Operand& a, const Operand& b, Tensor& y, const MatmulOptions& options,
                  const GemmShape& s, Scaling scaling) {
   thread_local cuda::GemmContext own;  // one handle, workspace and plan cache per thread
@@ -90,12 +93,32 @@ void matmul_cuda(Context* c, const Operand& a, const Operand& b, Tensor& y, cons
   args.b_type = b.data.dtype();
   args.y = y.device_data<std::byte>();
   args.y_type = y.dtype();
-  Tensor a_scales, b_scales;  // Vec128 layouts of 1x128 scales, without a context
+  Tensor a_scales, b_scales;  // Vec128 layouts of 1x128 scales or a's broadcast scale, without a context
   if (a.scale_inv != nullptr) {
     args.a_scale_inv = a.scale_inv->device_data<float>();
     args.b_scale_inv = b.scale_inv->device_data<float>();
   }
   if (scaling == Scaling::PerRow) args.a_scale_mode = args.b_scale_mode = cuda::ScaleMode::OuterVec;
+  if (scaling == Scaling::TensorRow) args.b_scale_mode = cuda::ScaleMode::OuterVec;
+  if (options.bias != nullptr) {
+    args.epilogue = cuda::Epilogue::Bias;
+    args.bias = options.bias->device_data<std::byte>();
+  }
+  args.fast_accumulation = options.fast_accumulation;
+  if (cuda::gemv_fits(args)) return cuda::gemv(args, queue);
+  if (scaling == Scaling::TensorRow) {
+    // cuBLASLt scales per row x per row: a's one scale repeated m times.
+    float* room = nullptr;
+    if (c != nullptr) {
+      room = static_cast<float*>(c->scratch(static_cast<size_t>(s.m) * sizeof(float)));
+    } else {
+      a_scales = Tensor({s.m}, DType::F32, y.device());
+      room = a_scales.device_data<float>();
+    }
+    cuda::broadcast_scale(args.a_scale_inv, s.m, room, queue);
+    args.a_scale_inv = room;
+    args.a_scale_mode = cuda::ScaleMode::OuterVec;
+  }
   if (scaling == Scaling::Block) {
     const bool b_block = b.q->spec.granularity == Granularity::Block128x128;
     // 256-byte aligned pieces (cuBLASLt wants vector scales 16-byte aligned).
@@ -126,11 +149,6 @@ void matmul_cuda(Context* c, const Operand& a, const Operand& b, Tensor& y, cons
       args.b_scale_mode = cuda::ScaleMode::Vec128;
     }
   }
-  if (options.bias != nullptr) {
-    args.epilogue = cuda::Epilogue::Bias;
-    args.bias = options.bias->device_data<std::byte>();
-  }
-  args.fast_accumulation = options.fast_accumulation;
   context.gemm(args, queue);
   // a_scales and b_scales are freed on return, with the GEMM maybe still queued: cudaFree waits for it.
 }
@@ -232,12 +250,14 @@ void matmul_quantized(Context* c, const QTensor& a, const QTensor& b, Tensor& y,
   Scaling scaling = Scaling::PerTensor;
   if (ga == Granularity::PerRow && gb == Granularity::PerRow) {
     scaling = Scaling::PerRow;
+  } else if (ga == Granularity::PerTensor && gb == Granularity::PerRow) {
+    scaling = Scaling::TensorRow;
   } else if (is_1x128(a.spec) && (gb == Granularity::Block128x128 || is_1x128(b.spec))) {
     scaling = Scaling::Block;
   } else {
     FP8KIT_CHECK(ga == Granularity::PerTensor && gb == Granularity::PerTensor,
-                 "matmul: a has {} scales and b {}: multiply per tensor x per tensor, row x row, or 1x128 x 128x128 / "
-                 "1x128 (quantize the operands so)",
+                 "matmul: a has {} scales and b {}: multiply per tensor x per tensor, row x row, tensor x row, or "
+                 "1x128 x 128x128 / 1x128 (quantize the operands so)",
                  name(ga), name(gb));
   }
   FP8KIT_CHECK(scaling != Scaling::Block || !options.fast_accumulation,

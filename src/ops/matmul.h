@@ -1,8 +1,10 @@
 // Matrix products of tensors on any device, the same call on the CPU and on a CUDA GPU:
 // y = a . b^T, both operands K-major as a Linear's x [M, K] and W [N, K] (Hopper's FP8 "TN" layout).
 // The CPU computes exactly what an fp32-accumulating tensor core would (ops/gemm.h); the GPU runs
-// cuBLASLt (ops/cuda/gemm.h) on the legacy default stream, so results agree within fp32 summation
-// order (and, for FP8 with fast accumulation, Hopper's reduced-precision accumulator).
+// cuBLASLt (ops/cuda/gemm.h) on the legacy default stream, or for decode-sized products (m <= 8,
+// k a multiple of 16: ops/cuda/gemv.h) its own kernel, exact products summed in fp32, which reads
+// the weight b once at memory speed; so results agree within fp32 summation order (and, for FP8 with
+// fast accumulation on cuBLASLt, Hopper's reduced-precision accumulator).
 #pragma once
 
 #include "ops/context.h"
@@ -27,20 +29,24 @@ void matmul(const Tensor& a, const Tensor& b, Tensor& y, const MatmulOptions& op
 // or f32. E4M3 x E4M3, E4M3 x E5M2 and E5M2 x E4M3 (Hopper has no E5M2 x E5M2). The granularity pairs:
 //   per tensor x per tensor: y = (sa * sb) * (A . B^T)
 //   per row x per row:       y[i, j] = (sa[i] * sb[j]) * (A . B^T)[i, j]   (per token x per channel)
+//   per tensor x per row:    y[i, j] = (sa * sb[j]) * (A . B^T)[i, j]      (static activation scale x
+//                                                                           per-channel weights)
 //   1x128 x 128x128, 1x128 x 1x128 (DeepSeek-V3 / Transformer Engine's Float8BlockScaling; 1x128 is
 //   PerGroup with group 128 or Block1x128): over the 128-wide slices s of k,
 //                            y[i, j] = sum_s (A_s . B_s^T)[i, j] * (sa[i, s] * sb[block of j, s])
 // where A, B are the decoded codes. The CPU computes exactly that in fp32: each slice's products
 // summed by OpenBLAS's sgemm, the partial times the product of the two scales (one rounding each), added
 // to y's fp32 accumulator slice by slice in k order; per tensor and per row, one slice. The GPU runs
-// cuBLASLt (scale modes; per row falls back to an unscaled GEMM and a scaling pass where cuBLASLt has no
-// algorithm): the same formula, its own summation order within a slice. Block-scaled GEMMs take no
+// gemv for m <= 8 (per tensor and per row pairs) and otherwise cuBLASLt (scale modes; per tensor x per
+// row as row x row with a's scale repeated m times; per row falls back to an unscaled GEMM and a
+// scaling pass where cuBLASLt has no algorithm): the same formula, its own summation order within a slice. Block-scaled GEMMs take no
 // fast accumulation (Hopper's cuBLASLt runs them with the split accumulator).
 void matmul(const QTensor& a, const QTensor& b, Tensor& y, const MatmulOptions& options = {});
 
 // The same two on c's device, queued on c's current lane with its cuBLASLt context (the GPU: stream(c),
-// gemm(c)); the 1x128 scales that the GPU lays out for cuBLASLt go to c.scratch, so the same shapes
-// allocate nothing and a captured CUDA graph can run them. The CPU's results are the ones above.
+// gemm(c)); the 1x128 scales (and per tensor x per row's repeated scale) that the GPU lays out for
+// cuBLASLt go to c.scratch, so the same shapes allocate nothing and a captured CUDA graph can run
+// them. The CPU's results are the ones above.
 void matmul(Context& c, const Tensor& a, const Tensor& b, Tensor& y, const MatmulOptions& options = {});
 void matmul(Context& c, const QTensor& a, const QTensor& b, Tensor& y, const MatmulOptions& options = {});
 

@@ -6,8 +6,11 @@
 #include "ops/cpu/rms_norm.h"
 #include "ops/tensor_checks.h"
 
+#include <fmt/ranges.h>
+
 #if FP8KIT_HAVE_CUDA
 #include "ops/cuda/context.h"
+#include "ops/cuda/activation_out.h"
 #include "ops/cuda/rms_norm.h"
 #endif
 
@@ -65,6 +68,34 @@ void rms_norm_backward(Context& c, const Tensor& x, const Tensor& weight, const 
                             dout.data<float>(), dx.data<float>());
   cpu::rms_norm_backward_weight(s.rows, s.dim, x.data<float>(), rstd.data<float>(), dout.data<float>(),
                                 dweight.data<float>());
+}
+
+void add_rms_norm(Context& c, Tensor& residual, const Tensor* delta, const Tensor& weight, float eps,
+                  const ActivationOut& out) {
+  constexpr std::string_view op = "add_rms_norm";
+  FP8KIT_CHECK(residual.rank() == 2 && residual.dim(1) >= 1,
+               "{}: residual must be [rows, dim] bf16 with dim >= 1, got [{}]", op, fmt::join(residual.shape(), ", "));
+  const int64_t rows = residual.dim(0), dim = residual.dim(1);
+  check_tensor(c, residual, {rows, dim}, DType::Bf16, op, "residual");
+  if (delta != nullptr) check_tensor(c, *delta, {rows, dim}, DType::Bf16, op, "delta (residual's shape)");
+  check_tensor(c, weight, {dim}, DType::F32, op, "weight");
+  FP8KIT_CHECK(out.bf16 == nullptr || (!out.bf16->shares_storage(residual) &&
+                                       (delta == nullptr || !out.bf16->shares_storage(*delta))),
+               "{}: out.bf16 must be a tensor of its own (not residual or delta)", op);
+  detail::prepare_activation_out(c, out, rows, dim, op);
+  if (c.is_cuda()) {
+#if FP8KIT_HAVE_CUDA
+    cuda::add_rms_norm(rows, dim, eps, residual.device_data<uint16_t>(),
+                       delta != nullptr ? delta->device_data<uint16_t>() : nullptr, weight.device_data<float>(),
+                       detail::activation_out_args(c, out), stream(c));
+#endif
+    return;
+  }
+  Tensor staging;
+  Tensor& y = detail::activation_bf16(out, rows, dim, staging);
+  cpu::add_rms_norm(rows, dim, eps, residual.data<uint16_t>(), delta != nullptr ? delta->data<uint16_t>() : nullptr,
+                    weight.data<float>(), y.data<uint16_t>());
+  detail::finish_activation_out(c, out, staging);
 }
 
 }  // namespace fp8kit::ops

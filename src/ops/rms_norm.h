@@ -3,6 +3,7 @@
 // either device. CPU core: ops/cpu/rms_norm.h; GPU: ops/cuda/rms_norm.h.
 #pragma once
 
+#include "ops/activation_out.h"
 #include "ops/context.h"
 #include "tensor/tensor.h"
 
@@ -21,5 +22,13 @@ void rms_norm_forward(Context& c, const Tensor& x, const Tensor& weight, float e
 // GPU workspace: the lane's scratch.
 void rms_norm_backward(Context& c, const Tensor& x, const Tensor& weight, const Tensor& rstd, const Tensor& dout,
                        Tensor& dx, Tensor& dweight);
+
+// Inference's residual step and the next norm in one pass: residual, delta [rows, dim] bf16 (delta may
+// be null), weight [dim] f32. With delta, residual = bf16(residual + delta) (float32 sum), in place;
+// then out = bf16((residual rstd) weight), rstd as rms_norm_forward computes it, written as `out` says
+// (fp8: ops::quantize's bytes of that bf16 result). The GPU sums the row's squares as a block tree
+// (rms_norm_forward's; its out within a bf16 step of the CPU's) and needs dim <= 32768.
+void add_rms_norm(Context& c, Tensor& residual, const Tensor* delta, const Tensor& weight, float eps,
+                  const ActivationOut& out);
 
 }  // namespace fp8kit::ops

@@ -10,6 +10,7 @@
 
 #if FP8KIT_HAVE_CUDA
 #include "ops/cuda/context.h"
+#include "ops/cuda/activation_out.h"
 #include "ops/cuda/swiglu.h"
 #endif
 
@@ -55,6 +56,27 @@ void swiglu_backward(Context& c, const Tensor& gate, const Tensor& up, const Ten
   }
   cpu::swiglu_backward(gate.numel(), gate.data<float>(), up.data<float>(), dout.data<float>(), dgate.data<float>(),
                        dup.data<float>());
+}
+
+void swiglu(Context& c, const Tensor& gate_up, const ActivationOut& out) {
+  constexpr std::string_view op = "swiglu";
+  FP8KIT_CHECK(gate_up.rank() == 2 && gate_up.dim(1) >= 2 && gate_up.dim(1) % 2 == 0,
+               "{}: gate_up must be [rows, 2 ffn] bf16 (gate, then up), got [{}]", op, fmt::join(gate_up.shape(), ", "));
+  const int64_t rows = gate_up.dim(0), ffn = gate_up.dim(1) / 2;
+  check_tensor(c, gate_up, gate_up.shape(), DType::Bf16, op, "gate_up");
+  FP8KIT_CHECK(out.bf16 == nullptr || !out.bf16->shares_storage(gate_up),
+               "{}: out.bf16 must be a tensor of its own (not gate_up)", op);
+  detail::prepare_activation_out(c, out, rows, ffn, op);
+  if (c.is_cuda()) {
+#if FP8KIT_HAVE_CUDA
+    cuda::swiglu(rows, ffn, gate_up.device_data<uint16_t>(), detail::activation_out_args(c, out), stream(c));
+#endif
+    return;
+  }
+  Tensor staging;
+  Tensor& y = detail::activation_bf16(out, rows, ffn, staging);
+  cpu::swiglu_bf16(rows, ffn, gate_up.data<uint16_t>(), y.data<uint16_t>());
+  detail::finish_activation_out(c, out, staging);
 }
 
 }  // namespace fp8kit::ops

@@ -198,5 +198,36 @@ TEST(EmbeddingOp, ErrorsNameTheOpTheTensorAndTheFix) {
               HasSubstr("token id 7 at position 1 is outside the vocabulary [0, 5)"));
 }
 
+// gather_rows: out row r is table row ids[r] (repeats, the first and last rows), bit for bit in f32
+// and bf16; an id outside the table throws, naming it.
+TEST(GatherRows, CopiesTheRowsOfTheIds) {
+  const std::vector<float> values = {1, 2, 3, 4, 5, 6, 7, 8, 9, -1, -2, -3.5f};
+  for (const DType dtype : {DType::F32, DType::Bf16}) {
+    Context c;
+    const Tensor table = testing::host_tensor(values, {4, 3}, dtype);
+    Tensor out;
+    gather_rows(c, table, ids_of({3, 0, 0, 2}, {4}), out);
+    EXPECT_EQ(out.dtype(), dtype);
+    EXPECT_EQ(out.shape(), (std::vector<int64_t>{4, 3}));
+    EXPECT_EQ(testing::float_values(out), (std::vector<float>{-1, -2, -3.5f, 1, 2, 3, 1, 2, 3, 7, 8, 9}));
+    gather_rows(c, table, ids_of({}, {0}), out);
+    EXPECT_EQ(out.shape(), (std::vector<int64_t>{0, 3}));
+  }
+}
+
+TEST(GatherRows, ErrorsNameTheOpTheTensorAndTheFix) {
+  using testing::error_of;
+  using ::testing::HasSubstr;
+  Context c;
+  const Tensor table = tensor_of(std::vector<float>(6), {2, 3});
+  Tensor out;
+  EXPECT_THAT(error_of([&] { gather_rows(c, table, ids_of({0, 2}, {2}), out); }),
+              HasSubstr("gather_rows: ids[1] = 2 is outside the table's rows [0, 2)"));
+  EXPECT_THAT(error_of([&] { gather_rows(c, table, ids_of({0, 1}, {1, 2}), out); }),
+              HasSubstr("gather_rows: ids must be [rows] i32, got [1, 2]"));
+  EXPECT_THAT(error_of([&] { gather_rows(c, ids_of({0, 1}, {1, 2}), ids_of({0}, {1}), out); }),
+              HasSubstr("gather_rows: table must be [n, dim] bf16 or f32, got i32 [1, 2]"));
+}
+
 }  // namespace
 }  // namespace fp8kit::ops

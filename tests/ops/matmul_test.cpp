@@ -1,7 +1,7 @@
 // Tensor-level matmul on the CPU against a double-precision triple loop over the very values the
 // GEMM reads (bf16 widened, FP8 codes decoded and scaled), with bias and bf16 output rounding; the FP8
-// products at every granularity pair (per tensor, per row, 1x128 x 128x128, 1x128 x 1x128); and the
-// errors for shapes, dtypes, granularities and devices that do not fit.
+// products at every granularity pair (per tensor, per row, per tensor x per row, 1x128 x 128x128,
+// 1x128 x 1x128); and the errors for shapes, dtypes, granularities and devices that do not fit.
 #include "ops/matmul.h"
 #include "ops/quantize.h"
 
@@ -106,7 +106,7 @@ TEST(Matmul, Fp8ProductsAtEveryGranularityMatchTheReference) {
   const QuantSpec tensor{}, row{.granularity = Granularity::PerRow},
       group128{.granularity = Granularity::PerGroup, .group = 128}, tile1x128{.granularity = Granularity::Block1x128},
       block{.granularity = Granularity::Block128x128};
-  const std::pair<QuantSpec, QuantSpec> pairs[] = {{tensor, tensor}, {row, row}, {tile1x128, block},
+  const std::pair<QuantSpec, QuantSpec> pairs[] = {{tensor, tensor}, {row, row}, {tensor, row}, {tile1x128, block},
                                                    {group128, block}, {tile1x128, group128}};
   struct Shape {
     int64_t m, n, k;
@@ -131,6 +131,40 @@ TEST(Matmul, Fp8ProductsAtEveryGranularityMatchTheReference) {
         ASSERT_NEAR(y.data<float>()[i], ref.y[i], tol)
             << s.m << "x" << s.n << "x" << s.k << " " << name(sa.granularity) << " x " << name(sb.granularity) << " at " << i;
       }
+    }
+  }
+}
+
+// Per tensor x per row is the product of the codes (the same sgemm as a per-tensor product with
+// scales 1) times (sa * sb[j]), plus the bias in fp32, then y's rounding: exactly, element by element.
+TEST(Matmul, PerTensorTimesPerRowScalesTheProductOfTheCodes) {
+  const int64_t m = 5, n = 7, k = 96;
+  std::vector<float> wv = testing::random_vector(n * k, 12);
+  for (int64_t i = 0; i < n * k; ++i) wv[i] *= std::pow(0.25f, static_cast<float>(i / k % 4));  // a scale per row
+  const QTensor x = quantize(testing::host_tensor(testing::random_vector(m * k, 11, -3.0f, 3.0f), {m, k}), {});
+  const QTensor w = quantize(testing::host_tensor(wv, {n, k}), {.granularity = Granularity::PerRow});
+  QTensor x_codes, w_codes;  // the same codes, per tensor with scale_inv 1
+  x_codes.codes = x.codes.to(Device::Cpu);
+  x_codes.scale_inv = testing::scalar_tensor(1.0f);
+  w_codes.codes = w.codes.to(Device::Cpu);
+  w_codes.scale_inv = testing::scalar_tensor(1.0f);
+  Tensor dot({m, n}, DType::F32);
+  matmul(x_codes, w_codes, dot);
+  const Tensor bias = testing::host_tensor(testing::random_vector(n, 13), {n}, DType::Bf16);
+  const std::vector<float> bias_values = testing::float_values(bias);
+  for (DType y_type : {DType::F32, DType::Bf16}) {
+    for (const bool with_bias : {false, true}) {
+      Tensor y({m, n}, y_type);
+      matmul(x, w, y, {.bias = with_bias ? &bias : nullptr});
+      const std::vector<float> got = testing::float_values(y);
+      const float sa = x.scale_inv.data<float>()[0];
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) {
+          float want = dot.data<float>()[i * n + j] * (sa * w.scale_inv.data<float>()[j]);
+          if (with_bias) want += bias_values[j];
+          if (y_type == DType::Bf16) want = bf16_to_float(float_to_bf16(want));
+          EXPECT_EQ(got[i * n + j], want) << name(y_type) << " bias " << with_bias << " at " << i << ", " << j;
+        }
     }
   }
 }
@@ -173,7 +207,9 @@ TEST(Matmul, BadArgumentsSayWhatToFix) {
   const QTensor group32 = quantize(a, {.granularity = Granularity::PerGroup, .group = 32});
   const QTensor tile1x128 = quantize(a, {.granularity = Granularity::Block1x128});
   const QTensor block = quantize(b, {.granularity = Granularity::Block128x128});
-  EXPECT_THROW(matmul(per_tensor, per_row, y), Error);  // mixed granularities
+  EXPECT_NO_THROW(matmul(per_tensor, per_row, y));     // a static activation scale x per-channel weights
+  const QTensor a_per_row = quantize(a, {.granularity = Granularity::PerRow}), b_per_tensor = quantize(b, {});
+  EXPECT_THROW(matmul(a_per_row, b_per_tensor, y), Error);  // per row x per tensor: no such pair
   EXPECT_THROW(matmul(group32, block, y), Error);       // groups of 32 are no GEMM operand
   EXPECT_THROW(matmul(tile1x128, block, y, {.fast_accumulation = true}), Error);  // split accumulator only
   EXPECT_NO_THROW(matmul(tile1x128, block, y));

@@ -3,6 +3,7 @@
 // same bits at any thread count); the op on Tensors: the core's bits and its argument errors.
 #include "ops/rms_norm.h"
 
+#include "common/activation_out_checks.h"
 #include "common/error_of.h"
 #include "common/gradient_check.h"
 #include "cpu_op_test.h"
@@ -123,6 +124,80 @@ TEST(RmsNormOp, ErrorsNameTheOpTheTensorAndTheFix) {
   Tensor alias = dout.view(0, {4, 8});
   EXPECT_THAT(error_of([&] { rms_norm_backward(c, x, w, rstd, dout, alias, dweight); }),
               HasSubstr("rms_norm_backward: dx must be a tensor of its own (not x or dout)"));
+}
+
+// add_rms_norm: residual = bf16(residual + delta) in place, out = rms_norm_forward's bf16 bits of that
+// residual (as f32), and without delta the residual untouched; threaded rows (600 x 64) too.
+TEST(AddRmsNorm, IsTheRoundedSumThenRmsNormForward) {
+  for (const Shape s : {Shape{1, 1}, Shape{3, 7}, Shape{37, 33}, Shape{600, 64}}) {
+    const auto r0 = testing::random_vector(s.rows * s.dim, 21, -3, 3), d0 = testing::random_vector(s.rows * s.dim, 22, -1, 1);
+    const auto weight = testing::random_vector(s.dim, 23, 0.5f, 1.5f);
+    for (const bool with_delta : {true, false}) {
+      Context c;
+      Tensor residual = testing::host_tensor(r0, {s.rows, s.dim}, DType::Bf16);
+      const Tensor delta = testing::host_tensor(d0, {s.rows, s.dim}, DType::Bf16);
+      const Tensor w = testing::host_tensor(weight, {s.dim});
+      std::vector<float> sum(r0.size());
+      for (size_t i = 0; i < sum.size(); ++i) {
+        const float r = bf16_to_float(residual.data<uint16_t>()[i]), d = bf16_to_float(delta.data<uint16_t>()[i]);
+        sum[i] = with_delta ? round_bf16(r + d) : r;
+      }
+      Tensor out;
+      add_rms_norm(c, residual, with_delta ? &delta : nullptr, w, 1e-6f, {.bf16 = &out});
+      std::vector<float> want(sum.size()), rstd(s.rows);
+      cpu::rms_norm_forward(s.rows, s.dim, 1e-6f, sum.data(), weight.data(), true, want.data(), rstd.data());
+      EXPECT_TRUE(testing::same_bits(testing::float_values(residual), sum)) << s.rows << "x" << s.dim;
+      EXPECT_EQ(out.dtype(), DType::Bf16);
+      EXPECT_TRUE(testing::same_bits(testing::float_values(out), want)) << s.rows << "x" << s.dim;
+    }
+  }
+}
+
+TEST(AddRmsNorm, Fp8OutputsAreQuantizeOfTheBf16Result) {
+  const int64_t rows = 9, dim = 40;
+  const auto r0 = testing::random_vector(rows * dim, 24, -3, 3), d0 = testing::random_vector(rows * dim, 25, -1, 1);
+  auto weight = testing::random_vector(dim, 26, 0.5f, 1.5f);
+  weight[3] = 0.0f;  // a zero column
+  Context c;
+  const Tensor delta = testing::host_tensor(d0, {rows, dim}, DType::Bf16), w = testing::host_tensor(weight, {dim});
+  testing::expect_fp8_is_quantized_bf16(c, [&](const ActivationOut& out) {
+    Tensor residual = testing::host_tensor(r0, {rows, dim}, DType::Bf16);
+    add_rms_norm(c, residual, &delta, w, 1e-6f, out);
+  });
+}
+
+TEST(AddRmsNorm, ErrorsNameTheOpTheTensorAndTheFix) {
+  using testing::error_of;
+  using ::testing::HasSubstr;
+  Context c;
+  Tensor residual({4, 8}, DType::Bf16), f32({4, 8}, DType::F32), w({8}, DType::F32), out;
+  QTensor q;
+  const Tensor scale = testing::scalar_tensor(1.0f);
+  EXPECT_THAT(error_of([&] { add_rms_norm(c, f32, nullptr, w, 1e-6f, {.bf16 = &out}); }),
+              HasSubstr("add_rms_norm: residual must be bf16"));
+  EXPECT_THAT(error_of([&] { add_rms_norm(c, residual, &f32, w, 1e-6f, {.bf16 = &out}); }),
+              HasSubstr("add_rms_norm: delta (residual's shape) must be bf16"));
+  EXPECT_THAT(error_of([&] { add_rms_norm(c, residual, nullptr, w, 1e-6f, {}); }),
+              HasSubstr("add_rms_norm: the ActivationOut needs exactly one of bf16 and fp8 set (got neither)"));
+  EXPECT_THAT(error_of([&] { add_rms_norm(c, residual, nullptr, w, 1e-6f, {.bf16 = &out, .fp8 = &q}); }),
+              HasSubstr("(got both)"));
+  EXPECT_THAT(error_of([&] { add_rms_norm(c, residual, nullptr, w, 1e-6f, {.fp8 = &q}); }),
+              HasSubstr("add_rms_norm: a per-tensor fp8 ActivationOut needs its scale"));
+  QuantSpec row;
+  row.granularity = Granularity::PerRow;
+  EXPECT_THAT(error_of([&] { add_rms_norm(c, residual, nullptr, w, 1e-6f, {.fp8 = &q, .spec = row, .scale = &scale}); }),
+              HasSubstr("a per-row fp8 ActivationOut computes its scales (pass no scale)"));
+  QuantSpec e5m2;
+  e5m2.format = Fp8Format::E5M2;
+  EXPECT_THAT(error_of([&] { add_rms_norm(c, residual, nullptr, w, 1e-6f, {.fp8 = &q, .spec = e5m2, .scale = &scale}); }),
+              HasSubstr("an fp8 ActivationOut is E4M3"));
+  QuantSpec group;
+  group.granularity = Granularity::PerGroup;
+  EXPECT_THAT(error_of([&] { add_rms_norm(c, residual, nullptr, w, 1e-6f, {.fp8 = &q, .spec = group}); }),
+              HasSubstr("per tensor (static scale) or per row (current scaling)"));
+  Tensor alias = residual.view(0, {4, 8});
+  EXPECT_THAT(error_of([&] { add_rms_norm(c, residual, nullptr, w, 1e-6f, {.bf16 = &alias}); }),
+              HasSubstr("add_rms_norm: out.bf16 must be a tensor of its own"));
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 // and the argument errors.
 #include "ops/swiglu.h"
 
+#include "common/activation_out_checks.h"
 #include "common/error_of.h"
 #include "common/gradient_check.h"
 #include "cpu_op_test.h"
@@ -67,6 +68,44 @@ TEST(SwigluOp, ErrorsNameTheOpTheTensorAndTheFix) {
               HasSubstr("swiglu_forward: up (gate's shape) must be [2, 8], got [2, 7]"));
   EXPECT_THAT(error_of([&] { swiglu_backward(c, gate, gate, up16, dgate, dup); }),
               HasSubstr("swiglu_backward: dout (gate's shape) must be f32, got bf16"));
+}
+
+// swiglu on a fused gate/up row: swiglu_forward's bf16 bits of the split halves (gates of +-30, exp
+// overflowing for -100), threaded rows too; its fp8 outputs are quantize's of that.
+TEST(SwigluFused, IsSwigluForwardOfTheHalvesRoundedToBf16) {
+  for (const auto [rows, ffn] : {std::pair<int64_t, int64_t>{1, 1}, {5, 37}, {70, 1000}}) {
+    auto values = testing::random_vector(rows * 2 * ffn, 7, -30, 30);
+    values[0] = -100.0f;
+    Context c;
+    const Tensor gate_up = testing::host_tensor(values, {rows, 2 * ffn}, DType::Bf16);
+    const std::vector<float> g_up = testing::float_values(gate_up);
+    std::vector<float> gate, up;
+    for (int64_t r = 0; r < rows; ++r) {
+      gate.insert(gate.end(), g_up.begin() + r * 2 * ffn, g_up.begin() + r * 2 * ffn + ffn);
+      up.insert(up.end(), g_up.begin() + r * 2 * ffn + ffn, g_up.begin() + (r + 1) * 2 * ffn);
+    }
+    Tensor want, out;
+    swiglu_forward(c, testing::host_tensor(gate, {rows, ffn}), testing::host_tensor(up, {rows, ffn}), true, want);
+    swiglu(c, gate_up, {.bf16 = &out});
+    EXPECT_EQ(out.shape(), (std::vector<int64_t>{rows, ffn}));
+    EXPECT_TRUE(testing::same_bits(testing::float_values(out), want.span<float>())) << rows << "x" << ffn;
+  }
+}
+
+TEST(SwigluFused, Fp8OutputsAreQuantizeOfTheBf16Result) {
+  Context c;
+  const Tensor gate_up = testing::host_tensor(testing::random_vector(6 * 2 * 48, 8, -8, 8), {6, 96}, DType::Bf16);
+  testing::expect_fp8_is_quantized_bf16(c, [&](const ActivationOut& out) { swiglu(c, gate_up, out); });
+}
+
+TEST(SwigluFused, ErrorsNameTheOpTheTensorAndTheFix) {
+  using testing::error_of;
+  using ::testing::HasSubstr;
+  Context c;
+  Tensor odd({2, 7}, DType::Bf16), f32({2, 8}, DType::F32), out;
+  EXPECT_THAT(error_of([&] { swiglu(c, odd, {.bf16 = &out}); }),
+              HasSubstr("swiglu: gate_up must be [rows, 2 ffn] bf16 (gate, then up), got [2, 7]"));
+  EXPECT_THAT(error_of([&] { swiglu(c, f32, {.bf16 = &out}); }), HasSubstr("swiglu: gate_up must be bf16"));
 }
 
 }  // namespace

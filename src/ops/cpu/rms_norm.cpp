@@ -9,20 +9,41 @@
 
 namespace fp8kit::ops::cpu {
 
+float rms_rstd(const float* x, int64_t dim, float eps) {
+  float sq = 0.0f;
+  for (int64_t i = 0; i < dim; ++i) sq += x[i] * x[i];
+  return 1.0f / std::sqrt(sq / static_cast<float>(dim) + eps);
+}
+
 void rms_norm_forward(int64_t rows, int64_t dim, float eps, const float* x, const float* weight, bool bf16_out,
                       float* out, float* rstd) {
 #pragma omp parallel for schedule(static) if (rows * dim >= 16384)
   for (int64_t r = 0; r < rows; ++r) {
     const float* xr = x + r * dim;
-    float sq = 0.0f;
-    for (int64_t i = 0; i < dim; ++i) sq += xr[i] * xr[i];
-    const float rs = 1.0f / std::sqrt(sq / static_cast<float>(dim) + eps);
+    const float rs = rms_rstd(xr, dim, eps);
     float* o = out + r * dim;
     for (int64_t i = 0; i < dim; ++i) {
       const float y = (xr[i] * rs) * weight[i];
       o[i] = bf16_out ? round_bf16(y) : y;
     }
     rstd[r] = rs;
+  }
+}
+
+void add_rms_norm(int64_t rows, int64_t dim, float eps, uint16_t* residual, const uint16_t* delta,
+                  const float* weight, uint16_t* out) {
+#pragma omp parallel for schedule(static) if (rows * dim >= 16384)
+  for (int64_t r = 0; r < rows; ++r) {
+    thread_local std::vector<float> x;  // the row as float32 (each thread its own)
+    x.resize(static_cast<size_t>(dim));
+    uint16_t* res = residual + r * dim;
+    for (int64_t i = 0; i < dim; ++i) {
+      if (delta != nullptr) res[i] = float_to_bf16(bf16_to_float(res[i]) + bf16_to_float(delta[r * dim + i]));
+      x[i] = bf16_to_float(res[i]);
+    }
+    const float rs = rms_rstd(x.data(), dim, eps);
+    uint16_t* o = out + r * dim;
+    for (int64_t i = 0; i < dim; ++i) o[i] = float_to_bf16((x[i] * rs) * weight[i]);
   }
 }
 

@@ -16,6 +16,15 @@ inline constexpr PieceOrder kRmsNormWeightOrder{256};
 void rms_norm_forward(int64_t rows, int64_t dim, float eps, const float* x, const float* weight, bool bf16_out,
                       float* out, float* rstd);
 
+// 1 / sqrt(sum(x^2) / dim + eps) of one row, the squares added in column order: rms_norm_forward's rstd.
+float rms_rstd(const float* x, int64_t dim, float eps);
+
+// Inference's residual step on bf16 rows: with delta, residual = bf16(residual + delta) (float32 sum)
+// in place; then out = bf16((residual rstd) weight) with rms_norm_forward's rstd and products (the same
+// bits as it gives for f32 inputs holding these values). delta may be null; out [rows, dim] bf16.
+void add_rms_norm(int64_t rows, int64_t dim, float eps, uint16_t* residual, const uint16_t* delta,
+                  const float* weight, uint16_t* out);
+
 // dx [rows, dim] = rstd (dout weight - x rstd^2 mean(dout weight x)) overwritten.
 void rms_norm_backward_dx(int64_t rows, int64_t dim, const float* x, const float* weight, const float* rstd,
                           const float* dout, float* dx);

@@ -2,22 +2,11 @@
 #include "ops/cpu/rope.h"
 
 #include "numerics/cast.h"
+#include "ops/rope_pair.h"
 
 #include <cmath>
 
 namespace fp8kit::ops::cpu {
-
-namespace {
-
-// a * b rounded to float32 where it stands: never contracted with the add that uses it into a fused
-// multiply-add (which -march=native lets the compiler do), so that the CPU has the GPU's
-// (__fmul_rn, __fadd_rn) bits.
-float product(float a, float b) {
-  volatile float p = a * b;
-  return p;
-}
-
-}  // namespace
 
 void rope_table(int64_t positions, int64_t head_dim, double theta, float* table) {
   const int64_t half = head_dim / 2;
@@ -48,11 +37,9 @@ void rope_rotate(int64_t batch, int64_t seq, int64_t heads, int64_t head_dim, in
       float* o = out + bt * width + h * head_dim;
       for (int64_t i = 0; i < half; ++i) {
         const float c = angles[2 * i], s = sign * angles[2 * i + 1];
-        const float lo = a[i], hi = a[i + half];
-        const float y_lo = product(lo, c) - product(hi, s);
-        const float y_hi = product(hi, c) + product(lo, s);
-        o[i] = bf16 ? round_bf16(y_lo) : y_lo;
-        o[i + half] = bf16 ? round_bf16(y_hi) : y_hi;
+        const RopePair y = rope_rotate_pair(a[i], a[i + half], c, s);
+        o[i] = bf16 ? round_bf16(y.lo) : y.lo;
+        o[i + half] = bf16 ? round_bf16(y.hi) : y.hi;
       }
     }
   }

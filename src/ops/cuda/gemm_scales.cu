@@ -56,7 +56,19 @@ __global__ void add_scaled_slice_kernel(const float* partial, int64_t m, int64_t
   }
 }
 
+__global__ void broadcast_kernel(const float* scale, int64_t count, float* out) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < count;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    out[i] = *scale;
+}
+
 }  // namespace
+
+void broadcast_scale(const float* scale, int64_t count, float* out, cudaStream_t stream) {
+  if (count == 0) return;
+  broadcast_kernel<<<blocks_of(count), kThreads, 0, stream>>>(scale, count, out);
+  check_launch("broadcast_scale");
+}
 
 void add_scaled_slice(const float* partial, int64_t m, int64_t n, const float* a_scale, const float* b_scale,
                       int64_t b_rows, int64_t b_stride, float* acc, cudaStream_t stream) {

@@ -23,4 +23,8 @@ void scale_outer(const float* acc, int64_t m, int64_t n, const float* a_scale, c
 void add_scaled_slice(const float* partial, int64_t m, int64_t n, const float* a_scale, const float* b_scale,
                       int64_t b_rows, int64_t b_stride, float* acc, cudaStream_t stream = nullptr);
 
+// out [count] = *scale: a per-tensor scale as the per-row vector cuBLASLt's OuterVec mode reads
+// (per tensor x per row products).
+void broadcast_scale(const float* scale, int64_t count, float* out, cudaStream_t stream = nullptr);
+
 }  // namespace fp8kit::cuda

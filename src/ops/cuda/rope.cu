@@ -1,11 +1,12 @@
-// Rotary position embedding kernel: a thread per rotated pair, products and sums rounded explicitly
-// (__fmul_rn, __fadd_rn, __fsub_rn) so that nvcc contracts nothing: ops/cpu/rope.cpp's bits.
+// Rotary position embedding kernel: a thread per rotated pair, rotated by ops/rope_pair.h (products and
+// sums rounded explicitly, so that nvcc contracts nothing): ops/cpu/rope.cpp's bits.
 #include "ops/cuda/rope.h"
 
 #include <string>
 
 #include "base/error.h"
 #include "ops/cuda/round.cuh"
+#include "ops/rope_pair.h"
 #include "runtime/cuda/check.h"
 
 namespace fp8kit::cuda {
@@ -23,9 +24,9 @@ __global__ void rotate_kernel(RopeShape s, int64_t start, const float* table, co
   const float* cs = table + ((start + t) * half + i) * 2;
   const float c = cs[0], sn = __fmul_rn(sign, cs[1]);
   const int64_t lo = head_token * s.head_dim + i, hi = lo + half;
-  const float a = x[lo], b = x[hi];
-  out[lo] = maybe_bf16(__fsub_rn(__fmul_rn(a, c), __fmul_rn(b, sn)), bf16);
-  out[hi] = maybe_bf16(__fadd_rn(__fmul_rn(b, c), __fmul_rn(a, sn)), bf16);
+  const ops::RopePair y = ops::rope_rotate_pair(x[lo], x[hi], c, sn);
+  out[lo] = maybe_bf16(y.lo, bf16);
+  out[hi] = maybe_bf16(y.hi, bf16);
 }
 
 }  // namespace

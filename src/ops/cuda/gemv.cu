@@ -1,0 +1,252 @@
+// The decode GEMM kernel (gemv.h): a persistent grid of 8-warp blocks; each block first copies the m
+// rows of a into shared memory as bf16 (FP8 codes decoded: exact), then each warp takes columns j of
+// y in turn and streams row j of b with 16-byte loads (8 bf16 or 16 FP8 codes; kUnroll loads in flight
+// per lane), every lane summing its k-slices in float32, and a butterfly adds the 32 lanes' sums.
+#include "ops/cuda/gemv.h"
+
+#include <cuda_fp8.h>
+
+#include <algorithm>
+#include <string>
+
+#include "base/error.h"
+#include "ops/cuda/fp8_cast.cuh"
+#include "runtime/cuda/check.h"
+
+namespace fp8kit::cuda {
+namespace {
+
+constexpr int kWarps = 8, kThreads = 32 * kWarps;
+constexpr int kUnroll = 4;  // 16-byte loads of b in flight per lane
+
+enum class Weight { Bf16, E4M3, E5M2 };
+
+struct Params {
+  int64_t n, k;
+  const void* a;
+  DType a_type;
+  const uint4* b;
+  void* y;
+  bool y_f32;
+  const float* a_scale;  // null: 1
+  bool a_per_row;
+  const float* b_scale;  // null: 1
+  bool b_per_row;
+  const void* bias;  // null: none
+  bool bias_f32;
+};
+
+// A streamed 16-byte load: b is read once, so it bypasses L1.
+__device__ __forceinline__ uint4 load_streaming(const uint4* p) {
+  uint4 v;
+  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+      : "l"(p));
+  return v;
+}
+
+// The two bf16 values of a 32-bit word as floats (exact).
+__device__ __forceinline__ float low_bf16(uint32_t w) { return __uint_as_float(w << 16); }
+__device__ __forceinline__ float high_bf16(uint32_t w) { return __uint_as_float(w & 0xFFFF0000u); }
+
+// The two FP8 codes of a 16-bit word (low byte first) as floats, exactly (the hardware cvt to half).
+template <Weight W>
+__device__ __forceinline__ float2 decode_fp8x2(uint32_t codes) {
+  constexpr __nv_fp8_interpretation_t kind = W == Weight::E4M3 ? __NV_E4M3 : __NV_E5M2;
+  const __half2_raw raw = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(codes & 0xFFFFu), kind);
+  return __half22float2(__half2(raw));
+}
+
+// Four FP8 codes -> two words of bf16 pairs (exact: every FP8 value is a bf16).
+template <Weight W>
+__device__ __forceinline__ uint2 fp8x4_to_bf16(uint32_t codes) {
+  const float2 lo = decode_fp8x2<W>(codes), hi = decode_fp8x2<W>(codes >> 16);
+  return make_uint2(float_to_bf16(lo.x) | (static_cast<uint32_t>(float_to_bf16(lo.y)) << 16),
+                    float_to_bf16(hi.x) | (static_cast<uint32_t>(float_to_bf16(hi.y)) << 16));
+}
+
+// acc[i] += a[i, e0 + t] * b[t] for the t of one 16-byte chunk of b, in k order (a: bf16 words in
+// shared memory, row-major [M, k]).
+template <int M, Weight W>
+__device__ __forceinline__ void add_chunk(const uint4 chunk, const uint32_t* a, int64_t k, int64_t e0, float (&acc)[M]) {
+  const uint32_t words[4] = {chunk.x, chunk.y, chunk.z, chunk.w};
+  if constexpr (W == Weight::Bf16) {
+#pragma unroll
+    for (int i = 0; i < M; ++i) {
+      const uint4 av = *reinterpret_cast<const uint4*>(a + (i * k + e0) / 2);
+      const uint32_t aw[4] = {av.x, av.y, av.z, av.w};
+#pragma unroll
+      for (int w = 0; w < 4; ++w) {
+        acc[i] = __fmaf_rn(low_bf16(aw[w]), low_bf16(words[w]), acc[i]);
+        acc[i] = __fmaf_rn(high_bf16(aw[w]), high_bf16(words[w]), acc[i]);
+      }
+    }
+  } else {
+    float b[16];
+#pragma unroll
+    for (int w = 0; w < 4; ++w) {
+      const float2 lo = decode_fp8x2<W>(words[w]), hi = decode_fp8x2<W>(words[w] >> 16);
+      b[4 * w] = lo.x, b[4 * w + 1] = lo.y, b[4 * w + 2] = hi.x, b[4 * w + 3] = hi.y;
+    }
+#pragma unroll
+    for (int i = 0; i < M; ++i) {
+      const uint4* row = reinterpret_cast<const uint4*>(a + (i * k + e0) / 2);
+      const uint4 a0 = row[0], a1 = row[1];
+      const uint32_t aw[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
+#pragma unroll
+      for (int w = 0; w < 8; ++w) {
+        acc[i] = __fmaf_rn(low_bf16(aw[w]), b[2 * w], acc[i]);
+        acc[i] = __fmaf_rn(high_bf16(aw[w]), b[2 * w + 1], acc[i]);
+      }
+    }
+  }
+}
+
+template <int M, Weight W>
+__global__ void __launch_bounds__(kThreads) gemv_kernel(const Params p) {
+  extern __shared__ uint4 a_shared[];  // [M, k] bf16
+  // a into shared memory, 8 values per thread and step.
+  const int64_t groups = M * p.k / 8;
+  for (int64_t g = threadIdx.x; g < groups; g += kThreads) {
+    if (p.a_type == DType::Bf16) {
+      a_shared[g] = static_cast<const uint4*>(p.a)[g];
+    } else {
+      const uint2 codes = static_cast<const uint2*>(p.a)[g];
+      const uint2 lo = p.a_type == DType::E4M3 ? fp8x4_to_bf16<Weight::E4M3>(codes.x) : fp8x4_to_bf16<Weight::E5M2>(codes.x);
+      const uint2 hi = p.a_type == DType::E4M3 ? fp8x4_to_bf16<Weight::E4M3>(codes.y) : fp8x4_to_bf16<Weight::E5M2>(codes.y);
+      a_shared[g] = make_uint4(lo.x, lo.y, hi.x, hi.y);
+    }
+  }
+  __syncthreads();
+  const uint32_t* a = reinterpret_cast<const uint32_t*>(a_shared);
+
+  constexpr int64_t kPerChunk = W == Weight::Bf16 ? 8 : 16;  // elements of b per 16-byte load
+  const int64_t chunks = p.k / kPerChunk;
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  for (int64_t col = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32; col < p.n;
+       col += static_cast<int64_t>(gridDim.x) * kWarps) {
+    const uint4* row = p.b + col * chunks;
+    float acc[M];
+#pragma unroll
+    for (int i = 0; i < M; ++i) acc[i] = 0.0f;
+    int64_t c = lane;
+    for (; c + 32 * (kUnroll - 1) < chunks; c += 32 * kUnroll) {
+      uint4 v[kUnroll];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) v[u] = load_streaming(row + c + 32 * u);
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) add_chunk<M, W>(v[u], a, p.k, (c + 32 * u) * kPerChunk, acc);
+    }
+    for (; c < chunks; c += 32) add_chunk<M, W>(load_streaming(row + c), a, p.k, c * kPerChunk, acc);
+#pragma unroll
+    for (int i = 0; i < M; ++i)
+#pragma unroll
+      for (int offset = 16; offset > 0; offset /= 2) acc[i] = __fadd_rn(acc[i], __shfl_xor_sync(0xFFFFFFFFu, acc[i], offset));
+
+    // Every lane holds the sums: lane i writes row i. The CPU's order: (sa * sb) * dot, then + bias.
+    const float sb = p.b_scale != nullptr ? p.b_scale[p.b_per_row ? col : 0] : 1.0f;
+    float bias = 0.0f;
+    if (p.bias != nullptr)
+      bias = p.bias_f32 ? static_cast<const float*>(p.bias)[col] : bf16_to_float(static_cast<const uint16_t*>(p.bias)[col]);
+#pragma unroll
+    for (int i = 0; i < M; ++i) {
+      if (lane != i) continue;
+      float v = acc[i];
+      if (p.a_scale != nullptr || p.b_scale != nullptr) {
+        const float sa = p.a_scale != nullptr ? p.a_scale[p.a_per_row ? i : 0] : 1.0f;
+        v = __fmul_rn(__fmul_rn(sa, sb), v);
+      }
+      if (p.bias != nullptr) v = __fadd_rn(v, bias);
+      const int64_t at = i * p.n + col;
+      if (p.y_f32) {
+        static_cast<float*>(p.y)[at] = v;
+      } else {
+        static_cast<uint16_t*>(p.y)[at] = float_to_bf16(v);
+      }
+    }
+  }
+}
+
+int current_device_attribute(cudaDeviceAttr attribute) {
+  int device = 0, value = 0;
+  FP8KIT_CUDA_CHECK(cudaGetDevice(&device));
+  FP8KIT_CUDA_CHECK(cudaDeviceGetAttribute(&value, attribute, device));
+  return value;
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+size_t shared_bytes(int64_t m, int64_t k) { return static_cast<size_t>(m * k) * 2; }
+
+// One block per 8 columns, at most as many as fit on the GPU at once (each loads a only once).
+template <int M, Weight W>
+void launch(const Params& p, cudaStream_t stream) {
+  const auto kernel = gemv_kernel<M, W>;
+  const size_t smem = shared_bytes(M, p.k);
+  if (smem > 48 * 1024)
+    FP8KIT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+  int per_sm = 0;
+  FP8KIT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, smem));
+  const int64_t resident = static_cast<int64_t>(std::max(per_sm, 1)) * current_device_attribute(cudaDevAttrMultiProcessorCount);
+  const auto blocks = static_cast<unsigned>(std::min((p.n + kWarps - 1) / kWarps, resident));
+  kernel<<<blocks, kThreads, smem, stream>>>(p);
+  check_launch("gemv");
+}
+
+template <Weight W>
+void launch_rows(int64_t m, const Params& p, cudaStream_t stream) {
+  switch (m) {
+    case 1: return launch<1, W>(p, stream);
+    case 2: return launch<2, W>(p, stream);
+    case 3: return launch<3, W>(p, stream);
+    case 4: return launch<4, W>(p, stream);
+    case 5: return launch<5, W>(p, stream);
+    case 6: return launch<6, W>(p, stream);
+    case 7: return launch<7, W>(p, stream);
+    case 8: return launch<8, W>(p, stream);
+  }
+}
+static_assert(kGemvMaxRows == 8, "launch_rows instantiates m = 1..8");
+
+}  // namespace
+
+bool gemv_fits(const GemmArgs& g) {
+  const bool bf16 = g.a_type == DType::Bf16 && g.b_type == DType::Bf16;
+  const bool fp8 = is_fp8(g.a_type) && is_fp8(g.b_type) && !(g.a_type == DType::E5M2 && g.b_type == DType::E5M2);
+  const auto plain = [](ScaleMode mode) { return mode == ScaleMode::Scalar || mode == ScaleMode::OuterVec; };
+  return g.m >= 1 && g.m <= kGemvMaxRows && g.n >= 1 && g.k >= 16 && g.k % 16 == 0 && (bf16 || fp8) &&
+         (g.y_type == DType::Bf16 || g.y_type == DType::F32) && (fp8 || (g.a_scale_inv == nullptr && g.b_scale_inv == nullptr)) &&
+         plain(g.a_scale_mode) && plain(g.b_scale_mode) && (g.epilogue == Epilogue::None || g.epilogue == Epilogue::Bias) &&
+         (g.epilogue == Epilogue::None) == (g.bias == nullptr) && !g.accumulate && g.y != nullptr && aligned16(g.a) &&
+         aligned16(g.b) && g.a != nullptr && g.b != nullptr &&
+         shared_bytes(g.m, g.k) <= static_cast<size_t>(current_device_attribute(cudaDevAttrMaxSharedMemoryPerBlockOptin));
+}
+
+void gemv(const GemmArgs& g, cudaStream_t stream) {
+  if (!gemv_fits(g))
+    throw Error("gemv: y[" + std::to_string(g.m) + "x" + std::to_string(g.n) + "] = a . b^T with k = " +
+                std::to_string(g.k) + " (" + std::string(name(g.a_type)) + " x " + std::string(name(g.b_type)) +
+                " -> " + std::string(name(g.y_type)) +
+                ") is not a decode GEMM gemv runs (m <= 8, k a multiple of 16, 16-byte aligned operands, per "
+                "tensor or per row scales, no GELU or accumulation): use GemmContext::gemm");
+  const Params p{.n = g.n,
+                 .k = g.k,
+                 .a = g.a,
+                 .a_type = g.a_type,
+                 .b = static_cast<const uint4*>(g.b),
+                 .y = g.y,
+                 .y_f32 = g.y_type == DType::F32,
+                 .a_scale = g.a_scale_inv,
+                 .a_per_row = g.a_scale_mode == ScaleMode::OuterVec,
+                 .b_scale = g.b_scale_inv,
+                 .b_per_row = g.b_scale_mode == ScaleMode::OuterVec,
+                 .bias = g.bias,
+                 .bias_f32 = bias_type(g.a_type, g.y_type) == DType::F32};
+  switch (g.b_type) {
+    case DType::Bf16: return launch_rows<Weight::Bf16>(g.m, p, stream);
+    case DType::E4M3: return launch_rows<Weight::E4M3>(g.m, p, stream);
+    default: return launch_rows<Weight::E5M2>(g.m, p, stream);
+  }
+}
+
+}  // namespace fp8kit::cuda
