@@ -16,6 +16,12 @@
 #   LM_BENCH configurations), per-kernel times with PROFILE="preset:batch:seq:precision" (ncu) and, when
 #   data/aclImdb_v1.tar.gz is carried, `fp8kit lm train` of the 25m model on IMDB, bf16 then FP8
 #   (LM_STEPS steps each, default 300).
+#   scripts/device-check.sh infer [regex]: the GPU tests (or those matching regex; "none" skips
+#   them), the inference benchmarks (decode GEMMs, decode attention, and `fp8kit lm bench` of bf16 vs
+#   FP8 at Llama-3-8B's shapes with INFER_BENCH's arguments; INFER_BENCH=0 skips it) and, with
+#   INFER_QUALITY=1 and the data, the pipeline on IMDB text: the 25m LM trained in bf16 (LM_STEPS,
+#   default 2000), calibrated, packed per tensor and per channel, its perplexity through the runtime
+#   in bf16, FP8 and FP8 with the FP8 KV cache, and greedy agreement with bf16.
 #   scripts/device-check.sh sanitize [regex]: every GPU test (or those matching regex) under
 #   compute-sanitizer's memcheck, racecheck and synccheck, the three side by side; each must be clean.
 set -uo pipefail
@@ -70,6 +76,7 @@ targets="test_cuda fp8kit_cli"
 [ "$mode" = model ] && targets="$targets bench_cuda_seed_epoch bench_cuda_attention bench_cuda_linear bench_cuda_sdpa"
 [ "$mode" = train ] && targets="all"
 [ "$mode" = lm ] && targets="$targets bench_cuda_sdpa bench_cuda_lm_step"
+[ "$mode" = infer ] && targets="$targets $(ls bench/cuda/bench_cuda_gemv.cpp bench/cuda/bench_cuda_decode_attention.cpp 2>/dev/null | xargs -rn1 basename | sed 's/\.cpp$//' | tr '\n' ' ')"
 if ! cmake --build $build -j16 --target $targets >"$OUT/build.log" 2>&1; then
   note "FAIL: build (build.log)"; grep -m20 -B2 -A8 "error" "$OUT/build.log" | head -80; exit 1
 fi
@@ -176,6 +183,49 @@ PY
         --tokenizer "$OUT/lm/tokenizer.json" --out "$OUT/lm" >"$OUT/lm-$p.log" 2>&1 || note "FAIL: lm train $p (lm-$p.log)"
       note "lm train 25m $p ($(( $(date +%s) - start )) s): $(grep -E '^Validation' "$OUT/lm-$p.log")"
     done
+  fi
+  cat "$summary"
+  exit 0
+fi
+if [ "$mode" = infer ]; then
+  start=$(date +%s)
+  if [ "${2:-}" != none ]; then
+    timeout 240 ctest -L gpu -V -j4 --timeout 200 ${2:+-R $2} >"$OUT/gpu-tests.log" 2>&1
+    note "gpu tests ($(( $(date +%s) - start )) s): $(grep -E 'tests passed|tests failed' "$OUT/gpu-tests.log")"
+    grep -E "^\s*[0-9]+ - .*(Failed|Timeout|Exception|Not Run)|^[0-9]+: .*(Failure|error:)" "$OUT/gpu-tests.log" | head -40 | tee -a "$summary"
+  fi
+  for b in bench/bench_cuda_gemv bench/bench_cuda_decode_attention; do
+    [ -x $b ] && { timeout 120 $b 2>&1 | tail -40 >"$OUT/$(basename $b).txt"; tail -25 "$OUT/$(basename $b).txt" >>"$summary"; }
+  done
+  if [ "${INFER_BENCH:-}" != 0 ]; then
+    timeout 400 ./fp8kit lm bench --device cuda ${INFER_BENCH:-} 2>&1 | tee -a "$summary"
+  fi
+  if [ "${INFER_QUALITY:-0}" = 1 ] && [ -f ../data/aclImdb_v1.tar.gz ]; then
+    q=/tmp/quality data="--data ../data/aclImdb_v1.tar.gz"
+    mkdir -p $q
+    OMP_WAIT_POLICY=passive timeout 200 ./fp8kit lm train --device cuda --config 25m --precision bf16 \
+      --steps ${LM_STEPS:-2000} --seq 256 --batch 32 --warmup 100 --eval-batches 40 --seed 1 $data \
+      --out $q/run >"$OUT/quality-train.log" 2>&1 || note "FAIL: lm train (quality-train.log)"
+    note "trained: $(grep -E '^Validation' "$OUT/quality-train.log")"
+    m=$q/run/model-bf16
+    ./fp8kit lm calibrate --device cuda --model $m --out $q/calibration.safetensors --prompts 512 $data 2>&1 | tee -a "$summary"
+    for w in tensor channel; do
+      ./fp8kit lm pack --model $m --out $q/fp8-$w --calibration $q/calibration.safetensors --weights $w \
+        --activations static --kv-cache fp8 2>&1 | tail -3 | tee -a "$summary"
+    done
+    ev() { ./fp8kit lm eval --device cuda --seq 256 --batch 16 --batches 40 $data "$@" 2>&1 | tail -1 | tee -a "$summary"; }
+    ev --model $m --runtime
+    ev --model $m --runtime --kv-cache fp8
+    ev --model $q/fp8-tensor
+    ev --model $q/fp8-channel
+    ev --model $q/fp8-tensor --kv-cache fp8
+    ev --model $q/fp8-channel --kv-cache fp8
+    ev --model $q/fp8-tensor --activations dynamic
+    for w in tensor channel; do
+      ./fp8kit lm agreement --device cuda --reference $m --model $q/fp8-$w $data 2>&1 | tail -1 | tee -a "$summary"
+    done
+    ./fp8kit lm agreement --device cuda --reference $m --model $q/fp8-tensor --kv-cache fp8 $data 2>&1 | tail -1 | tee -a "$summary"
+    du -sb $m $q/fp8-tensor $q/fp8-channel | tee -a "$summary"
   fi
   cat "$summary"
   exit 0

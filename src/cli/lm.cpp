@@ -1,14 +1,16 @@
 // `fp8kit lm`: the Llama language model on the IMDB reviews as text. `lm train` learns (or reads) a
 // byte-level BPE tokenizer, trains in fp32, bf16 or FP8 on the train reviews with the test reviews
 // for validation, and saves an HF model directory; `lm eval` reports a model directory's validation
-// loss and perplexity (or a text file's); `lm generate` continues a prompt, greedy or sampled.
+// loss and perplexity (or a text file's), in a training precision or through the inference engine.
+// The inference subcommands are in lm_infer.cpp, `lm pack` in lm_pack.cpp.
 #include "base/error.h"
 #include "cli/command.h"
+#include "cli/lm_common.h"
 #include "cli/options.h"
 #include "cli/recipe_options.h"
 #include "data/imdb.h"
 #include "data/token_windows.h"
-#include "infer/sampler.h"
+#include "infer/perplexity.h"
 #include "models/llama_io.h"
 #include "ops/tensor_checks.h"
 #include "report/line_plot.h"
@@ -33,26 +35,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr const char* kTokenizerFile = "tokenizer.json";
-
-struct Corpus {
-  std::vector<std::string> train, validation;
-};
-
-// The reviews as raw text (no lowercasing): the train folder for training, the test folder for
-// validation; with limit, N evenly spaced reviews of each.
-Corpus imdb_corpus(const std::string& data, int64_t limit) {
-  const fs::path path = data::find_imdb(data.empty() ? std::nullopt : std::optional<fs::path>(data));
-  data::ImdbSplits splits = data::load_imdb(path, {.lowercase = false, .validation_fraction = 0.0});
-  auto pick = [limit](std::vector<std::string>& texts) {
-    if (limit <= 0 || limit >= static_cast<int64_t>(texts.size())) return std::move(texts);
-    std::vector<std::string> kept;
-    for (int64_t i = 0; i < limit; ++i) kept.push_back(std::move(texts[i * texts.size() / limit]));
-    return kept;
-  };
-  return {pick(splits.train.texts), pick(splits.test.texts)};
-}
-
 // The tokenizer at `path`, or one learned on the training texts and written there.
 text::BpeTokenizer tokenizer_for(const fs::path& path, const Corpus& corpus, int64_t vocab_size) {
   if (fs::exists(path)) return text::BpeTokenizer::load(path);
@@ -63,17 +45,6 @@ text::BpeTokenizer tokenizer_for(const fs::path& path, const Corpus& corpus, int
   fmt::print("Learned a byte-level BPE tokenizer of {} tokens in {:.1f}s: {}\n", tokenizer.vocab_size(),
              std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), path.string());
   return tokenizer;
-}
-
-// Each document as the tokenizer's Hugging Face counterpart encodes it (after its BOS, where its
-// template puts one: Llama 3), followed by the end-of-text token.
-std::vector<int32_t> token_stream(const text::BpeTokenizer& tokenizer, const std::vector<std::string>& texts) {
-  const std::optional<int32_t> eos = tokenizer.eos_id();
-  FP8KIT_CHECK(eos.has_value(), "the tokenizer has no <|endoftext|> token to separate documents with");
-  std::vector<std::vector<int32_t>> documents = tokenizer.encode_batch(texts);
-  const std::span<const int32_t> bos = tokenizer.bos_ids();
-  for (std::vector<int32_t>& ids : documents) ids.insert(ids.begin(), bos.begin(), bos.end());
-  return data::join_documents(documents, *eos);
 }
 
 models::LlamaConfig model_config(const std::string& config, int64_t vocab_size) {
@@ -207,64 +178,37 @@ struct EvalArgs {
   ModelArgs model;
   int64_t seq = 256, batch = 16, batches = 0, limit = 0;
   std::string data, text;
+  bool runtime = false;  // through the inference engine (bf16 or packed FP8 weights, bf16 or FP8 KV cache)
+  EngineArgs engine;
 };
-
-std::string read_text(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  FP8KIT_CHECK(in.good(), "cannot read --text {}: check the path", path.string());
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
 
 // The IMDB test reviews, or --text's file as one document (its bytes as they are), each followed by
 // <|endoftext|> as in training.
 void run_eval(const EvalArgs& a) {
-  LoadedModel m = load(a.model);
+  const bool runtime = a.runtime || infer::is_packed(a.model.model);
   const std::vector<std::string> texts = a.text.empty() ? imdb_corpus(a.data, a.limit).validation
                                                         : std::vector<std::string>{read_text(a.text)};
+  const std::string what = a.text.empty() ? "validation" : a.text;
+  if (runtime) {
+    EngineArgs args = a.engine;
+    args.device = a.model.device;
+    const Device device = parse_device(args.device);
+    if (device == Device::Cuda) require_cuda();
+    infer::LlamaEngine engine = infer::LlamaEngine::open(a.model.model, device, engine_options(args, a.batch, a.seq));
+    const text::BpeTokenizer tokenizer = text::BpeTokenizer::load(fs::path(a.model.model) / kTokenizerFile);
+    const std::vector<int32_t> stream = token_stream(tokenizer, texts);
+    const infer::Perplexity e = infer::evaluate(engine, data::TokenWindows(stream, a.seq, 0), a.batch, a.batches);
+    fmt::print("{} (runtime: {} weights, {} KV cache): {} loss {:.6f}, perplexity {:.3f} over {} tokens\n",
+               a.model.model, engine.fp8_weights() ? "fp8" : "bf16", args.kv_cache, what, e.loss, e.perplexity,
+               e.tokens);
+    return;
+  }
+  LoadedModel m = load(a.model);
   const std::vector<int32_t> stream = token_stream(m.tokenizer, texts);
   const data::TokenWindows windows(stream, a.seq, 0);
   const train::LmEvaluation e = train::evaluate_lm(m.model, windows, a.batch, a.batches);
-  fmt::print("{} ({}): {} loss {:.6f}, perplexity {:.3f} over {} tokens\n", a.model.model, a.model.precision,
-             a.text.empty() ? "validation" : a.text, e.loss, e.perplexity, e.tokens);
-}
-
-struct GenerateArgs {
-  ModelArgs model;
-  std::string prompt;
-  int64_t max_new_tokens = 64;
-  infer::SamplingOptions sampling;
-};
-
-// Recomputes the whole context for every new token (no KV cache: the inference runtime's job), and
-// prints each token's text as it comes.
-void run_generate(const GenerateArgs& a) {
-  LoadedModel m = load(a.model);
-  const std::vector<int32_t> prompt = m.tokenizer.encode(a.prompt);
-  FP8KIT_CHECK(!prompt.empty(), "the prompt is empty");
-  const std::span<const int32_t> bos = m.tokenizer.bos_ids();  // as Hugging Face's tokenizer starts a text
-  std::vector<int32_t> ids(bos.begin(), bos.end());
-  ids.insert(ids.end(), prompt.begin(), prompt.end());
-  const int64_t limit = m.model.config().max_position_embeddings;
-  infer::Sampler sampler(a.sampling);
-  fmt::print("{}", a.prompt);
-  std::fflush(stdout);
-  const std::optional<int32_t> eos = m.tokenizer.eos_id();
-  Tensor tokens;
-  for (int64_t n = 0; n < a.max_new_tokens; ++n) {
-    const int64_t start = std::max<int64_t>(0, static_cast<int64_t>(ids.size()) - limit);
-    const int64_t T = static_cast<int64_t>(ids.size()) - start;
-    tokens = Tensor({1, T}, DType::I32, m.model.device());
-    tokens.copy_from_host(ids.data() + start);
-    const Tensor& logits = m.model.forward(tokens, false);
-    const int64_t V = m.model.config().vocab_size;
-    const Tensor last = logits.view((T - 1) * V, {V}).to(Device::Cpu);
-    const int32_t next = sampler.next(last.span<float>().first(static_cast<size_t>(m.tokenizer.vocab_size())));
-    if (eos && next == *eos) break;
-    ids.push_back(next);
-    fmt::print("{}", m.tokenizer.decode(std::span<const int32_t>(&ids.back(), 1)));
-    std::fflush(stdout);
-  }
-  fmt::print("\n");
+  fmt::print("{} ({}): {} loss {:.6f}, perplexity {:.3f} over {} tokens\n", a.model.model, a.model.precision, what,
+             e.loss, e.perplexity, e.tokens);
 }
 
 // ---- lm compare
@@ -408,24 +352,18 @@ void setup(CLI::App& app) {
       ->check(CLI::ExistingFile)
       ->excludes(data)
       ->excludes(limit);
+  eval->add_flag("--runtime", e->runtime,
+                 "evaluate through the inference engine (implied by a packed model); then --kv-cache and "
+                 "--activations apply");
+  eval->add_option("--kv-cache", e->engine.kv_cache, "with --runtime: bf16 or fp8")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"bf16", "fp8"}));
+  eval->add_option("--activations", e->engine.activations, "with --runtime: auto, static, dynamic or warmup")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "static", "dynamic", "warmup"}));
   eval->callback([e] { run_eval(*e); });
 
-  auto g = std::make_shared<GenerateArgs>();
-  CLI::App* generate = app.add_subcommand("generate", "Continue a prompt, greedy or sampled");
-  add_model_options(*generate, g->model);
-  generate->add_option("prompt", g->prompt, "the text to continue")->required();
-  generate->add_option("--max-new-tokens", g->max_new_tokens, "tokens to generate")
-      ->capture_default_str()
-      ->check(whole_number(1, 1'000'000));
-  generate->add_option("--temperature", g->sampling.temperature, "0: greedy")->capture_default_str()->check(real_number(0, 100));
-  generate->add_option("--top-k", g->sampling.top_k, "sample from the k most likely (0: all)")
-      ->capture_default_str()
-      ->check(whole_number(0, 1 << 30));
-  generate->add_option("--top-p", g->sampling.top_p, "sample from the nucleus of probability p")
-      ->capture_default_str()
-      ->check(real_number(1e-6, 1));
-  add_seed_option(*generate, g->sampling.seed, "seed of the sampling");
-  generate->callback([g] { run_generate(*g); });
+  add_inference_commands(app);
 
   auto runs = std::make_shared<std::vector<std::string>>();
   auto svg = std::make_shared<std::string>();

@@ -82,6 +82,9 @@ class Context {
   // It grows only outside a graph capture: a captured step gets its scratch sized by the eager
   // step before it.
   void* scratch(size_t bytes);
+  // How many times a lane's scratch has grown (and moved): a captured graph made before the last
+  // growth reads freed memory and must be captured again.
+  uint64_t scratch_generation() const { return scratch_generation_; }
 
   // Waits for all queued work (GPU); CPU: returns at once.
   void synchronize();
@@ -94,6 +97,7 @@ class Context {
   Device device_;
   uint64_t seed_;
   uint64_t step_ = 0;
+  uint64_t scratch_generation_ = 0;
   Lane lane_ = Lane::Main;
   std::array<bool, kLanes> forked_{};
   std::unique_ptr<Cuda> cuda_;

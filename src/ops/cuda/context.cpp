@@ -77,6 +77,7 @@ void* Context::scratch(size_t bytes) {
     // eager first run of a step only; cudaFree's implicit synchronization is not a promise to build on).
     synchronize();
     buffer = cuda::DeviceBuffer<std::byte>(bytes);
+    ++scratch_generation_;
   }
   return buffer.data();
 }

@@ -1,0 +1,217 @@
+// The inference engine on the CPU: its bf16 prefill against the training model's bf16 forward (the
+// same weights), decode steps against prefills of the whole sequence, the FP8 KV cache near the bf16
+// one, generation against a hand-run greedy loop, calibration's records, and its refusals.
+#include "infer/generate.h"
+#include "infer/llama_engine.h"
+#include "models/llama.h"
+#include "models/llama_io.h"
+
+#include "common/error_of.h"
+#include "common/temp_dir.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+namespace fp8kit::infer {
+namespace {
+
+using testing::error_of;
+
+models::LlamaConfig tiny_config() {
+  models::LlamaConfig c;
+  c.vocab_size = 61;
+  c.hidden_size = 64;
+  c.intermediate_size = 96;
+  c.num_hidden_layers = 2;
+  c.num_attention_heads = 4;
+  c.num_key_value_heads = 2;
+  c.head_dim = 16;
+  c.max_position_embeddings = 64;
+  c.tie_word_embeddings = false;
+  return c;
+}
+
+// A saved random model (bf16 weights), and the training model loaded back from it.
+struct SavedModel {
+  testing::TempDir dir{"engine"};
+  models::Llama reference;
+  explicit SavedModel(const models::LlamaConfig& config) : reference(config, 3) {
+    models::save_pretrained(reference, dir.path());
+    reference = models::load_pretrained(dir.path());
+    reference.set_precision(nn::Precision::Bf16);
+  }
+};
+
+std::vector<int32_t> random_tokens(int64_t n, int64_t vocab, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> t(static_cast<size_t>(n));
+  for (int32_t& id : t) id = static_cast<int32_t>(rng() % static_cast<uint32_t>(vocab));
+  return t;
+}
+
+std::vector<float> host(const Tensor& t) {
+  const Tensor h = t.to(Device::Cpu);
+  return {h.span<float>().begin(), h.span<float>().end()};
+}
+
+double max_abs_diff(std::span<const float> a, std::span<const float> b) {
+  EXPECT_EQ(a.size(), b.size());
+  double m = 0;
+  for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::abs(static_cast<double>(a[i]) - b[i]));
+  return m;
+}
+
+TEST(LlamaEngine, Bf16PrefillMatchesTheTrainingModelsBf16Forward) {
+  SavedModel saved(tiny_config());
+  const int64_t batch = 2, seq = 13;
+  const std::vector<int32_t> tokens = random_tokens(batch * seq, 61, 1);
+  LlamaEngine engine = LlamaEngine::from_hf(saved.dir.path(), Device::Cpu, {.max_batch = 2, .max_seq = 32});
+  const std::vector<float> got = host(engine.prefill(tokens, batch, seq, 0, true));
+  Tensor t({batch, seq}, DType::I32);
+  std::copy(tokens.begin(), tokens.end(), t.data<int32_t>());
+  const std::vector<float> want = host(saved.reference.forward(t, false));
+  ASSERT_EQ(got.size(), want.size());
+  // The same bf16 rounding points but for the projections' outputs (bf16 here, float32 there).
+  EXPECT_LT(max_abs_diff(got, want), 0.02);
+  // Last positions only: the rows of every sequence's last token (the LM head's GEMM of other shape
+  // sums in another order).
+  const std::vector<float> last = host(engine.prefill(tokens, batch, seq));
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t v = 0; v < 61; ++v)
+      EXPECT_NEAR(last[static_cast<size_t>(b * 61 + v)], got[static_cast<size_t>((b * seq + seq - 1) * 61 + v)], 1e-5);
+}
+
+TEST(LlamaEngine, DecodeStepsContinueAPrefillAsAPrefillOfTheWholeSequenceWould) {
+  SavedModel saved(tiny_config());
+  for (DType kv : {DType::Bf16, DType::E4M3}) {
+    LlamaEngine engine = LlamaEngine::from_hf(saved.dir.path(), Device::Cpu,
+                                              {.max_batch = 3, .max_seq = 32, .kv_cache = kv, .default_kv_scale = 0.01f});
+    const std::vector<int32_t> all = random_tokens(3 * 12, 61, 2);
+    // Three sequences of 9 prompt tokens, then 3 decode steps.
+    std::vector<int32_t> prompts;
+    for (int64_t b = 0; b < 3; ++b) prompts.insert(prompts.end(), all.begin() + b * 12, all.begin() + b * 12 + 9);
+    engine.prefill(prompts, 3, 9);
+    std::vector<float> stepped;
+    for (int64_t t = 9; t < 12; ++t) {
+      const std::vector<int32_t> next{all[static_cast<size_t>(t)], all[static_cast<size_t>(12 + t)],
+                                      all[static_cast<size_t>(24 + t)]};
+      stepped = host(engine.decode(next));
+    }
+    EXPECT_EQ(engine.slot_length(0), 12);
+    const std::vector<float> whole = host(engine.prefill(all, 3, 12));
+    EXPECT_LT(max_abs_diff(stepped, whole), 0.03) << name(kv);
+  }
+}
+
+TEST(LlamaEngine, AnFp8KvCacheStaysNearTheBf16One) {
+  SavedModel saved(tiny_config());
+  const std::vector<int32_t> tokens = random_tokens(2 * 16, 61, 3);
+  LlamaEngine bf16 = LlamaEngine::from_hf(saved.dir.path(), Device::Cpu, {.max_batch = 2, .max_seq = 16});
+  LlamaEngine fp8 = LlamaEngine::from_hf(saved.dir.path(), Device::Cpu,
+                                         {.max_batch = 2, .max_seq = 16, .kv_cache = DType::E4M3, .default_kv_scale = 0.01f});
+  const std::vector<float> a = host(bf16.prefill(tokens, 2, 16, 0, true));
+  const std::vector<float> b = host(fp8.prefill(tokens, 2, 16, 0, true));
+  const double diff = max_abs_diff(a, b);
+  EXPECT_GT(diff, 0.0);  // the cache is quantized
+  EXPECT_LT(diff, 0.05);
+  EXPECT_EQ(fp8.kv_cache_bytes() * 2, bf16.kv_cache_bytes());
+}
+
+TEST(LlamaEngine, GreedyGenerationIsTheArgmaxOfEachStep) {
+  SavedModel saved(tiny_config());
+  LlamaEngine engine = LlamaEngine::from_hf(saved.dir.path(), Device::Cpu, {.max_batch = 2, .max_seq = 40});
+  const std::vector<std::vector<int32_t>> prompts{random_tokens(5, 61, 4), random_tokens(8, 61, 5)};
+  std::vector<std::pair<size_t, int32_t>> streamed;
+  const auto out = generate(engine, prompts, {.max_new_tokens = 6},
+                            [&](size_t i, int32_t token) { streamed.emplace_back(i, token); });
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(streamed.size(), 12u);
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    ASSERT_EQ(out[i].size(), 6u);
+    std::vector<int32_t> seq = prompts[i];
+    for (int32_t expected : out[i]) {  // re-prefill the whole sequence for every token
+      const Tensor& logits = engine.prefill(seq, 1, static_cast<int64_t>(seq.size()));
+      EXPECT_EQ(engine.argmax(logits)[0], expected);
+      seq.push_back(expected);
+    }
+  }
+}
+
+TEST(LlamaEngine, CalibrationRecordsEveryProjectionInputAndTheKvCache) {
+  SavedModel saved(tiny_config());
+  LlamaEngine engine = LlamaEngine::from_hf(saved.dir.path(), Device::Cpu, {.max_batch = 2, .max_seq = 16});
+  quant::CalibrationStats stats;
+  engine.record_calibration(&stats);
+  engine.prefill(random_tokens(2 * 16, 61, 6), 2, 16);
+  engine.prefill(random_tokens(7, 61, 7), 1, 7);
+  engine.record_calibration(nullptr);
+  EXPECT_EQ(stats.prompts, 3);
+  EXPECT_EQ(stats.tokens, 39);
+  for (const char* name : {"q_proj", "k_proj", "v_proj", "o_proj", "k_cache", "v_cache"}) {
+    const auto it = stats.activations.find(std::string("model.layers.1.self_attn.") + name);
+    ASSERT_NE(it, stats.activations.end()) << name;
+    EXPECT_GT(it->second.amax(), 0.0f) << name;
+    uint64_t counted = 0;
+    for (uint64_t n : it->second.histogram) counted += n;
+    const uint64_t channels = it->second.channel_amax.size();
+    EXPECT_EQ(counted, 39 * channels) << name;
+  }
+  for (const char* name : {"gate_proj", "up_proj", "down_proj"})
+    EXPECT_EQ(stats.activations.count(std::string("model.layers.0.mlp.") + name), 1u) << name;
+  EXPECT_EQ(stats.activations.at("model.layers.0.mlp.down_proj").channel_amax.size(), 96u);
+  EXPECT_EQ(stats.activations.at("model.layers.0.self_attn.q_proj").amax(),
+            stats.activations.at("model.layers.0.self_attn.v_proj").amax());
+}
+
+// Random weights: FP8 (per tensor or per channel, scales per token, or frozen after a warm-up) near the
+// bf16 engine of the same draw.
+TEST(LlamaEngine, Fp8WeightsStayNearTheirBf16Draw) {
+  const models::LlamaConfig config = tiny_config();
+  const std::vector<int32_t> tokens = random_tokens(2 * 12, 61, 8);
+  LlamaEngine bf16 = LlamaEngine::random(config, {}, 5, Device::Cpu, {.max_batch = 2, .max_seq = 16});
+  EXPECT_FALSE(bf16.fp8_weights());
+  const std::vector<float> want = host(bf16.prefill(tokens, 2, 12, 0, true));
+  double spread = 0;
+  for (float v : want) spread = std::max(spread, std::abs(static_cast<double>(v)));
+  for (Granularity g : {Granularity::PerTensor, Granularity::PerRow}) {
+    for (ActivationScaling s : {ActivationScaling::Dynamic, ActivationScaling::WarmUp}) {
+      LlamaEngine fp8 = LlamaEngine::random(config, {.fp8 = true, .granularity = g}, 5, Device::Cpu,
+                                            {.max_batch = 2, .max_seq = 16, .activations = s, .warm_up_passes = 2});
+      EXPECT_TRUE(fp8.fp8_weights());
+      EXPECT_LT(fp8.weight_bytes(), bf16.weight_bytes());
+      for (int pass = 0; pass < 3; ++pass) {  // WarmUp: two passes per token, then static scales
+        const std::vector<float> got = host(fp8.prefill(tokens, 2, 12, 0, true));
+        EXPECT_LT(max_abs_diff(got, want), 0.1 * spread) << name(g) << " pass " << pass;
+        EXPECT_GT(max_abs_diff(got, want), 0.0);
+      }
+    }
+  }
+  EXPECT_EQ(error_of([&] {
+              (void)LlamaEngine::random(config, {.fp8 = true}, 5, Device::Cpu,
+                                        {.max_seq = 16, .activations = ActivationScaling::Static});
+            }),
+            "static activation scales need a model packed with input_scale (calibrate, then pack with "
+            "--activations static), or use dynamic or warm-up scaling");
+}
+
+TEST(LlamaEngine, RefusesWhatItCannotServe) {
+  SavedModel saved(tiny_config());
+  LlamaEngine engine = LlamaEngine::from_hf(saved.dir.path(), Device::Cpu, {.max_batch = 2, .max_seq = 8});
+  EXPECT_EQ(error_of([&] { engine.prefill(std::vector<int32_t>{1, 61}, 1, 2); }),
+            "token 61 at 1 is outside the vocabulary [0, 61)");
+  EXPECT_EQ(error_of([&] { engine.prefill(random_tokens(9, 61, 1), 1, 9); }),
+            "prefill: 9 tokens per sequence exceed the KV cache's 8 (raise max_seq)");
+  EXPECT_EQ(error_of([&] { engine.prefill(random_tokens(6, 61, 1), 3, 2); }),
+            "prefill: slots [0, 3) outside the engine's 2 (raise max_batch)");
+  EXPECT_EQ(error_of([&] { engine.decode(std::vector<int32_t>{1}); }),
+            "decode: slot 0 is empty (prefill its prompt first)");
+  engine.prefill(random_tokens(8, 61, 1), 1, 8);
+  EXPECT_EQ(error_of([&] { engine.decode(std::vector<int32_t>{1}); }), "decode: slot 0 is full (8 tokens; raise max_seq)");
+  EXPECT_EQ(error_of([&] { (void)LlamaEngine::from_hf(saved.dir.path(), Device::Cpu, {.max_seq = 65}); }),
+            "engine: max_seq 65 must be in [1, max_position_embeddings = 64]");
+}
+
+}  // namespace
+}  // namespace fp8kit::infer
