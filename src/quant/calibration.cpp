@@ -41,8 +41,9 @@ float ActivationStats::percentile(double fraction) const {
   uint64_t total = 0;
   for (const uint64_t count : histogram) total += count;
   if (total == 0) return amax();
-  // The first bin whose cumulative count reaches fraction * total (at least one value).
-  const double target = std::max(1.0, std::ceil(fraction * static_cast<double>(total)));
+  // The first bin whose cumulative count reaches fraction * total (at least one value). The fraction is
+  // a decimal (99.9 / 100 is 0.9990000000000001 in binary): a relative 1e-12 keeps 999 of 1000 enough.
+  const double target = std::max(1.0, std::ceil(fraction * static_cast<double>(total) * (1.0 - 1e-12)));
   uint64_t cumulative = 0;
   int bin = 0;
   for (; bin < static_cast<int>(histogram.size()); ++bin) {

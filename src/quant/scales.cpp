@@ -25,18 +25,17 @@ float calibrated_scale_inv(const ActivationStats& stats, const ScalePolicy& poli
   return scale_inv_from_amax(calibrated_amax(stats, policy), policy.format, policy.margin);
 }
 
-std::vector<float> calibrated_head_scale_invs(const ActivationStats& stats, int64_t head_dim, const ScalePolicy& policy) {
+std::vector<float> calibrated_head_amax(const ActivationStats& stats, int64_t head_dim, const ScalePolicy& policy) {
   const size_t channels = stats.channel_amax.size(), dim = static_cast<size_t>(head_dim);
   FP8KIT_CHECK(head_dim > 0 && channels > 0 && channels % dim == 0,
                "statistics of {} channels do not split into heads of {} channels", channels, head_dim);
   const float cap = calibrated_amax(stats, policy);
-  std::vector<float> scale_invs;
+  std::vector<float> amax;
   for (size_t begin = 0; begin < channels; begin += dim) {
     const auto head = std::span(stats.channel_amax).subspan(begin, dim);
-    const float amax = std::min(*std::ranges::max_element(head), cap);
-    scale_invs.push_back(scale_inv_from_amax(amax, policy.format, policy.margin));
+    amax.push_back(std::min(*std::ranges::max_element(head), cap));
   }
-  return scale_invs;
+  return amax;
 }
 
 }  // namespace fp8kit::quant

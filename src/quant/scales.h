@@ -15,7 +15,7 @@ namespace fp8kit::quant {
 struct ScalePolicy {
   Fp8Format format = Fp8Format::E4M3;
   int margin = 0;                     // scale_inv times 2^margin (0 to 16)
-  std::optional<double> percentile;  // in percent, e.g. 99.9 or 99.99: clip at it instead of the amax
+  std::optional<double> percentile{};  // in percent, e.g. 99.9 or 99.99: clip at it instead of the amax
 };
 
 // numerics' current scale as a multiplier: 1 / current_scale(amax) = amax / fp8_max * 2^margin, the
@@ -31,8 +31,8 @@ float calibrated_amax(const ActivationStats& stats, const ScalePolicy& policy);
 float calibrated_scale_inv(const ActivationStats& stats, const ScalePolicy& policy);
 
 // Per head of `head_dim` consecutive channels (a KV cache's heads): each head's channel amax, capped by
-// the whole tensor's percentile clip when the policy has one (the histogram is per tensor), as
-// multipliers. stats must hold a multiple of head_dim channels.
-std::vector<float> calibrated_head_scale_invs(const ActivationStats& stats, int64_t head_dim, const ScalePolicy& policy);
+// the whole tensor's calibrated_amax (its percentile clip, when the policy has one: the histogram is per
+// tensor). stats must hold a multiple of head_dim channels.
+std::vector<float> calibrated_head_amax(const ActivationStats& stats, int64_t head_dim, const ScalePolicy& policy);
 
 }  // namespace fp8kit::quant

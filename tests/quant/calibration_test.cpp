@@ -38,6 +38,7 @@ TEST(Calibration, PercentileIsTheUpperEdgeOfTheBinThatReachesTheFraction) {
   EXPECT_EQ(s.amax(), 100.0f);
   EXPECT_EQ(s.percentile(0.999), histogram_bin_upper(histogram_bin(1.0f)));
   EXPECT_EQ(s.percentile(0.999), 1.0f + 1.0f / 16);  // 16 bins per octave
+  EXPECT_EQ(s.percentile(99.9 / 100), 1.0f + 1.0f / 16);  // 0.9990000000000001: still 999 of 1000
   EXPECT_EQ(s.percentile(1.0), 100.0f);              // capped at the amax, not the bin's edge
   EXPECT_EQ(stats_of(values, false).percentile(0.999), 100.0f);  // no histogram: the amax
   EXPECT_THAT(error_of([&] { s.percentile(0.0); }), HasSubstr("(0, 1]"));
@@ -157,8 +158,8 @@ TEST(Scales, AreAmaxOverTheFormatsMaximumWithMargin) {
   EXPECT_EQ(calibrated_scale_inv(s, {.percentile = 100.0}), 1.0f);
 
   const ActivationStats heads{{1.0f, 448.0f, 4.48f, 0.0f}, {}};
-  EXPECT_THAT(calibrated_head_scale_invs(heads, 2, {}), ::testing::ElementsAre(1.0f, 1.0f / 100));
-  EXPECT_THAT(error_of([&] { calibrated_head_scale_invs(heads, 3, {}); }), HasSubstr("heads of 3 channels"));
+  EXPECT_THAT(calibrated_head_amax(heads, 2, {}), ::testing::ElementsAre(448.0f, 4.48f));
+  EXPECT_THAT(error_of([&] { calibrated_head_amax(heads, 3, {}); }), HasSubstr("heads of 3 channels"));
 }
 
 }  // namespace
