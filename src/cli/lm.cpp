@@ -4,6 +4,7 @@
 // loss and perplexity (or a text file's); `lm generate` continues a prompt, greedy or sampled.
 #include "base/error.h"
 #include "cli/command.h"
+#include "cli/lm_pack.h"
 #include "cli/options.h"
 #include "cli/recipe_options.h"
 #include "data/imdb.h"
@@ -434,6 +435,8 @@ void setup(CLI::App& app) {
   compare->add_option("runs", *runs, "run directories (--out of lm train)")->required()->check(CLI::ExistingDirectory);
   compare->add_option("--svg", *svg, "write the validation curves there")->check(non_empty_path());
   compare->callback([runs, svg] { run_compare(*runs, *svg); });
+
+  add_lm_pack_command(app);
 }
 
 const bool registered = register_command({"lm", "Train, evaluate and sample a Llama language model", setup});
