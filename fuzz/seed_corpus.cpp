@@ -5,6 +5,8 @@
 #include "fuzz_support.h"
 #include "io/checkpoint.h"
 #include "io/safetensors.h"
+#include "numerics/histogram.h"
+#include "quant/calibration.h"
 #include "text/bpe_learner.h"
 #include "text/vocab_file.h"
 
@@ -49,6 +51,15 @@ void checkpoint_seeds(const fs::path& dir) {
   state.kernel = {1, 2, 3, 4, 5, 6};
   state.step = {7};
   io::save_checkpoint(dir / "checkpoint.safetensors", state.entries(), {{"precision", "fp8"}, {"epoch", "2"}});
+}
+
+void calibration_seeds(const fs::path& dir) {
+  quant::CalibrationStats stats;
+  stats.activations["model.layers.0.self_attn.q_proj"] = {{0.5f, 2.0f}, std::vector<uint64_t>(kHistogramBins, 1)};
+  stats.activations["model.layers.0.self_attn.k_cache"] = {{3.0f}, {}};
+  stats.prompts = 2;
+  stats.tokens = 9;
+  quant::save_calibration(dir / "calibration.safetensors", stats);
 }
 
 void text_dataset_seeds(const fs::path& dir) {
@@ -96,7 +107,8 @@ int main(int argc, char** argv) {
   }
   const fs::path root = argv[1];
   const std::vector<std::pair<std::string, void (*)(const fs::path&)>> targets = {
-      {"safetensors", safetensors_seeds}, {"checkpoint", checkpoint_seeds}, {"text_dataset", text_dataset_seeds},
+      {"safetensors", safetensors_seeds}, {"checkpoint", checkpoint_seeds}, {"calibration", calibration_seeds},
+      {"text_dataset", text_dataset_seeds},
       {"vocab", vocab_seeds},             {"tokenizer", tokenizer_seeds},     {"tokenizer_json", tokenizer_json_seeds},
   };
   try {

@@ -363,7 +363,8 @@ void setup(CLI::App& app) {
       ->check(CLI::IsMember({"auto", "static", "dynamic", "warmup"}));
   eval->callback([e] { run_eval(*e); });
 
-  add_inference_commands(app);
+  add_lm_pack_command(app);
+  add_lm_inference_commands(app);
 
   auto runs = std::make_shared<std::vector<std::string>>();
   auto svg = std::make_shared<std::string>();
@@ -374,7 +375,7 @@ void setup(CLI::App& app) {
   compare->callback([runs, svg] { run_compare(*runs, *svg); });
 }
 
-const bool registered = register_command({"lm", "Train, evaluate and sample a Llama language model", setup});
+const bool registered = register_command({"lm", "Train a Llama language model, pack it to FP8, evaluate, generate and benchmark", setup});
 
 }  // namespace
 }  // namespace fp8kit::cli

@@ -43,7 +43,7 @@ void add_engine_options(CLI::App& app, EngineArgs& a);
 infer::EngineOptions engine_options(const EngineArgs& a, int64_t max_batch, int64_t max_seq);
 
 // The `lm` subcommands of other files: lm_pack.cpp's and lm_infer.cpp's.
-void add_pack_command(CLI::App& lm);
-void add_inference_commands(CLI::App& lm);
+void add_lm_pack_command(CLI::App& lm);
+void add_lm_inference_commands(CLI::App& lm);
 
 }  // namespace fp8kit::cli

@@ -321,7 +321,7 @@ void run_bench(const BenchArgs& a) {
 
 }  // namespace
 
-void add_inference_commands(CLI::App& app) {
+void add_lm_inference_commands(CLI::App& app) {
   auto cal = std::make_shared<CalibrateArgs>();
   CLI::App* calibrate = app.add_subcommand(
       "calibrate", "Record activation amaxes and histograms of a bf16 model over prompts, for `lm pack`");

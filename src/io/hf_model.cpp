@@ -38,7 +38,7 @@ bool is_shard_name(std::string_view name) {
          });
 }
 
-// Every tensor is BF16 or F32, uniquely named (across shards too), with as many bytes as its shape
+// Every tensor is BF16, F32 or FP8, uniquely named (across shards too), with as many bytes as its shape
 // needs: checked before any file is written, since overwriting shards is not undone by an error.
 void check_weights(std::span<const TensorView> tensors) {
   FP8KIT_CHECK(!tensors.empty(), "no tensors to write as HF model weights");
@@ -47,8 +47,9 @@ void check_weights(std::span<const TensorView> tensors) {
     FP8KIT_CHECK(!tensor.name.empty(), "an HF weight has an empty name");
     FP8KIT_CHECK(names.insert(tensor.name).second, "two HF weights are named \"{}\"; names must be unique",
                  tensor.name);
-    FP8KIT_CHECK(tensor.dtype == Dtype::BF16 || tensor.dtype == Dtype::F32,
-                 "HF weight \"{}\" is {}; write BF16 or F32 (f32_to_bf16 converts)", tensor.name,
+    FP8KIT_CHECK(tensor.dtype == Dtype::BF16 || tensor.dtype == Dtype::F32 || tensor.dtype == Dtype::F8_E4M3 ||
+                     tensor.dtype == Dtype::F8_E5M2,
+                 "HF weight \"{}\" is {}; write BF16, F32 or FP8 (f32_to_bf16 converts)", tensor.name,
                  dtype_name(tensor.dtype));
     check_tensor_bytes(tensor);
   }
@@ -144,7 +145,7 @@ std::map<std::string, std::string> read_weight_map(const fs::path& index_path) {
 }  // namespace
 
 std::vector<std::string> write_hf_model_weights(const fs::path& dir, std::span<const TensorView> tensors,
-                                                uint64_t max_shard_bytes) {
+                                                uint64_t max_shard_bytes, const ShardMetadata& shard_metadata) {
   FP8KIT_CHECK(max_shard_bytes > 0, "the maximum shard size must be positive");
   check_weights(tensors);
   const std::vector<std::vector<TensorView>> shards = split_into_shards(tensors, max_shard_bytes);
@@ -155,8 +156,9 @@ std::vector<std::string> write_hf_model_weights(const fs::path& dir, std::span<c
   std::error_code error;
   fs::create_directories(dir, error);
   FP8KIT_CHECK(!error, "cannot create the model directory {}: {}", dir.string(), error.message());
-  const Metadata metadata{{"format", "pt"}};  // transformers refuses safetensors files without it
   for (size_t i = 0; i < shards.size(); ++i) {
+    Metadata metadata = shard_metadata ? shard_metadata(shards[i]) : Metadata{};
+    metadata["format"] = "pt";  // transformers refuses safetensors files without it
     write_safetensors(dir / files[i], metadata, shards[i]);
   }
   if (shards.size() > 1) write_text_atomically(dir / kHfIndexFile, index_json(shards, files));

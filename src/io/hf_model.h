@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <span>
@@ -21,19 +22,23 @@ inline constexpr std::string_view kHfIndexFile = "model.safetensors.index.json";
 // transformers' default max_shard_size ("5GB", decimal).
 inline constexpr uint64_t kHfDefaultMaxShardBytes = 5'000'000'000;
 
-// Writes `tensors` (BF16 or F32, HF names, unique) into `dir` (created if missing) as save_pretrained
+// Writes `tensors` (BF16 or F32, or FP8 codes F8_E4M3 / F8_E5M2 for packed checkpoints; HF names,
+// unique) into `dir` (created if missing) as save_pretrained
 // does: shards are filled in the given order, a new one begun when the next tensor would take the
 // current one past max_shard_bytes of data (a tensor larger than that gets a shard of its own);
 // one shard is written as model.safetensors with no index, several as model-0000K-of-0000N.safetensors
 // plus the index {"metadata": {"total_parameters": elements, "total_size": data bytes},
-// "weight_map": {name: file}}. Every file carries __metadata__ {"format": "pt"} and is replaced
+// "weight_map": {name: file}}. Every file carries __metadata__ {"format": "pt"} (plus what
+// `shard_metadata`, when given, returns for the tensors of that file) and is replaced
 // atomically; the index is written last, and only then are the files of an earlier save that the
 // new one does not use removed (shards of another count, model.safetensors after a sharded save,
 // the index after a single-file save), so a crash leaves a loadable directory. (A crash while
 // overwriting shards of the same count leaves old and new shards under the old index, as with
 // transformers.) Returns the weight files written, in order.
+using ShardMetadata = std::function<Metadata(std::span<const TensorView> shard)>;
 std::vector<std::string> write_hf_model_weights(const std::filesystem::path& dir, std::span<const TensorView> tensors,
-                                                uint64_t max_shard_bytes = kHfDefaultMaxShardBytes);
+                                                uint64_t max_shard_bytes = kHfDefaultMaxShardBytes,
+                                                const ShardMetadata& shard_metadata = {});
 
 // The weights of an HF model directory, each file mapped once; views live as long as this object.
 class HfWeights {

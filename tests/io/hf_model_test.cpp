@@ -165,6 +165,24 @@ TEST(HfModel, AFailedSaveLeavesTheEarlierSaveLoadable) {
   EXPECT_THAT(open_hf_weights(dir.path()).names(), ElementsAre("only"));
 }
 
+TEST(HfModel, WritesFp8CodesAndEachShardsOwnMetadata) {
+  const testing::TempDir dir("hf_model");
+  Weights weights;
+  weights.add("scale", {4}, 1.0f);
+  const std::vector<uint8_t> codes{0x38, 0x40, 0xB8, 0x7E};
+  weights.views.push_back({"codes", Dtype::F8_E4M3, {2, 2}, std::as_bytes(std::span(codes))});
+  const auto names = [](std::span<const TensorView> shard) {
+    std::string joined;
+    for (const TensorView& t : shard) joined += t.name + ";";
+    return Metadata{{"tensors", joined}, {"format", "not pt"}};
+  };
+  write_hf_model_weights(dir.path(), weights.views, 16, names);  // one tensor per shard
+  const HfWeights loaded = open_hf_weights(dir.path());
+  EXPECT_EQ(loaded.at("codes").dtype, Dtype::F8_E4M3);
+  EXPECT_EQ(read_safetensors(loaded.file_of("codes")).metadata, (Metadata{{"format", "pt"}, {"tensors", "codes;"}}));
+  EXPECT_EQ(read_safetensors(loaded.file_of("scale")).metadata, (Metadata{{"format", "pt"}, {"tensors", "scale;"}}));
+}
+
 TEST(HfModel, TheWriterRefusesBadTensorsBeforeWritingAnything) {
   const testing::TempDir dir("hf_model");
   Weights weights;
@@ -179,7 +197,7 @@ TEST(HfModel, TheWriterRefusesBadTensorsBeforeWritingAnything) {
   std::vector<TensorView> f16 = weights.views;
   f16[1].dtype = Dtype::F16;
   f16[1].shape = {8};
-  EXPECT_EQ(error_writing(f16), "HF weight \"b\" is F16; write BF16 or F32 (f32_to_bf16 converts)");
+  EXPECT_EQ(error_writing(f16), "HF weight \"b\" is F16; write BF16, F32 or FP8 (f32_to_bf16 converts)");
   std::vector<TensorView> twice = weights.views;
   twice[1].name = "a";
   EXPECT_EQ(error_writing(twice), "two HF weights are named \"a\"; names must be unique");
