@@ -5,6 +5,7 @@
 #include "infer/llama_engine.h"
 #include "models/llama.h"
 #include "models/llama_io.h"
+#include "quant/pack.h"
 
 #include "common/error_of.h"
 #include "common/temp_dir.h"
@@ -194,6 +195,46 @@ TEST(LlamaEngine, Fp8WeightsStayNearTheirBf16Draw) {
             }),
             "static activation scales need a model packed with input_scale (calibrate, then pack with "
             "--activations static), or use dynamic or warm-up scaling");
+}
+
+// The pipeline: calibrate the bf16 model through the engine, pack it (per tensor, per channel, 128x128
+// blocks; static or dynamic activations; FP8 KV cache scales), serve the packed directory.
+TEST(LlamaEngine, ServesWhatItCalibratedAndPacked) {
+  models::LlamaConfig config = tiny_config();
+  config.hidden_size = 128;  // 128x128 blocks: every fused part ends on a block boundary
+  config.intermediate_size = 256;
+  config.head_dim = 32;
+  config.num_key_value_heads = 4;
+  SavedModel saved(config);
+  const std::vector<int32_t> tokens = random_tokens(2 * 16, 61, 9);
+  LlamaEngine bf16 = LlamaEngine::open(saved.dir.path(), Device::Cpu, {.max_batch = 2, .max_seq = 16});
+  quant::CalibrationStats stats;
+  bf16.record_calibration(&stats);
+  bf16.prefill(random_tokens(2 * 16, 61, 10), 2, 16);
+  bf16.record_calibration(nullptr);
+  const std::vector<float> want = host(bf16.prefill(tokens, 2, 16, 0, true));
+  double spread = 0;
+  for (float v : want) spread = std::max(spread, std::abs(static_cast<double>(v)));
+
+  struct Case {
+    Granularity weights;
+    bool static_activations;
+  };
+  for (const Case& k : {Case{Granularity::PerTensor, true}, Case{Granularity::PerRow, true},
+                        Case{Granularity::PerTensor, false}, Case{Granularity::Block128x128, false}}) {
+    const testing::TempDir out("packed");
+    const std::filesystem::path dir = out / "fp8";
+    quant::pack_llama(saved.dir.path(), dir,
+                      {.weights = k.weights, .static_activations = k.static_activations, .fp8_kv_cache = true}, &stats);
+    EXPECT_TRUE(is_packed(dir));
+    for (DType kv : {DType::Bf16, DType::E4M3}) {
+      LlamaEngine fp8 = LlamaEngine::open(dir, Device::Cpu, {.max_batch = 2, .max_seq = 16, .kv_cache = kv});
+      EXPECT_TRUE(fp8.fp8_weights());
+      const std::vector<float> got = host(fp8.prefill(tokens, 2, 16, 0, true));
+      EXPECT_LT(max_abs_diff(got, want), 0.1 * spread) << name(k.weights) << " " << k.static_activations;
+      EXPECT_GT(max_abs_diff(got, want), 0.0);
+    }
+  }
 }
 
 TEST(LlamaEngine, RefusesWhatItCannotServe) {
