@@ -5,6 +5,7 @@
 // run starting there, lane = column, its loads all in flight at once. Runs longer than a warp (padding,
 // frequent words: hundreds of rows) would keep a warp waiting on load after load; the sort lists
 // them, and a few blocks sum them with ops/cuda/ordered_sum.cuh (8 warps fetching, one adding).
+// gather_rows (inference: token embeddings, last hidden rows): a block per row, 16-byte copies.
 #include "ops/cuda/embedding.h"
 
 #include <cub/device/device_radix_sort.cuh>
@@ -240,6 +241,45 @@ void embedding_backward(const EmbeddingShape& shape, const int32_t* tokens, cons
                         float* position_grad, void* workspace, size_t workspace_bytes, cudaStream_t stream) {
   embedding_backward_sort(shape, tokens, token_grad, workspace, workspace_bytes, stream);
   embedding_backward_sums(shape, dout, token_grad, position_grad, workspace, workspace_bytes, stream);
+}
+
+namespace {
+
+constexpr int kGatherThreads = 256;
+
+// Row blockIdx.x of out = table row ids[blockIdx.x], in units of Unit (zeros for an id outside the table).
+template <typename Unit>
+__global__ void gather_rows_kernel(int64_t n, int64_t units, const Unit* table, const int32_t* ids, Unit* out) {
+  const int64_t r = blockIdx.x, id = ids[r];
+  Unit* dst = out + r * units;
+  const bool inside = id >= 0 && id < n;
+  const Unit* src = table + (inside ? id : 0) * units;
+  for (int64_t u = threadIdx.x; u < units; u += blockDim.x) dst[u] = inside ? src[u] : Unit{};
+}
+
+template <typename Unit>
+void launch_gather(int64_t rows, int64_t n, int64_t row_bytes, const std::byte* table, const int32_t* ids,
+                   std::byte* out, cudaStream_t stream) {
+  const int64_t units = row_bytes / static_cast<int64_t>(sizeof(Unit));
+  const int threads = static_cast<int>(std::min<int64_t>(kGatherThreads, std::max<int64_t>(32, (units + 31) / 32 * 32)));
+  gather_rows_kernel<Unit><<<static_cast<unsigned>(rows), threads, 0, stream>>>(
+      n, units, reinterpret_cast<const Unit*>(table), ids, reinterpret_cast<Unit*>(out));
+}
+
+}  // namespace
+
+void gather_rows(int64_t rows, int64_t n, int64_t row_bytes, const std::byte* table, const int32_t* ids,
+                 std::byte* out, cudaStream_t stream) {
+  if (rows < 0 || rows >= (int64_t{1} << 31) || row_bytes < 0 || row_bytes % 2 != 0)
+    throw Error("gather_rows: unsupported shape (" + std::to_string(rows) + " rows of " + std::to_string(row_bytes) +
+                " bytes)");
+  if (rows == 0 || row_bytes == 0) return;
+  if (row_bytes % 16 == 0 && aligned(table, 16) && aligned(out, 16)) {
+    launch_gather<uint4>(rows, n, row_bytes, table, ids, out, stream);
+  } else {
+    launch_gather<uint16_t>(rows, n, row_bytes, table, ids, out, stream);
+  }
+  check_launch("gather_rows");
 }
 
 }  // namespace fp8kit::cuda

@@ -40,4 +40,10 @@ void embedding_backward_sort(const EmbeddingShape& shape, const int32_t* tokens,
 void embedding_backward_sums(const EmbeddingShape& shape, const float* dout, float* token_grad, float* position_grad,
                              void* workspace, size_t workspace_bytes, cudaStream_t stream);
 
+// out row r (row_bytes bytes) = table row ids[r] of table [n rows]; an id outside [0, n) gives a row of
+// zeros (the ids are not read on the host: the caller checks them). A block per row, 16-byte copies
+// where the rows allow.
+void gather_rows(int64_t rows, int64_t n, int64_t row_bytes, const std::byte* table, const int32_t* ids,
+                 std::byte* out, cudaStream_t stream);
+
 }  // namespace fp8kit::cuda

@@ -7,6 +7,7 @@
 
 #include "base/error.h"
 #include "ops/cpu/rms_norm.h"
+#include "ops/cuda/activation_out.cuh"
 #include "ops/cuda/aligned.h"
 #include "ops/cuda/ordered_sum.cuh"
 #include "ops/cuda/round.cuh"
@@ -40,6 +41,82 @@ __global__ void forward_kernel(int64_t dim, float eps, const float* x, const flo
     o[j] = y;
   }
   if (threadIdx.x == 0) rstd[r] = rs;
+}
+
+// weight[j V .. j V + V - 1].
+template <int V>
+__device__ __forceinline__ void load_weights(const float* weight, int64_t j, float (&w)[V]) {
+  if constexpr (V == 8) {
+    const float4* p = reinterpret_cast<const float4*>(weight) + 2 * j;
+    const float4 a = p[0], b = p[1];
+    w[0] = a.x, w[1] = a.y, w[2] = a.z, w[3] = a.w, w[4] = b.x, w[5] = b.y, w[6] = b.z, w[7] = b.w;
+  } else {
+#pragma unroll
+    for (int i = 0; i < V; ++i) w[i] = weight[j * V + i];
+  }
+}
+
+// ops::add_rms_norm: thread t holds vectors t, t + blockDim.x, ... (Chunks of them) of its row: the
+// residual (+ delta, stored back), then the normalized results, until the row's amax is known.
+template <int V, int Chunks>
+__global__ void __launch_bounds__(kRowKernelThreads)
+    add_rms_norm_kernel(int64_t dim, float eps, uint16_t* residual, const uint16_t* delta, const float* weight,
+                        ActivationOutArgs out) {
+  const int64_t r = blockIdx.x, n = dim / V;
+  auto* res = reinterpret_cast<Bf16s<V>*>(residual + r * dim);
+  Bf16s<V> x[Chunks] = {};
+#pragma unroll
+  for (int k = 0; k < Chunks; ++k) {
+    const int64_t j = threadIdx.x + static_cast<int64_t>(k) * blockDim.x;
+    if (j < n) x[k] = res[j];
+  }
+  if (delta != nullptr) {
+    const auto* d = reinterpret_cast<const Bf16s<V>*>(delta + r * dim);
+    Bf16s<V> e[Chunks] = {};
+#pragma unroll
+    for (int k = 0; k < Chunks; ++k) {
+      const int64_t j = threadIdx.x + static_cast<int64_t>(k) * blockDim.x;
+      if (j < n) e[k] = d[j];
+    }
+#pragma unroll
+    for (int k = 0; k < Chunks; ++k) {
+      const int64_t j = threadIdx.x + static_cast<int64_t>(k) * blockDim.x;
+      if (j >= n) continue;
+#pragma unroll
+      for (int i = 0; i < V; ++i)
+        x[k].h[i] = float_to_bf16(__fadd_rn(bf16_to_float(x[k].h[i]), bf16_to_float(e[k].h[i])));
+      res[j] = x[k];
+    }
+  }
+  float sq = 0.0f;
+#pragma unroll
+  for (int k = 0; k < Chunks; ++k) {
+    if (threadIdx.x + static_cast<int64_t>(k) * blockDim.x >= n) continue;
+#pragma unroll
+    for (int i = 0; i < V; ++i) {
+      const float f = bf16_to_float(x[k].h[i]);
+      sq = __fmaf_rn(f, f, sq);
+    }
+  }
+  // rms_norm_forward's rstd and products, each operation rounded as the CPU's.
+  const float rs = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(block_sum(sq), static_cast<float>(dim)), eps)));
+  uint32_t amax = 0;
+#pragma unroll
+  for (int k = 0; k < Chunks; ++k) {
+    const int64_t j = threadIdx.x + static_cast<int64_t>(k) * blockDim.x;
+    if (j >= n) continue;
+    float w[V];
+    load_weights<V>(weight, j, w);
+#pragma unroll
+    for (int i = 0; i < V; ++i) x[k].h[i] = float_to_bf16(__fmul_rn(__fmul_rn(bf16_to_float(x[k].h[i]), rs), w[i]));
+    amax = raise_amax(amax, x[k]);
+  }
+  const float scale = activation_scale(out, r, amax);
+#pragma unroll
+  for (int k = 0; k < Chunks; ++k) {
+    const int64_t j = threadIdx.x + static_cast<int64_t>(k) * blockDim.x;
+    if (j < n) store_activation<V>(out, r * dim + j * V, x[k], scale);
+  }
 }
 
 // dx = rstd (dout weight - x k), k = rstd^2 mean(dout weight x).
@@ -104,6 +181,22 @@ bool vectorizable(int64_t dim, std::initializer_list<const float*> pointers) {
 }
 
 }  // namespace
+
+void add_rms_norm(int64_t rows, int64_t dim, float eps, uint16_t* residual, const uint16_t* delta, const float* weight,
+                  const ActivationOutArgs& out, cudaStream_t stream) {
+  check_shape(rows, dim, "add_rms_norm");
+  if (dim > kRowKernelMaxCols)
+    throw Error("add_rms_norm: rows of " + std::to_string(dim) + " columns are longer than the GPU kernel holds (" +
+                std::to_string(kRowKernelMaxCols) + ")");
+  if (rows == 0) return;
+  const bool vector = dim % 8 == 0 && aligned(residual, 16) && aligned(delta, 16) && aligned(weight, 16) &&
+                      aligned(out.bf16, 16) && aligned(out.codes, 8);
+  launch_row_kernel(dim, vector, [&](auto v, auto chunks, int threads) {
+    add_rms_norm_kernel<decltype(v)::value, decltype(chunks)::value>
+        <<<static_cast<unsigned>(rows), threads, 0, stream>>>(dim, eps, residual, delta, weight, out);
+  });
+  check_launch("add_rms_norm");
+}
 
 void rms_norm_forward(int64_t rows, int64_t dim, float eps, const float* x, const float* weight, bool bf16_out,
                       float* out, float* rstd, cudaStream_t stream) {

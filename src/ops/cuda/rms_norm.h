@@ -6,6 +6,8 @@
 
 #include <cstdint>
 
+#include "ops/cuda/activation_out.h"
+
 namespace fp8kit::cuda {
 
 // x, out: [rows, dim]; weight: [dim]; rstd: [rows] saved for the backward. A block per row; the row's
@@ -18,5 +20,12 @@ void rms_norm_forward(int64_t rows, int64_t dim, float eps, const float* x, cons
 void rms_norm_backward(int64_t rows, int64_t dim, const float* x, const float* weight, const float* rstd,
                        const float* dout, float* dx, float* dweight, float* workspace, cudaStream_t stream);
 int64_t rms_norm_backward_workspace(int64_t rows, int64_t dim);
+
+// Inference's residual step (ops::add_rms_norm): residual [rows, dim] bf16 += delta [rows, dim] bf16
+// (null: none) rounded to bf16 in place, then out = bf16((residual rstd) weight) written as `out` says.
+// A block per row holding the row in registers (dim <= 32768; 16-byte loads where dim % 8 == 0 and
+// the rows are aligned); the sum of squares is a block tree.
+void add_rms_norm(int64_t rows, int64_t dim, float eps, uint16_t* residual, const uint16_t* delta, const float* weight,
+                  const ActivationOutArgs& out, cudaStream_t stream);
 
 }  // namespace fp8kit::cuda

@@ -5,6 +5,8 @@
 #include <string>
 
 #include "base/error.h"
+#include "ops/cuda/activation_out.cuh"
+#include "ops/cuda/aligned.h"
 #include "ops/cuda/round.cuh"
 #include "runtime/cuda/check.h"
 
@@ -13,11 +15,45 @@ namespace {
 
 constexpr int kThreads = 256;
 
+// ops::cpu::swiglu_value's operations in its order.
+__device__ __forceinline__ float swiglu_value(float g, float u) {
+  return __fmul_rn(__fdiv_rn(g, __fadd_rn(1.0f, expf(-g))), u);
+}
+
 __global__ void forward_kernel(int64_t n, const float* gate, const float* up, bool bf16, float* out) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n) return;
-  const float g = gate[i];
-  out[i] = maybe_bf16(__fmul_rn(__fdiv_rn(g, __fadd_rn(1.0f, expf(-g))), up[i]), bf16);
+  out[i] = maybe_bf16(swiglu_value(gate[i], up[i]), bf16);
+}
+
+// ops::swiglu: thread t holds vectors t, t + blockDim.x, ... (Chunks of them) of its row's results
+// until the row's amax is known.
+template <int V, int Chunks>
+__global__ void __launch_bounds__(kRowKernelThreads) fused_kernel(int64_t ffn, const uint16_t* gate_up,
+                                                                  ActivationOutArgs out) {
+  const int64_t r = blockIdx.x, n = ffn / V;
+  const auto* gate = reinterpret_cast<const Bf16s<V>*>(gate_up + r * 2 * ffn);
+  const auto* up = reinterpret_cast<const Bf16s<V>*>(gate_up + r * 2 * ffn + ffn);
+  Bf16s<V> g[Chunks] = {}, u[Chunks] = {};
+#pragma unroll
+  for (int k = 0; k < Chunks; ++k) {
+    const int64_t j = threadIdx.x + static_cast<int64_t>(k) * blockDim.x;
+    if (j < n) g[k] = gate[j], u[k] = up[j];
+  }
+  uint32_t amax = 0;
+#pragma unroll
+  for (int k = 0; k < Chunks; ++k) {
+    if (threadIdx.x + static_cast<int64_t>(k) * blockDim.x >= n) continue;
+#pragma unroll
+    for (int i = 0; i < V; ++i) g[k].h[i] = float_to_bf16(swiglu_value(bf16_to_float(g[k].h[i]), bf16_to_float(u[k].h[i])));
+    amax = raise_amax(amax, g[k]);
+  }
+  const float scale = activation_scale(out, r, amax);
+#pragma unroll
+  for (int k = 0; k < Chunks; ++k) {
+    const int64_t j = threadIdx.x + static_cast<int64_t>(k) * blockDim.x;
+    if (j < n) store_activation<V>(out, r * ffn + j * V, g[k], scale);
+  }
 }
 
 __global__ void backward_kernel(int64_t n, const float* gate, const float* up, const float* dout, float* dgate,
@@ -44,6 +80,19 @@ void swiglu_forward(int64_t n, const float* gate, const float* up, bool bf16, fl
   check_count(n, "swiglu_forward");
   forward_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(n, gate, up, bf16, out);
   check_launch("swiglu_forward");
+}
+
+void swiglu(int64_t rows, int64_t ffn, const uint16_t* gate_up, const ActivationOutArgs& out, cudaStream_t stream) {
+  if (rows < 0 || ffn <= 0 || rows >= (int64_t{1} << 31) || ffn > kRowKernelMaxCols)
+    throw Error("swiglu: unsupported shape [" + std::to_string(rows) + ", 2 x " + std::to_string(ffn) +
+                "] (the GPU kernel holds rows of up to " + std::to_string(kRowKernelMaxCols) + " results)");
+  if (rows == 0) return;
+  const bool vector = ffn % 8 == 0 && aligned(gate_up, 16) && aligned(out.bf16, 16) && aligned(out.codes, 8);
+  launch_row_kernel(ffn, vector, [&](auto v, auto chunks, int threads) {
+    fused_kernel<decltype(v)::value, decltype(chunks)::value>
+        <<<static_cast<unsigned>(rows), threads, 0, stream>>>(ffn, gate_up, out);
+  });
+  check_launch("swiglu");
 }
 
 void swiglu_backward(int64_t n, const float* gate, const float* up, const float* dout, float* dgate, float* dup,

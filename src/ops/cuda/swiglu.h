@@ -6,11 +6,18 @@
 
 #include <cstdint>
 
+#include "ops/cuda/activation_out.h"
+
 namespace fp8kit::cuda {
 
 void swiglu_forward(int64_t n, const float* gate, const float* up, bool bf16, float* out, cudaStream_t stream);
 // dgate may be gate and dup up.
 void swiglu_backward(int64_t n, const float* gate, const float* up, const float* dout, float* dgate, float* dup,
                      cudaStream_t stream);
+
+// Inference's form (ops::swiglu): gate_up [rows, 2 ffn] bf16 (gate, then up) -> bf16(silu(gate) up)
+// [rows, ffn] written as `out` says. A block per row holding its results in registers (ffn <= 32768;
+// 16-byte loads where ffn % 8 == 0 and the rows are aligned).
+void swiglu(int64_t rows, int64_t ffn, const uint16_t* gate_up, const ActivationOutArgs& out, cudaStream_t stream);
 
 }  // namespace fp8kit::cuda

@@ -4,8 +4,14 @@
 // The GPU sums a row as a block tree, the CPU sequentially: out, rstd and dx agree to ~1e-6 relative
 // (bf16 outputs: within one bf16 step where a value sits at a rounding boundary). The backward rows
 // start from the CPU core's rstd on both devices: dweight is then the CPU's bits (its order, its fma).
+// add_rms_norm (bf16 residual + delta, the norm, out as bf16 or E4M3 per tensor / per row) at rows of 1
+// and 7 columns (a value per thread), 4097 (unaligned), 4096, 5000, 14336 and 20000 (1, 2, 4 and 8
+// vectors of 8 per thread): the residual bit for bit; out within a bf16 step, its fp8 codes (compared
+// dequantized) within an E4M3 step where that bf16 step moved a value or the row's amax.
+#include "ops/activation_out.h"
 #include "ops/cpu/rms_norm.h"
 #include "ops/cuda/op_table.h"
+#include "ops/quantize.h"
 #include "ops/rms_norm.h"
 
 #include <fmt/format.h>
@@ -57,6 +63,46 @@ const RegisterOps rows([](std::vector<OpCase>& t) {
                      return result;
                    },
                    output == 0 ? 1e-5 : 0.0, output == 0 ? 1e-4 : 0.0});
+    }
+  }
+});
+
+constexpr Shape kAddShapes[] = {{1, 1}, {33, 7}, {7, 4097}, {5, 4096}, {3, 5000}, {2, 14336}, {2, 20000}};
+
+const RegisterOps add_rows([](std::vector<OpCase>& t) {
+  for (const Shape s : kAddShapes) {
+    for (const bool delta : {true, false}) {
+      for (const char* kind : {"bf16", "fp8_tensor", "fp8_row"}) {
+        const bool fp8 = kind[0] == 'f';
+        t.push_back({fmt::format("add_rms_norm/{}x{}/{}/{}", s.rows, s.dim, delta ? "delta" : "no_delta", kind),
+                     [=](ops::Context& c) {
+                       Tensor residual = device_tensor(x_values(s), {s.rows, s.dim}, c.device(), DType::Bf16);
+                       const Tensor d = device_tensor(random_values(s.rows * s.dim, 13), {s.rows, s.dim}, c.device(),
+                                                      DType::Bf16);
+                       const Tensor weight = device_tensor(weight_values(s), {s.dim}, c.device());
+                       const Tensor scale = device_tensor({60.0f}, {1}, c.device());
+                       Tensor out;
+                       QTensor q;
+                       QuantSpec spec;
+                       if (kind[4] == 'r') spec.granularity = Granularity::PerRow;
+                       const ops::ActivationOut to =
+                           fp8 ? ops::ActivationOut{.fp8 = &q, .spec = spec, .scale = kind[4] == 't' ? &scale : nullptr}
+                               : ops::ActivationOut{.bf16 = &out};
+                       ops::add_rms_norm(c, residual, delta ? &d : nullptr, weight, 1e-6f, to);
+                       std::vector<Tensor> result;
+                       result.push_back(std::move(residual));
+                       if (fp8) {
+                         result.push_back(ops::dequantize(q));
+                         result.push_back(std::move(q.scale_inv));
+                         result.push_back(std::move(q.amax));
+                       } else {
+                         result.push_back(std::move(out));
+                       }
+                       c.synchronize();
+                       return result;
+                     },
+                     1e-5, fp8 ? 0.13 : 1e-2});
+      }
     }
   }
 });

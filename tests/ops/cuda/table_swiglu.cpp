@@ -1,8 +1,12 @@
 // Op table rows: SwiGLU forward (f32, bf16) and backward, at one element, an odd shape and an MLP's
 // width, with gates up to +-30 (exp overflowing nowhere, silu near 0 and near g). The same float32
 // operations in the same order; expf differs from glibc's by up to ~2 ulp: ~1e-6 relative (bf16: one
-// step at a rounding boundary).
+// step at a rounding boundary). The fused inference form (gate_up bf16 -> bf16 or E4M3 per tensor / per
+// row) at rows of 1 and 37 results (a value per thread), 1376, 5000, 14336 and 20000 (1, 2, 4 and 8
+// vectors of 8 per thread): within a bf16 step, the fp8 codes (compared dequantized) within an E4M3 step.
+#include "ops/activation_out.h"
 #include "ops/cuda/op_table.h"
+#include "ops/quantize.h"
 #include "ops/swiglu.h"
 
 #include <fmt/format.h>
@@ -43,6 +47,41 @@ const RegisterOps rows([](std::vector<OpCase>& t) {
                    return out;
                  },
                  1e-6, 1e-5});
+  }
+});
+
+constexpr Shape kFusedShapes[] = {{1, 1}, {33, 37}, {64, 1376}, {4, 5000}, {3, 14336}, {2, 20000}};
+
+const RegisterOps fused_rows([](std::vector<OpCase>& t) {
+  for (const Shape s : kFusedShapes) {
+    for (const char* kind : {"bf16", "fp8_tensor", "fp8_row"}) {
+      const bool fp8 = kind[0] == 'f';
+      t.push_back({fmt::format("swiglu/{}x{}/{}", s.rows, s.ffn, kind),
+                   [=](ops::Context& c) {
+                     const Tensor gate_up = device_tensor(random_values(s.rows * 2 * s.ffn, 34, -30.0f, 30.0f),
+                                                          {s.rows, 2 * s.ffn}, c.device(), DType::Bf16);
+                     const Tensor scale = device_tensor({20.0f}, {1}, c.device());
+                     Tensor out;
+                     QTensor q;
+                     QuantSpec spec;
+                     if (kind[4] == 'r') spec.granularity = Granularity::PerRow;
+                     const ops::ActivationOut to =
+                         fp8 ? ops::ActivationOut{.fp8 = &q, .spec = spec, .scale = kind[4] == 't' ? &scale : nullptr}
+                             : ops::ActivationOut{.bf16 = &out};
+                     ops::swiglu(c, gate_up, to);
+                     std::vector<Tensor> result;
+                     if (fp8) {
+                       result.push_back(ops::dequantize(q));
+                       result.push_back(std::move(q.scale_inv));
+                       result.push_back(std::move(q.amax));
+                     } else {
+                       result.push_back(std::move(out));
+                     }
+                     c.synchronize();
+                     return result;
+                   },
+                   1e-5, fp8 ? 0.13 : 1e-2});
+    }
   }
 });
 

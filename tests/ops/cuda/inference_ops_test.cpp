@@ -1,0 +1,100 @@
+// Inference's fused ops on the GPU: add_rms_norm's and swiglu's E4M3 outputs (per tensor and per row)
+// are exactly ops::quantize's bytes of their own bf16 results on the GPU, at rows that take every
+// path of the row kernel (a value per thread, and 1, 2, 4 and 8 vectors of 8 bf16 per thread); and a
+// step of the inference ops captured in a CUDA graph writes, when replayed, the eager calls' bytes.
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+
+#include <array>
+
+#include "common/activation_out_checks.h"
+#include "common/gradient_check.h"
+#include "ops/cuda/context.h"
+#include "ops/cuda/gpu_test.h"
+#include "ops/embedding.h"
+#include "ops/init.h"
+#include "ops/rms_norm.h"
+#include "ops/sampling.h"
+#include "ops/swiglu.h"
+#include "runtime/cuda/check.h"
+#include "runtime/cuda/graph.h"
+
+namespace fp8kit::testing {
+namespace {
+
+Tensor gpu_tensor(const std::vector<float>& values, std::vector<int64_t> shape, DType dtype = DType::F32) {
+  return host_tensor(values, std::move(shape), dtype).to(Device::Cuda);
+}
+
+constexpr int64_t kColumns[] = {7, 4097, 4096, 5000, 14336, 20000};
+
+TEST(CudaInferenceOps, AddRmsNormFp8IsQuantizeOfItsBf16) {
+  FP8KIT_REQUIRE_GPU();
+  ops::Context c(Device::Cuda);
+  for (const int64_t dim : kColumns) {
+    const int64_t rows = 3;
+    const Tensor delta = gpu_tensor(random_vector(rows * dim, 2), {rows, dim}, DType::Bf16);
+    const Tensor weight = gpu_tensor(random_vector(dim, 3, 0.5f, 1.5f), {dim});
+    SCOPED_TRACE(fmt::format("dim {}", dim));
+    expect_fp8_is_quantized_bf16(c, [&](const ops::ActivationOut& out) {
+      Tensor residual = gpu_tensor(random_vector(rows * dim, 1, -3, 3), {rows, dim}, DType::Bf16);
+      ops::add_rms_norm(c, residual, &delta, weight, 1e-5f, out);
+      c.synchronize();  // before residual is freed
+    });
+  }
+}
+
+TEST(CudaInferenceOps, SwigluFp8IsQuantizeOfItsBf16) {
+  FP8KIT_REQUIRE_GPU();
+  ops::Context c(Device::Cuda);
+  for (const int64_t ffn : kColumns) {
+    const Tensor gate_up = gpu_tensor(random_vector(2 * 2 * ffn, 4, -8, 8), {2, 2 * ffn}, DType::Bf16);
+    SCOPED_TRACE(fmt::format("ffn {}", ffn));
+    expect_fp8_is_quantized_bf16(c, [&](const ops::ActivationOut& out) { ops::swiglu(c, gate_up, out); });
+  }
+}
+
+TEST(CudaInferenceOps, CapturedInAGraphWritesTheEagerBytes) {
+  FP8KIT_REQUIRE_GPU();
+  ops::Context c(Device::Cuda);
+  const int64_t rows = 4, dim = 4096, ffn = 14336;
+  Tensor residual = gpu_tensor(random_vector(rows * dim, 5, -3, 3), {rows, dim}, DType::Bf16);
+  const Tensor weight = gpu_tensor(random_vector(dim, 6, 0.5f, 1.5f), {dim});
+  const Tensor gate_up = gpu_tensor(random_vector(rows * 2 * ffn, 7, -8, 8), {rows, 2 * ffn}, DType::Bf16);
+  const Tensor logits = gpu_tensor(random_vector(rows * 1000, 8), {rows, 1000});
+  const Tensor table = gpu_tensor(random_vector(100 * dim, 9), {100, dim}, DType::Bf16);
+  Tensor ids({4}, DType::I32);
+  for (int i = 0; i < 4; ++i) ids.data<int32_t>()[i] = std::array{3, 99, 0, 3}[i];
+  const Tensor gpu_ids = ids.to(Device::Cuda);
+  const Tensor scale = scalar_tensor(50.0f, Device::Cuda);
+  QuantSpec per_row;
+  per_row.granularity = Granularity::PerRow;
+  QTensor norm_tensor, norm_row, act_row;
+  Tensor norm_bf16, act_bf16, best, gathered, filled({rows, dim}, DType::Bf16, Device::Cuda);
+  const auto step = [&] {
+    ops::add_rms_norm(c, residual, nullptr, weight, 1e-5f, {.bf16 = &norm_bf16});
+    ops::add_rms_norm(c, residual, nullptr, weight, 1e-5f, {.fp8 = &norm_tensor, .scale = &scale});
+    ops::add_rms_norm(c, residual, nullptr, weight, 1e-5f, {.fp8 = &norm_row, .spec = per_row});
+    ops::swiglu(c, gate_up, {.bf16 = &act_bf16});
+    ops::swiglu(c, gate_up, {.fp8 = &act_row, .spec = per_row});
+    ops::argmax_rows(c, logits, best);
+    ops::gather_rows(c, table, gpu_ids, gathered);
+    ops::fill_normal(c, filled, 0.02f, 3);
+  };
+  step();
+  c.synchronize();
+  std::vector<Tensor*> outputs = {&norm_bf16, &best, &gathered, &filled, &act_bf16};
+  for (QTensor* q : {&norm_tensor, &norm_row, &act_row})
+    for (Tensor* t : {&q->codes, &q->scale_inv, &q->amax}) outputs.push_back(t);
+  std::vector<Tensor> eager;
+  for (Tensor* t : outputs) eager.push_back(t->to(Device::Cpu));
+  const cuda::Graph graph = cuda::Graph::capture(ops::stream(c), step);
+  for (Tensor* t : outputs) FP8KIT_CUDA_CHECK(cudaMemset(t->device_data<std::byte>(), 0x5A, t->nbytes()));
+  graph.launch(ops::stream(c));
+  c.synchronize();
+  for (size_t i = 0; i < outputs.size(); ++i) EXPECT_TRUE(same_bytes(*outputs[i], eager[i])) << "output " << i;
+}
+
+}  // namespace
+}  // namespace fp8kit::testing
