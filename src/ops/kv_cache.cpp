@@ -146,7 +146,11 @@ void kv_append(Context& c, const Tensor& rope_table, const Tensor& qkv, const Te
   if (c.is_cuda()) {
 #if FP8KIT_HAVE_CUDA
     FP8KIT_CHECK(d % 16 == 0, "{}: the GPU kernel needs head_dim a multiple of 16, got {}", op, d);
+    check_aligned(rope_table.device_data<float>(), op, "rope_table");
     check_aligned(qkv.device_data<uint16_t>(), op, "qkv");
+    check_aligned(q_out.device_data<uint16_t>(), op, "q_out");
+    if (k_out != nullptr) check_aligned(k_out->device_data<uint16_t>(), op, "k_out");
+    if (v_out != nullptr) check_aligned(v_out->device_data<uint16_t>(), op, "v_out");
     cuda::kv_append(device_shape(s), rows, rope_table.device_data<float>(), qkv.device_data<uint16_t>(),
                     positions.device_data<int32_t>(), slots.device_data<int32_t>(), device_data(cache),
                     q_out.device_data<uint16_t>(), k_out == nullptr ? nullptr : k_out->device_data<uint16_t>(),
