@@ -16,9 +16,9 @@
 #   LM_BENCH configurations), per-kernel times with PROFILE="preset:batch:seq:precision" (ncu) and, when
 #   data/aclImdb_v1.tar.gz is carried, `fp8kit lm train` of the 25m model on IMDB, bf16 then FP8
 #   (LM_STEPS steps each, default 300).
-#   scripts/device-check.sh gemv: the GEMM and matmul GPU tests (gemv's among them), then the decode
-#   GEMMs of Llama-3-8B on gemv and cuBLASLt (bench_cuda_gemv): the copy bandwidth and the m = 1 lines
-#   in the summary, the whole table (m = 1, 4, 8, 16, 64) in bench-gemv.txt.
+#   scripts/device-check.sh gemv: the GEMM and matmul GPU tests (gemv's and the op table's rows), then
+#   the decode GEMMs of Llama-3-8B on gemv and cuBLASLt (bench_cuda_gemv): the copy bandwidth and the
+#   m = 1 lines in the summary, the whole table (m = 1, 4, 8, 16, 64) in bench-gemv.txt.
 #   scripts/device-check.sh sanitize [regex]: every GPU test (or those matching regex) under
 #   compute-sanitizer's memcheck, racecheck and synccheck, the three side by side; each must be clean.
 set -uo pipefail
@@ -186,7 +186,7 @@ PY
 fi
 if [ "$mode" = gemv ]; then
   start=$(date +%s)
-  timeout 240 ctest -L gpu -j4 --timeout 200 -R "Gemv|Gemm|Matmul" --output-on-failure >"$OUT/gpu-tests.log" 2>&1
+  timeout 240 ctest -L gpu -j4 --timeout 200 -R "Gemv|Gemm|Matmul|matmul" --output-on-failure >"$OUT/gpu-tests.log" 2>&1
   note "gpu tests ($(( $(date +%s) - start )) s): $(grep -E 'tests passed|tests failed' "$OUT/gpu-tests.log")"
   grep -E "^\s*[0-9]+ - .*(Failed|Timeout|Exception|Not Run)|Failure|gpu .* cpu .* tolerance" "$OUT/gpu-tests.log" | head -20 | tee -a "$summary"
   timeout 300 ./bench/bench_cuda_gemv >"$OUT/bench-gemv.txt" 2>&1 || note "FAIL: bench_cuda_gemv (bench-gemv.txt)"
