@@ -22,6 +22,9 @@
 #   INFER_QUALITY=1 and the data, the pipeline on IMDB text: the 25m LM trained in bf16 (LM_STEPS,
 #   default 2000), calibrated, packed per tensor and per channel, its perplexity through the runtime
 #   in bf16, FP8 and FP8 with the FP8 KV cache, and greedy agreement with bf16.
+#   scripts/device-check.sh gemv: the GEMM and matmul GPU tests (gemv's and the op table's rows), then
+#   the decode GEMMs of Llama-3-8B on gemv and cuBLASLt (bench_cuda_gemv): the copy bandwidth and the
+#   m = 1 lines in the summary, the whole table (m = 1, 4, 8, 16, 64) in bench-gemv.txt.
 #   scripts/device-check.sh sanitize [regex]: every GPU test (or those matching regex) under
 #   compute-sanitizer's memcheck, racecheck and synccheck, the three side by side; each must be clean.
 set -uo pipefail
@@ -76,7 +79,8 @@ targets="test_cuda fp8kit_cli"
 [ "$mode" = model ] && targets="$targets bench_cuda_seed_epoch bench_cuda_attention bench_cuda_linear bench_cuda_sdpa"
 [ "$mode" = train ] && targets="all"
 [ "$mode" = lm ] && targets="$targets bench_cuda_sdpa bench_cuda_lm_step"
-[ "$mode" = infer ] && targets="$targets $(ls bench/cuda/bench_cuda_gemv.cpp bench/cuda/bench_cuda_decode_attention.cpp 2>/dev/null | xargs -rn1 basename | sed 's/\.cpp$//' | tr '\n' ' ')"
+[ "$mode" = infer ] && targets="$targets bench_cuda_gemv bench_cuda_decode_attention"
+[ "$mode" = gemv ] && targets="test_cuda bench_cuda_gemv"
 if ! cmake --build $build -j16 --target $targets >"$OUT/build.log" 2>&1; then
   note "FAIL: build (build.log)"; grep -m20 -B2 -A8 "error" "$OUT/build.log" | head -80; exit 1
 fi
@@ -195,7 +199,8 @@ if [ "$mode" = infer ]; then
     grep -E "^\s*[0-9]+ - .*(Failed|Timeout|Exception|Not Run)|^[0-9]+: .*(Failure|error:)" "$OUT/gpu-tests.log" | head -40 | tee -a "$summary"
   fi
   for b in bench/bench_cuda_gemv bench/bench_cuda_decode_attention; do
-    [ -x $b ] && { timeout 120 $b 2>&1 | tail -40 >"$OUT/$(basename $b).txt"; tail -25 "$OUT/$(basename $b).txt" >>"$summary"; }
+    timeout 120 $b >"$OUT/$(basename $b).txt" 2>&1 || note "FAIL: $b"
+    grep -E "copy D2D|m=1 |GB/s|error" "$OUT/$(basename $b).txt" | head -20 >>"$summary"
   done
   if [ "${INFER_BENCH:-}" != 0 ]; then
     timeout 400 ./fp8kit lm bench --device cuda ${INFER_BENCH:-} 2>&1 | tee -a "$summary"
@@ -227,6 +232,16 @@ if [ "$mode" = infer ]; then
     ./fp8kit lm agreement --device cuda --reference $m --model $q/fp8-tensor --kv-cache fp8 $data 2>&1 | tail -1 | tee -a "$summary"
     du -sb $m $q/fp8-tensor $q/fp8-channel | tee -a "$summary"
   fi
+  cat "$summary"
+  exit 0
+fi
+if [ "$mode" = gemv ]; then
+  start=$(date +%s)
+  timeout 240 ctest -L gpu -j4 --timeout 200 -R "Gemv|Gemm|Matmul|matmul" --output-on-failure >"$OUT/gpu-tests.log" 2>&1
+  note "gpu tests ($(( $(date +%s) - start )) s): $(grep -E 'tests passed|tests failed' "$OUT/gpu-tests.log")"
+  grep -E "^\s*[0-9]+ - .*(Failed|Timeout|Exception|Not Run)|Failure|gpu .* cpu .* tolerance" "$OUT/gpu-tests.log" | head -20 | tee -a "$summary"
+  timeout 300 ./bench/bench_cuda_gemv >"$OUT/bench-gemv.txt" 2>&1 || note "FAIL: bench_cuda_gemv (bench-gemv.txt)"
+  grep -E "copy D2D|m=1 |error" "$OUT/bench-gemv.txt" | tee -a "$summary"
   cat "$summary"
   exit 0
 fi

@@ -1,7 +1,8 @@
-// The decode GEMM kernel (gemv.h): a persistent grid of 8-warp blocks; each block first copies the m
-// rows of a into shared memory as bf16 (FP8 codes decoded: exact), then each warp takes columns j of
-// y in turn and streams row j of b with 16-byte loads (8 bf16 or 16 FP8 codes; kUnroll loads in flight
-// per lane), every lane summing its k-slices in float32, and a butterfly adds the 32 lanes' sums.
+// The decode GEMM kernel (gemv.h): a persistent grid of 8-warp blocks; each block copies the m rows
+// of a into shared memory as bf16 (FP8 codes decoded: exact), then each warp takes columns j of y in
+// turn and streams row j of b with 16-byte loads (8 bf16 or 16 FP8 codes; kUnroll loads per lane,
+// the next ones in flight while it sums), every lane summing its k-slices in float32 in k order, and
+// a butterfly adds the 32 lanes' sums.
 #include "ops/cuda/gemv.h"
 
 #include <cuda_fp8.h>
@@ -102,8 +103,54 @@ __device__ __forceinline__ void add_chunk(const uint4 chunk, const uint32_t* a, 
   }
 }
 
+// v[u] = chunk at + 32 u of a row of b, zeros past its end.
+__device__ __forceinline__ void load_batch(uint4 (&v)[kUnroll], const uint4* row, int64_t at, int64_t chunks) {
+#pragma unroll
+  for (int u = 0; u < kUnroll; ++u) v[u] = at + 32 * u < chunks ? load_streaming(row + at + 32 * u) : make_uint4(0, 0, 0, 0);
+}
+
+// The sums of one column (every lane holds them after the butterfly): lane i writes row i, in the
+// CPU's order: (sa * sb) * dot, then + bias, then y's rounding.
+template <int M>
+__device__ __forceinline__ void write_column(const Params& p, int64_t col, int lane, float (&acc)[M]) {
+#pragma unroll
+  for (int i = 0; i < M; ++i)
+#pragma unroll
+    for (int offset = 16; offset > 0; offset /= 2) acc[i] = __fadd_rn(acc[i], __shfl_xor_sync(0xFFFFFFFFu, acc[i], offset));
+  const float sb = p.b_scale != nullptr ? p.b_scale[p.b_per_row ? col : 0] : 1.0f;
+  float bias = 0.0f;
+  if (p.bias != nullptr)
+    bias = p.bias_f32 ? static_cast<const float*>(p.bias)[col] : bf16_to_float(static_cast<const uint16_t*>(p.bias)[col]);
+#pragma unroll
+  for (int i = 0; i < M; ++i) {
+    if (lane != i) continue;
+    float v = acc[i];
+    if (p.a_scale != nullptr || p.b_scale != nullptr) {
+      const float sa = p.a_scale != nullptr ? p.a_scale[p.a_per_row ? i : 0] : 1.0f;
+      v = __fmul_rn(__fmul_rn(sa, sb), v);
+    }
+    if (p.bias != nullptr) v = __fadd_rn(v, bias);
+    const int64_t at = i * p.n + col;
+    if (p.y_f32) {
+      static_cast<float*>(p.y)[at] = v;
+    } else {
+      static_cast<uint16_t*>(p.y)[at] = float_to_bf16(v);
+    }
+  }
+}
+
+// A warp's work is a sequence of batches (kUnroll chunks per lane, 32 * kUnroll of a row) over its
+// columns; the next batch's loads are issued before the current one is summed (and the first before
+// a is copied in), so that each lane keeps loads in flight across batches and columns.
 template <int M, Weight W>
 __global__ void __launch_bounds__(kThreads) gemv_kernel(const Params p) {
+  constexpr int64_t kPerChunk = W == Weight::Bf16 ? 8 : 16;  // elements of b per 16-byte load
+  const int64_t chunks = p.k / kPerChunk, stride = static_cast<int64_t>(gridDim.x) * kWarps;
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  int64_t col = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32, base = 0;  // the batch in v
+  uint4 v[kUnroll];
+  if (col < p.n) load_batch(v, p.b + col * chunks, base + lane, chunks);
+
   extern __shared__ uint4 a_shared[];  // [M, k] bf16
   // a into shared memory, 8 values per thread and step.
   const int64_t groups = M * p.k / 8;
@@ -120,49 +167,25 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(const Params p) {
   __syncthreads();
   const uint32_t* a = reinterpret_cast<const uint32_t*>(a_shared);
 
-  constexpr int64_t kPerChunk = W == Weight::Bf16 ? 8 : 16;  // elements of b per 16-byte load
-  const int64_t chunks = p.k / kPerChunk;
-  const int lane = static_cast<int>(threadIdx.x % 32);
-  for (int64_t col = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32; col < p.n;
-       col += static_cast<int64_t>(gridDim.x) * kWarps) {
-    const uint4* row = p.b + col * chunks;
-    float acc[M];
+  float acc[M];
 #pragma unroll
-    for (int i = 0; i < M; ++i) acc[i] = 0.0f;
-    int64_t c = lane;
-    for (; c + 32 * (kUnroll - 1) < chunks; c += 32 * kUnroll) {
-      uint4 v[kUnroll];
+  for (int i = 0; i < M; ++i) acc[i] = 0.0f;
+  while (col < p.n) {  // col and base are the same in all lanes
+    uint4 current[kUnroll];
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u) v[u] = load_streaming(row + c + 32 * u);
+    for (int u = 0; u < kUnroll; ++u) current[u] = v[u];
+    const int64_t at = base + lane, current_col = col;
+    base += 32 * kUnroll;
+    const bool column_done = base >= chunks;
+    if (column_done) base = 0, col += stride;
+    if (col < p.n) load_batch(v, p.b + col * chunks, base + lane, chunks);
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u) add_chunk<M, W>(v[u], a, p.k, (c + 32 * u) * kPerChunk, acc);
-    }
-    for (; c < chunks; c += 32) add_chunk<M, W>(load_streaming(row + c), a, p.k, c * kPerChunk, acc);
+    for (int u = 0; u < kUnroll; ++u)
+      if (at + 32 * u < chunks) add_chunk<M, W>(current[u], a, p.k, (at + 32 * u) * kPerChunk, acc);
+    if (column_done) {
+      write_column<M>(p, current_col, lane, acc);
 #pragma unroll
-    for (int i = 0; i < M; ++i)
-#pragma unroll
-      for (int offset = 16; offset > 0; offset /= 2) acc[i] = __fadd_rn(acc[i], __shfl_xor_sync(0xFFFFFFFFu, acc[i], offset));
-
-    // Every lane holds the sums: lane i writes row i. The CPU's order: (sa * sb) * dot, then + bias.
-    const float sb = p.b_scale != nullptr ? p.b_scale[p.b_per_row ? col : 0] : 1.0f;
-    float bias = 0.0f;
-    if (p.bias != nullptr)
-      bias = p.bias_f32 ? static_cast<const float*>(p.bias)[col] : bf16_to_float(static_cast<const uint16_t*>(p.bias)[col]);
-#pragma unroll
-    for (int i = 0; i < M; ++i) {
-      if (lane != i) continue;
-      float v = acc[i];
-      if (p.a_scale != nullptr || p.b_scale != nullptr) {
-        const float sa = p.a_scale != nullptr ? p.a_scale[p.a_per_row ? i : 0] : 1.0f;
-        v = __fmul_rn(__fmul_rn(sa, sb), v);
-      }
-      if (p.bias != nullptr) v = __fadd_rn(v, bias);
-      const int64_t at = i * p.n + col;
-      if (p.y_f32) {
-        static_cast<float*>(p.y)[at] = v;
-      } else {
-        static_cast<uint16_t*>(p.y)[at] = float_to_bf16(v);
-      }
+      for (int i = 0; i < M; ++i) acc[i] = 0.0f;
     }
   }
 }

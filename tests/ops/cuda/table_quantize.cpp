@@ -56,18 +56,21 @@ const RegisterOps rows([](std::vector<OpCase>& t) {
                  return outputs(ops::quantize(x, {Fp8Format::E4M3}, &scale, true));
                }});
 
-  // matmul: y = a . b^T. fp32 summation order differs between OpenBLAS and cuBLASLt: tolerances.
+  // matmul: y = a . b^T. fp32 summation order differs between OpenBLAS and cuBLASLt (or, bf16 at
+  // m <= 8, the GPU's gemv): tolerances.
   for (const DType dtype : {DType::F32, DType::Bf16}) {
-    t.push_back({fmt::format("matmul/{}", name(dtype)),
-                 [=](ops::Context& c) {
-                   const Tensor a = device_tensor(random_values(96 * 160, 3), {96, 160}, c.device(), dtype);
-                   const Tensor b = device_tensor(random_values(80 * 160, 4), {80, 160}, c.device(), dtype);
-                   std::vector<Tensor> y;
-                   y.emplace_back(std::vector<int64_t>{96, 80}, DType::F32, c.device());
-                   ops::matmul(a, b, y[0]);
-                   return y;
-                 },
-                 1e-4, 1e-4});
+    for (const int64_t m : {96, 1, 8}) {
+      t.push_back({fmt::format("matmul/{}{}", name(dtype), m == 96 ? "" : fmt::format("/m{}", m)),
+                   [=](ops::Context& c) {
+                     const Tensor a = device_tensor(random_values(m * 160, 3), {m, 160}, c.device(), dtype);
+                     const Tensor b = device_tensor(random_values(80 * 160, 4), {80, 160}, c.device(), dtype);
+                     std::vector<Tensor> y;
+                     y.emplace_back(std::vector<int64_t>{m, 80}, DType::F32, c.device());
+                     ops::matmul(a, b, y[0]);
+                     return y;
+                   },
+                   1e-4, 1e-4});
+    }
   }
   struct Pair {
     const char* name;
@@ -76,23 +79,28 @@ const RegisterOps rows([](std::vector<OpCase>& t) {
   const Pair pairs[] = {{"tensor", {Fp8Format::E4M3}, {Fp8Format::E4M3}},
                         {"tensor_e5m2", {Fp8Format::E5M2}, {Fp8Format::E4M3}},
                         {"row", {Fp8Format::E4M3, Granularity::PerRow}, {Fp8Format::E4M3, Granularity::PerRow}},
+                        {"tensor_row", {Fp8Format::E4M3}, {Fp8Format::E4M3, Granularity::PerRow}},
                         {"1x128_128x128",
                          {Fp8Format::E4M3, Granularity::PerGroup, 128},
                          {Fp8Format::E4M3, Granularity::Block128x128}}};
   // FP8: both sides sum the same exact products, but Hopper's FP8 accumulator keeps about 14 mantissa
   // bits between promotions (DeepSeek-V3's "limited accumulation precision"): within ~2^-12 of the
-  // sum of |terms| (about 384 here), so atol 0.1.
+  // sum of |terms| (about 384 here), so atol 0.1. At m <= 8 the per tensor and per row pairs run on
+  // the GPU's gemv (fp32 sums: far inside that).
   for (const Pair& p : pairs) {
-    t.push_back({fmt::format("matmul/fp8/{}", p.name),
-                 [=](ops::Context& c) {
-                   const Tensor x = device_tensor(random_values(256 * 384, 5, -4.0f, 4.0f), {256, 384}, c.device());
-                   const Tensor w = device_tensor(random_values(128 * 384, 6), {128, 384}, c.device());
-                   std::vector<Tensor> y;
-                   y.emplace_back(std::vector<int64_t>{256, 128}, DType::F32, c.device());
-                   ops::matmul(ops::quantize(x, p.a), ops::quantize(w, p.b), y[0]);
-                   return y;
-                 },
-                 0.1, 0});
+    for (const int64_t m : {256, 1, 8}) {
+      if (m != 256 && p.b.granularity == Granularity::Block128x128) continue;
+      t.push_back({fmt::format("matmul/fp8/{}{}", p.name, m == 256 ? "" : fmt::format("/m{}", m)),
+                   [=](ops::Context& c) {
+                     const Tensor x = device_tensor(random_values(m * 384, 5, -4.0f, 4.0f), {m, 384}, c.device());
+                     const Tensor w = device_tensor(random_values(128 * 384, 6), {128, 384}, c.device());
+                     std::vector<Tensor> y;
+                     y.emplace_back(std::vector<int64_t>{m, 128}, DType::F32, c.device());
+                     ops::matmul(ops::quantize(x, p.a), ops::quantize(w, p.b), y[0]);
+                     return y;
+                   },
+                   0.1, 0});
+    }
   }
 
   // quantize, transpose and matmul on a context, on lane A, inside a captured step run three times
