@@ -370,6 +370,25 @@ TEST(PackedModel, RefusesATruncatedFile) {
   EXPECT_THAT(error, ::testing::Not(HasSubstr("\n")));
 }
 
+TEST(PackedModel, DecodesE5m2Codes) {
+  Broken b;
+  const std::string v = "model.layers.0.self_attn.v_proj";
+  b.error_after([&](io::SafetensorsFile& f) {
+    for (auto& t : f.tensors) {
+      if (t.name == v + ".weight") {
+        t.dtype = io::Dtype::F8_E5M2;
+        std::ranges::fill(t.data, std::byte{0x3C});  // E5M2 1.0 (E4M3 would read 1.5)
+      }
+    }
+  });
+  const PackedModel packed = open_packed_model(b.out);
+  const PackedLinear& linear = packed.linear(v);
+  EXPECT_EQ(linear.format(), Fp8Format::E5M2);
+  const std::vector<float> scales = linear.scale_inv(), d = dequantize(linear);
+  EXPECT_EQ(d[0], scales[0]);
+  EXPECT_EQ(d[31 * 64 + 5], scales[31]);
+}
+
 TEST(PackedModel, ReadsLlmCompressorsSpellings) {
   // llm-compressor writes scales in the model's dtype (BF16), per-channel [out, 1], and older versions
   // the KV scales as k_proj.output_scale; an ignored projection stays BF16.
