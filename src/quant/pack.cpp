@@ -38,6 +38,12 @@ void write_text(const fs::path& path, std::string_view text) {
   io::write_file_atomically(path, std::as_bytes(std::span(text.data(), text.size())));
 }
 
+// JSON text as Python's json.dumps(indent=2) lays it out; bytes that are not UTF-8 (a path, a
+// calibration's source) become U+FFFD instead of an exception.
+std::string json_text(const json& value, int indent = 2) {
+  return value.dump(indent, ' ', false, json::error_handler_t::replace) + (indent >= 0 ? "\n" : "");
+}
+
 int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 std::string_view strategy_name(Granularity g) {
@@ -306,7 +312,7 @@ PackReport pack_llama(const fs::path& model_dir, const fs::path& out_dir, const 
   const auto shard_metadata = [&](std::span<const io::TensorView> shard) {
     io::Metadata metadata{{"fp8kit.format", std::string(kPackedFormat)}, {"fp8kit.version", "1"}};
     for (const io::TensorView& t : shard) {
-      if (const auto it = entries.find(t.name); it != entries.end()) metadata[t.name] = it->second.dump();
+      if (const auto it = entries.find(t.name); it != entries.end()) metadata[t.name] = json_text(it->second, -1);
     }
     return metadata;
   };
@@ -328,7 +334,7 @@ PackReport pack_llama(const fs::path& model_dir, const fs::path& out_dir, const 
                               {"percentile", options.calibrated.percentile ? json(*options.calibrated.percentile)
                                                                            : json(nullptr)}};
   }
-  write_text(out_dir / kPackSidecarFile, sidecar.dump(2) + "\n");
+  write_text(out_dir / kPackSidecarFile, json_text(sidecar));
   packer.report.files.push_back(out_dir / kPackSidecarFile);
   for (const char* name : kTokenizerFiles) {
     if (!fs::is_regular_file(model_dir / name, error)) continue;
@@ -345,7 +351,7 @@ PackReport pack_llama(const fs::path& model_dir, const fs::path& out_dir, const 
   out_config["quantization_config"] = quantization_config(options);
   out_config["torch_dtype"] = "bfloat16";  // the dense tensors are BF16 now
   if (out_config.contains("dtype")) out_config["dtype"] = "bfloat16";
-  write_text(out_dir / "config.json", out_config.dump(2) + "\n");
+  write_text(out_dir / "config.json", json_text(out_config));
   packer.report.files.push_back(out_dir / "config.json");
   return packer.report;
 }
