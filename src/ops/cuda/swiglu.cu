@@ -86,7 +86,10 @@ void swiglu(int64_t rows, int64_t ffn, const uint16_t* gate_up, const Activation
   if (rows < 0 || ffn <= 0 || rows >= (int64_t{1} << 31) || ffn > kRowKernelMaxCols)
     throw Error("swiglu: unsupported shape [" + std::to_string(rows) + ", 2 x " + std::to_string(ffn) +
                 "] (the GPU kernel holds rows of up to " + std::to_string(kRowKernelMaxCols) + " results)");
-  if (rows == 0) return;
+  if (rows == 0) {
+    finish_empty_activation(out, stream);
+    return;
+  }
   const bool vector = ffn % 8 == 0 && aligned(gate_up, 16) && aligned(out.bf16, 16) && aligned(out.codes, 8);
   launch_row_kernel(ffn, vector, [&](auto v, auto chunks, int threads) {
     fused_kernel<decltype(v)::value, decltype(chunks)::value>
