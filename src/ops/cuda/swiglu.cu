@@ -45,7 +45,8 @@ __global__ void __launch_bounds__(kRowKernelThreads) fused_kernel(int64_t ffn, c
   for (int k = 0; k < Chunks; ++k) {
     if (threadIdx.x + static_cast<int64_t>(k) * blockDim.x >= n) continue;
 #pragma unroll
-    for (int i = 0; i < V; ++i) g[k].h[i] = float_to_bf16(swiglu_value(bf16_to_float(g[k].h[i]), bf16_to_float(u[k].h[i])));
+    for (int i = 0; i < V; ++i)
+      g[k].h[i] = float_to_bf16(swiglu_value(bf16_to_float(g[k].h[i]), bf16_to_float(u[k].h[i])));
     amax = raise_amax(amax, g[k]);
   }
   const float scale = activation_scale(out, r, amax);
