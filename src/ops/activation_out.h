@@ -16,7 +16,8 @@ namespace fp8kit::ops {
 struct ActivationOut {
   Tensor* bf16 = nullptr;         // [rows, cols] bf16 (resized)
   QTensor* fp8 = nullptr;         // or: quantized as spec says (exactly one of bf16 / fp8)
-  QuantSpec spec{};               // E4M3; PerTensor (then `scale` is required) or PerRow (current scaling, spec.options)
+  QuantSpec spec{};               // E4M3; PerTensor (then `scale` is required) or PerRow (current scaling,
+                                  // spec.options)
   const Tensor* scale = nullptr;  // PerTensor: [1] f32 on c's device, the quantization multiplier
 };
 

@@ -29,7 +29,8 @@ void accumulate_activation_stats(Context& c, const Tensor& x, Tensor& channel_am
     check_tensor(c, *histogram, {kHistogramBins}, DType::I32, op, "histogram (kHistogramBins counts, zeroed first)");
   if (c.is_cuda()) {
 #if FP8KIT_HAVE_CUDA
-    cuda::accumulate_activation_stats(rows, cols, x.device_data<std::byte>(), x.dtype(), channel_amax.device_data<float>(),
+    cuda::accumulate_activation_stats(rows, cols, x.device_data<std::byte>(), x.dtype(),
+                                      channel_amax.device_data<float>(),
                                       histogram != nullptr ? histogram->device_data<int32_t>() : nullptr, stream(c));
 #endif
     return;

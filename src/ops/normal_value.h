@@ -59,7 +59,8 @@ FP8KIT_HOST_DEVICE inline float log_of_fraction(uint32_t m) {
 // series of cos or sin on [0, pi/2) (to x^12 and x^13: ~1e-8).
 FP8KIT_HOST_DEVICE inline float cos_of_turn(uint32_t k) {
   const uint32_t quadrant = k >> 22;
-  const float x = mul(mul(static_cast<float>(k & 0x3FFFFFu), from_bits(static_cast<uint32_t>(127 - 22) << 23)), 1.57079633f);
+  const float f = mul(static_cast<float>(k & 0x3FFFFFu), from_bits(static_cast<uint32_t>(127 - 22) << 23));  // exact
+  const float x = mul(f, 1.57079633f);
   const float z = mul(x, x);
   float c = add(-1.0f / 3628800.0f, mul(z, 1.0f / 479001600.0f));
   c = add(1.0f / 40320.0f, mul(z, c));

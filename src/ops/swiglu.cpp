@@ -61,7 +61,8 @@ void swiglu_backward(Context& c, const Tensor& gate, const Tensor& up, const Ten
 void swiglu(Context& c, const Tensor& gate_up, const ActivationOut& out) {
   constexpr std::string_view op = "swiglu";
   FP8KIT_CHECK(gate_up.rank() == 2 && gate_up.dim(1) >= 2 && gate_up.dim(1) % 2 == 0,
-               "{}: gate_up must be [rows, 2 ffn] bf16 (gate, then up), got [{}]", op, fmt::join(gate_up.shape(), ", "));
+               "{}: gate_up must be [rows, 2 ffn] bf16 (gate, then up), got [{}]", op,
+               fmt::join(gate_up.shape(), ", "));
   const int64_t rows = gate_up.dim(0), ffn = gate_up.dim(1) / 2;
   check_tensor(c, gate_up, gate_up.shape(), DType::Bf16, op, "gate_up");
   FP8KIT_CHECK(out.bf16 == nullptr || !out.bf16->shares_storage(gate_up),

@@ -29,7 +29,8 @@ std::vector<float> stats_values(int64_t n, uint64_t seed) {
   return v;
 }
 
-void accumulate_reference(const std::vector<float>& x, int64_t cols, std::vector<float>& amax, std::vector<int32_t>& hist) {
+void accumulate_reference(const std::vector<float>& x, int64_t cols, std::vector<float>& amax,
+                          std::vector<int32_t>& hist) {
   for (size_t i = 0; i < x.size(); ++i) {
     if (std::isnan(x[i])) continue;
     const float m = std::fabs(x[i]);

@@ -54,7 +54,8 @@ TEST(FillNormal, ErrorsNameTheOpTheTensorAndTheFix) {
   using ::testing::HasSubstr;
   Context c;
   Tensor ints({3}, DType::I32), t({3}, DType::F32);
-  EXPECT_THAT(error_of([&] { fill_normal(c, ints, 1.0f, 0); }), HasSubstr("fill_normal: t must be f32 or bf16, got i32"));
+  EXPECT_THAT(error_of([&] { fill_normal(c, ints, 1.0f, 0); }),
+              HasSubstr("fill_normal: t must be f32 or bf16, got i32"));
   EXPECT_THAT(error_of([&] { fill_normal(c, t, -1.0f, 0); }), HasSubstr("fill_normal: stddev must be finite and >= 0"));
 }
 

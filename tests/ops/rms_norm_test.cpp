@@ -130,7 +130,8 @@ TEST(RmsNormOp, ErrorsNameTheOpTheTensorAndTheFix) {
 // residual (as f32), and without delta the residual untouched; threaded rows (600 x 64) too.
 TEST(AddRmsNorm, IsTheRoundedSumThenRmsNormForward) {
   for (const Shape s : {Shape{1, 1}, Shape{3, 7}, Shape{37, 33}, Shape{600, 64}}) {
-    const auto r0 = testing::random_vector(s.rows * s.dim, 21, -3, 3), d0 = testing::random_vector(s.rows * s.dim, 22, -1, 1);
+    const auto r0 = testing::random_vector(s.rows * s.dim, 21, -3, 3);
+    const auto d0 = testing::random_vector(s.rows * s.dim, 22, -1, 1);
     const auto weight = testing::random_vector(s.dim, 23, 0.5f, 1.5f);
     for (const bool with_delta : {true, false}) {
       Context c;
@@ -185,11 +186,15 @@ TEST(AddRmsNorm, ErrorsNameTheOpTheTensorAndTheFix) {
               HasSubstr("add_rms_norm: a per-tensor fp8 ActivationOut needs its scale"));
   QuantSpec row;
   row.granularity = Granularity::PerRow;
-  EXPECT_THAT(error_of([&] { add_rms_norm(c, residual, nullptr, w, 1e-6f, {.fp8 = &q, .spec = row, .scale = &scale}); }),
+  EXPECT_THAT(error_of([&] {
+                add_rms_norm(c, residual, nullptr, w, 1e-6f, {.fp8 = &q, .spec = row, .scale = &scale});
+              }),
               HasSubstr("a per-row fp8 ActivationOut computes its scales (pass no scale)"));
   QuantSpec e5m2;
   e5m2.format = Fp8Format::E5M2;
-  EXPECT_THAT(error_of([&] { add_rms_norm(c, residual, nullptr, w, 1e-6f, {.fp8 = &q, .spec = e5m2, .scale = &scale}); }),
+  EXPECT_THAT(error_of([&] {
+                add_rms_norm(c, residual, nullptr, w, 1e-6f, {.fp8 = &q, .spec = e5m2, .scale = &scale});
+              }),
               HasSubstr("an fp8 ActivationOut is E4M3"));
   QuantSpec group;
   group.granularity = Granularity::PerGroup;

@@ -104,7 +104,8 @@ template <typename Launch>
 void launch_row_kernel(int64_t cols, bool vector, Launch&& launch) {
   using std::integral_constant;
   if (!vector) {
-    launch(integral_constant<int, 1>{}, integral_constant<int, kRowKernelValues>{}, row_threads(cols, kRowKernelThreads));
+    launch(integral_constant<int, 1>{}, integral_constant<int, kRowKernelValues>{},
+           row_threads(cols, kRowKernelThreads));
     return;
   }
   const int64_t vectors = cols / 8;

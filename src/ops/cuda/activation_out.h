@@ -3,6 +3,8 @@
 // it on the device). Device pointers.
 #pragma once
 
+#include <cuda_runtime.h>
+
 #include <cstdint>
 
 #include "ops/activation_out.h"
@@ -26,6 +28,10 @@ struct ActivationOutArgs {
   int margin = 0;
   bool power_of_two = false;
 };
+
+// For a result of no rows (the row kernels launch nothing): per tensor, scale_inv = 1 / *scale, as
+// quantize writes it.
+void finish_empty_activation(const ActivationOutArgs& out, cudaStream_t stream);
 
 }  // namespace fp8kit::cuda
 

@@ -261,7 +261,8 @@ template <typename Unit>
 void launch_gather(int64_t rows, int64_t n, int64_t row_bytes, const std::byte* table, const int32_t* ids,
                    std::byte* out, cudaStream_t stream) {
   const int64_t units = row_bytes / static_cast<int64_t>(sizeof(Unit));
-  const int threads = static_cast<int>(std::min<int64_t>(kGatherThreads, std::max<int64_t>(32, (units + 31) / 32 * 32)));
+  const int threads =
+      static_cast<int>(std::min<int64_t>(kGatherThreads, std::max<int64_t>(32, (units + 31) / 32 * 32)));
   gather_rows_kernel<Unit><<<static_cast<unsigned>(rows), threads, 0, stream>>>(
       n, units, reinterpret_cast<const Unit*>(table), ids, reinterpret_cast<Unit*>(out));
 }

@@ -188,7 +188,10 @@ void add_rms_norm(int64_t rows, int64_t dim, float eps, uint16_t* residual, cons
   if (dim > kRowKernelMaxCols)
     throw Error("add_rms_norm: rows of " + std::to_string(dim) + " columns are longer than the GPU kernel holds (" +
                 std::to_string(kRowKernelMaxCols) + ")");
-  if (rows == 0) return;
+  if (rows == 0) {
+    finish_empty_activation(out, stream);
+    return;
+  }
   const bool vector = dim % 8 == 0 && aligned(residual, 16) && aligned(delta, 16) && aligned(weight, 16) &&
                       aligned(out.bf16, 16) && aligned(out.codes, 8);
   launch_row_kernel(dim, vector, [&](auto v, auto chunks, int threads) {

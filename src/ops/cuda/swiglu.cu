@@ -45,7 +45,8 @@ __global__ void __launch_bounds__(kRowKernelThreads) fused_kernel(int64_t ffn, c
   for (int k = 0; k < Chunks; ++k) {
     if (threadIdx.x + static_cast<int64_t>(k) * blockDim.x >= n) continue;
 #pragma unroll
-    for (int i = 0; i < V; ++i) g[k].h[i] = float_to_bf16(swiglu_value(bf16_to_float(g[k].h[i]), bf16_to_float(u[k].h[i])));
+    for (int i = 0; i < V; ++i)
+      g[k].h[i] = float_to_bf16(swiglu_value(bf16_to_float(g[k].h[i]), bf16_to_float(u[k].h[i])));
     amax = raise_amax(amax, g[k]);
   }
   const float scale = activation_scale(out, r, amax);
@@ -86,7 +87,10 @@ void swiglu(int64_t rows, int64_t ffn, const uint16_t* gate_up, const Activation
   if (rows < 0 || ffn <= 0 || rows >= (int64_t{1} << 31) || ffn > kRowKernelMaxCols)
     throw Error("swiglu: unsupported shape [" + std::to_string(rows) + ", 2 x " + std::to_string(ffn) +
                 "] (the GPU kernel holds rows of up to " + std::to_string(kRowKernelMaxCols) + " results)");
-  if (rows == 0) return;
+  if (rows == 0) {
+    finish_empty_activation(out, stream);
+    return;
+  }
   const bool vector = ffn % 8 == 0 && aligned(gate_up, 16) && aligned(out.bf16, 16) && aligned(out.codes, 8);
   launch_row_kernel(ffn, vector, [&](auto v, auto chunks, int threads) {
     fused_kernel<decltype(v)::value, decltype(chunks)::value>

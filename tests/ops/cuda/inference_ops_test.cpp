@@ -1,7 +1,8 @@
 // Inference's fused ops on the GPU: add_rms_norm's and swiglu's E4M3 outputs (per tensor and per row)
 // are exactly ops::quantize's bytes of their own bf16 results on the GPU, at rows that take every
-// path of the row kernel (a value per thread, and 1, 2, 4 and 8 vectors of 8 bf16 per thread); and a
-// step of the inference ops captured in a CUDA graph writes, when replayed, the eager calls' bytes.
+// path of the row kernel (a value per thread, and 1, 2, 4 and 8 vectors of 8 bf16 per thread) and at
+// no rows; and a step of the inference ops captured in a CUDA graph writes, when replayed, the eager
+// calls' bytes.
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
@@ -55,6 +56,19 @@ TEST(CudaInferenceOps, SwigluFp8IsQuantizeOfItsBf16) {
   }
 }
 
+// No rows launch no row kernel; per tensor, scale_inv is still quantize's (1 / scale).
+TEST(CudaInferenceOps, NoRowsGiveQuantizesBytes) {
+  FP8KIT_REQUIRE_GPU();
+  ops::Context c(Device::Cuda);
+  const Tensor weight = gpu_tensor(random_vector(64, 3), {64});
+  const Tensor gate_up({0, 128}, DType::Bf16, Device::Cuda);
+  expect_fp8_is_quantized_bf16(c, [&](const ops::ActivationOut& out) {
+    Tensor residual({0, 64}, DType::Bf16, Device::Cuda);
+    ops::add_rms_norm(c, residual, nullptr, weight, 1e-5f, out);
+  });
+  expect_fp8_is_quantized_bf16(c, [&](const ops::ActivationOut& out) { ops::swiglu(c, gate_up, out); });
+}
+
 TEST(CudaInferenceOps, CapturedInAGraphWritesTheEagerBytes) {
   FP8KIT_REQUIRE_GPU();
   ops::Context c(Device::Cuda);
@@ -90,7 +104,8 @@ TEST(CudaInferenceOps, CapturedInAGraphWritesTheEagerBytes) {
   std::vector<Tensor> eager;
   for (Tensor* t : outputs) eager.push_back(t->to(Device::Cpu));
   const cuda::Graph graph = cuda::Graph::capture(ops::stream(c), step);
-  for (Tensor* t : outputs) FP8KIT_CUDA_CHECK(cudaMemset(t->device_data<std::byte>(), 0x5A, t->nbytes()));
+  for (Tensor* t : outputs)  // scribbled over, in the order of the lane the graph runs on
+    FP8KIT_CUDA_CHECK(cudaMemsetAsync(t->device_data<std::byte>(), 0x5A, t->nbytes(), ops::stream(c)));
   graph.launch(ops::stream(c));
   c.synchronize();
   for (size_t i = 0; i < outputs.size(); ++i) EXPECT_TRUE(same_bytes(*outputs[i], eager[i])) << "output " << i;

@@ -44,9 +44,11 @@ const RegisterOps rows([](std::vector<OpCase>& t) {
                      [=](ops::Context& c) {
                        std::vector<Tensor> out;
                        out.push_back(device_tensor(std::vector<float>(s.cols, 0.0f), {s.cols}, c.device()));
-                       out.push_back(device_ints(std::vector<int32_t>(kHistogramBins, 0), {kHistogramBins}, c.device()));
+                       out.push_back(
+                           device_ints(std::vector<int32_t>(kHistogramBins, 0), {kHistogramBins}, c.device()));
                        for (uint64_t call = 0; call < 2; ++call) {
-                         const Tensor x = device_tensor(stats_values(s, 60 + 2 * call), {s.rows, s.cols}, c.device(), dtype);
+                         const Tensor x =
+                             device_tensor(stats_values(s, 60 + 2 * call), {s.rows, s.cols}, c.device(), dtype);
                          ops::accumulate_activation_stats(c, x, out[0], histogram ? &out[1] : nullptr);
                          c.synchronize();
                        }
@@ -89,7 +91,8 @@ const RegisterOps rows([](std::vector<OpCase>& t) {
     int64_t n, dim, rows;
     DType dtype;
   };
-  for (const Gather g : {Gather{1000, 4096, 64, DType::Bf16}, Gather{50, 33, 7, DType::F32}, Gather{10, 7, 12, DType::Bf16}}) {
+  for (const Gather g :
+       {Gather{1000, 4096, 64, DType::Bf16}, Gather{50, 33, 7, DType::F32}, Gather{10, 7, 12, DType::Bf16}}) {
     t.push_back({fmt::format("gather_rows/{}x{}/{}/{}", g.n, g.dim, g.rows, name(g.dtype)), [=](ops::Context& c) {
                    std::mt19937 rng(8);
                    std::vector<int32_t> ids(g.rows);

@@ -3,7 +3,8 @@
 // operations in the same order; expf differs from glibc's by up to ~2 ulp: ~1e-6 relative (bf16: one
 // step at a rounding boundary). The fused inference form (gate_up bf16 -> bf16 or E4M3 per tensor / per
 // row) at rows of 1 and 37 results (a value per thread), 1376, 5000, 14336 and 20000 (1, 2, 4 and 8
-// vectors of 8 per thread): within a bf16 step, the fp8 codes (compared dequantized) within an E4M3 step.
+// vectors of 8 per thread): within a bf16 step, the fp8 codes (compared dequantized) within an E4M3 step
+// (absolute near 0: a subnormal step of a row amax of ~900).
 #include "ops/activation_out.h"
 #include "ops/cuda/op_table.h"
 #include "ops/quantize.h"
@@ -80,7 +81,7 @@ const RegisterOps fused_rows([](std::vector<OpCase>& t) {
                      c.synchronize();
                      return result;
                    },
-                   1e-5, fp8 ? 0.13 : 1e-2});
+                   fp8 ? 1e-2 : 1e-5, fp8 ? 0.13 : 1e-2});
     }
   }
 });
