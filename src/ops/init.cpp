@@ -16,6 +16,16 @@
 
 namespace fp8kit::ops {
 
+namespace normal {  // the host's operations of normal_value.h, each rounded on its own
+
+float add(float a, float b) { return a + b; }
+float sub(float a, float b) { return a - b; }
+float mul(float a, float b) { return a * b; }
+float div(float a, float b) { return a / b; }
+float sqrt(float a) { return std::sqrt(a); }
+
+}  // namespace normal
+
 void fill_normal(Context& c, Tensor& t, float stddev, uint64_t seed) {
   constexpr std::string_view op = "fill_normal";
   FP8KIT_CHECK(t.dtype() == DType::F32 || t.dtype() == DType::Bf16, "{}: t must be f32 or bf16, got {}", op,

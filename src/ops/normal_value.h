@@ -1,7 +1,7 @@
 // fill_normal's generator (ops/init.h), one text for the CPU and the GPU: element i of a seed's
 // stream is a normal(0, 1) value from a 64-bit hash of (seed, i) (two uniforms, Box-Muller), computed
-// with + - * / and sqrt only, each rounded as IEEE float32 on both devices (no contraction: the host
-// builds in ISO C++ mode, the device spells every operation), so both give the same bits.
+// with + - * / and sqrt only, each rounded as IEEE float32 on both devices (no contraction: the host's
+// operations are functions of their own, the device spells each one), so both give the same bits.
 #pragma once
 
 #include "base/host_device.h"
@@ -24,11 +24,13 @@ __device__ __forceinline__ float sqrt(float a) { return __fsqrt_rn(a); }
 __device__ __forceinline__ float from_bits(uint32_t b) { return __uint_as_float(b); }
 __device__ __forceinline__ int leading_zeros(uint32_t v) { return __clz(v); }
 #else
-inline float add(float a, float b) { return a + b; }
-inline float sub(float a, float b) { return a - b; }
-inline float mul(float a, float b) { return a * b; }
-inline float div(float a, float b) { return a / b; }
-inline float sqrt(float a) { return std::sqrt(a); }
+// Out of line (ops/init.cpp, built with -ffp-contract=off), so that no caller's compiler fuses one's
+// product into another's sum.
+float add(float a, float b);
+float sub(float a, float b);
+float mul(float a, float b);
+float div(float a, float b);
+float sqrt(float a);
 inline float from_bits(uint32_t b) { return std::bit_cast<float>(b); }
 inline int leading_zeros(uint32_t v) { return std::countl_zero(v); }
 #endif
