@@ -205,6 +205,33 @@ if [ "$mode" = infer ]; then
   if [ "${INFER_BENCH:-}" != 0 ]; then
     timeout 400 ./fp8kit lm bench --device cuda ${INFER_BENCH:-} 2>&1 | tee -a "$summary"
   fi
+  # INFER_PROFILE="lm bench arguments": GPU time per kernel name of that run (nsys, else ncu), the 25 largest.
+  if [ -n "${INFER_PROFILE:-}" ]; then
+    nsys=$(command -v nsys || ls /opt/nvidia/nsight-systems/*/bin/nsys /usr/local/cuda/bin/nsys 2>/dev/null | head -1)
+    ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
+    if [ -n "$nsys" ]; then
+      timeout 300 "$nsys" profile --cuda-graph-trace=node -o /tmp/infer-profile --force-overwrite true \
+        ./fp8kit lm bench --device cuda $INFER_PROFILE >"$OUT/profile.log" 2>&1
+      "$nsys" stats --report cuda_gpu_kern_sum --format csv /tmp/infer-profile.nsys-rep 2>/dev/null |
+        python3 -c 'import csv,sys
+rows=[r for r in csv.reader(sys.stdin) if len(r)>8]
+h=rows[0]; t=h.index("Total Time (ns)"); n=h.index("Instances"); k=h.index("Name")
+for r in rows[1:26]: print(f"{float(r[t])/1e6:9.3f} ms {int(r[n]):6d}x {r[k][:100]}")' | tee -a "$summary"
+    elif [ -n "$ncu" ]; then
+      timeout 400 "$ncu" --clock-control none --metrics gpu__time_duration.sum --csv --page raw \
+        ./fp8kit lm bench --device cuda $INFER_PROFILE >"$OUT/ncu.csv" 2>"$OUT/ncu.log" || note "FAIL: ncu (ncu.log)"
+      python3 -c 'import csv,sys,collections
+rows=[r for r in csv.reader(open(sys.argv[1])) if len(r)>5]
+h=rows[0]; k=h.index("Kernel Name"); t=h.index("gpu__time_duration.sum")
+tot=collections.Counter(); cnt=collections.Counter()
+for r in rows[2:]:
+  try: tot[r[k][:100]]+=float(r[t]); cnt[r[k][:100]]+=1
+  except ValueError: pass
+for name,v in tot.most_common(25): print(f"{v/1e6:9.3f} ms {cnt[name]:6d}x {name}")' "$OUT/ncu.csv" | tee -a "$summary"
+    else
+      note "no nsys or ncu for INFER_PROFILE"
+    fi
+  fi
   if [ "${INFER_QUALITY:-0}" = 1 ] && [ -f ../data/aclImdb_v1.tar.gz ]; then
     q=/tmp/quality data="--data ../data/aclImdb_v1.tar.gz"
     mkdir -p $q

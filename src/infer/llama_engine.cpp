@@ -313,7 +313,8 @@ struct LlamaEngine::Impl {
       ops::quantize(c, x, p.input_spec, xq, p.input_spec.granularity == Granularity::PerTensor ? &p.input_scale : nullptr);
     if (scaling == ActivationScaling::WarmUp && p.input_spec.granularity == Granularity::PerRow)
       ops::accumulate_activation_stats(c, xq.amax.view(0, {rows, 1}), p.warm_amax, nullptr);
-    ops::matmul(c, xq, p.fp8, y);
+    // Hopper's fast accumulation, as Transformer Engine's forward GEMMs (block scales take none).
+    ops::matmul(c, xq, p.fp8, y, {.fast_accumulation = p.input_spec.granularity != Granularity::PerGroup});
   }
 
   void record(const std::string& name, const Tensor& x) {
