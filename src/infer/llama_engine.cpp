@@ -477,6 +477,7 @@ LlamaEngine LlamaEngine::random(const LlamaConfig& config, const RandomWeights& 
   auto normal = [&](std::vector<int64_t> shape) {
     Tensor t(std::move(shape), DType::Bf16, device);
     ops::fill_normal(m->c, t, 0.02f, stream++);
+    m->c.synchronize();  // before ops without a context (quantize) read it
     return t;
   };
   auto ones = [&]() {
@@ -615,6 +616,7 @@ const Tensor& LlamaEngine::prefill(std::span<const int32_t> tokens, int64_t batc
   a.slots = i32_tensor(slots, m.device());
   a.last_rows = i32_tensor(last, m.device());
   m.forward(a, batch * seq, batch, seq, all_positions);
+  m.c.synchronize();  // the logits are ready, and the statistics readable, on return
   for (int64_t b = 0; b < batch; ++b) m.lengths[static_cast<size_t>(first_slot + b)] = seq;
   if (m.calibration != nullptr) m.drain_calibration(batch, seq);
   m.after_forward();
@@ -644,8 +646,7 @@ const Tensor& LlamaEngine::decode(std::span<const int32_t> tokens) {
     a.slots = Tensor({batch}, DType::I32, m.device());
     a.lengths = Tensor({batch}, DType::I32, m.device());
   }
-  m.c.synchronize();  // the last replay has read the inputs
-  a.tokens.copy_from_host(tokens.data());
+  a.tokens.copy_from_host(tokens.data());  // (the last step has finished: decode returns synchronized)
   a.positions.copy_from_host(positions.data());
   a.slots.copy_from_host(slots.data());
   a.lengths.copy_from_host(lengths.data());
@@ -653,6 +654,7 @@ const Tensor& LlamaEngine::decode(std::span<const int32_t> tokens) {
     step.graph.emplace([&m, &a, batch](ops::Context&) { m.forward(a, batch, batch, 0, false); });
   }
   step.graph->run(m.c);
+  m.c.synchronize();
   step.scratch_generation = m.c.scratch_generation();
   for (int64_t b = 0; b < batch; ++b) ++m.lengths[static_cast<size_t>(b)];
   m.after_forward();
@@ -662,6 +664,7 @@ const Tensor& LlamaEngine::decode(std::span<const int32_t> tokens) {
 std::vector<int32_t> LlamaEngine::argmax(const Tensor& logits) {
   Tensor ids;
   ops::argmax_rows(impl_->c, logits, ids);
+  impl_->c.synchronize();  // host copies do not wait for the context's streams
   const Tensor host = ids.to(Device::Cpu);
   return {host.span<int32_t>().begin(), host.span<int32_t>().end()};
 }

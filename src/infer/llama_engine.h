@@ -85,7 +85,8 @@ class LlamaEngine {
 
   // Prompts of equal length into slots [first_slot, first_slot + batch), each from position 0:
   // tokens [batch * seq] (host, ids checked). Returns the logits [batch, vocab] f32 of each sequence's
-  // last token, or with all_positions [batch * seq, vocab] (for perplexity), on the engine's device.
+  // last token, or with all_positions [batch * seq, vocab] (for perplexity), on the engine's device,
+  // computed (the engine's context is synchronized on return, as for decode).
   const Tensor& prefill(std::span<const int32_t> tokens, int64_t batch, int64_t seq, int64_t first_slot = 0,
                         bool all_positions = false);
   // One token for each of the slots [0, batch), appended after the tokens each already holds. tokens:

@@ -26,6 +26,7 @@ Perplexity evaluate(LlamaEngine& engine, const data::TokenWindows& windows, int6
     targets.copy_from_host(next.data());
     const Tensor& logits = engine.prefill(inputs, batch, windows.seq(), 0, true);
     ops::cross_entropy(c, logits, targets, 1.0f, losses, nullptr);
+    c.synchronize();  // host copies do not wait for the context's streams
     const Tensor host = losses.to(Device::Cpu);
     for (float l : host.span<float>()) sum += l;
   }

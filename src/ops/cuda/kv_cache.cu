@@ -11,8 +11,6 @@
 
 #include <cuda_fp8.h>
 
-#include <type_traits>
-
 #include <string>
 
 #include "base/error.h"
@@ -29,12 +27,7 @@ constexpr int kDecodeThreads = 128;  // 4 warps
 constexpr int kWarps = kDecodeThreads / 32;
 constexpr int kMaxChunk = 256;  // keys per block at most (the scores in shared memory)
 constexpr int kMinChunk = 32;
-// A thread's load of a cache row: 8 elements, 16 bytes of bf16 or 8 E4M3 codes (so both caches share
-// the kernel's layout of threads and sums), with 64 bytes in flight per thread.
-template <typename T>
-using Load = std::conditional_t<sizeof(T) == 2, uint4, uint2>;
-template <typename T>
-constexpr int kUnroll = 64 / static_cast<int>(sizeof(Load<T>));
+constexpr int kUnroll = 4;  // 16-byte loads in flight per thread
 
 // 8 bf16 values at p (16-byte aligned) as floats, and floats to 8 bf16 values (round to nearest even).
 __device__ __forceinline__ void load_bf16x8(const uint16_t* p, float* v) {
@@ -123,8 +116,11 @@ __global__ void append_kernel(KvShape s, int64_t rows, const float* table, const
   store_piece(hi, store, at + half + i, scales, kh, out == nullptr ? nullptr : out + half + i);
 }
 
-// A load of a cache row as 8 floats: bf16 values, or E4M3 codes (exact).
-__device__ __forceinline__ void unpack(uint4 raw, float* v) {
+// 16 bytes of a cache row as floats: 8 bf16 values or 16 E4M3 codes (exact).
+template <typename T>
+__device__ __forceinline__ void unpack(uint4 raw, float* v);
+template <>
+__device__ __forceinline__ void unpack<uint16_t>(uint4 raw, float* v) {
   const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
@@ -132,10 +128,11 @@ __device__ __forceinline__ void unpack(uint4 raw, float* v) {
     v[2 * i + 1] = __uint_as_float(words[i] & 0xFFFF0000u);
   }
 }
-__device__ __forceinline__ void unpack(uint2 raw, float* v) {
-  const uint32_t words[2] = {raw.x, raw.y};
+template <>
+__device__ __forceinline__ void unpack<uint8_t>(uint4 raw, float* v) {
+  const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
 #pragma unroll
-  for (int i = 0; i < 2; ++i) {
+  for (int i = 0; i < 4; ++i) {
 #pragma unroll
     for (int part = 0; part < 2; ++part) {
       const auto pair = static_cast<__nv_fp8x2_storage_t>(words[i] >> (16 * part));  // low byte -> .x
@@ -162,8 +159,7 @@ struct DecodeArgs {
 // Block (chunk, head group, sequence). T: uint16_t (bf16) or uint8_t (E4M3) cache; G query heads.
 template <int D, typename T, int G>
 __global__ void __launch_bounds__(kDecodeThreads, 4) decode_chunk_kernel(DecodeArgs a) {
-  constexpr int E = 8;  // elements per load
-  constexpr int U = kUnroll<T>;
+  constexpr int E = 16 / static_cast<int>(sizeof(T));  // elements per 16-byte load
   constexpr int TK = D / E;                            // threads per key row
   constexpr int KP = kDecodeThreads / TK;              // keys per pass of the block
   static_assert(TK <= 32 && 32 % TK == 0, "a key row's threads must sit in one warp");
@@ -192,17 +188,17 @@ __global__ void __launch_bounds__(kDecodeThreads, 4) decode_chunk_kernel(DecodeA
         load_bf16x8(a.q + (b * a.s.heads + h0 + g) * D + slice * E + part * 8, &query[g][part * 8]);
     }
     const float factor = a.cache.k_scale == nullptr ? a.scale : a.scale * a.cache.k_scale[kh];
-    for (int base = 0; base < n; base += KP * U) {  // the same trip count in every thread
-      Load<T> raw[U];
+    for (int base = 0; base < n; base += KP * kUnroll) {  // the same trip count in every thread
+      uint4 raw[kUnroll];
 #pragma unroll
-      for (int u = 0; u < U; ++u) {
+      for (int u = 0; u < kUnroll; ++u) {
         const int j = base + u * KP + key_group;
-        raw[u] = j < n ? __ldg(reinterpret_cast<const Load<T>*>(k + j * kv_width)) : Load<T>{};
+        raw[u] = j < n ? __ldg(reinterpret_cast<const uint4*>(k + j * kv_width)) : make_uint4(0, 0, 0, 0);
       }
 #pragma unroll
-      for (int u = 0; u < U; ++u) {
+      for (int u = 0; u < kUnroll; ++u) {
         float key[E];
-        unpack(raw[u], key);
+        unpack<T>(raw[u], key);
         float dot[G];
 #pragma unroll
         for (int g = 0; g < G; ++g) {
@@ -253,19 +249,19 @@ __global__ void __launch_bounds__(kDecodeThreads, 4) decode_chunk_kernel(DecodeA
 #pragma unroll
     for (int e = 0; e < E; ++e) acc[g][e] = 0.0f;
   }
-  for (int base = 0; base < n; base += KP * U) {
-    Load<T> raw[U];
+  for (int base = 0; base < n; base += KP * kUnroll) {
+    uint4 raw[kUnroll];
 #pragma unroll
-    for (int u = 0; u < U; ++u) {
+    for (int u = 0; u < kUnroll; ++u) {
       const int j = base + u * KP + key_group;
-      raw[u] = j < n ? __ldg(reinterpret_cast<const Load<T>*>(v + j * kv_width)) : Load<T>{};
+      raw[u] = j < n ? __ldg(reinterpret_cast<const uint4*>(v + j * kv_width)) : make_uint4(0, 0, 0, 0);
     }
 #pragma unroll
-    for (int u = 0; u < U; ++u) {
+    for (int u = 0; u < kUnroll; ++u) {
       const int j = base + u * KP + key_group;
       if (j >= n) continue;
       float value[E];
-      unpack(raw[u], value);
+      unpack<T>(raw[u], value);
 #pragma unroll
       for (int g = 0; g < G; ++g) {
         const float p = scores[g][j];
