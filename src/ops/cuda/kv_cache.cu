@@ -27,6 +27,7 @@ constexpr int kDecodeThreads = 128;  // 4 warps
 constexpr int kWarps = kDecodeThreads / 32;
 constexpr int kMaxChunk = 256;  // keys per block at most (the scores in shared memory)
 constexpr int kMinChunk = 32;
+constexpr int kMaxCombine = 1024;  // chunks one combine handles (capacity / chunk)
 constexpr int kUnroll = 4;  // 16-byte loads in flight per thread
 
 // 8 bf16 values at p (16-byte aligned) as floats, and floats to 8 bf16 values (round to nearest even).
@@ -299,25 +300,53 @@ __global__ void __launch_bounds__(kDecodeThreads, 4) decode_chunk_kernel(DecodeA
 }
 
 // Block per (sequence, head), a thread per output element: the chunks' partial sums rescaled to their
-// common max, divided by the rescaled total.
+// common max, divided by the rescaled total. The chunks' statistics are read by all threads at once
+// and their weights kept in shared memory (a chunk's weight is every thread's), so the only serial
+// loop left is each thread's sum over independent loads.
 template <int D>
 __global__ void __launch_bounds__(D) combine_kernel(DecodeArgs a, uint16_t* out) {
+  constexpr int kWarpsHere = D / 32;
+  __shared__ float weights[kMaxCombine];
+  __shared__ float reduce[kWarpsHere];
   const int64_t bh = blockIdx.x, b = bh / a.s.heads;
-  const int e = threadIdx.x;
+  const int e = threadIdx.x, lane = e % 32, warp = e / 32;
   const int64_t length = min(static_cast<int64_t>(a.lengths[b]), a.s.capacity);
-  const int64_t used = min((length + a.chunk - 1) / a.chunk, a.chunks);
+  const int used = static_cast<int>(min((length + a.chunk - 1) / a.chunk, a.chunks));  // <= kMaxCombine
   const float2* stats = a.partial_stats + bh * a.chunks;
   const float* partial = a.partial_out + bh * a.chunks * D + e;
+  auto block_reduce = [&](float v, bool is_max) {
+#pragma unroll
+    for (int offset = 16; offset > 0; offset /= 2) {
+      const float o = __shfl_xor_sync(0xffffffffu, v, offset);
+      v = is_max ? fmaxf(v, o) : v + o;
+    }
+    if (lane == 0) reduce[warp] = v;
+    __syncthreads();
+    v = reduce[0];
+#pragma unroll
+    for (int w = 1; w < kWarpsHere; ++w) v = is_max ? fmaxf(v, reduce[w]) : v + reduce[w];
+    __syncthreads();
+    return v;
+  };
   float max = -INFINITY;
-  for (int64_t c = 0; c < used; ++c) max = fmaxf(max, stats[c].x);
-  float numerator = 0.0f, denominator = 0.0f;
-  for (int64_t c = 0; c < used; ++c) {
+  for (int c = e; c < used; c += D) max = fmaxf(max, stats[c].x);
+  max = block_reduce(max, true);
+  float denominator = 0.0f;
+  for (int c = e; c < used; c += D) {
     const float2 st = stats[c];
     const float w = expf(st.x - max);
-    numerator = fmaf(w, partial[c * D], numerator);
+    weights[c] = w;
     denominator = fmaf(w, st.y, denominator);
   }
-  out[bh * D + e] = float_to_bf16(numerator / denominator);
+  denominator = block_reduce(denominator, false);  // (its barrier also publishes the weights)
+  float numerator[4] = {0.0f, 0.0f, 0.0f, 0.0f};  // four independent sums: loads in flight
+  int c = 0;
+  for (; c + 4 <= used; c += 4) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) numerator[i] = fmaf(weights[c + i], partial[(c + i) * D], numerator[i]);
+  }
+  for (; c < used; ++c) numerator[0] = fmaf(weights[c], partial[c * D], numerator[0]);
+  out[bh * D + e] = float_to_bf16(((numerator[0] + numerator[1]) + (numerator[2] + numerator[3])) / denominator);
 }
 
 // Query heads per block: the largest of 4, 2, 1 that divides the group (query heads per KV head).
@@ -334,7 +363,12 @@ int chunk_for(const KvShape& s, int64_t batch) {
   FP8KIT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   const int64_t blocks_per_chunk = batch * s.heads / heads_per_block(s);
   int chunk = kMaxChunk;
-  while (chunk > kMinChunk && blocks_per_chunk * ((s.capacity + chunk - 1) / chunk) < 2 * sms) chunk /= 2;
+  while (chunk > kMinChunk && blocks_per_chunk * ((s.capacity + chunk - 1) / chunk) < 2 * sms &&
+         (s.capacity + chunk / 2 - 1) / (chunk / 2) <= kMaxCombine)
+    chunk /= 2;
+  if ((s.capacity + chunk - 1) / chunk > kMaxCombine)
+    throw Error("decode_attention: a cache of " + std::to_string(s.capacity) + " positions is longer than the GPU "
+                "kernel's " + std::to_string(kMaxChunk * kMaxCombine));
   return chunk;
 }
 
