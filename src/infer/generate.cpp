@@ -3,7 +3,7 @@
 
 #include "base/error.h"
 
-#include <optional>
+#include <algorithm>
 
 namespace fp8kit::infer {
 
@@ -14,20 +14,21 @@ std::vector<std::vector<int32_t>> generate(LlamaEngine& engine, std::span<const 
   FP8KIT_CHECK(batch >= 1 && batch <= engine.options().max_batch, "generate: {} prompts for the engine's {} slots",
                batch, engine.options().max_batch);
   FP8KIT_CHECK(options.max_new_tokens >= 1, "generate: max_new_tokens must be >= 1");
-  const bool greedy = options.sampling.temperature == 0.0f;
+  const int64_t vocab = engine.config().vocab_size;
+  const int64_t choices = options.vocabulary > 0 ? std::min(options.vocabulary, vocab) : vocab;
+  const bool device_argmax = options.sampling.temperature == 0.0f && choices == vocab;
   std::vector<Sampler> samplers;
   for (int64_t i = 0; i < batch; ++i) {
     SamplingOptions s = options.sampling;
     s.seed += static_cast<uint64_t>(i);  // each prompt its own stream, as if generated alone
     samplers.emplace_back(s);
   }
-  const int64_t vocab = engine.config().vocab_size;
   auto choose = [&](const Tensor& logits) {
-    if (greedy) return engine.argmax(logits);
+    if (device_argmax) return engine.argmax(logits);
     const Tensor host = logits.to(Device::Cpu);
     std::vector<int32_t> ids(static_cast<size_t>(logits.dim(0)));
     for (size_t i = 0; i < ids.size(); ++i)
-      ids[i] = samplers[i].next(host.span<float>().subspan(i * static_cast<size_t>(vocab), static_cast<size_t>(vocab)));
+      ids[i] = samplers[i].next(host.span<float>().subspan(i * static_cast<size_t>(vocab), static_cast<size_t>(choices)));
     return ids;
   };
 

@@ -17,6 +17,8 @@ struct GenerationOptions {
   int64_t max_new_tokens = 64;
   SamplingOptions sampling{};  // temperature 0: greedy (argmax on the device)
   int32_t eos = -1;          // a sequence ends at this token (not included); -1: none
+  int64_t vocabulary = 0;    // choose among the first N ids only (a tokenizer smaller than the padded
+                             // embedding); 0: all
 };
 
 // The new tokens of each prompt (at most engine.options().max_batch prompts, each non-empty and

@@ -50,15 +50,17 @@ def reference_eval(model, ids, seq):
 
 
 def reference_generate(model, tokenizer, prompt, new_tokens):
-    """Greedy tokens over the tokenizer's vocabulary until EOS; stops early (flagged) at a near tie."""
+    """Greedy tokens over the tokenizer's vocabulary until EOS; stops early (flagged) at a near tie:
+    lm generate runs the inference engine in bf16 (f32 and f16 weights rounded to bf16), whose logits
+    differ from these by up to a few hundredths on these random models."""
     ids = hf_ids(tokenizer, prompt, add_special_tokens=True)
     vocab, eos = tokenizer.get_vocab_size(), eos_id(tokenizer)
     out = []
     for _ in range(new_tokens):
         logits = model.logits(ids[-model.config.max_position_embeddings:])[-1][:vocab]
         top2 = np.sort(logits)[-2:]
-        if top2[1] - top2[0] < 1e-4:
-            return out, True  # fp32 and float64 may pick differently: compare up to here
+        if top2[1] - top2[0] < 0.3:
+            return out, True  # bf16 and float64 may pick differently: compare up to here
         token = int(np.argmax(logits))
         if token == eos:
             break
@@ -79,8 +81,7 @@ class ModelParity(interop.TempDirTest):
             self.assertEqual(tokens, want_tokens)
             self.assertAlmostEqual(loss, want, delta=1e-4, msg=f"seq {seq}")
         for prompt in ("the movie", "A terrible café"):
-            out = fp8kit("lm", "generate", "--model", model_dir, "--precision", "fp32", "--max-new-tokens", "12",
-                         prompt)
+            out = fp8kit("lm", "generate", "--model", model_dir, "--max-new-tokens", "12", prompt)
             tokens, tie = reference_generate(model, tokenizer, prompt, 12)
             want = prompt.encode() + b"".join(interop.token_bytes(tokenizer, t) for t in tokens)
             if tie:
