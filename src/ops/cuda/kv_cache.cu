@@ -28,7 +28,7 @@ constexpr int kWarps = kDecodeThreads / 32;
 constexpr int kMaxChunk = 256;  // keys per block at most (the scores in shared memory)
 constexpr int kMinChunk = 32;
 constexpr int kMaxCombine = 1024;  // chunks one combine handles (capacity / chunk)
-constexpr int kUnroll = 4;  // 16-byte loads in flight per thread
+constexpr int kUnroll = 4;  // 16-byte loads per pass per thread (bf16; two passes in flight)
 
 // 8 bf16 values at p (16-byte aligned) as floats, and floats to 8 bf16 values (round to nearest even).
 __device__ __forceinline__ void load_bf16x8(const uint16_t* p, float* v) {
@@ -161,6 +161,7 @@ struct DecodeArgs {
 template <int D, typename T, int G>
 __global__ void __launch_bounds__(kDecodeThreads, 4) decode_chunk_kernel(DecodeArgs a) {
   constexpr int E = 16 / static_cast<int>(sizeof(T));  // elements per 16-byte load
+  constexpr int U = sizeof(T) == 2 ? kUnroll : kUnroll / 2;  // E4M3: its registers hold twice the values
   constexpr int TK = D / E;                            // threads per key row
   constexpr int KP = kDecodeThreads / TK;              // keys per pass of the block
   static_assert(TK <= 32 && 32 % TK == 0, "a key row's threads must sit in one warp");
@@ -189,15 +190,23 @@ __global__ void __launch_bounds__(kDecodeThreads, 4) decode_chunk_kernel(DecodeA
         load_bf16x8(a.q + (b * a.s.heads + h0 + g) * D + slice * E + part * 8, &query[g][part * 8]);
     }
     const float factor = a.cache.k_scale == nullptr ? a.scale : a.scale * a.cache.k_scale[kh];
-    for (int base = 0; base < n; base += KP * kUnroll) {  // the same trip count in every thread
-      uint4 raw[kUnroll];
+    // Two passes of keys in flight: this one's, being summed, and the next one's, loading.
+    uint4 next[U];
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        const int j = base + u * KP + key_group;
-        raw[u] = j < n ? __ldg(reinterpret_cast<const uint4*>(k + j * kv_width)) : make_uint4(0, 0, 0, 0);
+    for (int u = 0; u < U; ++u) {
+      const int j = u * KP + key_group;
+      next[u] = j < n ? __ldg(reinterpret_cast<const uint4*>(k + j * kv_width)) : make_uint4(0, 0, 0, 0);
+    }
+    for (int base = 0; base < n; base += KP * U) {  // the same trip count in every thread
+      uint4 raw[U];
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        raw[u] = next[u];
+        const int j = base + KP * U + u * KP + key_group;
+        next[u] = j < n ? __ldg(reinterpret_cast<const uint4*>(k + j * kv_width)) : make_uint4(0, 0, 0, 0);
       }
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
+      for (int u = 0; u < U; ++u) {
         float key[E];
         unpack<T>(raw[u], key);
         float dot[G];
@@ -220,6 +229,13 @@ __global__ void __launch_bounds__(kDecodeThreads, 4) decode_chunk_kernel(DecodeA
         }
       }
     }
+  }
+  // The values' first loads go out now, to arrive while the softmax runs.
+  uint4 next[U];  // (as for the keys: the next pass's loads in flight)
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const int j = u * KP + key_group;
+    next[u] = j < n ? __ldg(reinterpret_cast<const uint4*>(v + j * kv_width)) : make_uint4(0, 0, 0, 0);
   }
   __syncthreads();
   // Softmax statistics: a warp per query head; the scores become exp(score - max).
@@ -250,15 +266,16 @@ __global__ void __launch_bounds__(kDecodeThreads, 4) decode_chunk_kernel(DecodeA
 #pragma unroll
     for (int e = 0; e < E; ++e) acc[g][e] = 0.0f;
   }
-  for (int base = 0; base < n; base += KP * kUnroll) {
-    uint4 raw[kUnroll];
+  for (int base = 0; base < n; base += KP * U) {
+    uint4 raw[U];
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int j = base + u * KP + key_group;
-      raw[u] = j < n ? __ldg(reinterpret_cast<const uint4*>(v + j * kv_width)) : make_uint4(0, 0, 0, 0);
+    for (int u = 0; u < U; ++u) {
+      raw[u] = next[u];
+      const int j = base + KP * U + u * KP + key_group;  // the next pass's, in flight during this one
+      next[u] = j < n ? __ldg(reinterpret_cast<const uint4*>(v + j * kv_width)) : make_uint4(0, 0, 0, 0);
     }
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
+    for (int u = 0; u < U; ++u) {
       const int j = base + u * KP + key_group;
       if (j >= n) continue;
       float value[E];
