@@ -56,6 +56,13 @@ __device__ __forceinline__ void load_weights(const float* weight, int64_t j, flo
   }
 }
 
+// Starts bringing weight[8 j .. 8 j + 7] into L1 for load_weights: the loads' latency then overlaps the
+// row's sum of squares instead of following it.
+__device__ __forceinline__ void prefetch_weights(const float* weight, int64_t j) {
+  asm volatile("prefetch.global.L1 [%0];" ::"l"(__cvta_generic_to_global(weight + j * 8)));
+  asm volatile("prefetch.global.L1 [%0];" ::"l"(__cvta_generic_to_global(weight + j * 8 + 4)));
+}
+
 // ops::add_rms_norm: a row's thread t holds its vectors t, t + count, ... (Chunks of them; RowThread):
 // the residual (+ delta, stored back), then the normalized results, until the row's amax is known.
 template <int V, int Chunks, int Blocks>
@@ -70,7 +77,10 @@ __global__ void __launch_bounds__(kRowKernelThreads)
 #pragma unroll
   for (int k = 0; k < Chunks; ++k) {
     const int64_t j = t.index + k * t.count;
-    if (j < n) x[k] = res[j];
+    if (j < n) {
+      x[k] = res[j];
+      if constexpr (V == 8) prefetch_weights(weight, j);  // (a value per thread: spills, not latency)
+    }
   }
   if (delta != nullptr) {
     const auto* d = reinterpret_cast<const Bf16s<V>*>(delta + r * dim);
