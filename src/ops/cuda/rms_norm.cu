@@ -56,31 +56,43 @@ __device__ __forceinline__ void load_weights(const float* weight, int64_t j, flo
   }
 }
 
-// ops::add_rms_norm: thread t holds vectors t, t + blockDim.x, ... (Chunks of them) of its row: the
-// residual (+ delta, stored back), then the normalized results, until the row's amax is known.
-template <int V, int Chunks>
+// Starts bringing weight[8 j .. 8 j + 7] into L1 for load_weights: the loads' latency then overlaps the
+// row's sum of squares instead of following it.
+__device__ __forceinline__ void prefetch_weights(const float* weight, int64_t j) {
+  asm volatile("prefetch.global.L1 [%0];" ::"l"(__cvta_generic_to_global(weight + j * 8)));
+  asm volatile("prefetch.global.L1 [%0];" ::"l"(__cvta_generic_to_global(weight + j * 8 + 4)));
+}
+
+// ops::add_rms_norm: a row's thread t holds its vectors t, t + count, ... (Chunks of them; RowThread):
+// the residual (+ delta, stored back), then the normalized results, until the row's amax is known.
+template <int V, int Chunks, int Blocks>
 __global__ void __launch_bounds__(kRowKernelThreads)
     add_rms_norm_kernel(int64_t dim, float eps, uint16_t* residual, const uint16_t* delta, const float* weight,
                         ActivationOutArgs out) {
-  const int64_t r = blockIdx.x, n = dim / V;
+  const RowThread t = row_thread<Blocks>();
+  const int64_t r = t.row, n = dim / V;
+  const float preset = tensor_scale(out);
   auto* res = reinterpret_cast<Bf16s<V>*>(residual + r * dim);
   Bf16s<V> x[Chunks] = {};
 #pragma unroll
   for (int k = 0; k < Chunks; ++k) {
-    const int64_t j = threadIdx.x + static_cast<int64_t>(k) * blockDim.x;
-    if (j < n) x[k] = res[j];
+    const int64_t j = t.index + k * t.count;
+    if (j < n) {
+      x[k] = res[j];
+      if constexpr (V == 8) prefetch_weights(weight, j);  // (a value per thread: spills, not latency)
+    }
   }
   if (delta != nullptr) {
     const auto* d = reinterpret_cast<const Bf16s<V>*>(delta + r * dim);
     Bf16s<V> e[Chunks] = {};
 #pragma unroll
     for (int k = 0; k < Chunks; ++k) {
-      const int64_t j = threadIdx.x + static_cast<int64_t>(k) * blockDim.x;
+      const int64_t j = t.index + k * t.count;
       if (j < n) e[k] = d[j];
     }
 #pragma unroll
     for (int k = 0; k < Chunks; ++k) {
-      const int64_t j = threadIdx.x + static_cast<int64_t>(k) * blockDim.x;
+      const int64_t j = t.index + k * t.count;
       if (j >= n) continue;
 #pragma unroll
       for (int i = 0; i < V; ++i)
@@ -91,7 +103,7 @@ __global__ void __launch_bounds__(kRowKernelThreads)
   float sq = 0.0f;
 #pragma unroll
   for (int k = 0; k < Chunks; ++k) {
-    if (threadIdx.x + static_cast<int64_t>(k) * blockDim.x >= n) continue;
+    if (t.index + k * t.count >= n) continue;
 #pragma unroll
     for (int i = 0; i < V; ++i) {
       const float f = bf16_to_float(x[k].h[i]);
@@ -99,11 +111,12 @@ __global__ void __launch_bounds__(kRowKernelThreads)
     }
   }
   // rms_norm_forward's rstd and products, each operation rounded as the CPU's.
-  const float rs = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(block_sum(sq), static_cast<float>(dim)), eps)));
+  const float rs =
+      __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(row_sum<Blocks>(sq), static_cast<float>(dim)), eps)));
   uint32_t amax = 0;
 #pragma unroll
   for (int k = 0; k < Chunks; ++k) {
-    const int64_t j = threadIdx.x + static_cast<int64_t>(k) * blockDim.x;
+    const int64_t j = t.index + k * t.count;
     if (j >= n) continue;
     float w[V];
     load_weights<V>(weight, j, w);
@@ -111,12 +124,13 @@ __global__ void __launch_bounds__(kRowKernelThreads)
     for (int i = 0; i < V; ++i) x[k].h[i] = float_to_bf16(__fmul_rn(__fmul_rn(bf16_to_float(x[k].h[i]), rs), w[i]));
     amax = raise_amax(amax, x[k]);
   }
-  const float scale = activation_scale(out, r, amax);
+  const float scale = activation_scale<Blocks>(out, t, amax, preset);
 #pragma unroll
   for (int k = 0; k < Chunks; ++k) {
-    const int64_t j = threadIdx.x + static_cast<int64_t>(k) * blockDim.x;
+    const int64_t j = t.index + k * t.count;
     if (j < n) store_activation<V>(out, r * dim + j * V, x[k], scale);
   }
+  row_done<Blocks>();
 }
 
 // dx = rstd (dout weight - x k), k = rstd^2 mean(dout weight x).
@@ -194,9 +208,10 @@ void add_rms_norm(int64_t rows, int64_t dim, float eps, uint16_t* residual, cons
   }
   const bool vector = dim % 8 == 0 && aligned(residual, 16) && aligned(delta, 16) && aligned(weight, 16) &&
                       aligned(out.bf16, 16) && aligned(out.codes, 8);
-  launch_row_kernel(dim, vector, [&](auto v, auto chunks, int threads) {
-    add_rms_norm_kernel<decltype(v)::value, decltype(chunks)::value>
-        <<<static_cast<unsigned>(rows), threads, 0, stream>>>(dim, eps, residual, delta, weight, out);
+  // At few rows, a cluster shares a row's kRowKernelThreads threads: the same sums, the same bits.
+  launch_row_kernel(rows, dim, vector, kRowKernelThreads, [&](auto v, auto chunks, auto blocks, int threads) {
+    launch_rows(add_rms_norm_kernel<decltype(v)::value, decltype(chunks)::value, decltype(blocks)::value>, rows,
+                blocks, threads, stream, dim, eps, residual, delta, weight, out);
   });
   check_launch("add_rms_norm");
 }

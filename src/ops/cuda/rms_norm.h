@@ -24,7 +24,8 @@ int64_t rms_norm_backward_workspace(int64_t rows, int64_t dim);
 // Inference's residual step (ops::add_rms_norm): residual [rows, dim] bf16 += delta [rows, dim] bf16
 // (null: none) rounded to bf16 in place, then out = bf16((residual rstd) weight) written as `out` says.
 // A block per row holding the row in registers (dim <= 32768; 16-byte loads where dim % 8 == 0 and
-// the rows are aligned); the sum of squares is a block tree.
+// the rows are aligned), at few rows a cluster of blocks; the sum of squares is a block tree (of the
+// same threads in the same order either way).
 void add_rms_norm(int64_t rows, int64_t dim, float eps, uint16_t* residual, const uint16_t* delta, const float* weight,
                   const ActivationOutArgs& out, cudaStream_t stream);
 

@@ -26,35 +26,38 @@ __global__ void forward_kernel(int64_t n, const float* gate, const float* up, bo
   out[i] = maybe_bf16(swiglu_value(gate[i], up[i]), bf16);
 }
 
-// ops::swiglu: thread t holds vectors t, t + blockDim.x, ... (Chunks of them) of its row's results
-// until the row's amax is known.
-template <int V, int Chunks>
+// ops::swiglu: a row's thread t holds its vectors t, t + count, ... (Chunks of them; RowThread) of the
+// row's results until the row's amax is known.
+template <int V, int Chunks, int Blocks>
 __global__ void __launch_bounds__(kRowKernelThreads) fused_kernel(int64_t ffn, const uint16_t* gate_up,
                                                                   ActivationOutArgs out) {
-  const int64_t r = blockIdx.x, n = ffn / V;
+  const RowThread t = row_thread<Blocks>();
+  const int64_t r = t.row, n = ffn / V;
+  const float preset = tensor_scale(out);
   const auto* gate = reinterpret_cast<const Bf16s<V>*>(gate_up + r * 2 * ffn);
   const auto* up = reinterpret_cast<const Bf16s<V>*>(gate_up + r * 2 * ffn + ffn);
   Bf16s<V> g[Chunks] = {}, u[Chunks] = {};
 #pragma unroll
   for (int k = 0; k < Chunks; ++k) {
-    const int64_t j = threadIdx.x + static_cast<int64_t>(k) * blockDim.x;
+    const int64_t j = t.index + k * t.count;
     if (j < n) g[k] = gate[j], u[k] = up[j];
   }
   uint32_t amax = 0;
 #pragma unroll
   for (int k = 0; k < Chunks; ++k) {
-    if (threadIdx.x + static_cast<int64_t>(k) * blockDim.x >= n) continue;
+    if (t.index + k * t.count >= n) continue;
 #pragma unroll
     for (int i = 0; i < V; ++i)
       g[k].h[i] = float_to_bf16(swiglu_value(bf16_to_float(g[k].h[i]), bf16_to_float(u[k].h[i])));
     amax = raise_amax(amax, g[k]);
   }
-  const float scale = activation_scale(out, r, amax);
+  const float scale = activation_scale<Blocks>(out, t, amax, preset);
 #pragma unroll
   for (int k = 0; k < Chunks; ++k) {
-    const int64_t j = threadIdx.x + static_cast<int64_t>(k) * blockDim.x;
+    const int64_t j = t.index + k * t.count;
     if (j < n) store_activation<V>(out, r * ffn + j * V, g[k], scale);
   }
+  row_done<Blocks>();
 }
 
 __global__ void backward_kernel(int64_t n, const float* gate, const float* up, const float* dout, float* dgate,
@@ -92,9 +95,10 @@ void swiglu(int64_t rows, int64_t ffn, const uint16_t* gate_up, const Activation
     return;
   }
   const bool vector = ffn % 8 == 0 && aligned(gate_up, 16) && aligned(out.bf16, 16) && aligned(out.codes, 8);
-  launch_row_kernel(ffn, vector, [&](auto v, auto chunks, int threads) {
-    fused_kernel<decltype(v)::value, decltype(chunks)::value>
-        <<<static_cast<unsigned>(rows), threads, 0, stream>>>(ffn, gate_up, out);
+  // No sum to keep in order: at few rows, 1024 threads share a row (16 values each at ffn 14336).
+  launch_row_kernel(rows, ffn, vector, 1024, [&](auto v, auto chunks, auto blocks, int threads) {
+    launch_rows(fused_kernel<decltype(v)::value, decltype(chunks)::value, decltype(blocks)::value>, rows, blocks,
+                threads, stream, ffn, gate_up, out);
   });
   check_launch("swiglu");
 }

@@ -17,7 +17,7 @@ void swiglu_backward(int64_t n, const float* gate, const float* up, const float*
 
 // Inference's form (ops::swiglu): gate_up [rows, 2 ffn] bf16 (gate, then up) -> bf16(silu(gate) up)
 // [rows, ffn] written as `out` says. A block per row holding its results in registers (ffn <= 32768;
-// 16-byte loads where ffn % 8 == 0 and the rows are aligned).
+// 16-byte loads where ffn % 8 == 0 and the rows are aligned), at few rows a cluster of blocks.
 void swiglu(int64_t rows, int64_t ffn, const uint16_t* gate_up, const ActivationOutArgs& out, cudaStream_t stream);
 
 }  // namespace fp8kit::cuda

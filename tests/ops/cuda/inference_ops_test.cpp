@@ -1,13 +1,17 @@
 // Inference's fused ops on the GPU: add_rms_norm's and swiglu's E4M3 outputs (per tensor and per row)
 // are exactly ops::quantize's bytes of their own bf16 results on the GPU, at rows that take every
 // path of the row kernel (a value per thread, and 1, 2, 4 and 8 vectors of 8 bf16 per thread) and at
-// no rows; and a step of the inference ops captured in a CUDA graph writes, when replayed, the eager
+// no rows; a row's bytes the same at few rows (a cluster of blocks per row) and many (a block per row);
+// and a step of the inference ops captured in a CUDA graph writes, when replayed, the eager
 // calls' bytes.
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
 
 #include <array>
+#include <functional>
+#include <string>
+#include <vector>
 
 #include "common/activation_out_checks.h"
 #include "common/gradient_check.h"
@@ -53,6 +57,71 @@ TEST(CudaInferenceOps, SwigluFp8IsQuantizeOfItsBf16) {
     const Tensor gate_up = gpu_tensor(random_vector(2 * 2 * ffn, 4, -8, 8), {2, 2 * ffn}, DType::Bf16);
     SCOPED_TRACE(fmt::format("ffn {}", ffn));
     expect_fp8_is_quantized_bf16(c, [&](const ops::ActivationOut& out) { ops::swiglu(c, gate_up, out); });
+  }
+}
+
+// Below 128 rows a cluster of blocks shares each row, above that a block per row
+// (ops/cuda/activation_out.cuh): a row's bytes are the same either way (add_rms_norm's sum of squares
+// taken in the same order). run(rows, out) runs the op on the first `rows` of the same inputs.
+void expect_few_rows_give_the_bytes_of_many(ops::Context& c,
+                                            const std::function<void(int64_t, const ops::ActivationOut&)>& run) {
+  const int64_t few = 3, many = 130;
+  const auto expect_head = [&](const Tensor& of_many, const Tensor& of_few, const std::string& what) {
+    EXPECT_TRUE(same_bytes(of_many.view(0, of_few.shape()), of_few)) << what;
+  };
+  Tensor bf16_few, bf16_many;
+  run(few, {.bf16 = &bf16_few});
+  run(many, {.bf16 = &bf16_many});
+  expect_head(bf16_many, bf16_few, "bf16");
+  const Tensor scale = scalar_tensor(100.0f, c.device());
+  QuantSpec per_tensor, per_row;
+  per_row.granularity = Granularity::PerRow;
+  for (const QuantSpec& spec : {per_tensor, per_row}) {
+    const Tensor* s = spec.granularity == Granularity::PerTensor ? &scale : nullptr;
+    QTensor q_few, q_many;
+    run(few, {.fp8 = &q_few, .spec = spec, .scale = s});
+    run(many, {.fp8 = &q_many, .spec = spec, .scale = s});
+    const std::string what(name(spec.granularity));
+    expect_head(q_many.codes, q_few.codes, what + ": codes");
+    if (spec.granularity == Granularity::PerRow) {  // per tensor, the amax is the whole tensor's
+      expect_head(q_many.scale_inv, q_few.scale_inv, what + ": scale_inv");
+      expect_head(q_many.amax, q_few.amax, what + ": amax");
+    }
+  }
+}
+
+// The first `rows` rows of values, a [.., cols] matrix.
+std::vector<float> head_rows(const std::vector<float>& values, int64_t rows, int64_t cols) {
+  return {values.begin(), values.begin() + rows * cols};
+}
+
+TEST(CudaInferenceOps, AddRmsNormGivesTheSameRowsAtFewAndManyRows) {
+  FP8KIT_REQUIRE_GPU();
+  ops::Context c(Device::Cuda);
+  for (const int64_t dim : kColumns) {
+    const std::vector<float> residual = random_vector(130 * dim, 1, -3, 3), delta = random_vector(130 * dim, 2);
+    const Tensor weight = gpu_tensor(random_vector(dim, 3, 0.5f, 1.5f), {dim});
+    SCOPED_TRACE(fmt::format("dim {}", dim));
+    expect_few_rows_give_the_bytes_of_many(c, [&](int64_t rows, const ops::ActivationOut& out) {
+      Tensor r = gpu_tensor(head_rows(residual, rows, dim), {rows, dim}, DType::Bf16);
+      const Tensor d = gpu_tensor(head_rows(delta, rows, dim), {rows, dim}, DType::Bf16);
+      ops::add_rms_norm(c, r, &d, weight, 1e-5f, out);
+      c.synchronize();  // before r and d are freed
+    });
+  }
+}
+
+TEST(CudaInferenceOps, SwigluGivesTheSameRowsAtFewAndManyRows) {
+  FP8KIT_REQUIRE_GPU();
+  ops::Context c(Device::Cuda);
+  for (const int64_t ffn : kColumns) {
+    const std::vector<float> gate_up = random_vector(130 * 2 * ffn, 4, -8, 8);
+    SCOPED_TRACE(fmt::format("ffn {}", ffn));
+    expect_few_rows_give_the_bytes_of_many(c, [&](int64_t rows, const ops::ActivationOut& out) {
+      const Tensor g = gpu_tensor(head_rows(gate_up, rows, 2 * ffn), {rows, 2 * ffn}, DType::Bf16);
+      ops::swiglu(c, g, out);
+      c.synchronize();  // before g is freed
+    });
   }
 }
 
