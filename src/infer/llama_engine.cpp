@@ -56,6 +56,7 @@ struct Projection {
   Tensor input_scale;      // [1] f32: the static quantization multiplier
   float static_amax = 0;   // the calibrated or warmed-up amax the scale came from (0: none)
   Tensor warm_amax;        // WarmUp: [1] f32, the max over the warm-up passes' per-token amaxes
+  Tensor tensor_scale_inv; // WarmUp of a per-tensor weight: its scale, restored when the scales freeze
 };
 
 struct Block {
@@ -273,6 +274,7 @@ struct LlamaEngine::Impl {
           p.input_spec = {Fp8Format::E4M3, Granularity::PerTensor};
         } else {
           p.input_spec = {Fp8Format::E4M3, Granularity::PerRow};
+          if (p.fp8.spec.granularity == Granularity::PerTensor) p.tensor_scale_inv = p.fp8.scale_inv.clone();
           as_per_row(p.fp8);  // per token x per channel
           if (scaling == ActivationScaling::WarmUp) p.warm_amax = f32_scalar(0.0f, device());
         }
@@ -394,6 +396,11 @@ struct LlamaEngine::Impl {
         p.static_amax = p.warm_amax.to(Device::Cpu).data<float>()[0];
         p.input_scale = f32_scalar(current_scale(p.static_amax, Fp8Format::E4M3), device());
         p.input_spec.granularity = Granularity::PerTensor;
+        if (p.tensor_scale_inv.numel() > 0) {  // per tensor x per tensor again: cuBLASLt's plainest GEMM
+          p.fp8.scale_inv = std::move(p.tensor_scale_inv);
+          p.fp8.amax = Tensor({1}, DType::F32, device());
+          p.fp8.spec.granularity = Granularity::PerTensor;
+        }
       }
     }
     decode_steps.clear();  // their graphs quantized per token
