@@ -129,22 +129,17 @@ __device__ __forceinline__ void unpack<uint16_t>(uint4 raw, float* v) {
     v[2 * i + 1] = __uint_as_float(words[i] & 0xFFFF0000u);
   }
 }
-// E4M3 codes as their values times 2^-120, with integer operations only (the hardware conversions run
-// at a quarter of the rate and bounded the kernel): a code's 7 magnitude bits put under float32's
-// exponent field read as 2^(e - 127) * 1.m, or for a subnormal code m * 2^-149, which is exactly its
-// value 2^(e - 7) * 1.m (or m * 2^-9) times 2^-120. The kernel multiplies the other operand by
-// kFp8Lift = 2^60 and the result by 2^60, keeping every product far from float32's subnormals. A NaN
-// code (0x7F) reads as 480.
-constexpr float kFp8Lift = 1152921504606846976.0f;  // 2^60
 template <>
 __device__ __forceinline__ void unpack<uint8_t>(uint4 raw, float* v) {
   const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
 #pragma unroll
-    for (int part = 0; part < 4; ++part) {
-      const uint32_t code = (words[i] >> (8 * part)) & 0xFFu;
-      v[4 * i + part] = __uint_as_float(((code & 0x7Fu) << 20) | ((code & 0x80u) << 24));
+    for (int part = 0; part < 2; ++part) {
+      const auto pair = static_cast<__nv_fp8x2_storage_t>(words[i] >> (16 * part));  // low byte -> .x
+      const float2 f = __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2(pair, __NV_E4M3)));
+      v[4 * i + 2 * part] = f.x;
+      v[4 * i + 2 * part + 1] = f.y;
     }
   }
 }
@@ -194,14 +189,7 @@ __global__ void __launch_bounds__(kDecodeThreads, 4) decode_chunk_kernel(DecodeA
       for (int part = 0; part < E / 8; ++part)
         load_bf16x8(a.q + (b * a.s.heads + h0 + g) * D + slice * E + part * 8, &query[g][part * 8]);
     }
-    if constexpr (sizeof(T) == 1) {  // keys read as value * 2^-120: the query * 2^60, the scores * 2^60
-#pragma unroll
-      for (int g = 0; g < G; ++g) {
-#pragma unroll
-        for (int e = 0; e < E; ++e) query[g][e] *= kFp8Lift;
-      }
-    }
-    const float factor = a.cache.k_scale == nullptr ? a.scale : a.scale * a.cache.k_scale[kh] * kFp8Lift;
+    const float factor = a.cache.k_scale == nullptr ? a.scale : a.scale * a.cache.k_scale[kh];
     // Two passes of keys in flight: this one's, being summed, and the next one's, loading.
     uint4 next[U];
 #pragma unroll
@@ -294,7 +282,7 @@ __global__ void __launch_bounds__(kDecodeThreads, 4) decode_chunk_kernel(DecodeA
       unpack<T>(raw[u], value);
 #pragma unroll
       for (int g = 0; g < G; ++g) {
-        const float p = sizeof(T) == 1 ? scores[g][j] * kFp8Lift : scores[g][j];  // values read * 2^-120
+        const float p = scores[g][j];
 #pragma unroll
         for (int e = 0; e < E; ++e) acc[g][e] = fmaf(p, value[e], acc[g][e]);
       }
@@ -316,7 +304,7 @@ __global__ void __launch_bounds__(kDecodeThreads, 4) decode_chunk_kernel(DecodeA
     }
   }
   __syncthreads();
-  const float v_factor = a.cache.v_scale == nullptr ? 1.0f : a.cache.v_scale[kh] * kFp8Lift;
+  const float v_factor = a.cache.v_scale == nullptr ? 1.0f : a.cache.v_scale[kh];
   for (int i = tid; i < G * D; i += kDecodeThreads) {
     const int g = i / D, e = i % D;
     float sum = 0.0f;
