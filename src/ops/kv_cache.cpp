@@ -54,29 +54,19 @@ void check_range(const Tensor& values, int64_t lo, int64_t hi, std::string_view 
   }
 }
 
-cpu::KvData host_data(KvCacheLayer& cache) {
-  if (!cache.fp8()) return {cache.k.data<uint16_t>(), cache.v.data<uint16_t>(), nullptr, nullptr};
-  return {cache.k.data<uint8_t>(), cache.v.data<uint8_t>(), cache.k_scale.data<float>(), cache.v_scale.data<float>()};
+// The cache's storage on its own device (the CPU cores' and the kernels' arguments alike).
+cpu::KvData storage(KvCacheLayer& cache) {
+  if (!cache.fp8()) return {cache.k.device_data<uint16_t>(), cache.v.device_data<uint16_t>(), nullptr, nullptr};
+  return {cache.k.device_data<uint8_t>(), cache.v.device_data<uint8_t>(), cache.k_scale.device_data<float>(),
+          cache.v_scale.device_data<float>()};
 }
-cpu::KvConstData host_data(const KvCacheLayer& cache) {
-  if (!cache.fp8()) return {cache.k.data<uint16_t>(), cache.v.data<uint16_t>(), nullptr, nullptr};
-  return {cache.k.data<uint8_t>(), cache.v.data<uint8_t>(), cache.k_scale.data<float>(), cache.v_scale.data<float>()};
+cpu::KvConstData storage(const KvCacheLayer& cache) {
+  if (!cache.fp8()) return {cache.k.device_data<uint16_t>(), cache.v.device_data<uint16_t>(), nullptr, nullptr};
+  return {cache.k.device_data<uint8_t>(), cache.v.device_data<uint8_t>(), cache.k_scale.device_data<float>(),
+          cache.v_scale.device_data<float>()};
 }
 
 #if FP8KIT_HAVE_CUDA
-cuda::KvShape device_shape(const cpu::KvShape& s) { return {s.heads, s.kv_heads, s.head_dim, s.slots, s.capacity}; }
-
-cuda::KvData device_data(KvCacheLayer& cache) {
-  if (!cache.fp8()) return {cache.k.device_data<uint16_t>(), cache.v.device_data<uint16_t>(), nullptr, nullptr};
-  return {cache.k.device_data<uint8_t>(), cache.v.device_data<uint8_t>(), cache.k_scale.device_data<float>(),
-          cache.v_scale.device_data<float>()};
-}
-cuda::KvConstData device_data(const KvCacheLayer& cache) {
-  if (!cache.fp8()) return {cache.k.device_data<uint16_t>(), cache.v.device_data<uint16_t>(), nullptr, nullptr};
-  return {cache.k.device_data<uint8_t>(), cache.v.device_data<uint8_t>(), cache.k_scale.device_data<float>(),
-          cache.v_scale.device_data<float>()};
-}
-
 // The kernels' 16-byte loads and stores.
 void check_aligned(const void* p, std::string_view op, std::string_view what) {
   FP8KIT_CHECK(reinterpret_cast<uintptr_t>(p) % 16 == 0,
@@ -151,8 +141,8 @@ void kv_append(Context& c, const Tensor& rope_table, const Tensor& qkv, const Te
     check_aligned(q_out.device_data<uint16_t>(), op, "q_out");
     if (k_out != nullptr) check_aligned(k_out->device_data<uint16_t>(), op, "k_out");
     if (v_out != nullptr) check_aligned(v_out->device_data<uint16_t>(), op, "v_out");
-    cuda::kv_append(device_shape(s), rows, rope_table.device_data<float>(), qkv.device_data<uint16_t>(),
-                    positions.device_data<int32_t>(), slots.device_data<int32_t>(), device_data(cache),
+    cuda::kv_append(s, rows, rope_table.device_data<float>(), qkv.device_data<uint16_t>(),
+                    positions.device_data<int32_t>(), slots.device_data<int32_t>(), storage(cache),
                     q_out.device_data<uint16_t>(), k_out == nullptr ? nullptr : k_out->device_data<uint16_t>(),
                     v_out == nullptr ? nullptr : v_out->device_data<uint16_t>(), stream(c));
 #endif
@@ -163,7 +153,7 @@ void kv_append(Context& c, const Tensor& rope_table, const Tensor& qkv, const Te
               "positions must be inside the cache's capacity and the rope table");
   check_range(slots, 0, s.slots - 1, op, "slots", "slots must index the cache's slots");
   cpu::kv_append(s, rows, rope_table.data<float>(), qkv.data<uint16_t>(), positions.data<int32_t>(),
-                 slots.data<int32_t>(), host_data(cache), q_out.data<uint16_t>(),
+                 slots.data<int32_t>(), storage(cache), q_out.data<uint16_t>(),
                  k_out == nullptr ? nullptr : k_out->data<uint16_t>(),
                  v_out == nullptr ? nullptr : v_out->data<uint16_t>());
 }
@@ -189,9 +179,8 @@ void decode_attention(Context& c, const Tensor& q, const KvCacheLayer& cache, co
     FP8KIT_CHECK(s.head_dim == 64 || s.head_dim == 128, "{}: the GPU kernel takes head_dim 64 or 128, got {}", op,
                  s.head_dim);
     check_aligned(q.device_data<uint16_t>(), op, "q");
-    const cuda::KvShape shape = device_shape(s);
-    void* workspace = c.scratch(cuda::decode_attention_workspace(shape, batch));
-    cuda::decode_attention(shape, batch, q.device_data<uint16_t>(), device_data(cache), slots.device_data<int32_t>(),
+    void* workspace = c.scratch(cuda::decode_attention_workspace(s, batch));
+    cuda::decode_attention(s, batch, q.device_data<uint16_t>(), storage(cache), slots.device_data<int32_t>(),
                            lengths.device_data<int32_t>(), resolved, out.device_data<uint16_t>(), workspace,
                            stream(c));
 #endif
@@ -199,7 +188,7 @@ void decode_attention(Context& c, const Tensor& q, const KvCacheLayer& cache, co
   }
   check_range(lengths, 1, s.capacity, op, "lengths", "each sequence needs 1 to capacity cached tokens");
   check_range(slots, 0, s.slots - 1, op, "slots", "slots must index the cache's slots");
-  cpu::decode_attention(s, batch, q.data<uint16_t>(), host_data(cache), slots.data<int32_t>(),
+  cpu::decode_attention(s, batch, q.data<uint16_t>(), storage(cache), slots.data<int32_t>(),
                         lengths.data<int32_t>(), resolved, out.data<uint16_t>());
 }
 

@@ -4,29 +4,17 @@
 
 #include <cuda_runtime.h>
 
+#include "ops/cpu/kv_cache.h"
+
 #include <cstddef>
 #include <cstdint>
 
 namespace fp8kit::cuda {
 
-// As ops::cpu::KvShape / KvData: a cache [slots, capacity, kv_heads * head_dim], bf16 bits or E4M3
-// codes with [kv_heads] dequantization scales (null: bf16).
-struct KvShape {
-  int64_t heads, kv_heads, head_dim, slots, capacity;
-};
-struct KvData {
-  void* k;
-  void* v;
-  const float* k_scale;
-  const float* v_scale;
-};
-// The same, read only (decode_attention).
-struct KvConstData {
-  const void* k;
-  const void* v;
-  const float* k_scale;
-  const float* v_scale;
-};
+// The cache's shape and storage as the CPU cores take them (ops/cpu/kv_cache.h), device pointers here.
+using ops::cpu::KvConstData;
+using ops::cpu::KvData;
+using ops::cpu::KvShape;
 
 // head_dim a multiple of 16; qkv, q_out, k_out, v_out and the cache 16-byte aligned. A thread per 8
 // rotated pairs of a head (16-byte loads of both halves).
