@@ -104,8 +104,9 @@ Tensor bf16_tensor(std::vector<int64_t> shape, std::span<const uint16_t> bits, D
   return t.to(device);
 }
 
+// A vector (a norm's weight) as f32 on `device`.
 Tensor f32_tensor(const io::TensorView& view, Device device) {
-  Tensor t({static_cast<int64_t>(io::tensor_to_f32(view).size())}, DType::F32);
+  Tensor t({view.shape.at(0)}, DType::F32);
   io::tensor_to_f32(view, t.span<float>());
   return t.to(device);
 }
