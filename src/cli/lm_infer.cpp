@@ -227,7 +227,8 @@ void run_agreement(const AgreementArgs& a) {
     std::vector<int32_t> sequence = prompts[i];
     sequence.insert(sequence.end(), expected[i].begin(), expected[i].end() - 1);
     const auto n = static_cast<int64_t>(sequence.size());
-    const std::vector<int32_t> next = argmax_within(engine, engine.prefill(sequence, 1, n, 0, true), tokenizer.vocab_size());
+    const std::vector<int32_t> next =
+        argmax_within(engine, engine.prefill(sequence, 1, n, 0, true), tokenizer.vocab_size());
     const int64_t first = static_cast<int64_t>(prompts[i].size()) - 1;
     for (int64_t t = 0; t < a.tokens; ++t)
       forced += next[static_cast<size_t>(first + t)] == expected[i][static_cast<size_t>(t)];
@@ -235,8 +236,8 @@ void run_agreement(const AgreementArgs& a) {
   const double total = static_cast<double>(batch * a.tokens);
   fmt::print("{} vs {} ({} KV cache), the first {} greedy tokens of {} prompts: {:.1f}% agree free-running "
              "(common prefix {:.1f} tokens on average, {} continuations identical), {:.1f}% teacher-forced\n",
-             a.model, a.reference, a.engine.kv_cache, a.tokens, batch, 100.0 * static_cast<double>(same) / total, prefix,
-             identical, 100.0 * static_cast<double>(forced) / total);
+             a.model, a.reference, a.engine.kv_cache, a.tokens, batch, 100.0 * static_cast<double>(same) / total,
+             prefix, identical, 100.0 * static_cast<double>(forced) / total);
 }
 
 // ---- lm bench
@@ -367,11 +368,15 @@ void add_lm_inference_commands(CLI::App& app) {
   calibrate->add_option("--out", cal->out, "the statistics file to write (safetensors)")
       ->required()
       ->check(non_empty_path());
-  calibrate->add_option("--prompts", cal->prompts, "prompts to run")->capture_default_str()->check(whole_number(1, 1 << 24));
+  calibrate->add_option("--prompts", cal->prompts, "prompts to run")
+      ->capture_default_str()
+      ->check(whole_number(1, 1 << 24));
   calibrate->add_option("--seq", cal->seq, "tokens per prompt (longer ones are cut)")
       ->capture_default_str()
       ->check(whole_number(1, 1 << 20));
-  calibrate->add_option("--batch", cal->batch, "prompts per prefill")->capture_default_str()->check(whole_number(1, 1 << 16));
+  calibrate->add_option("--batch", cal->batch, "prompts per prefill")
+      ->capture_default_str()
+      ->check(whole_number(1, 1 << 16));
   CLI::Option* text = calibrate->add_option("--text", cal->text, "prompts from this file, one per line")
                           ->check(CLI::ExistingFile);
   calibrate->add_option("--data", cal->data, "aclImdb_v1.tar.gz or an aclImdb directory (the default prompts: "
@@ -392,7 +397,9 @@ void add_lm_inference_commands(CLI::App& app) {
   generate->add_option("--max-new-tokens", g->max_new_tokens, "tokens to generate")
       ->capture_default_str()
       ->check(whole_number(1, 1'000'000));
-  generate->add_option("--temperature", g->sampling.temperature, "0: greedy")->capture_default_str()->check(real_number(0, 100));
+  generate->add_option("--temperature", g->sampling.temperature, "0: greedy")
+      ->capture_default_str()
+      ->check(real_number(0, 100));
   generate->add_option("--top-k", g->sampling.top_k, "sample from the k most likely (0: all)")
       ->capture_default_str()
       ->check(whole_number(0, 1 << 30));
@@ -407,15 +414,21 @@ void add_lm_inference_commands(CLI::App& app) {
   auto ag = std::make_shared<AgreementArgs>();
   CLI::App* agreement = app.add_subcommand(
       "agreement", "How often a model's greedy continuations of IMDB test reviews match a bf16 reference's");
-  agreement->add_option("--reference", ag->reference, "the bf16 model directory")->required()->check(CLI::ExistingDirectory);
+  agreement->add_option("--reference", ag->reference, "the bf16 model directory")
+      ->required()
+      ->check(CLI::ExistingDirectory);
   agreement->add_option("--model", ag->model, "the model to compare (packed FP8, or bf16 with --kv-cache fp8)")
       ->required()
       ->check(CLI::ExistingDirectory);
-  agreement->add_option("--prompts", ag->prompts, "reviews to continue")->capture_default_str()->check(whole_number(1, 4096));
+  agreement->add_option("--prompts", ag->prompts, "reviews to continue")
+      ->capture_default_str()
+      ->check(whole_number(1, 4096));
   agreement->add_option("--prompt-tokens", ag->prompt_tokens, "tokens of each review to start from")
       ->capture_default_str()
       ->check(whole_number(1, 1 << 20));
-  agreement->add_option("--tokens", ag->tokens, "greedy tokens to compare")->capture_default_str()->check(whole_number(1, 1 << 20));
+  agreement->add_option("--tokens", ag->tokens, "greedy tokens to compare")
+      ->capture_default_str()
+      ->check(whole_number(1, 1 << 20));
   agreement->add_option("--data", ag->data, "aclImdb_v1.tar.gz or an aclImdb directory")->check(non_empty_path());
   add_engine_options(*agreement, ag->engine);
   agreement->callback([ag] { run_agreement(*ag); });
@@ -423,16 +436,23 @@ void add_lm_inference_commands(CLI::App& app) {
   auto b = std::make_shared<BenchArgs>();
   CLI::App* bench = app.add_subcommand(
       "bench", "Prefill and decode speed of bf16 and FP8 (weights and KV cache) side by side, on random weights");
-  bench->add_option("--config", b->config, "a preset (e.g. 8b: Llama-3-8B's shapes) or a config.json")->capture_default_str();
-  bench->add_option("--vocab-size", b->vocab_size, "a preset's vocabulary")->capture_default_str()->check(whole_number(1, 1 << 24));
+  bench->add_option("--config", b->config, "a preset (e.g. 8b: Llama-3-8B's shapes) or a config.json")
+      ->capture_default_str();
+  bench->add_option("--vocab-size", b->vocab_size, "a preset's vocabulary")
+      ->capture_default_str()
+      ->check(whole_number(1, 1 << 24));
   bench->add_option("--weights", b->weights, "bf16, fp8 or both (bf16,fp8)")->capture_default_str();
   bench->add_option("--granularity", b->granularity, "FP8 weight scales: tensor or channel")
       ->capture_default_str()
       ->check(CLI::IsMember({"tensor", "channel"}));
   bench->add_option("--prefill", b->prefill, "prefill shapes BATCHxTOKENS")->capture_default_str();
   bench->add_option("--decode", b->decode, "decode shapes BATCHxCONTEXT")->capture_default_str();
-  bench->add_option("--iterations", b->iterations, "timed prefills per shape")->capture_default_str()->check(whole_number(1, 1000));
-  bench->add_option("--decode-steps", b->decode_steps, "timed decode steps per shape")->capture_default_str()->check(whole_number(1, 100000));
+  bench->add_option("--iterations", b->iterations, "timed prefills per shape")
+      ->capture_default_str()
+      ->check(whole_number(1, 1000));
+  bench->add_option("--decode-steps", b->decode_steps, "timed decode steps per shape")
+      ->capture_default_str()
+      ->check(whole_number(1, 100000));
   bench->add_option("--activations", b->activations, "FP8 activation scales: warmup (static after one pass) or dynamic")
       ->capture_default_str()
       ->check(CLI::IsMember({"warmup", "dynamic"}));

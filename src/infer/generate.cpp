@@ -28,7 +28,8 @@ std::vector<std::vector<int32_t>> generate(LlamaEngine& engine, std::span<const 
     const Tensor host = logits.to(Device::Cpu);
     std::vector<int32_t> ids(static_cast<size_t>(logits.dim(0)));
     for (size_t i = 0; i < ids.size(); ++i)
-      ids[i] = samplers[i].next(host.span<float>().subspan(i * static_cast<size_t>(vocab), static_cast<size_t>(choices)));
+      ids[i] = samplers[i].next(
+          host.span<float>().subspan(i * static_cast<size_t>(vocab), static_cast<size_t>(choices)));
     return ids;
   };
 

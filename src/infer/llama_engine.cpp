@@ -121,8 +121,8 @@ QTensor fuse_packed(std::span<const quant::PackedLinear> parts, Device device) {
   int64_t out = 0;
   for (const quant::PackedLinear& p : parts) {
     FP8KIT_CHECK(p.format() == first.format() && p.granularity == first.granularity && p.group == first.group,
-                 "{} and {} are quantized differently; the runtime fuses them into one GEMM: pack them alike", first.name,
-                 p.name);
+                 "{} and {} are quantized differently; the runtime fuses them into one GEMM: pack them alike",
+                 first.name, p.name);
     same_tensor_scale = same_tensor_scale && p.scale_inv() == first.scale_inv();
     out += p.weight->shape.at(0);
   }
@@ -313,7 +313,8 @@ struct LlamaEngine::Impl {
     if (!p.is_fp8) return ops::matmul(c, x, p.bf16, y);
     QTensor& xq = a.xq[g];
     if (input != nullptr || p.input_spec.granularity == Granularity::PerGroup)
-      ops::quantize(c, x, p.input_spec, xq, p.input_spec.granularity == Granularity::PerTensor ? &p.input_scale : nullptr);
+      ops::quantize(c, x, p.input_spec, xq,
+                    p.input_spec.granularity == Granularity::PerTensor ? &p.input_scale : nullptr);
     if (scaling == ActivationScaling::WarmUp && p.input_spec.granularity == Granularity::PerRow)
       ops::accumulate_activation_stats(c, xq.amax.view(0, {rows, 1}), p.warm_amax, nullptr);
     // Hopper's fast accumulation, as Transformer Engine's forward GEMMs (block scales take none).

@@ -8,6 +8,7 @@
 #include "quant/pack.h"
 
 #include "common/error_of.h"
+#include "common/host_tensors.h"
 #include "common/temp_dir.h"
 
 #include <gtest/gtest.h>
@@ -19,6 +20,7 @@ namespace fp8kit::infer {
 namespace {
 
 using testing::error_of;
+using testing::float_values;
 
 models::LlamaConfig tiny_config() {
   models::LlamaConfig c;
@@ -52,11 +54,6 @@ std::vector<int32_t> random_tokens(int64_t n, int64_t vocab, uint32_t seed) {
   return t;
 }
 
-std::vector<float> host(const Tensor& t) {
-  const Tensor h = t.to(Device::Cpu);
-  return {h.span<float>().begin(), h.span<float>().end()};
-}
-
 double max_abs_diff(std::span<const float> a, std::span<const float> b) {
   EXPECT_EQ(a.size(), b.size());
   double m = 0;
@@ -69,16 +66,16 @@ TEST(LlamaEngine, Bf16PrefillMatchesTheTrainingModelsBf16Forward) {
   const int64_t batch = 2, seq = 13;
   const std::vector<int32_t> tokens = random_tokens(batch * seq, 61, 1);
   LlamaEngine engine = LlamaEngine::from_hf(saved.dir.path(), Device::Cpu, {.max_batch = 2, .max_seq = 32});
-  const std::vector<float> got = host(engine.prefill(tokens, batch, seq, 0, true));
+  const std::vector<float> got = float_values(engine.prefill(tokens, batch, seq, 0, true));
   Tensor t({batch, seq}, DType::I32);
   std::copy(tokens.begin(), tokens.end(), t.data<int32_t>());
-  const std::vector<float> want = host(saved.reference.forward(t, false));
+  const std::vector<float> want = float_values(saved.reference.forward(t, false));
   ASSERT_EQ(got.size(), want.size());
   // The same bf16 rounding points but for the projections' outputs (bf16 here, float32 there).
   EXPECT_LT(max_abs_diff(got, want), 0.02);
   // Last positions only: the rows of every sequence's last token (the LM head's GEMM of other shape
   // sums in another order).
-  const std::vector<float> last = host(engine.prefill(tokens, batch, seq));
+  const std::vector<float> last = float_values(engine.prefill(tokens, batch, seq));
   for (int64_t b = 0; b < batch; ++b)
     for (int64_t v = 0; v < 61; ++v)
       EXPECT_NEAR(last[static_cast<size_t>(b * 61 + v)], got[static_cast<size_t>((b * seq + seq - 1) * 61 + v)], 1e-5);
@@ -87,8 +84,8 @@ TEST(LlamaEngine, Bf16PrefillMatchesTheTrainingModelsBf16Forward) {
 TEST(LlamaEngine, DecodeStepsContinueAPrefillAsAPrefillOfTheWholeSequenceWould) {
   SavedModel saved(tiny_config());
   for (DType kv : {DType::Bf16, DType::E4M3}) {
-    LlamaEngine engine = LlamaEngine::from_hf(saved.dir.path(), Device::Cpu,
-                                              {.max_batch = 3, .max_seq = 32, .kv_cache = kv, .default_kv_scale = 0.01f});
+    const EngineOptions o{.max_batch = 3, .max_seq = 32, .kv_cache = kv, .default_kv_scale = 0.01f};
+    LlamaEngine engine = LlamaEngine::from_hf(saved.dir.path(), Device::Cpu, o);
     const std::vector<int32_t> all = random_tokens(3 * 12, 61, 2);
     // Three sequences of 9 prompt tokens, then 3 decode steps.
     std::vector<int32_t> prompts;
@@ -98,10 +95,10 @@ TEST(LlamaEngine, DecodeStepsContinueAPrefillAsAPrefillOfTheWholeSequenceWould) 
     for (int64_t t = 9; t < 12; ++t) {
       const std::vector<int32_t> next{all[static_cast<size_t>(t)], all[static_cast<size_t>(12 + t)],
                                       all[static_cast<size_t>(24 + t)]};
-      stepped = host(engine.decode(next));
+      stepped = float_values(engine.decode(next));
     }
     EXPECT_EQ(engine.slot_length(0), 12);
-    const std::vector<float> whole = host(engine.prefill(all, 3, 12));
+    const std::vector<float> whole = float_values(engine.prefill(all, 3, 12));
     EXPECT_LT(max_abs_diff(stepped, whole), 0.03) << name(kv);
   }
 }
@@ -110,10 +107,10 @@ TEST(LlamaEngine, AnFp8KvCacheStaysNearTheBf16One) {
   SavedModel saved(tiny_config());
   const std::vector<int32_t> tokens = random_tokens(2 * 16, 61, 3);
   LlamaEngine bf16 = LlamaEngine::from_hf(saved.dir.path(), Device::Cpu, {.max_batch = 2, .max_seq = 16});
-  LlamaEngine fp8 = LlamaEngine::from_hf(saved.dir.path(), Device::Cpu,
-                                         {.max_batch = 2, .max_seq = 16, .kv_cache = DType::E4M3, .default_kv_scale = 0.01f});
-  const std::vector<float> a = host(bf16.prefill(tokens, 2, 16, 0, true));
-  const std::vector<float> b = host(fp8.prefill(tokens, 2, 16, 0, true));
+  const EngineOptions o{.max_batch = 2, .max_seq = 16, .kv_cache = DType::E4M3, .default_kv_scale = 0.01f};
+  LlamaEngine fp8 = LlamaEngine::from_hf(saved.dir.path(), Device::Cpu, o);
+  const std::vector<float> a = float_values(bf16.prefill(tokens, 2, 16, 0, true));
+  const std::vector<float> b = float_values(fp8.prefill(tokens, 2, 16, 0, true));
   const double diff = max_abs_diff(a, b);
   EXPECT_GT(diff, 0.0);  // the cache is quantized
   EXPECT_LT(diff, 0.05);
@@ -173,7 +170,7 @@ TEST(LlamaEngine, Fp8WeightsStayNearTheirBf16Draw) {
   const std::vector<int32_t> tokens = random_tokens(2 * 12, 61, 8);
   LlamaEngine bf16 = LlamaEngine::random(config, {}, 5, Device::Cpu, {.max_batch = 2, .max_seq = 16});
   EXPECT_FALSE(bf16.fp8_weights());
-  const std::vector<float> want = host(bf16.prefill(tokens, 2, 12, 0, true));
+  const std::vector<float> want = float_values(bf16.prefill(tokens, 2, 12, 0, true));
   double spread = 0;
   for (float v : want) spread = std::max(spread, std::abs(static_cast<double>(v)));
   for (Granularity g : {Granularity::PerTensor, Granularity::PerRow}) {
@@ -183,7 +180,7 @@ TEST(LlamaEngine, Fp8WeightsStayNearTheirBf16Draw) {
       EXPECT_TRUE(fp8.fp8_weights());
       EXPECT_LT(fp8.weight_bytes(), bf16.weight_bytes());
       for (int pass = 0; pass < 3; ++pass) {  // WarmUp: two passes per token, then static scales
-        const std::vector<float> got = host(fp8.prefill(tokens, 2, 12, 0, true));
+        const std::vector<float> got = float_values(fp8.prefill(tokens, 2, 12, 0, true));
         EXPECT_LT(max_abs_diff(got, want), 0.1 * spread) << name(g) << " pass " << pass;
         EXPECT_GT(max_abs_diff(got, want), 0.0);
       }
@@ -212,7 +209,7 @@ TEST(LlamaEngine, ServesWhatItCalibratedAndPacked) {
   bf16.record_calibration(&stats);
   bf16.prefill(random_tokens(2 * 16, 61, 10), 2, 16);
   bf16.record_calibration(nullptr);
-  const std::vector<float> want = host(bf16.prefill(tokens, 2, 16, 0, true));
+  const std::vector<float> want = float_values(bf16.prefill(tokens, 2, 16, 0, true));
   double spread = 0;
   for (float v : want) spread = std::max(spread, std::abs(static_cast<double>(v)));
 
@@ -230,7 +227,7 @@ TEST(LlamaEngine, ServesWhatItCalibratedAndPacked) {
     for (DType kv : {DType::Bf16, DType::E4M3}) {
       LlamaEngine fp8 = LlamaEngine::open(dir, Device::Cpu, {.max_batch = 2, .max_seq = 16, .kv_cache = kv});
       EXPECT_TRUE(fp8.fp8_weights());
-      const std::vector<float> got = host(fp8.prefill(tokens, 2, 16, 0, true));
+      const std::vector<float> got = float_values(fp8.prefill(tokens, 2, 16, 0, true));
       EXPECT_LT(max_abs_diff(got, want), 0.1 * spread) << name(k.weights) << " " << k.static_activations;
       EXPECT_GT(max_abs_diff(got, want), 0.0);
     }
@@ -249,7 +246,8 @@ TEST(LlamaEngine, RefusesWhatItCannotServe) {
   EXPECT_EQ(error_of([&] { engine.decode(std::vector<int32_t>{1}); }),
             "decode: slot 0 is empty (prefill its prompt first)");
   engine.prefill(random_tokens(8, 61, 1), 1, 8);
-  EXPECT_EQ(error_of([&] { engine.decode(std::vector<int32_t>{1}); }), "decode: slot 0 is full (8 tokens; raise max_seq)");
+  EXPECT_EQ(error_of([&] { engine.decode(std::vector<int32_t>{1}); }),
+            "decode: slot 0 is full (8 tokens; raise max_seq)");
   EXPECT_EQ(error_of([&] { (void)LlamaEngine::from_hf(saved.dir.path(), Device::Cpu, {.max_seq = 65}); }),
             "engine: max_seq 65 must be in [1, max_position_embeddings = 64]");
 }

@@ -12,6 +12,7 @@
 #include <random>
 #include <vector>
 
+#include "common/host_tensors.h"
 #include "common/temp_dir.h"
 #include "models/llama.h"
 #include "models/llama_io.h"
@@ -21,19 +22,8 @@
 namespace fp8kit::infer {
 namespace {
 
-std::vector<float> host(const Tensor& t) {
-  const Tensor h = t.to(Device::Cpu);
-  return {h.data<float>(), h.data<float>() + h.numel()};
-}
-
-double rel(const std::vector<float>& a, const std::vector<float>& b) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    num += (static_cast<double>(a[i]) - b[i]) * (static_cast<double>(a[i]) - b[i]);
-    den += static_cast<double>(b[i]) * b[i];
-  }
-  return std::sqrt(num / std::max(den, 1e-30));
-}
+using cuda::testing::relative_l2;
+using testing::float_values;
 
 std::vector<int32_t> random_tokens(int64_t n, int64_t vocab, uint32_t seed) {
   std::mt19937 rng(seed);
@@ -90,13 +80,14 @@ TEST(LlamaEngineGpu, PrefillAndCapturedDecodeStepsMatchTheCpu) {
     LlamaEngine cpu = LlamaEngine::open(models_dir().dir / k.model, Device::Cpu, o);
     LlamaEngine gpu = LlamaEngine::open(models_dir().dir / k.model, Device::Cuda, o);
     const std::vector<int32_t> prompt = random_tokens(2 * 40, 300, 2);
-    EXPECT_LT(rel(host(gpu.prefill(prompt, 2, 40, 0, true)), host(cpu.prefill(prompt, 2, 40, 0, true))), k.tolerance)
+    const std::vector<float> want = float_values(cpu.prefill(prompt, 2, 40, 0, true));
+    EXPECT_LT(relative_l2(float_values(gpu.prefill(prompt, 2, 40, 0, true)), want), k.tolerance)
         << k.model << " " << name(k.kv);
     cpu.prefill(prompt, 2, 40);
     gpu.prefill(prompt, 2, 40);
     for (int step = 0; step < 5; ++step) {  // eager, captured, replayed with new tokens and positions
       const std::vector<int32_t> next = random_tokens(2, 300, 3 + static_cast<uint32_t>(step));
-      const double e = rel(host(gpu.decode(next)), host(cpu.decode(next)));
+      const double e = relative_l2(float_values(gpu.decode(next)), float_values(cpu.decode(next)));
       EXPECT_LT(e, k.tolerance) << k.model << " " << name(k.kv) << " step " << step;
     }
     EXPECT_EQ(gpu.slot_length(1), 45);
@@ -133,11 +124,15 @@ TEST(LlamaEngineGpu, RandomEightBillionShapedLayersRunInFp8) {
     // FP8 against bf16 on random weights: 0.16 relative L2 measured on the H100 (every projection's
     // input and weight rounded to 3 mantissa bits, nothing trained to be robust to it).
     for (int pass = 0; pass < 2; ++pass) {
-      const double e = rel(host(fp8.prefill(prompt, 2, 200)), host(bf16.prefill(prompt, 2, 200)));
+      const std::vector<float> want = float_values(bf16.prefill(prompt, 2, 200));
+      const double e = relative_l2(float_values(fp8.prefill(prompt, 2, 200)), want);
       EXPECT_LT(e, 0.25) << "pass " << pass;
     }
     const std::vector<int32_t> next{1, 2};
-    for (int step = 0; step < 3; ++step) EXPECT_LT(rel(host(fp8.decode(next)), host(bf16.decode(next))), 0.25);
+    for (int step = 0; step < 3; ++step) {
+      const std::vector<float> want = float_values(bf16.decode(next));
+      EXPECT_LT(relative_l2(float_values(fp8.decode(next)), want), 0.25);
+    }
   }
 }
 
