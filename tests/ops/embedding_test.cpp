@@ -36,7 +36,7 @@ Tensor tensor_of(const std::vector<float>& values, std::vector<int64_t> shape) {
 
 Tensor ids_of(const std::vector<int32_t>& ids, std::vector<int64_t> shape) {
   Tensor t(std::move(shape), DType::I32);
-  std::memcpy(t.data<int32_t>(), ids.data(), ids.size() * sizeof(int32_t));
+  if (!ids.empty()) std::memcpy(t.data<int32_t>(), ids.data(), ids.size() * sizeof(int32_t));  // (no rows: null data)
   return t;
 }
 
