@@ -1,8 +1,8 @@
-// The decode GEMM kernel (gemv.h): a persistent grid of 8-warp blocks; each block copies the m rows
-// of a into shared memory as bf16 (FP8 codes decoded: exact), then each warp takes columns j of y in
-// turn and streams row j of b with 16-byte loads (8 bf16 or 16 FP8 codes; kUnroll loads per lane,
-// the next ones in flight while it sums), every lane summing its k-slices in float32 in k order, and
-// a butterfly adds the 32 lanes' sums.
+// The decode GEMM kernel (gemv.h): a persistent grid of 8- or 16-warp blocks; each block copies the
+// m rows of a into shared memory as bf16 (FP8 codes decoded: exact), then each warp takes columns j
+// of y in turn and streams row j of b with 16-byte loads (8 bf16 or 16 FP8 codes; kUnroll loads per
+// lane, the next ones in flight while it sums), every lane summing its k-slices in float32 in k
+// order, and a butterfly adds the 32 lanes' sums.
 #include "ops/cuda/gemv.h"
 
 #include <cuda_fp8.h>
@@ -17,7 +17,6 @@
 namespace fp8kit::cuda {
 namespace {
 
-constexpr int kWarps = 8, kThreads = 32 * kWarps;
 constexpr int kUnroll = 4;  // 16-byte loads of b in flight per lane
 
 enum class Weight { Bf16, E4M3, E5M2 };
@@ -142,19 +141,19 @@ __device__ __forceinline__ void write_column(const Params& p, int64_t col, int l
 // A warp's work is a sequence of batches (kUnroll chunks per lane, 32 * kUnroll of a row) over its
 // columns; the next batch's loads are issued before the current one is summed (and the first before
 // a is copied in), so that each lane keeps loads in flight across batches and columns.
-template <int M, Weight W>
-__global__ void __launch_bounds__(kThreads) gemv_kernel(const Params p) {
+template <int M, Weight W, int Warps>
+__global__ void __launch_bounds__(32 * Warps) gemv_kernel(const Params p) {
   constexpr int64_t kPerChunk = W == Weight::Bf16 ? 8 : 16;  // elements of b per 16-byte load
-  const int64_t chunks = p.k / kPerChunk, stride = static_cast<int64_t>(gridDim.x) * kWarps;
+  const int64_t chunks = p.k / kPerChunk, stride = static_cast<int64_t>(gridDim.x) * Warps;
   const int lane = static_cast<int>(threadIdx.x % 32);
-  int64_t col = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32, base = 0;  // the batch in v
+  int64_t col = static_cast<int64_t>(blockIdx.x) * Warps + threadIdx.x / 32, base = 0;  // the batch in v
   uint4 v[kUnroll];
   if (col < p.n) load_batch(v, p.b + col * chunks, base + lane, chunks);
 
   extern __shared__ uint4 a_shared[];  // [M, k] bf16
   // a into shared memory, 8 values per thread and step.
   const int64_t groups = M * p.k / 8;
-  for (int64_t g = threadIdx.x; g < groups; g += kThreads) {
+  for (int64_t g = threadIdx.x; g < groups; g += 32 * Warps) {
     if (p.a_type == DType::Bf16) {
       a_shared[g] = static_cast<const uint4*>(p.a)[g];
     } else {
@@ -201,19 +200,34 @@ bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 
 size_t shared_bytes(int64_t m, int64_t k) { return static_cast<size_t>(m * k) * 2; }
 
-// One block per 8 columns, at most as many as fit on the GPU at once (each loads a only once).
-template <int M, Weight W>
-void launch(const Params& p, cudaStream_t stream) {
-  const auto kernel = gemv_kernel<M, W>;
-  const size_t smem = shared_bytes(M, p.k);
+// How many blocks of gemv_kernel<M, W, Warps> an SM holds with `smem` bytes of a (the kernel allowed
+// that much shared memory first).
+template <int M, Weight W, int Warps>
+int blocks_per_sm(size_t smem) {
+  const auto kernel = gemv_kernel<M, W, Warps>;
   if (smem > 48 * 1024)
     FP8KIT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
   int per_sm = 0;
-  FP8KIT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, smem));
-  const int64_t resident = static_cast<int64_t>(std::max(per_sm, 1)) * current_device_attribute(cudaDevAttrMultiProcessorCount);
-  const auto blocks = static_cast<unsigned>(std::min((p.n + kWarps - 1) / kWarps, resident));
-  kernel<<<blocks, kThreads, smem, stream>>>(p);
+  FP8KIT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, 32 * Warps, smem));
+  return std::max(per_sm, 1);
+}
+
+// One block per Warps columns, at most as many as fit on the GPU at once (each loads a only once).
+template <int M, Weight W, int Warps>
+void launch_blocks(const Params& p, int per_sm, cudaStream_t stream) {
+  const int64_t resident = static_cast<int64_t>(per_sm) * current_device_attribute(cudaDevAttrMultiProcessorCount);
+  const auto blocks = static_cast<unsigned>(std::min((p.n + Warps - 1) / Warps, resident));
+  gemv_kernel<M, W, Warps><<<blocks, 32 * Warps, shared_bytes(M, p.k), stream>>>(p);
   check_launch("gemv");
+}
+
+// Blocks of 8 warps, several per SM; where a's copy is so large that only one fits (m >= 5 at k =
+// 14336), blocks of 16 warps, so that twice as many loads of b are in flight.
+template <int M, Weight W>
+void launch(const Params& p, cudaStream_t stream) {
+  const size_t smem = shared_bytes(M, p.k);
+  if (const int per_sm = blocks_per_sm<M, W, 8>(smem); per_sm > 1) return launch_blocks<M, W, 8>(p, per_sm, stream);
+  launch_blocks<M, W, 16>(p, blocks_per_sm<M, W, 16>(smem), stream);
 }
 
 template <Weight W>
