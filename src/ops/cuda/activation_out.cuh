@@ -100,8 +100,8 @@ __device__ __forceinline__ uint32_t row_max(uint32_t v) {
   return v;
 }
 
-// The last call of a row kernel: with Blocks > 1, a block's shared memory must outlive the cluster's
-// reads of it (row_sum, row_max).
+// The last call of a row kernel that called row_sum or row_max (activation_scale per row): with
+// Blocks > 1, a block's shared memory must outlive the cluster's reads of it.
 template <int Blocks>
 __device__ __forceinline__ void row_done() {
   if constexpr (Blocks > 1) cooperative_groups::this_cluster().sync();

@@ -79,7 +79,7 @@ __global__ void __launch_bounds__(kRowKernelThreads)
     const int64_t j = t.index + k * t.count;
     if (j < n) {
       x[k] = res[j];
-      if constexpr (V == 8) prefetch_weights(weight, j);  // (a value per thread: spills, not latency)
+      if constexpr (V == 8) prefetch_weights(weight, j);  // (not the unaligned path: it would spill more)
     }
   }
   if (delta != nullptr) {

@@ -57,7 +57,7 @@ __global__ void __launch_bounds__(kRowKernelThreads) fused_kernel(int64_t ffn, c
     const int64_t j = t.index + k * t.count;
     if (j < n) store_activation<V>(out, r * ffn + j * V, g[k], scale);
   }
-  row_done<Blocks>();
+  if (out.kind == OutKind::PerRow) row_done<Blocks>();  // only the row's amax was read across the cluster
 }
 
 __global__ void backward_kernel(int64_t n, const float* gate, const float* up, const float* dout, float* dgate,

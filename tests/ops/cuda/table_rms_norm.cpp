@@ -6,9 +6,9 @@
 // start from the CPU core's rstd on both devices: dweight is then the CPU's bits (its order, its fma).
 // add_rms_norm (bf16 residual + delta, the norm, out as bf16 or E4M3 per tensor / per row) at rows of 1
 // and 7 columns (a value per thread), 4097 (unaligned), 4096, 5000, 14336 and 20000 (1, 2, 4 and 8
-// vectors of 8 per thread): the residual bit for bit; out within a bf16 step, its fp8 codes (compared
-// dequantized) within an E4M3 step (absolute near 0: a subnormal step) where that bf16 step moved a
-// value or the row's amax.
+// vectors of 8 per thread; few rows: a cluster of blocks per row) and 130 rows of 4096 (a block per
+// row): the residual bit for bit; out within a bf16 step, its fp8 codes (compared dequantized) within
+// an E4M3 step (absolute near 0: a subnormal step) where that bf16 step moved a value or the row's amax.
 #include "ops/activation_out.h"
 #include "ops/cpu/rms_norm.h"
 #include "ops/cuda/op_table.h"
@@ -68,7 +68,7 @@ const RegisterOps rows([](std::vector<OpCase>& t) {
   }
 });
 
-constexpr Shape kAddShapes[] = {{1, 1}, {33, 7}, {7, 4097}, {5, 4096}, {3, 5000}, {2, 14336}, {2, 20000}};
+constexpr Shape kAddShapes[] = {{1, 1}, {33, 7}, {7, 4097}, {5, 4096}, {3, 5000}, {2, 14336}, {2, 20000}, {130, 4096}};
 
 const RegisterOps add_rows([](std::vector<OpCase>& t) {
   for (const Shape s : kAddShapes) {

@@ -2,9 +2,10 @@
 // width, with gates up to +-30 (exp overflowing nowhere, silu near 0 and near g). The same float32
 // operations in the same order; expf differs from glibc's by up to ~2 ulp: ~1e-6 relative (bf16: one
 // step at a rounding boundary). The fused inference form (gate_up bf16 -> bf16 or E4M3 per tensor / per
-// row) at rows of 1 and 37 results (a value per thread), 1376, 5000, 14336 and 20000 (1, 2, 4 and 8
-// vectors of 8 per thread): within a bf16 step, the fp8 codes (compared dequantized) within an E4M3 step
-// (absolute near 0: a subnormal step of a row amax of ~900).
+// row) at rows of 1 and 37 results (a value per thread), 1376, 5000, 14336 and 20000 (1, 2, 2 and 4
+// vectors of 8 per thread; few rows: a cluster of 1024 threads per row) and 130 rows of 20000 (a block
+// of 512 threads per row: 8 vectors each): within a bf16 step, the fp8 codes (compared dequantized)
+// within an E4M3 step (absolute near 0: a subnormal step of a row amax of ~900).
 #include "ops/activation_out.h"
 #include "ops/cuda/op_table.h"
 #include "ops/quantize.h"
@@ -51,7 +52,7 @@ const RegisterOps rows([](std::vector<OpCase>& t) {
   }
 });
 
-constexpr Shape kFusedShapes[] = {{1, 1}, {33, 37}, {64, 1376}, {4, 5000}, {3, 14336}, {2, 20000}};
+constexpr Shape kFusedShapes[] = {{1, 1}, {33, 37}, {64, 1376}, {4, 5000}, {3, 14336}, {2, 20000}, {130, 20000}};
 
 const RegisterOps fused_rows([](std::vector<OpCase>& t) {
   for (const Shape s : kFusedShapes) {
