@@ -3,6 +3,7 @@
 
 #include "base/error.h"
 
+#include <algorithm>
 #include <numeric>
 #include <random>
 
@@ -53,6 +54,19 @@ void TokenWindows::ordered_window(int64_t index, std::vector<int32_t>& inputs, s
   const int64_t start = index * seq_;
   inputs.insert(inputs.end(), stream_.begin() + start, stream_.begin() + start + seq_);
   targets.insert(targets.end(), stream_.begin() + start + 1, stream_.begin() + start + seq_ + 1);
+}
+
+int64_t TokenWindows::evaluation_batches(int64_t batch, int64_t max_batches) const {
+  FP8KIT_CHECK(batch > 0, "the evaluation batch must be positive, got {}", batch);
+  const int64_t available = count_ / batch;
+  FP8KIT_CHECK(available > 0, "the validation text holds {} windows of {} tokens, fewer than one batch of {}", count_,
+               seq_, batch);
+  return max_batches > 0 ? std::min(max_batches, available) : available;
+}
+
+void TokenWindows::ordered_batch(int64_t index, int64_t batch, std::vector<int32_t>& inputs,
+                                 std::vector<int32_t>& targets) const {
+  for (int64_t i = 0; i < batch; ++i) ordered_window(index * batch + i, inputs, targets);
 }
 
 }  // namespace fp8kit::data

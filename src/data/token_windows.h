@@ -26,6 +26,11 @@ class TokenWindows {
   void window(int64_t window_index, std::vector<int32_t>& inputs, std::vector<int32_t>& targets) const;
   // The first `count()` windows in stream order (evaluation: every window once, unshuffled).
   void ordered_window(int64_t index, std::vector<int32_t>& inputs, std::vector<int32_t>& targets) const;
+  // How many whole batches of `batch` windows in stream order an evaluation runs: all of them, or at
+  // most max_batches when > 0. Throws unless batch > 0 and at least one batch fits.
+  int64_t evaluation_batches(int64_t batch, int64_t max_batches) const;
+  // Batch `index` of those: `batch` ordered windows appended to inputs and targets.
+  void ordered_batch(int64_t index, int64_t batch, std::vector<int32_t>& inputs, std::vector<int32_t>& targets) const;
 
  private:
   int64_t start_of(int64_t window_index) const;

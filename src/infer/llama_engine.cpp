@@ -189,8 +189,12 @@ struct LlamaEngine::Impl {
   std::map<int64_t, DecodeStep> decode_steps;  // by batch size
 
   quant::CalibrationStats* calibration = nullptr;
-  std::vector<std::pair<std::string, Tensor>> stat_amax;   // per recorded activation: [channels] f32
-  std::vector<std::pair<std::string, Tensor>> stat_hist;   // and its histogram i32
+  struct Recorded {  // an activation's statistics on the device since the last drain
+    std::string name;
+    Tensor amax;       // [channels] f32
+    Tensor histogram;  // [kHistogramBins] i32
+  };
+  std::vector<Recorded> recorded;
 
   Impl(const LlamaConfig& cfg, Device device, const EngineOptions& opts) : config(cfg), options(opts), c(device) {
     models::validate_llama_config(config);
@@ -322,15 +326,13 @@ struct LlamaEngine::Impl {
   }
 
   void record(const std::string& name, const Tensor& x) {
-    auto it = std::find_if(stat_amax.begin(), stat_amax.end(), [&](const auto& e) { return e.first == name; });
-    if (it == stat_amax.end()) {
-      stat_amax.emplace_back(name, Tensor({x.dim(1)}, DType::F32, device()));
-      stat_hist.emplace_back(name, Tensor({kHistogramBins}, DType::I32, device()));
-      it = stat_amax.end() - 1;
-    }
-    Tensor& hist = stat_hist[static_cast<size_t>(it - stat_amax.begin())].second;
-    ops::accumulate_activation_stats(c, x, it->second, &hist);
+    auto it = std::find_if(recorded.begin(), recorded.end(), [&](const Recorded& r) { return r.name == name; });
+    if (it == recorded.end())
+      it = recorded.insert(recorded.end(), {name, Tensor({x.dim(1)}, DType::F32, device()),
+                                            Tensor({kHistogramBins}, DType::I32, device())});
+    ops::accumulate_activation_stats(c, x, it->amax, &it->histogram);
   }
+
 
   // The forward of `rows` tokens in a.tokens at a.positions of a.slots. Prefill (batch sequences of
   // `seq` tokens each, from position 0) when seq > 0, else a decode step (one token per slot, a.lengths
@@ -383,6 +385,26 @@ struct LlamaEngine::Impl {
     ops::matmul(c, *h, lm_head, a.logits);
   }
 
+  // The bf16 parts every model has (embedding, LM head, norms), from an HF directory's weights.
+  void load_dense(const io::HfWeights& weights) {
+    const int64_t h = config.hidden_size, vocab = config.vocab_size;
+    auto matrix = [&](const std::string& name) {
+      const std::array<int64_t, 2> shape{vocab, h};
+      return bf16_tensor({vocab, h}, bf16_of(weights.at(name, shape)), device());
+    };
+    auto vector = [&](const std::string& name) {
+      const std::array<int64_t, 1> shape{h};
+      return f32_tensor(weights.at(name, shape), device());
+    };
+    embed = matrix("model.embed_tokens.weight");
+    lm_head = config.tie_word_embeddings ? embed.view(0, {vocab, h}) : matrix("lm_head.weight");
+    norm = vector("model.norm.weight");
+    for (size_t i = 0; i < blocks.size(); ++i) {
+      blocks[i].input_norm = vector(layer_name(static_cast<int64_t>(i)) + ".input_layernorm.weight");
+      blocks[i].post_norm = vector(layer_name(static_cast<int64_t>(i)) + ".post_attention_layernorm.weight");
+    }
+  }
+
   void check_tokens(std::span<const int32_t> tokens) const {
     for (size_t i = 0; i < tokens.size(); ++i)
       FP8KIT_CHECK(tokens[i] >= 0 && tokens[i] < config.vocab_size, "token {} at {} is outside the vocabulary [0, {})",
@@ -409,16 +431,14 @@ struct LlamaEngine::Impl {
   }
 
   void drain_calibration(int64_t batch, int64_t seq) {
-    for (size_t i = 0; i < stat_amax.size(); ++i) {
-      quant::ActivationStats& s = calibration->activations[stat_amax[i].first];
-      const Tensor amax = stat_amax[i].second.to(Device::Cpu);
-      Tensor hist = stat_hist[i].second.to(Device::Cpu);
+    const Tensor zero_counts({kHistogramBins}, DType::I32);
+    for (Recorded& r : recorded) {
+      const Tensor amax = r.amax.to(Device::Cpu), counts = r.histogram.to(Device::Cpu);
       quant::ActivationStats batch_stats;
       batch_stats.channel_amax.assign(amax.span<float>().begin(), amax.span<float>().end());
-      batch_stats.histogram.assign(hist.span<int32_t>().begin(), hist.span<int32_t>().end());
-      s.merge(batch_stats);
-      Tensor zero_hist({kHistogramBins}, DType::I32);
-      stat_hist[i].second.copy_from(zero_hist);  // the i32 counts restart (the amax keeps its max)
+      batch_stats.histogram.assign(counts.span<int32_t>().begin(), counts.span<int32_t>().end());
+      calibration->activations[r.name].merge(batch_stats);
+      r.histogram.copy_from(zero_counts);  // the i32 counts restart (the amax keeps its max)
     }
     calibration->prompts += batch;
     calibration->tokens += batch * seq;
@@ -447,28 +467,13 @@ LlamaEngine LlamaEngine::from_hf(const std::filesystem::path& dir, Device device
   const LlamaConfig config = models::read_llama_config(dir);
   auto m = std::make_unique<Impl>(config, device, options);
   const io::HfWeights weights = io::open_hf_weights(dir);
-  const int64_t h = config.hidden_size;
-  auto matrix = [&](const std::string& name, int64_t rows, int64_t cols) {
-    const std::array<int64_t, 2> shape{rows, cols};
-    return bf16_of(weights.at(name, shape));
-  };
-  auto vector = [&](const std::string& name) {
-    const std::array<int64_t, 1> shape{h};
-    return f32_tensor(weights.at(name, shape), device);
-  };
-  m->embed = bf16_tensor({config.vocab_size, h}, matrix("model.embed_tokens.weight", config.vocab_size, h), device);
-  m->lm_head = config.tie_word_embeddings
-                   ? m->embed.view(0, {config.vocab_size, h})
-                   : bf16_tensor({config.vocab_size, h}, matrix("lm_head.weight", config.vocab_size, h), device);
-  m->norm = vector("model.norm.weight");
-  for (size_t i = 0; i < m->blocks.size(); ++i) {
-    Block& b = m->blocks[i];
-    b.input_norm = vector(layer_name(static_cast<int64_t>(i)) + ".input_layernorm.weight");
-    b.post_norm = vector(layer_name(static_cast<int64_t>(i)) + ".post_attention_layernorm.weight");
+  m->load_dense(weights);
+  for (Block& b : m->blocks) {
     for (Projection& p : b.gemm) {
       std::vector<uint16_t> fused;
       for (const std::string& part : p.parts) {
-        const std::vector<uint16_t> rows = matrix(part + ".weight", m->part_rows(part), p.in);
+        const std::array<int64_t, 2> shape{m->part_rows(part), p.in};
+        const std::vector<uint16_t> rows = bf16_of(weights.at(part + ".weight", shape));
         fused.insert(fused.end(), rows.begin(), rows.end());
       }
       p.bf16 = bf16_tensor({p.out, p.in}, fused, device);
@@ -521,27 +526,11 @@ LlamaEngine LlamaEngine::random(const LlamaConfig& config, const RandomWeights& 
 LlamaEngine LlamaEngine::from_packed(const quant::PackedModel& model, Device device, const EngineOptions& options) {
   const LlamaConfig& config = model.config();
   auto m = std::make_unique<Impl>(config, device, options);
-  const io::HfWeights& weights = model.weights();
-  const int64_t h = config.hidden_size;
-  auto matrix = [&](const std::string& name, int64_t rows) {
-    const std::array<int64_t, 2> shape{rows, h};
-    return bf16_tensor({rows, h}, bf16_of(weights.at(name, shape)), device);
-  };
-  auto vector = [&](const std::string& name) {
-    const std::array<int64_t, 1> shape{h};
-    return f32_tensor(weights.at(name, shape), device);
-  };
-  m->embed = matrix("model.embed_tokens.weight", config.vocab_size);
-  m->lm_head = config.tie_word_embeddings ? m->embed.view(0, {config.vocab_size, h})
-                                          : matrix("lm_head.weight", config.vocab_size);
-  m->norm = vector("model.norm.weight");
+  m->load_dense(model.weights());
   bool all_static = true;
   std::vector<std::vector<float>> k_scales, v_scales;
   for (size_t i = 0; i < m->blocks.size(); ++i) {
     Block& b = m->blocks[i];
-    const std::string layer = layer_name(static_cast<int64_t>(i));
-    b.input_norm = vector(layer + ".input_layernorm.weight");
-    b.post_norm = vector(layer + ".post_attention_layernorm.weight");
     k_scales.push_back(model.k_scale(static_cast<int64_t>(i)));
     v_scales.push_back(model.v_scale(static_cast<int64_t>(i)));
     for (Projection& p : b.gemm) {

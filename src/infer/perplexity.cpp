@@ -1,20 +1,14 @@
 // Perplexity through the engine's prefill.
 #include "infer/perplexity.h"
 
-#include "base/error.h"
 #include "ops/cross_entropy.h"
 
-#include <algorithm>
 #include <cmath>
 
 namespace fp8kit::infer {
 
 Perplexity evaluate(LlamaEngine& engine, const data::TokenWindows& windows, int64_t batch, int64_t max_batches) {
-  FP8KIT_CHECK(batch > 0, "the evaluation batch must be positive, got {}", batch);
-  const int64_t available = windows.count() / batch;
-  FP8KIT_CHECK(available > 0, "the text holds {} windows of {} tokens, fewer than one batch of {}", windows.count(),
-               windows.seq(), batch);
-  const int64_t batches = max_batches > 0 ? std::min(max_batches, available) : available;
+  const int64_t batches = windows.evaluation_batches(batch, max_batches);
   ops::Context& c = engine.context();
   Tensor targets({batch * windows.seq()}, DType::I32, c.device()), losses;
   std::vector<int32_t> inputs, next;
@@ -22,7 +16,7 @@ Perplexity evaluate(LlamaEngine& engine, const data::TokenWindows& windows, int6
   for (int64_t b = 0; b < batches; ++b) {
     inputs.clear();
     next.clear();
-    for (int64_t i = 0; i < batch; ++i) windows.ordered_window(b * batch + i, inputs, next);
+    windows.ordered_batch(b, batch, inputs, next);
     targets.copy_from_host(next.data());
     const Tensor& logits = engine.prefill(inputs, batch, windows.seq(), 0, true);
     ops::cross_entropy(c, logits, targets, 1.0f, losses, nullptr);

@@ -127,11 +127,7 @@ std::vector<io::MetadataRequirement> run_identity(const LmTrainOptions& o) {
 }  // namespace
 
 LmEvaluation evaluate_lm(models::Llama& model, const data::TokenWindows& windows, int64_t batch, int64_t max_batches) {
-  FP8KIT_CHECK(batch > 0, "the evaluation batch must be positive, got {}", batch);
-  const int64_t available = windows.count() / batch;
-  FP8KIT_CHECK(available > 0, "the validation text holds {} windows of {} tokens, fewer than one batch of {}",
-               windows.count(), windows.seq(), batch);
-  const int64_t batches = max_batches > 0 ? std::min(max_batches, available) : available;
+  const int64_t batches = windows.evaluation_batches(batch, max_batches);
   const Device d = model.device();
   Tensor tokens({batch, windows.seq()}, DType::I32, d), targets({batch * windows.seq()}, DType::I32, d), losses;
   std::vector<int32_t> inputs, next;
@@ -139,7 +135,7 @@ LmEvaluation evaluate_lm(models::Llama& model, const data::TokenWindows& windows
   for (int64_t b = 0; b < batches; ++b) {
     inputs.clear();
     next.clear();
-    for (int64_t i = 0; i < batch; ++i) windows.ordered_window(b * batch + i, inputs, next);
+    windows.ordered_batch(b, batch, inputs, next);
     tokens.copy_from_host(inputs.data());
     targets.copy_from_host(next.data());
     model.forward(tokens, false);
