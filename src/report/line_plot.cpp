@@ -4,6 +4,7 @@
 
 #include "base/error.h"
 #include "report/csv.h"
+#include "report/html.h"
 
 #include <fmt/format.h>
 
@@ -17,29 +18,6 @@ namespace {
 const char* const kPalette[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
                                 "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
 constexpr double kCharWidth = 7.2;  // average glyph width at font-size 13, for layout
-
-std::string escape(const std::string& text) {
-  std::string out;
-  for (char c : text) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
 
 bool usable(double v, bool log) { return std::isfinite(v) && (!log || v > 0.0); }
 
@@ -146,10 +124,10 @@ std::string render_svg(const LinePlot& plot, int width, int height) {
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" viewBox=\"0 0 {0} {1}\" "
       "font-family=\"DejaVu Sans, Arial, sans-serif\" font-size=\"13\">\n"
       "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
-      "<defs><clipPath id=\"area\"><rect x=\"{2:.1f}\" y=\"{3:.1f}\" width=\"{4:.1f}\" height=\"{5:.1f}\"/></clipPath></defs>\n",
-      width, height, x0, y0, x1 - x0, y1 - y0);
+      "<defs><clipPath id=\"{6}\"><rect x=\"{2:.1f}\" y=\"{3:.1f}\" width=\"{4:.1f}\" height=\"{5:.1f}\"/></clipPath></defs>\n",
+      width, height, x0, y0, x1 - x0, y1 - y0, plot.id);
   svg += fmt::format("<text x=\"{:.1f}\" y=\"28\" text-anchor=\"middle\" font-size=\"16\" font-weight=\"bold\">{}</text>\n",
-                     (x0 + x1) / 2, escape(plot.title));
+                     (x0 + x1) / 2, xml_escape(plot.title));
 
   // Grid and ticks: major ticks get a grid line and a label, minor ones a short mark and a faint line.
   for (const Tick& t : sx.ticks) {
@@ -173,9 +151,9 @@ std::string render_svg(const LinePlot& plot, int width, int height) {
   svg += fmt::format("<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" fill=\"none\" stroke=\"black\"/>\n",
                      x0, y0, x1 - x0, y1 - y0);
   svg += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">{}</text>\n", (x0 + x1) / 2, height - 16.0,
-                     escape(plot.x.label));
+                     xml_escape(plot.x.label));
   svg += fmt::format("<text transform=\"translate(20 {:.1f}) rotate(-90)\" text-anchor=\"middle\">{}</text>\n",
-                     (y0 + y1) / 2, escape(plot.y.label));
+                     (y0 + y1) / 2, xml_escape(plot.y.label));
 
   // Series: one polyline per unbroken run of usable points; legend entries beside the plot.
   for (size_t k = 0; k < plot.series.size(); ++k) {
@@ -187,7 +165,7 @@ std::string render_svg(const LinePlot& plot, int width, int height) {
     size_t count = 0;
     auto flush = [&] {
       if (count == 1) points += points;  // a lone point: a zero-length line, drawn as a dot by the round cap
-      if (count > 0) svg += fmt::format("<polyline clip-path=\"url(#area)\" {} points=\"{}\"/>\n", style, points.substr(1));
+      if (count > 0) svg += fmt::format("<polyline clip-path=\"url(#{})\" {} points=\"{}\"/>\n", plot.id, style, points.substr(1));
       points.clear(), count = 0;
     };
     for (size_t i = 0; i < s.x.size(); ++i) {
@@ -201,7 +179,7 @@ std::string render_svg(const LinePlot& plot, int width, int height) {
     flush();
     const double ly = y0 + 12 + 22.0 * static_cast<double>(k);
     svg += fmt::format("<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" {}/>\n", x1 + 14, ly, x1 + 42, ly, style);
-    svg += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\">{}</text>\n", x1 + 48, ly + 4.5, escape(s.label));
+    svg += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\">{}</text>\n", x1 + 48, ly + 4.5, xml_escape(s.label));
   }
   svg += "</svg>\n";
   return svg;

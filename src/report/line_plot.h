@@ -25,6 +25,7 @@ struct LinePlot {
   std::string title{};
   PlotAxis x{}, y{};
   std::vector<PlotSeries> series{};
+  std::string id = "area";  // the SVG's clip-path id: unique per plot when several share an HTML page
 };
 
 std::string render_svg(const LinePlot& plot, int width = 880, int height = 520);
