@@ -314,7 +314,7 @@ struct LlamaEngine::Impl {
   void run_gemm(Projection& p, Activations& a, Gemm g, int64_t rows, Tensor& y, const Tensor* input = nullptr) {
     shape(y, rows, p.out, DType::Bf16, device());
     const Tensor& x = input != nullptr ? *input : a.x[g];
-    if (!p.is_fp8) return ops::matmul(c, x, p.bf16, y);
+    if (!p.is_fp8) return ops::matmul(c, x, p.bf16, y, {.constant_b = true});
     QTensor& xq = a.xq[g];
     if (input != nullptr || p.input_spec.granularity == Granularity::PerGroup)
       ops::quantize(c, x, p.input_spec, xq,
@@ -322,7 +322,8 @@ struct LlamaEngine::Impl {
     if (scaling == ActivationScaling::WarmUp && p.input_spec.granularity == Granularity::PerRow)
       ops::accumulate_activation_stats(c, xq.amax.view(0, {rows, 1}), p.warm_amax, nullptr);
     // Hopper's fast accumulation, as Transformer Engine's forward GEMMs (block scales take none).
-    ops::matmul(c, xq, p.fp8, y, {.fast_accumulation = p.input_spec.granularity != Granularity::PerGroup});
+    ops::matmul(c, xq, p.fp8, y,
+                {.fast_accumulation = p.input_spec.granularity != Granularity::PerGroup, .constant_b = true});
   }
 
   void record(const std::string& name, const Tensor& x) {
@@ -382,7 +383,7 @@ struct LlamaEngine::Impl {
       h = &a.last;
     }
     shape(a.logits, h->dim(0), config.vocab_size, DType::F32, device());
-    ops::matmul(c, *h, lm_head, a.logits);
+    ops::matmul(c, *h, lm_head, a.logits, {.constant_b = true});
   }
 
   // The bf16 parts every model has (embedding, LM head, norms), from an HF directory's weights.

@@ -105,6 +105,7 @@ void matmul_cuda(Context* c, const Operand& a, const Operand& b, Tensor& y, cons
     args.bias = options.bias->device_data<std::byte>();
   }
   args.fast_accumulation = options.fast_accumulation;
+  args.constant_b = options.constant_b;
   if (scaling != Scaling::Block && cuda::gemv_fits(args)) return cuda::gemv(args, queue);  // (blocks: cuBLASLt)
   if (scaling == Scaling::TensorRow) {
     // cuBLASLt scales per row x per row: a's one scale repeated m times.

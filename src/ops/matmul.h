@@ -19,6 +19,9 @@ struct MatmulOptions {
   const Tensor* bias = nullptr;
   // FP8 on the GPU: Hopper's fast accumulation (forward GEMMs) instead of the split accumulator.
   bool fast_accumulation = false;
+  // b is not written by the op queued just before this one (model weights): on the GPU a decode GEMM
+  // may start reading it before that op has finished.
+  bool constant_b = false;
 };
 
 // y [m, n] = a [m, k] . b [n, k]^T (+ bias): f32 x f32 -> f32, bf16 x bf16 -> bf16 or f32.

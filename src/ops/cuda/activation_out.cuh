@@ -17,6 +17,7 @@
 #include "ops/cuda/rows.cuh"
 #include "ops/cuda/scale.cuh"
 #include "runtime/cuda/check.h"
+#include "runtime/cuda/dependent_launch.cuh"
 
 namespace fp8kit::cuda {
 
@@ -210,22 +211,13 @@ void launch_row_kernel(int64_t rows, int64_t cols, bool vector, int few_row_thre
 }
 
 // Queues kernel(args...) on `stream` over `rows` rows of `blocks` blocks of `threads` threads, the
-// blocks of a row one cluster when blocks > 1.
+// blocks of a row one cluster when blocks > 1, as a dependent launch (the kernel starts with
+// wait_for_prior_grids(), runtime/cuda/dependent_launch.cuh).
 template <typename... Params, typename... Args>
 void launch_rows(void (*kernel)(Params...), int64_t rows, int blocks, int threads, cudaStream_t stream,
                  Args&&... args) {
-  cudaLaunchAttribute cluster{};
-  cluster.id = cudaLaunchAttributeClusterDimension;
-  cluster.val.clusterDim.x = static_cast<unsigned>(blocks);
-  cluster.val.clusterDim.y = 1;
-  cluster.val.clusterDim.z = 1;
-  cudaLaunchConfig_t config{};
-  config.gridDim = dim3(static_cast<unsigned>(rows * blocks));
-  config.blockDim = dim3(static_cast<unsigned>(threads));
-  config.stream = stream;
-  config.attrs = &cluster;
-  config.numAttrs = blocks > 1 ? 1 : 0;
-  FP8KIT_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...));
+  launch_dependent(kernel, dim3(static_cast<unsigned>(rows * blocks)), dim3(static_cast<unsigned>(threads)), 0,
+                   stream, static_cast<unsigned>(blocks), std::forward<Args>(args)...);
 }
 
 }  // namespace fp8kit::cuda

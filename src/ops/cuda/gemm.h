@@ -65,6 +65,9 @@ struct GemmArgs {
   // promotes partial sums to fp32 regularly (dgrad, wgrad).
   bool fast_accumulation = false;
   bool accumulate = false;  // y += a . b^T (+ epilogue) instead of y =
+  // b is not written by the kernel queued just before (ops::MatmulOptions::constant_b): gemv reads it
+  // before that kernel has finished.
+  bool constant_b = false;
 };
 
 // The bias type a GEMM with these types takes.

@@ -13,6 +13,7 @@
 #include "base/error.h"
 #include "ops/cuda/fp8_cast.cuh"
 #include "runtime/cuda/check.h"
+#include "runtime/cuda/dependent_launch.cuh"
 
 namespace fp8kit::cuda {
 namespace {
@@ -34,6 +35,7 @@ struct Params {
   bool b_per_row;
   const void* bias;  // null: none
   bool bias_f32;
+  bool constant_b;
 };
 
 // A streamed 16-byte load: b is read once, so it bypasses L1.
@@ -140,7 +142,8 @@ __device__ __forceinline__ void write_column(const Params& p, int64_t col, int l
 
 // A warp's work is a sequence of batches (kUnroll chunks per lane, 32 * kUnroll of a row) over its
 // columns; the next batch's loads are issued before the current one is summed (and the first before
-// a is copied in), so that each lane keeps loads in flight across batches and columns.
+// a is copied in, and before the kernel before it has finished: a dependent launch), so that each
+// lane keeps loads in flight across batches and columns.
 template <int M, Weight W, int Warps>
 __global__ void __launch_bounds__(32 * Warps) gemv_kernel(const Params p) {
   constexpr int64_t kPerChunk = W == Weight::Bf16 ? 8 : 16;  // elements of b per 16-byte load
@@ -148,7 +151,10 @@ __global__ void __launch_bounds__(32 * Warps) gemv_kernel(const Params p) {
   const int lane = static_cast<int>(threadIdx.x % 32);
   int64_t col = static_cast<int64_t>(blockIdx.x) * Warps + threadIdx.x / 32, base = 0;  // the batch in v
   uint4 v[kUnroll];
+  if (!p.constant_b) wait_for_prior_grids();  // (else b's first loads overlap the kernel before)
   if (col < p.n) load_batch(v, p.b + col * chunks, base + lane, chunks);
+  wait_for_prior_grids();
+  allow_dependent_launch();
 
   extern __shared__ uint4 a_shared[];  // [M, k] bf16
   // a into shared memory, 8 values per thread and step.
@@ -217,8 +223,7 @@ template <int M, Weight W, int Warps>
 void launch_blocks(const Params& p, int per_sm, cudaStream_t stream) {
   const int64_t resident = static_cast<int64_t>(per_sm) * current_device_attribute(cudaDevAttrMultiProcessorCount);
   const auto blocks = static_cast<unsigned>(std::min((p.n + Warps - 1) / Warps, resident));
-  gemv_kernel<M, W, Warps><<<blocks, 32 * Warps, shared_bytes(M, p.k), stream>>>(p);
-  check_launch("gemv");
+  launch_dependent(gemv_kernel<M, W, Warps>, dim3(blocks), dim3(32 * Warps), shared_bytes(M, p.k), stream, 1, p);
 }
 
 // Blocks of 8 warps, several per SM; where a's copy is so large that only one fits (m >= 5 at k =
@@ -278,7 +283,8 @@ void gemv(const GemmArgs& g, cudaStream_t stream) {
                  .b_scale = g.b_scale_inv,
                  .b_per_row = g.b_scale_mode == ScaleMode::OuterVec,
                  .bias = g.bias,
-                 .bias_f32 = bias_type(g.a_type, g.y_type) == DType::F32};
+                 .bias_f32 = bias_type(g.a_type, g.y_type) == DType::F32,
+                 .constant_b = g.constant_b};
   switch (g.b_type) {
     case DType::Bf16: return launch_rows<Weight::Bf16>(g.m, p, stream);
     case DType::E4M3: return launch_rows<Weight::E4M3>(g.m, p, stream);

@@ -18,6 +18,7 @@
 #include "ops/cuda/round.cuh"
 #include "ops/rope_pair.h"
 #include "runtime/cuda/check.h"
+#include "runtime/cuda/dependent_launch.cuh"
 
 namespace fp8kit::cuda {
 namespace {
@@ -78,6 +79,8 @@ __device__ __forceinline__ void store_piece(const float* v, void* cache, int64_t
 __global__ void append_kernel(KvShape s, int64_t rows, const float* table, const uint16_t* qkv,
                               const int32_t* positions, const int32_t* slots, KvData cache, uint16_t* q_out,
                               uint16_t* k_out, uint16_t* v_out) {
+  wait_for_prior_grids();
+  allow_dependent_launch();
   const int64_t d = s.head_dim, half = d / 2, pieces = d / 16, all_heads = s.heads + 2 * s.kv_heads;
   const int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (t >= rows * all_heads * pieces) return;
@@ -160,6 +163,8 @@ struct DecodeArgs {
 // Block (chunk, head group, sequence). T: uint16_t (bf16) or uint8_t (E4M3) cache; G query heads.
 template <int D, typename T, int G>
 __global__ void __launch_bounds__(kDecodeThreads, 4) decode_chunk_kernel(DecodeArgs a) {
+  wait_for_prior_grids();
+  allow_dependent_launch();
   constexpr int E = 16 / static_cast<int>(sizeof(T));  // elements per 16-byte load
   constexpr int U = sizeof(T) == 2 ? kUnroll : kUnroll / 2;  // E4M3: its registers hold twice the values
   constexpr int TK = D / E;                            // threads per key row
@@ -322,6 +327,8 @@ __global__ void __launch_bounds__(kDecodeThreads, 4) decode_chunk_kernel(DecodeA
 // loop left is each thread's sum over independent loads.
 template <int D>
 __global__ void __launch_bounds__(D) combine_kernel(DecodeArgs a, uint16_t* out) {
+  wait_for_prior_grids();
+  allow_dependent_launch();
   constexpr int kWarpsHere = D / 32;
   __shared__ float weights[kMaxCombine];
   __shared__ float reduce[kWarpsHere];
@@ -396,7 +403,7 @@ void launch_chunks(const DecodeArgs& a, int64_t batch, cudaStream_t stream) {
     throw Error("decode_attention: " + std::to_string(batch) + " sequences of " + std::to_string(a.chunks) +
                 " chunks and " + std::to_string(head_groups) + " head groups are too many for one launch");
   const dim3 grid(static_cast<unsigned>(a.chunks), static_cast<unsigned>(head_groups), static_cast<unsigned>(batch));
-  decode_chunk_kernel<D, T, G><<<grid, kDecodeThreads, 0, stream>>>(a);
+  launch_dependent(decode_chunk_kernel<D, T, G>, grid, dim3(kDecodeThreads), 0, stream, 1, a);
 }
 
 template <int D, typename T>
@@ -407,7 +414,7 @@ void launch_decode(const DecodeArgs& a, int64_t batch, uint16_t* out, cudaStream
     default: launch_chunks<D, T, 1>(a, batch, stream); break;
   }
   check_launch("decode_attention");
-  combine_kernel<D><<<static_cast<unsigned>(batch * a.s.heads), D, 0, stream>>>(a, out);
+  launch_dependent(combine_kernel<D>, dim3(static_cast<unsigned>(batch * a.s.heads)), dim3(D), 0, stream, 1, a, out);
   check_launch("decode_attention_combine");
 }
 
@@ -420,8 +427,8 @@ void kv_append(const KvShape& s, int64_t rows, const float* table, const uint16_
   if (threads == 0) return;
   if (threads >= (int64_t{1} << 31) * kAppendThreads)
     throw Error("kv_append: " + std::to_string(rows) + " rows are too many for one launch");
-  append_kernel<<<blocks_for(threads, kAppendThreads), kAppendThreads, 0, stream>>>(s, rows, table, qkv, positions,
-                                                                                    slots, cache, q_out, k_out, v_out);
+  launch_dependent(append_kernel, dim3(blocks_for(threads, kAppendThreads)), dim3(kAppendThreads), 0, stream, 1, s, rows,
+                   table, qkv, positions, slots, cache, q_out, k_out, v_out);
   check_launch("kv_append");
 }
 

@@ -35,6 +35,7 @@
 #include "ops/cuda/batch.cuh"
 #include "ops/cuda/fp8_cast.cuh"
 #include "runtime/cuda/check.h"
+#include "runtime/cuda/dependent_launch.cuh"
 
 namespace fp8kit::cuda {
 namespace {
@@ -303,6 +304,8 @@ __device__ __forceinline__ void quantize_any_tile(const Params& p, int64_t bx, i
 
 template <typename T, Fp8Format F, bool Divide, int Passes>
 __global__ void __launch_bounds__(kThreads) quantize_kernel(Params p) {
+  wait_for_prior_grids();
+  allow_dependent_launch();
   quantize_any_tile<T, F, Divide, Passes>(p, blockIdx.x, blockIdx.y);
 }
 
@@ -332,9 +335,9 @@ template <int Passes, typename T, Fp8Format F>
 void launch_passes(const Params& p, bool divide, cudaStream_t stream) {
   const dim3 grid = grid_of(p, Passes, "quantize_fp8");
   if (divide) {
-    quantize_kernel<T, F, true, Passes><<<grid, kThreads, 0, stream>>>(p);
+    launch_dependent(quantize_kernel<T, F, true, Passes>, grid, dim3(kThreads), 0, stream, 1, p);
   } else {
-    quantize_kernel<T, F, false, Passes><<<grid, kThreads, 0, stream>>>(p);
+    launch_dependent(quantize_kernel<T, F, false, Passes>, grid, dim3(kThreads), 0, stream, 1, p);
   }
 }
 

@@ -69,6 +69,8 @@ template <int V, int Chunks, int Blocks>
 __global__ void __launch_bounds__(kRowKernelThreads)
     add_rms_norm_kernel(int64_t dim, float eps, uint16_t* residual, const uint16_t* delta, const float* weight,
                         ActivationOutArgs out) {
+  wait_for_prior_grids();
+  allow_dependent_launch();
   const RowThread t = row_thread<Blocks>();
   const int64_t r = t.row, n = dim / V;
   const float preset = tensor_scale(out);

@@ -31,6 +31,8 @@ __global__ void forward_kernel(int64_t n, const float* gate, const float* up, bo
 template <int V, int Chunks, int Blocks>
 __global__ void __launch_bounds__(kRowKernelThreads) fused_kernel(int64_t ffn, const uint16_t* gate_up,
                                                                   ActivationOutArgs out) {
+  wait_for_prior_grids();
+  allow_dependent_launch();
   const RowThread t = row_thread<Blocks>();
   const int64_t r = t.row, n = ffn / V;
   const float preset = tensor_scale(out);
