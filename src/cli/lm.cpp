@@ -304,7 +304,7 @@ void setup(CLI::App& app) {
   train->add_option("--min-lr-ratio", t->min_lr_ratio, "the cosine decay's final learning rate / peak")
       ->capture_default_str()
       ->check(real_number(0, 1));
-  train->add_option("--weight-decay", t->weight_decay, "AdamW's decoupled weight decay")
+  train->add_option("--weight-decay", t->weight_decay, "AdamW's decoupled weight decay (not of the RMSNorm scales)")
       ->capture_default_str()
       ->check(real_number(0, 10));
   train->add_option("--clip", t->clip, "max global gradient norm (0: no clipping)")

@@ -14,9 +14,9 @@ int64_t numel(std::span<const int64_t> shape) {
   return n;
 }
 
-Parameter& ParameterSet::add(std::string name, std::vector<int64_t> shape, float initial) {
+Parameter& ParameterSet::add(std::string name, std::vector<int64_t> shape, float initial, bool decayed) {
   FP8KIT_CHECK(offsets_.empty(), "parameter {} added after the parameters were allocated", name);
-  parameters_.push_back({std::move(name), std::move(shape), Tensor(), Tensor()});
+  parameters_.push_back({std::move(name), std::move(shape), Tensor(), Tensor(), decayed});
   initial_.push_back(initial);
   return parameters_.back();
 }
@@ -25,9 +25,14 @@ void ParameterSet::allocate(Device device) {
   constexpr int64_t kAlign = 64;  // floats: 256 bytes
   if (offsets_.empty()) {
     int64_t total = 0;
-    for (const Parameter& p : parameters_) {
-      offsets_.push_back(total);
-      total = (total + numel(p.shape) + kAlign - 1) / kAlign * kAlign;
+    offsets_.resize(parameters_.size());
+    for (const bool decayed : {true, false}) {
+      for (size_t i = 0; i < parameters_.size(); ++i) {
+        if (parameters_[i].decayed != decayed) continue;
+        offsets_[i] = total;
+        total = (total + numel(parameters_[i].shape) + kAlign - 1) / kAlign * kAlign;
+      }
+      if (decayed) decayed_end_ = total;
     }
     Tensor values({total}, DType::F32);
     for (size_t i = 0; i < parameters_.size(); ++i)

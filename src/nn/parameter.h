@@ -23,17 +23,20 @@ struct Parameter {
   std::vector<int64_t> shape;
   Tensor value;  // f32 of `shape`, a view of the ParameterSet's flat values
   Tensor grad;   // the same in the gradient buffer
+  bool decayed = true;  // takes AdamW's weight decay (norm scales do not: Hugging Face's Trainer's rule)
 
   int64_t numel() const { return value.numel(); }
 };
 
 // A model's parameters in registration order, every one a view of two flat buffers (values and
 // gradients, each parameter at a 256-byte aligned offset, the gaps zero), so that one launch updates
-// them all. Layers add() theirs when constructed and keep the references (stable).
+// them all: the decayed parameters first, then the others (each group in registration order), so
+// that the weight decay covers one prefix of the buffers. Layers add() theirs when constructed and
+// keep the references (stable).
 class ParameterSet {
  public:
   // A parameter whose every element starts at `initial` (before a model's initialiser runs).
-  Parameter& add(std::string name, std::vector<int64_t> shape, float initial = 0.0f);
+  Parameter& add(std::string name, std::vector<int64_t> shape, float initial = 0.0f, bool decayed = true);
   // The buffers on `device`, zero-filled (first call), or moved there with their values (later calls).
   void allocate(Device device);
   Device device() const { return values_.device(); }
@@ -44,11 +47,14 @@ class ParameterSet {
   Tensor& grads() { return grads_; }
   // Where each parameter starts in the flat buffers (elements).
   int64_t offset(size_t index) const { return offsets_.at(index); }
+  // The flat buffers' elements before this one belong to decayed parameters (after allocate()).
+  int64_t decayed_end() const { return decayed_end_; }
 
  private:
   std::deque<Parameter> parameters_;
   std::vector<float> initial_;
   std::vector<int64_t> offsets_;
+  int64_t decayed_end_ = 0;
   Tensor values_, grads_;
 };
 

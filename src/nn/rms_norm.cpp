@@ -6,7 +6,7 @@
 namespace fp8kit::nn {
 
 RmsNorm::RmsNorm(ParameterSet& parameters, const std::string& name, int64_t dim, float epsilon)
-    : weight(parameters.add(name + ".weight", {dim}, 1.0f)), epsilon_(epsilon) {}
+    : weight(parameters.add(name + ".weight", {dim}, 1.0f, /*decayed=*/false)), epsilon_(epsilon) {}
 
 const Tensor& RmsNorm::forward(ops::Context& c, const Tensor& x, bool bf16) {
   x_ = &x;

@@ -78,8 +78,9 @@ void adam_update(const AdamCoefficients& coefficients, float* w, const float* g,
 // the current count). The CPU gives optim::Adam's bits; the GPU rounds every operation where the CPU
 // compiler may fuse a multiply-add in the scalar tail, so they agree to ~1e-7 relative.
 // advance_step: the context's step (the dropout masks') moves on with the update, in the same launch
-// on the GPU (a training step's end).
+// on the GPU (a training step's end). decayed_end: only the elements before it take the weight decay
+// (nn::ParameterSet::decayed_end); -1: all.
 void adam_step(Context& c, const AdamOptions& options, Tensor& iterations, Tensor& w, const Tensor& g, Tensor& m,
-               Tensor& v, bool advance_step = false);
+               Tensor& v, bool advance_step = false, int64_t decayed_end = -1);
 
 }  // namespace fp8kit::ops

@@ -12,7 +12,8 @@ Adam::Adam(nn::ParameterSet& parameters, AdamOptions options) : parameters_(para
 }
 
 void Adam::step(ops::Context& c, bool advance_step) {
-  ops::adam_step(c, options_, iterations_, parameters_.values(), parameters_.grads(), m_, v_, advance_step);
+  ops::adam_step(c, options_, iterations_, parameters_.values(), parameters_.grads(), m_, v_, advance_step,
+                 parameters_.decayed_end());
 }
 
 int64_t Adam::iterations() const { return static_cast<int64_t>(iterations_.to(Device::Cpu).data<float>()[0]); }

@@ -1,5 +1,5 @@
-// ParameterSet: views of two flat buffers at 256-byte aligned offsets, initial values, a move to
-// another device keeping the values; HostState: host views of state tensors, pulled and pushed.
+// ParameterSet: views of two flat buffers at 256-byte aligned offsets, initial values, decayed
+// parameters first, a move to another device keeping the values; HostState: host views of state tensors, pulled and pushed.
 #include "nn/parameter.h"
 
 #include <gtest/gtest.h>
@@ -32,6 +32,22 @@ TEST(ParameterSet, ViewsOfAlignedFlatBuffersWithInitialValues) {
     EXPECT_EQ(b.value.device(), Device::Cuda);
     EXPECT_EQ(b.value.to(Device::Cpu).data<float>()[69], 7.0f);
   }
+}
+
+TEST(ParameterSet, DecayedParametersComeFirst) {
+  ParameterSet set;
+  set.add("norm", {5}, 1.0f, /*decayed=*/false);
+  set.add("w", {3, 2});
+  set.add("bias", {70}, 0.0f, false);
+  set.add("v", {10});
+  set.allocate(Device::Cpu);
+  EXPECT_EQ(set.offset(1), 0);  // the decayed ones, in order
+  EXPECT_EQ(set.offset(3), 64);
+  EXPECT_EQ(set.decayed_end(), 128);
+  EXPECT_EQ(set.offset(0), 128);  // then the rest, in order
+  EXPECT_EQ(set.offset(2), 192);
+  EXPECT_EQ(set.parameters()[0]->name, "norm");  // registration order is kept for state and files
+  for (float v : set.parameters()[0]->value.span<float>()) EXPECT_EQ(v, 1.0f);
 }
 
 TEST(HostState, ViewsCpuTensorsInPlace) {

@@ -98,6 +98,21 @@ TEST(AdamOp, WeightDecayIsDecoupledAndUsesTheScheduledRate) {
   for (int i = 0; i < 20; ++i) EXPECT_EQ(w.data<float>()[i], start[i] * factor) << i;
 }
 
+TEST(AdamOp, OnlyElementsBeforeDecayedEndDecay) {
+  AdamOptions o;
+  o.learning_rate = 0.01f;
+  o.weight_decay = 0.5f;
+  Context c;
+  const std::vector<float> start = testing::random_vector(20, 4);
+  Tensor w = testing::host_tensor(start, {20}), g({20}, DType::F32), m({20}, DType::F32), v({20}, DType::F32),
+         it({1}, DType::F32);
+  adam_step(c, o, it, w, g, m, v, false, 7);
+  const float factor = std::fma(-0.01f, 0.5f, 1.0f);
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(w.data<float>()[i], i < 7 ? start[i] * factor : start[i]) << i;
+  EXPECT_THAT(testing::error_of([&] { adam_step(c, o, it, w, g, m, v, false, 21); }),
+              ::testing::HasSubstr("decayed_end 21 is past"));
+}
+
 TEST(AdamOp, ErrorsNameTheOpTheTensorAndTheFix) {
   using testing::error_of;
   using ::testing::HasSubstr;

@@ -10,6 +10,21 @@ namespace {
 
 std::vector<float> values(const Tensor& t) { return {t.data<float>(), t.data<float>() + t.numel()}; }
 
+TEST(Adam, WeightDecaySkipsParametersMarkedSo) {
+  nn::ParameterSet parameters;
+  nn::Parameter& norm = parameters.add("norm", {4}, 1.0f, /*decayed=*/false);
+  nn::Parameter& w = parameters.add("w", {4}, 1.0f);
+  parameters.allocate(Device::Cpu);
+  AdamOptions o;
+  o.learning_rate = 0.1f;
+  o.weight_decay = 0.5f;
+  Adam adam(parameters, o);
+  ops::Context c;
+  adam.step(c);  // zero gradients: only the decay moves a weight
+  for (float v : norm.value.span<float>()) EXPECT_EQ(v, 1.0f);
+  for (float v : w.value.span<float>()) EXPECT_EQ(v, std::fma(-0.1f, 0.5f, 1.0f));
+}
+
 TEST(Adam, MatchesKerasUpdate) {
   nn::ParameterSet parameters;
   nn::Parameter& p = parameters.add("w", {3});

@@ -12,7 +12,7 @@ namespace {
 constexpr int kThreads = 256;
 
 __global__ void update_kernel(ops::AdamOptions o, const float* iterations, float* w, const float* g, float* m,
-                              float* v, int64_t n) {
+                              float* v, int64_t n, int64_t decayed) {
   // lr_t (the schedule, from the device's count), alpha and the weight decay's factor once per block
   // (two double-precision pows), shared.
   __shared__ float shared_alpha, shared_decay;
@@ -27,7 +27,7 @@ __global__ void update_kernel(ops::AdamOptions o, const float* iterations, float
   __syncthreads();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n) return;
-  const float alpha = shared_alpha, decay = shared_decay;
+  const float alpha = shared_alpha, decay = i < decayed ? shared_decay : 1.0f;
   const float one_minus_b1 = __fsub_rn(1.0f, o.beta1), one_minus_b2 = __fsub_rn(1.0f, o.beta2);
   const float gi = g[i];
   const float mi = __fadd_rn(m[i], __fmul_rn(__fsub_rn(gi, m[i]), one_minus_b1));
@@ -45,9 +45,9 @@ __global__ void count_kernel(float* iterations, uint64_t* step_counter) {
 }  // namespace
 
 void adam_step(const ops::AdamOptions& options, float* iterations, float* w, const float* g, float* m, float* v,
-               int64_t n, cudaStream_t stream, uint64_t* step_counter) {
+               int64_t n, int64_t decayed, cudaStream_t stream, uint64_t* step_counter) {
   if (n > 0) {
-    update_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(options, iterations, w, g, m, v, n);
+    update_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(options, iterations, w, g, m, v, n, decayed);
     check_launch("adam_step");
   }
   count_kernel<<<1, 1, 0, stream>>>(iterations, step_counter);

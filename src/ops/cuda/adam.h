@@ -15,8 +15,8 @@ namespace fp8kit::cuda {
 // w -= alpha m / (sqrt(v) + eps); then *iterations = t.
 // iterations lives in device memory (a captured graph replays with the current count). step_counter:
 // null, or a device counter that advances with iterations (a training step's dropout step), in the
-// same small launch.
+// same small launch. Elements from `decayed` on take no weight decay.
 void adam_step(const ops::AdamOptions& options, float* iterations, float* w, const float* g, float* m, float* v,
-               int64_t n, cudaStream_t stream, uint64_t* step_counter = nullptr);
+               int64_t n, int64_t decayed, cudaStream_t stream, uint64_t* step_counter = nullptr);
 
 }  // namespace fp8kit::cuda

@@ -1,6 +1,7 @@
 // Op table rows: three Adam steps over flat tensors (one element, a few AVX2 widths, and many chunks
 // with an odd tail), the second with tiny gradients, at the default and other hyper-parameters, and
-// with AdamW's weight decay and a warmup + cosine schedule (the GPU evaluates it from its count); the
+// with AdamW's weight decay (on the first third of the elements) and a warmup + cosine schedule (the
+// GPU evaluates it from its count); the
 // outputs are w, m, v and the iteration count. The GPU rounds every operation, the CPU's scalar tail
 // may fuse a multiply-add (GCC's -ffp-contract=fast), and powf of the bias correction may differ by an
 // ulp: the moments agree to their last bits, an update to ~1e-7 relative (tests/ops/cuda/adam_test.cpp).
@@ -37,7 +38,7 @@ const RegisterOps rows([](std::vector<OpCase>& t) {
                      for (int step = 0; step < 3; ++step) {
                        const float scale = step == 1 ? 1e-6f : 1.0f;
                        grads.push_back(device_tensor(random_values(n, 10 + step, -scale, scale), {n}, c.device()));
-                       ops::adam_step(c, options, out[3], out[0], grads.back(), out[1], out[2]);
+                       ops::adam_step(c, options, out[3], out[0], grads.back(), out[1], out[2], false, n / 3);
                      }
                      c.synchronize();
                      return out;
