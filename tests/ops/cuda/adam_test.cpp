@@ -35,7 +35,7 @@ TEST(CudaAdam, MatchesKerasAdamOnTheCpu) {
       const std::vector<float> before = value;
       ops::adam_update(ops::adam_coefficients(options, static_cast<float>(step + 1)), value.data(), grad.data(),
                        cpu_m.data(), cpu_v.data(), n);
-      adam_step(options, iterations.data(), w.data(), g.data(), m.data(), v.data(), n, nullptr,
+      adam_step(options, iterations.data(), w.data(), g.data(), m.data(), v.data(), n, n, nullptr,
                 step == 2 ? nullptr : step_counter.data());
       std::vector<float> got = w.to_host(), want = value;
       for (int64_t i = 0; i < n; ++i) {
