@@ -201,6 +201,13 @@ const TensorSample& worst(const TensorHistory& t, auto badness) {
                            [&](const TensorSample& a, const TensorSample& b) { return badness(a) < badness(b); });
 }
 
+// Whether the tensor's largest value was clamped by more than the format's rounding step at its max
+// (448 + 16 for E4M3, 57344 + 4096 for E5M2): below that, the values past the max round to it anyway,
+// and the cast is what it would be without saturation.
+bool clamps(const TensorHistory& t, const TensorSample& s) {
+  return s.amax * s.scale > (t.format == "e5m2" ? 61440.0 : 464.0);
+}
+
 double snr_or_max(const TensorSample& s) { return s.snr_db.value_or(std::numeric_limits<double>::infinity()); }
 
 std::string saturation_advice(const PrecisionLog& p, const TensorHistory& t, const TensorSample& w) {
@@ -295,7 +302,7 @@ std::vector<HealthFinding> diagnose(const RunLog& run, const HealthThresholds& t
                                  "other advice here.");
             });
       check([](const TensorSample& s) { return s.saturated; },
-            [&](const TensorSample& s) { return s.saturated > th.saturation; }, "saturation",
+            [&](const TensorSample& s) { return s.saturated > th.saturation && clamps(t, s); }, "saturation",
             [](const TensorSample& s) { return percent(s.saturated); },
             [&](const TensorSample& w) { return saturation_advice(p, t, w); });
       check([](const TensorSample& s) { return s.underflow(); },

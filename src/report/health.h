@@ -16,7 +16,10 @@ namespace fp8kit::report {
 
 // When a tensor is flagged (at any recorded step). README's "FP8 health report" documents them.
 struct HealthThresholds {
-  double saturation = 1e-4;  // fraction of values clamped at the format's max: 0.01%
+  // Fraction of values clamped at the format's max: 0.01%, counted only when the largest was clamped
+  // by more than the format's rounding step there (|x * scale| past 464 for E4M3, 61440 for E5M2):
+  // values up to that round to the max anyway.
+  double saturation = 1e-4;
   double underflow = 0.01;   // fraction flushed to zero or landing among the subnormals: 1%
   double snr_db = 20;        // quantization signal-to-noise ratio below this
   // Any NaN or inf in a quantized tensor is flagged.

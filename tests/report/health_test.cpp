@@ -103,6 +103,14 @@ TEST(HealthReport, SaturationIsFlaggedWithTheMarginItNeeded) {
   EXPECT_TRUE(diagnose(run, {.saturation = 0.01}).empty());
 }
 
+TEST(HealthReport, ValuesThatRoundToTheMaxAnywayAreNotFlagged) {
+  testing::TempDir dir("health_rounding");
+  // The weight grew 0.1% past the history's max: amax * scale = 448.4, which rounds to 448 unclamped.
+  const Slot drift{"model.layers.0.mlp.up_proj/kernel", "e4m3", 0.0775, 5780.0, 0.0774, 0.0002};
+  write_log(dir / "metrics.jsonl", lm_run({health(2, {drift})}));
+  EXPECT_TRUE(diagnose(read_run_log(dir.path())).empty());
+}
+
 TEST(HealthReport, UnderflowUnderAnOldPeakAsksForAShorterHistory) {
   testing::TempDir dir("health_underflow");
   const Slot stale{"model.layers.1.self_attn.o_proj/outputs_grad", "e5m2", 1e-6, 5.7e5, 1e-1, 0, 0.2, 0.1};
