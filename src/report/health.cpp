@@ -381,6 +381,19 @@ void curves_section(HtmlPage& page, const RunLog& run) {
   page.table(header, rows, "Final metrics", tones);
 }
 
+// The length of the module path every tensor's name starts with, up to a '.' or '/' ("model.layers."),
+// which plot labels leave out.
+size_t common_prefix(const std::vector<TensorHistory>& tensors) {
+  if (tensors.size() < 2) return 0;
+  const std::string& first = tensors.front().name;
+  size_t common = first.size();
+  for (const TensorHistory& t : tensors)
+    common = std::min<size_t>(common, std::mismatch(first.begin(), first.end(), t.name.begin(), t.name.end()).first -
+                                          first.begin());
+  const size_t end = common == 0 ? std::string::npos : first.find_last_of("./", common - 1);
+  return end == std::string::npos ? 0 : end + 1;
+}
+
 void tensor_section(HtmlPage& page, const PrecisionLog& p, const std::vector<HealthFinding>& findings) {
   page.heading(fmt::format("FP8 tensors: {}", p.label));
   page.paragraph(fmt::format("Recipe: {}. {} quantized tensors, {} recordings (steps {} to {}).", p.recipe,
@@ -390,6 +403,7 @@ void tensor_section(HtmlPage& page, const PrecisionLog& p, const std::vector<Hea
     return std::any_of(findings.begin(), findings.end(),
                        [&](const HealthFinding& f) { return f.precision == p.label && f.tensor == t.name; });
   };
+  const size_t prefix = common_prefix(p.tensors);
   const std::pair<const char*, const char*> roles[] = {
       {"inputs", "Inputs"}, {"kernel", "Weights"}, {"outputs_grad", "Output gradients"}};
   for (const auto& [role, title] : roles) {
@@ -411,8 +425,9 @@ void tensor_section(HtmlPage& page, const PrecisionLog& p, const std::vector<Hea
                           shown, tensors.size())
             : std::string();
     const auto series = [&](size_t i, auto value, bool dashed) {
-      PlotSeries s{tensors[i]->name.substr(0, tensors[i]->name.rfind('/'))};
-      if (dashed) s.label += " (history max)";
+      const std::string& name = tensors[i]->name;
+      PlotSeries s{dashed ? std::string("  its amax history's max")
+                          : name.substr(prefix, name.rfind('/') - std::min(prefix, name.rfind('/')))};
       for (const TensorSample& sample : tensors[i]->samples) {
         s.x.push_back(static_cast<double>(sample.step));
         s.y.push_back(value(sample));
@@ -423,14 +438,14 @@ void tensor_section(HtmlPage& page, const PrecisionLog& p, const std::vector<Hea
     };
     auto plot = [&](const std::string& what, const std::string& y, bool log, auto value) {
       LinePlot plot{fmt::format("{}: {}", title, what), {"step"}, {y, log}, {}};
-      for (size_t i = 0; i < shown; ++i) plot.series.push_back(series(i, value, false));
-      if (log && what == "amax") {  // beside each amax the history max its scale came from
-        for (size_t i = 0; i < shown; ++i)
+      for (size_t i = 0; i < shown; ++i) {
+        plot.series.push_back(series(i, value, false));
+        if (what == "amax")  // below each amax in the legend, the history max its scale came from
           plot.series.push_back(series(i, [](const TensorSample& s) { return s.history_amax; }, true));
       }
       page.plot(plot, note);
     };
-    plot("amax", "amax (dashed: the amax history's max)", true, [](const TensorSample& s) { return s.amax; });
+    plot("amax", "amax", true, [](const TensorSample& s) { return s.amax; });
     plot("scale", "scale (x * scale is cast)", true, [](const TensorSample& s) { return s.scale; });
     plot("saturated values", "% of values clamped at the format's max", false,
          [](const TensorSample& s) { return 100 * s.saturated; });
@@ -468,7 +483,7 @@ HtmlPage health_report(const RunLog& run, const HealthThresholds& th) {
   page.heading("Summary");
   page.paragraph(fmt::format(
       "A tensor is flagged when, at any recorded step, more than {} of its values saturate (clamped at the format's "
-      "max), more than {} underflow (flushed to zero or subnormal), its quantization SNR (10 log10(sum x^2 / sum "
+      "max, the largest past the format's rounding step there), more than {} underflow (flushed to zero or subnormal), its quantization SNR (10 log10(sum x^2 / sum "
       "(x - dequant(quant(x)))^2)) falls below {:g} dB, or it holds a NaN or inf.",
       percent(th.saturation), percent(th.underflow), th.snr_db));
   if (!recorded) {
