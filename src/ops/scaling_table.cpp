@@ -56,9 +56,10 @@ void ScalingTable::allocate(Device device) {
 }
 
 void ScalingTable::to(Device device) {
-  for (Tensor* t : {&history_, &amax_, &scale_, &scale_inv_, &fp8_max_, &gemm_scale_inv_, &eval_amax_, &eval_scale_,
-                    &records_, &partials_})
+  for (Tensor* t : {&history_, &amax_, &scale_, &scale_inv_, &fp8_max_, &gemm_scale_inv_, &eval_amax_, &eval_scale_})
     if (t->device() != device) *t = t->to(device);
+  for (Tensor* t : {&records_, &partials_})  // once set_recording made them
+    if (t->numel() > 0 && t->device() != device) *t = t->to(device);
   views_.clear();
 }
 
