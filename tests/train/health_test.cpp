@@ -123,6 +123,16 @@ TEST(LmHealth, RecordingLeavesTrainingExactlyAsItIs) {
       expect_complete(health[i], table);
     }
     EXPECT_EQ(health[0]["tensors"][0], "model.layers.0.self_attn.q_proj/inputs");
+    // The scale recorded is the one the step's cast used: with te lag, fp8_max / the history's max
+    // as it was before the step's own amax went in.
+    if (recipe.mode == ScalingMode::Delayed && recipe.lag == ScalingLag::Te) {
+      for (const nlohmann::json& e : health) {
+        for (size_t i = 0; i < e["tensors"].size(); ++i) {
+          const float fp8_max = e["format"][i] == "e4m3" ? 448.0f : 57344.0f;
+          EXPECT_EQ(e["scale"][i].get<float>(), fp8_max / e["history_amax"][i].get<float>()) << e["tensors"][i];
+        }
+      }
+    }
   }
 }
 
