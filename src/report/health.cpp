@@ -82,13 +82,18 @@ void read_health(const Line& line, PrecisionLog& log) {
                line.file.string(), line.number);
   const size_t n = names.size();
   const std::optional<double> step = line.number_of("step");
-  FP8KIT_CHECK(step && std::isfinite(*step), "{}:{}: a health event needs its \"step\"", line.file.string(),
-               line.number);
+  FP8KIT_CHECK(step && *step >= 0 && *step < 0x1p53, "{}:{}: a health event needs its \"step\", a whole number",
+               line.file.string(), line.number);
   log.recipe = line.text_of("recipe");
   if (const auto s = line.event.find("scaling"); s != line.event.end() && s->is_object()) {
-    log.scaling_mode = s->value("mode", log.scaling_mode);
-    log.amax_history = s->value("amax_history", log.amax_history);
-    log.margin = s->value("margin", log.margin);
+    const Line scaling{*s, line.file, line.number};
+    log.scaling_mode = scaling.text_of("mode");
+    const auto whole = [&](const char* key) {  // recipe settings: whole numbers well inside int64
+      const double v = scaling.number_of(key).value_or(0.0);
+      return std::isfinite(v) ? static_cast<int64_t>(std::clamp(v, -1e9, 1e9)) : 0;
+    };
+    log.amax_history = whole("amax_history");
+    log.margin = whole("margin");
   }
   const json& formats = line.array_of("format", n);
   const char* keys[] = {"amax", "scale", "history_amax", "saturated", "flushed", "subnormal", "nonfinite", "snr_db"};
@@ -127,7 +132,9 @@ PrecisionLog& precision_log(RunLog& run, const std::string& label) {
   return run.precisions.back();
 }
 
-void read_log(const fs::path& file, const std::string& suffix, RunLog& run) {
+}  // namespace
+
+void read_metrics_log(const fs::path& file, RunLog& run, const std::string& suffix) {
   const std::string text = read_text(file);
   std::istringstream in(text);
   std::string recipe_mode;  // the run line's --recipe, for FP8 precisions without health events
@@ -160,7 +167,7 @@ void read_log(const fs::path& file, const std::string& suffix, RunLog& run) {
     PrecisionLog& log = precision_log(run, precision + suffix);
     if (log.scaling_mode.empty() && precision == "fp8") log.scaling_mode = recipe_mode;
     auto point = [&](const std::string& curve, const std::string& key, double x) {
-      if (const auto y = line.number_of(key)) log.curves[curve][x] = *y;
+      if (const auto y = line.number_of(key); y && std::isfinite(x)) log.curves[curve][x] = *y;
     };
     if (kind == "epoch") {
       const double epoch = line.number_of("epoch").value_or(NAN);
@@ -185,6 +192,8 @@ void read_log(const fs::path& file, const std::string& suffix, RunLog& run) {
     }
   }
 }
+
+namespace {
 
 std::string percent(double fraction) { return std::isfinite(fraction) ? fmt::format("{:.3g}%", 100 * fraction) : "n/a"; }
 std::string decibels(std::optional<double> db) { return db && std::isfinite(*db) ? fmt::format("{:.1f} dB", *db) : "n/a"; }
@@ -213,7 +222,7 @@ double snr_or_max(const TensorSample& s) { return s.snr_db.value_or(std::numeric
 std::string saturation_advice(const PrecisionLog& p, const TensorHistory& t, const TensorSample& w) {
   std::string advice;
   if (p.scaling_mode == "delayed" && w.history_amax > 0 && w.amax > w.history_amax) {
-    const int k = std::max(1, static_cast<int>(std::ceil(std::log2(w.amax / w.history_amax))));
+    const int k = static_cast<int>(std::clamp(std::ceil(std::log2(w.amax / w.history_amax)), 1.0, 16.0));
     advice = fmt::format(
         "The tensor's amax ({}) outgrew the amax history's max ({}) that set the scale: delayed scaling lags a "
         "growing tensor. --margin {} leaves the 2^{} headroom this step needed; --recipe current scales each step "
@@ -274,7 +283,7 @@ RunLog read_run_log(const fs::path& dir) {
   RunLog run;
   run.dir = dir;
   for (const fs::path& log : logs)
-    read_log(log, logs.size() > 1 ? fmt::format(" ({})", log.parent_path().filename().string()) : "", run);
+    read_metrics_log(log, run, logs.size() > 1 ? fmt::format(" ({})", log.parent_path().filename().string()) : "");
   return run;
 }
 

@@ -67,6 +67,9 @@ struct RunLog {
 // leaves, is skipped with a note).
 RunLog read_run_log(const std::filesystem::path& dir);
 
+// Reads one metrics log into `run`, its precisions labelled with `suffix` appended; the same errors.
+void read_metrics_log(const std::filesystem::path& file, RunLog& run, const std::string& suffix = "");
+
 // A flagged tensor: its worst recording and what to change.
 struct HealthFinding {
   std::string precision, tensor, format;
