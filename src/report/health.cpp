@@ -415,7 +415,8 @@ void tensor_section(HtmlPage& page, const PrecisionLog& p, const std::vector<Hea
   const size_t prefix = common_prefix(p.tensors);
   const std::pair<const char*, const char*> roles[] = {
       {"inputs", "Inputs"}, {"kernel", "Weights"}, {"outputs_grad", "Output gradients"}};
-  for (const auto& [role, title] : roles) {
+  for (const auto& names : roles) {
+    const std::string role = names.first, title = names.second;  // plain names: the lambdas below capture them
     std::vector<const TensorHistory*> tensors;
     for (const TensorHistory& t : p.tensors)
       if (role_of(t.name) == role && !t.samples.empty()) tensors.push_back(&t);
