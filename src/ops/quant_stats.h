@@ -31,7 +31,7 @@ inline constexpr int64_t kQuantStatsWords = sizeof(QuantStatsRecord) / sizeof(in
 static_assert(sizeof(QuantStatsRecord) == 72 && kQuantStatsWords == 18);
 // The GPU's per-block partial records (a deterministic reduction: blocks in a fixed order, no float
 // atomics); the CPU does not use them.
-inline constexpr int64_t kQuantStatsParts = 128;
+inline constexpr int64_t kQuantStatsParts = 256;  // two blocks of 512 threads per SM of an H100
 
 // How x is cast: q = fp8(x * *scale) saturating, or with divide (Keras's lag) q = fp8(x / *scale),
 // exactly as ops::ScalingTable::cast_scale / divide() give it. Pointers on the context's device.
