@@ -310,7 +310,7 @@ std::vector<HealthFinding> diagnose(const RunLog& run, const HealthThresholds& t
                                  "step among the flagged tensors is nearest the cause): a lower --lr, --clip, or the "
                                  "other advice here.");
             });
-      check([](const TensorSample& s) { return s.saturated; },
+      check([&](const TensorSample& s) { return clamps(t, s) ? s.saturated : -1.0; },
             [&](const TensorSample& s) { return s.saturated > th.saturation && clamps(t, s); }, "saturation",
             [](const TensorSample& s) { return percent(s.saturated); },
             [&](const TensorSample& w) { return saturation_advice(p, t, w); });
