@@ -6,9 +6,12 @@
 #include "io/checkpoint.h"
 #include "io/safetensors.h"
 #include "numerics/histogram.h"
+#include "ops/scaling_table.h"
 #include "quant/calibration.h"
 #include "text/bpe_learner.h"
 #include "text/vocab_file.h"
+#include "train/health.h"
+#include "train/metrics_log.h"
 
 #include <cstdio>
 #include <filesystem>
@@ -98,6 +101,30 @@ void tokenizer_json_seeds(const fs::path& dir) {
   text::BpeTokenizer(fuzz::bpe_model(text::SplitPattern::kGpt2)).save(dir / "fixed.json");
 }
 
+// A metrics log as the trainers write it: the run line, steps, a validation and a health event of
+// two FP8 tensors (one saturating), through train::MetricsLog and train::health_event.
+void metrics_log_seeds(const fs::path& dir) {
+  ops::Context c;
+  ops::ScalingTable table;
+  table.add("model.layers.0.mlp.up_proj/inputs", Fp8Format::E4M3);
+  table.add("model.layers.0.mlp.up_proj/outputs_grad", Fp8Format::E5M2);
+  table.allocate(Device::Cpu);
+  table.set_recording(true);
+  Tensor x({4}, DType::F32);
+  const float values[] = {900.0f, 1.0f, 1e-9f, -3.0f};
+  x.copy_from_host(values);
+  table.record(c, 0, x);
+  table.record(c, 1, x);
+  train::MetricsLog log(dir / "lm.jsonl", false);
+  log.write({{"event", "run"}, {"model", "llama"}, {"precision", "fp8"}, {"recipe", "delayed"}});
+  for (int step = 1; step <= 2; ++step)
+    log.write({{"event", "step"}, {"precision", "fp8"}, {"step", step}, {"loss", 5.0 / step}});
+  log.write({{"event", "validation"}, {"precision", "fp8"}, {"step", 2}, {"loss", 2.5}, {"perplexity", 12.2}});
+  nlohmann::json health = train::health_event(table, table.read_records(c));
+  health.update(nlohmann::json{{"precision", "fp8"}, {"step", 2}});
+  log.write(health);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -110,6 +137,7 @@ int main(int argc, char** argv) {
       {"safetensors", safetensors_seeds}, {"checkpoint", checkpoint_seeds}, {"calibration", calibration_seeds},
       {"text_dataset", text_dataset_seeds},
       {"vocab", vocab_seeds},             {"tokenizer", tokenizer_seeds},     {"tokenizer_json", tokenizer_json_seeds},
+      {"metrics_log", metrics_log_seeds},
   };
   try {
     for (const auto& [name, write] : targets) {

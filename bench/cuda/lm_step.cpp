@@ -2,9 +2,13 @@
 // AdamW) on random tokens, each step a replay of its captured graph as the trainer runs it, bf16 and
 // FP8 (delayed scaling, te lag) in turns: 2 warm-up steps, then rounds of `steps` steps timed with
 // CUDA events; medians of 3 rounds. Prints tokens/s, model-FLOPs utilisation (PaLM's count, against
-// the H100 SXM's 989 TFLOP/s dense bf16) and the FP8 / bf16 ratio.
+// the H100 SXM's 989 TFLOP/s dense bf16) and the FP8 / bf16 ratio. For FP8 also the cost of the
+// health statistics (train/health.h) as the trainer pays it: a recording step (its own captured graph,
+// the records read back and made into the metrics event) against a plain one, each synchronized as
+// the trainer's steps are (medians of 3 rounds), as a share of the plain steps of one interval.
 // Usage: bench_cuda_lm_step [preset, default gpt2-small] [batch, default 16] [seq, default 1024]
-//        [steps per round, default 10] [vocab, default 8192] [precision: bf16 or fp8, default both]
+//        [steps per round, default 10] [vocab, default 8192] [precision: bf16, fp8 or both (default)]
+//        [health interval in steps, default 50; 0: not measured]
 #include "exec/captured_step.h"
 #include "models/llama.h"
 #include "ops/cuda/context.h"
@@ -13,8 +17,10 @@
 #include "runtime/cuda/check.h"
 #include "runtime/cuda/device_info.h"
 #include "runtime/cuda/stream.h"
+#include "train/health.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -46,7 +52,8 @@ int main(int argc, char** argv) try {
   };
   std::vector<Run> runs;
   for (nn::Precision p : {nn::Precision::Bf16, nn::Precision::Fp8})
-    if (argc <= 6 || nn::parse_precision(argv[6]) == p) runs.push_back({p, {}});
+    if (argc <= 6 || std::string(argv[6]) == "both" || nn::parse_precision(argv[6]) == p) runs.push_back({p, {}});
+  const int64_t health_every = argc > 7 ? std::atoll(argv[7]) : 50;
   std::mt19937 rng(1);
   std::vector<int32_t> ids(B * T);
   for (auto& v : ids) v = static_cast<int32_t>(rng() % vocab);
@@ -58,12 +65,15 @@ int main(int argc, char** argv) try {
     Tensor tokens({B, T}, DType::I32, Device::Cuda), targets({B * T}, DType::I32, Device::Cuda), losses, norm;
     tokens.copy_from_host(ids.data());
     targets.copy_from_host(ids.data());
-    exec::CapturedStep step([&](ops::Context& c) {
+    auto queue = [&](ops::Context& c, bool record) {
+      if (model.scaling() != nullptr) model.scaling()->set_recording(record);
       model.forward(tokens, true);
       model.backward(targets, 1.0f / static_cast<float>(B * T), losses);
       ops::clip_by_global_norm(c, model.parameter_set().grads(), 1.0f, norm);
       adam.step(c);
-    });
+      if (model.scaling() != nullptr) model.scaling()->set_recording(false);
+    };
+    exec::CapturedStep step([&](ops::Context& c) { queue(c, false); });
     ops::Context& c = model.context();
     for (int s = 0; s < 2; ++s) step.run(c);
     c.synchronize();
@@ -74,6 +84,37 @@ int main(int argc, char** argv) try {
       FP8KIT_CUDA_CHECK(cudaEventRecord(end.get(), ops::stream(c)));
       c.synchronize();
       run.seconds.push_back(cuda::elapsed_ms(begin, end) / 1e3 / steps);
+    }
+    if (run.precision == nn::Precision::Fp8 && health_every > 0 && model.scaling() != nullptr) {
+      // Host-timed, synchronized steps: plain ones, and recording ones with their read-back and event.
+      exec::CapturedStep recording([&](ops::Context& context) { queue(context, true); });
+      for (int s = 0; s < 2; ++s) recording.run(c);
+      c.synchronize();
+      auto median_ms = [&](bool record) {
+        std::vector<double> rounds;
+        for (int round = 0; round < 3; ++round) {
+          const auto start = std::chrono::steady_clock::now();
+          for (int s = 0; s < steps; ++s) {
+            (record ? recording : step).run(c);
+            if (record) {
+              const nlohmann::json event = train::health_event(*model.scaling(), model.scaling()->read_records(c));
+              if (event.empty()) std::printf("empty health event\n");
+            } else {
+              c.synchronize();
+            }
+          }
+          rounds.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() /
+                           steps);
+        }
+        std::sort(rounds.begin(), rounds.end());
+        return rounds[1];
+      };
+      const double plain = median_ms(false), recorded = median_ms(true);
+      std::printf("lm_step %s fp8 health: plain step %.3f ms, recording step %.3f ms (%d tensors): +%.3f ms, "
+                  "%.2f%% of a step averaged over %lld steps\n",
+                  preset.c_str(), plain, recorded, model.scaling()->size(), recorded - plain,
+                  100.0 * (recorded - plain) / (plain * static_cast<double>(health_every)),
+                  static_cast<long long>(health_every));
     }
     const Tensor l = losses.to(Device::Cpu);
     double sum = 0;

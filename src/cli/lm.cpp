@@ -69,7 +69,7 @@ struct TrainArgs {
   int64_t seq = 256, batch = 16, accumulation = 1, steps = 1000, warmup = 100;
   float lr = 6e-4f, min_lr_ratio = 0.1f, weight_decay = 0.1f, clip = 1.0f;
   uint64_t seed = 0;
-  int64_t eval_every = 0, eval_batches = 20, checkpoint_every = 0;
+  int64_t eval_every = 0, eval_batches = 20, checkpoint_every = 0, health_every = 50;
   std::string out = "out/lm";
   bool resume = false;
   std::string data;
@@ -107,6 +107,7 @@ void run_train(const TrainArgs& a) {
   o.eval_every = a.eval_every;
   o.eval_batches = a.eval_batches;
   o.checkpoint_every = a.checkpoint_every;
+  o.health_every = a.health_every;
   o.out = a.out;
   o.resume = a.resume;
   o.device = device;
@@ -124,7 +125,8 @@ void run_train(const TrainArgs& a) {
                         {"precision", a.precision}, {"device", a.device},     {"seq", a.seq},
                         {"batch", a.batch},         {"accumulation", a.accumulation}, {"steps", a.steps},
                         {"lr", a.lr},               {"warmup", a.warmup},     {"weight_decay", a.weight_decay},
-                        {"clip", a.clip},           {"seed", a.seed},         {"resume", a.resume}};
+                        {"clip", a.clip},           {"seed", a.seed},         {"resume", a.resume},
+                        {"health_every", a.health_every}};
   if (precision == nn::Precision::Fp8) run.update(a.recipe.json());  // "recipe": delayed or current
   log.write(run);
   o.metrics = &log;
@@ -318,6 +320,10 @@ void setup(CLI::App& app) {
       ->capture_default_str()
       ->check(whole_number(0, 1'000'000'000));
   train->add_option("--checkpoint-every", t->checkpoint_every, "steps between checkpoints (0: at the end)")
+      ->capture_default_str()
+      ->check(whole_number(0, 1'000'000'000));
+  train->add_option("--health-every", t->health_every,
+                    "record FP8 health statistics every N steps into metrics.jsonl, for `fp8kit report` (0: off)")
       ->capture_default_str()
       ->check(whole_number(0, 1'000'000'000));
   train->add_option("--out", t->out, "directory for the tokenizer, checkpoints, metrics and the model")

@@ -45,6 +45,7 @@ struct Args {
   bool inspect_fp8 = false;
   std::string vocab;
   int64_t limit = 0;
+  int64_t health_every = 100;
 };
 
 // Limit of --batch-size: far beyond use (the seed's batch is 32).
@@ -212,6 +213,7 @@ void run(const Args& args) {
   run.update(nlohmann::json{{"epochs", args.epochs},
              {"batch_size", args.batch_size},
              {"seed", args.seed},
+             {"health_every", args.health_every},
              {"resume", args.resume},
              {"data", data_path.string()},
              {"train_examples", train_data.size()},
@@ -238,6 +240,7 @@ void run(const Args& args) {
     options.metrics = &log;
     options.resume = args.resume;
     options.inspect_fp8 = args.inspect_fp8;
+    options.health_every = args.health_every;
     options.device = device;
     const train::TrainResult result = train::train(options, train_data, &validation, &test);
     double seconds = 0;
@@ -281,6 +284,10 @@ void setup(CLI::App& app) {
                "continue from the checkpoints in --out (a precision without one starts from the beginning)");
   app.add_flag("--inspect-fp8", args->inspect_fp8,
                "print the FP8 recipe and the query layer's scales and amax histories before and after training");
+  app.add_option("--health-every", args->health_every,
+                 "record FP8 health statistics every N steps into metrics.jsonl, for `fp8kit report` (0: off)")
+      ->capture_default_str()
+      ->check(whole_number(0, 1'000'000'000));
   app.add_option("--vocab", args->vocab, "vocabulary file: read if it exists, else learned and written there")
       ->check(non_empty_path());
   app.add_option("--limit", args->limit, "use only N evenly spaced texts of each split (quick checks); 0 = all")

@@ -56,6 +56,11 @@ float cast_fp8(ScalingTable& t, int s, std::span<const float> x, bool training, 
   return *t.gemm_scale_inv(s);
 }
 
+// The health statistics of what slot s's training cast just quantized, while the table records them.
+void record_health(Context& c, const LinearOp& l, int s, const Tensor& x, bool training) {
+  if (training && l.scaling->recording()) l.scaling->record(c, s, x);
+}
+
 void cpu_prepare_weights(Context& c, LinearOp& l, bool training) {
   const std::span<const float> w = l.w->span<float>();
   switch (l.precision) {
@@ -67,6 +72,7 @@ void cpu_prepare_weights(Context& c, LinearOp& l, bool training) {
       break;
     case LinearPrecision::Fp8:
       cast_fp8(*l.scaling, l.slot + 1, w, training, l.wc_t, l.wc, c);  // wc: the exact values, w's layout
+      record_health(c, l, l.slot + 1, *l.w, training);
       break;
     case LinearPrecision::Fp8Block:
       linear_block_prepare_weights(c, l);
@@ -111,6 +117,7 @@ void cpu_forward(Context& c, LinearOp& l, const Tensor& x, bool training, const 
     case LinearPrecision::Fp8: {
       // x's codes in xc_t, their exact values in xc (decoded once for fprop and wgrad).
       const float x_scale_inv = cast_fp8(*l.scaling, l.slot, x.span<float>(), training, l.xc_t, l.xc, c);
+      record_health(c, l, l.slot, x, training);
       gemm_f32(shape, x_scale_inv * *l.scaling->gemm_scale_inv(l.slot + 1), l.xc.data<float>(), l.wc.data<float>(),
                0.0f, y);
       break;
@@ -204,6 +211,7 @@ void cpu_backward(Context& c, const LinearGradient& lg) {
       break;
     case LinearPrecision::Fp8: {
       const float g_scale_inv = cast_fp8(*l.scaling, l.slot + 2, l.g.span<float>(), true, l.gc_t, l.gc, c);
+      record_health(c, l, l.slot + 2, l.g, true);
       const float x_scale_inv = *l.scaling->gemm_scale_inv(l.slot);
       const float w_scale_inv = *l.scaling->gemm_scale_inv(l.slot + 1);
       gemm_f32(dgrad, g_scale_inv * w_scale_inv, l.gc.data<float>(), l.wc.data<float>(), 0.0f, dx);

@@ -58,6 +58,8 @@ void ScalingTable::allocate(Device device) {
 void ScalingTable::to(Device device) {
   for (Tensor* t : {&history_, &amax_, &scale_, &scale_inv_, &fp8_max_, &gemm_scale_inv_, &eval_amax_, &eval_scale_})
     if (t->device() != device) *t = t->to(device);
+  for (Tensor* t : {&records_, &partials_})  // once set_recording made them
+    if (t->numel() > 0 && t->device() != device) *t = t->to(device);
   views_.clear();
 }
 
@@ -137,6 +139,47 @@ void ScalingTable::clear_evaluation_amaxes(ops::Context& c) {
     return;
   }
   std::fill_n(eval_amax_.data<float>(), size(), 0.0f);
+}
+
+void ScalingTable::set_recording(bool on) {
+  FP8KIT_CHECK(scale_.numel() > 0 || size() == 0, "the scaling table records statistics once it is allocated");
+  if (on && records_.numel() == 0 && size() > 0) {  // zeroed: a slot never cast reads as empty
+    records_ = Tensor({size(), kQuantStatsWords}, DType::I32, scale_.device());
+    partials_ = Tensor({size(), kQuantStatsParts * kQuantStatsWords}, DType::I32, scale_.device());
+  }
+  recording_ = on;
+}
+
+QuantStatsSpec ScalingTable::stats_spec(int slot) {
+  const int64_t L = static_cast<int64_t>(recipe_.amax_history_length);
+  return {formats_.at(slot), cast_scale(slot, true), divide(), history_.device_data<float>() + slot * L, L};
+}
+
+int32_t* ScalingTable::record_data(int slot) {
+  FP8KIT_CHECK(records_.numel() > 0, "the scaling table's statistics records are made by set_recording(true)");
+  return records_.device_data<int32_t>() + slot * kQuantStatsWords;
+}
+
+int32_t* ScalingTable::partials_data(int slot) {
+  FP8KIT_CHECK(partials_.numel() > 0, "the scaling table's statistics records are made by set_recording(true)");
+  return partials_.device_data<int32_t>() + slot * kQuantStatsParts * kQuantStatsWords;
+}
+
+void ScalingTable::record(Context& c, int slot, const Tensor& x) {
+  FP8KIT_CHECK(records_.numel() > 0, "the scaling table's statistics records are made by set_recording(true)");
+  Tensor record = records_.view(slot * kQuantStatsWords, {kQuantStatsWords});
+  Tensor partials = partials_.view(slot * kQuantStatsParts * kQuantStatsWords, {kQuantStatsParts * kQuantStatsWords});
+  quant_stats(c, x, stats_spec(slot), record, partials);
+}
+
+std::vector<QuantStats> ScalingTable::read_records(Context& c) {
+  std::vector<QuantStats> stats;
+  if (records_.numel() == 0) return stats;
+  c.synchronize();
+  const Tensor host = records_.to(Device::Cpu);
+  for (int i = 0; i < size(); ++i)
+    stats.push_back(decode_quant_stats(host.span<int32_t>().subspan(i * kQuantStatsWords, kQuantStatsWords)));
+  return stats;
 }
 
 std::vector<ScalingStateView> ScalingTable::state() {

@@ -6,6 +6,7 @@
 
 #include "numerics/recipe.h"
 #include "ops/context.h"
+#include "ops/quant_stats.h"
 #include "tensor/tensor.h"
 
 #include <string>
@@ -61,6 +62,23 @@ class ScalingTable {
   // Evaluation with current scaling: clears the evaluation amaxes before a forward.
   void clear_evaluation_amaxes(ops::Context& c);
 
+  // Health statistics (ops/quant_stats.h). While recording, every FP8 cast of a training step also
+  // queues its tensor's statistics into the slot's record, right after the cast on the cast's lane,
+  // with the scale that cast used (the last cast of a slot in a step wins: with gradient accumulation,
+  // the last micro-batch's). A host switch read when ops are queued: a step captured with it on is
+  // another CUDA graph than one captured with it off. The records are allocated at the first switch on.
+  void set_recording(bool on);
+  bool recording() const { return recording_; }
+  // How slot `slot`'s training cast quantizes (its scale, divide(), format and amax history).
+  QuantStatsSpec stats_spec(int slot);
+  // Queues the statistics of x, as slot `slot`'s training cast quantizes it, into the slot's record.
+  void record(Context& c, int slot, const Tensor& x);
+  // The slot's record and partials (device pointers, for kernels that derive x on the fly).
+  int32_t* record_data(int slot);
+  int32_t* partials_data(int slot);
+  // Every slot's record, read back in one copy (waits for the context's work).
+  std::vector<QuantStats> read_records(Context& c);
+
   // Checkpoint views, per slot "<name>_scale" (te lag, current: the scale; keras lag: Keras's
   // multiplier, the value the next step uses) and "<name>_amax_history" [L], valid until the table
   // moves (to()). After writing into them, call restored() to recompute what follows from them.
@@ -77,6 +95,9 @@ class ScalingTable {
   Tensor amax_, scale_, scale_inv_, fp8_max_;
   Tensor gemm_scale_inv_;       // [4 n]: scale_inv of slot i at 4 i
   Tensor eval_amax_, eval_scale_;
+  bool recording_ = false;
+  Tensor records_;   // [n, kQuantStatsWords] i32, once recording was switched on
+  Tensor partials_;  // [n, kQuantStatsParts * kQuantStatsWords] i32
 };
 
 }  // namespace fp8kit::ops

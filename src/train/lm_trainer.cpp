@@ -9,6 +9,7 @@
 #include "ops/elementwise.h"
 #include "ops/grad_norm.h"
 #include "ops/tensor_checks.h"
+#include "train/health.h"
 #include "train/progress.h"
 
 #include <fmt/format.h>
@@ -62,18 +63,21 @@ class LmStepper {
     if (o.accumulation > 1) accumulated_ = Tensor(model.parameter_set().grads().shape(), DType::F32, d);
   }
 
-  // Returns the step's mean loss and the gradients' global norm before clipping.
-  std::pair<double, double> run(std::span<const int32_t> tokens, std::span<const int32_t> targets) {
+  // Returns the step's mean loss and the gradients' global norm before clipping. record: the step
+  // also records the FP8 health statistics into the scaling table's records.
+  std::pair<double, double> run(std::span<const int32_t> tokens, std::span<const int32_t> targets, bool record) {
     tokens_.copy_from_host(tokens.data());
     targets_.copy_from_host(targets.data());
-    step_.run(model_.context());
+    (record ? recording_step_ : step_).run(model_.context());
     model_.context().synchronize();
     const double loss = sum_of(losses_) / static_cast<double>(losses_.numel());
     return {loss, norm_.numel() > 0 ? static_cast<double>(norm_.to(Device::Cpu).data<float>()[0]) : 0.0};
   }
 
  private:
-  void queue(ops::Context& c) {
+  void queue(ops::Context& c, bool record) {
+    ops::ScalingTable* scaling = model_.scaling();
+    if (scaling != nullptr) scaling->set_recording(record);
     Tensor& grads = model_.parameter_set().grads();
     const float scale = 1.0f / static_cast<float>(losses_.numel());
     for (int64_t i = 0; i < o_.accumulation; ++i) {
@@ -90,6 +94,7 @@ class LmStepper {
     if (o_.accumulation > 1) ops::copy(c, accumulated_, grads);
     ops::clip_by_global_norm(c, grads, o_.clip, norm_);
     adam_.step(c);
+    if (scaling != nullptr) scaling->set_recording(false);
   }
 
   models::Llama& model_;
@@ -97,7 +102,8 @@ class LmStepper {
   const LmTrainOptions& o_;
   Tensor tokens_, targets_, losses_, accumulated_, norm_;
   std::vector<Tensor> token_views_, target_views_, loss_views_;
-  exec::CapturedStep step_{[this](ops::Context& c) { queue(c); }};
+  exec::CapturedStep step_{[this](ops::Context& c) { queue(c, false); }};
+  exec::CapturedStep recording_step_{[this](ops::Context& c) { queue(c, true); }};
 };
 
 std::vector<nn::StateTensor> checkpoint_tensors(models::Llama& model, optim::Adam& adam) {
@@ -198,10 +204,13 @@ LmTrainResult train_lm(const LmTrainOptions& o, std::span<const int32_t> train_s
   const int64_t rows = o.batch * o.seq, windows_per_step = o.batch * o.accumulation;
   const double tokens_per_step = static_cast<double>(rows * o.accumulation);
   const double flops_per_step = models::flops_per_token(o.model, o.seq) * tokens_per_step;
+  // Health statistics need per-tensor FP8 scales (block scaling keeps no slots) and a log.
+  const bool health = o.health_every > 0 && o.metrics != nullptr && model.scaling() != nullptr &&
+                      model.scaling()->size() > 0;
   std::vector<int32_t> inputs, targets;
   ProgressBar progress(o.steps, o.console);
   double seconds = 0, loss = NAN;
-  int64_t timed_steps = 0;
+  int64_t timed_steps = 0, recordings = 0;
   auto validate = [&](int64_t step) {
     result.validation = evaluate_lm(model, validation_windows, o.batch, o.eval_batches);
     if (o.metrics != nullptr)
@@ -216,9 +225,12 @@ LmTrainResult train_lm(const LmTrainOptions& o, std::span<const int32_t> train_s
     targets.clear();
     for (int64_t w = 0; w < windows_per_step; ++w) train_windows.window(step * windows_per_step + w, inputs, targets);
     const auto start = Clock::now();
-    const auto [step_loss, norm] = stepper.run(inputs, targets);
-    // The first two steps build the graph (eager, then capture): not timed.
-    if (step >= done + 2) {
+    const bool record = health && records_health(o.health_every, step + 1);
+    const auto [step_loss, norm] = stepper.run(inputs, targets, record);
+    recordings += record;
+    // The first two steps build the graph (eager, then capture): not timed; nor the first two
+    // recording steps, which build theirs.
+    if (step >= done + 2 && (!record || recordings > 2)) {
       seconds += seconds_since(start);
       ++timed_steps;
     }
@@ -236,6 +248,11 @@ LmTrainResult train_lm(const LmTrainOptions& o, std::span<const int32_t> train_s
       o.metrics->write({{"event", "step"},   {"precision", nn::name(o.precision)}, {"step", step + 1},
                         {"loss", loss},      {"lr", lr},
                         {"grad_norm", norm}, {"tokens_per_second", tps}});
+    if (record) {
+      nlohmann::json event = health_event(*model.scaling(), model.scaling()->read_records(model.context()));
+      event.update(nlohmann::json{{"precision", nn::name(o.precision)}, {"step", step + 1}});
+      o.metrics->write(event);
+    }
     const bool last = step + 1 == o.steps;
     if (o.eval_every > 0 && (step + 1) % o.eval_every == 0 && !last) validate(step + 1);
     if (last || (o.checkpoint_every > 0 && (step + 1) % o.checkpoint_every == 0)) save(step + 1);

@@ -51,13 +51,18 @@ void MetricsLog::open(bool append) {
   FP8KIT_CHECK(fd_ >= 0, "cannot open the metrics log {}: {}", path_.string(), std::strerror(errno));
 }
 
-void MetricsLog::write(const nlohmann::json& event) {
-  FP8KIT_CHECK(event.is_object(), "a metrics event must be a JSON object, not {}", event.type_name());
-  // NaN and inf are not JSON; dump() writes them as null, which readers accept.
-  const std::string line = event.dump() + '\n';
+void MetricsLog::write(const nlohmann::json& event) { write_all(std::span(&event, 1)); }
+
+void MetricsLog::write_all(std::span<const nlohmann::json> events) {
+  std::string lines;  // all in one write, one sync
+  for (const nlohmann::json& event : events) {
+    FP8KIT_CHECK(event.is_object(), "a metrics event must be a JSON object, not {}", event.type_name());
+    // NaN and inf are not JSON; dump() writes them as null, which readers accept.
+    lines += event.dump() + '\n';
+  }
   size_t written = 0;
-  while (written < line.size()) {
-    const ssize_t n = ::write(fd_, line.data() + written, line.size() - written);
+  while (written < lines.size()) {
+    const ssize_t n = ::write(fd_, lines.data() + written, lines.size() - written);
     if (n < 0 && errno == EINTR) continue;
     FP8KIT_CHECK(n > 0, "cannot write the metrics log {}: {}", path_.string(), std::strerror(errno));
     written += static_cast<size_t>(n);
@@ -76,7 +81,8 @@ void MetricsLog::forget_epochs_after(std::string_view precision, int epoch) {
     const nlohmann::json number = event.is_object() ? event.value("epoch", nlohmann::json()) : nlohmann::json();
     const nlohmann::json kind = event.is_object() ? event.value("event", nlohmann::json()) : nlohmann::json();
     const bool ours = event.is_object() && event.value("precision", nlohmann::json()) == precision;
-    const bool later_epoch = ours && kind == "epoch" && number.is_number_integer() && number.get<int64_t>() > epoch;
+    const bool later_epoch = ours && (kind == "epoch" || kind == "health") && number.is_number_integer() &&
+                             number.get<int64_t>() > epoch;
     // The resumed run evaluates the test set again and says again if it diverges: one line of each.
     const bool rewritten = ours && (kind == "test" || kind == "diverged");
     if (later_epoch || rewritten) {

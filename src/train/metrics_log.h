@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
+#include <span>
 #include <string_view>
 
 namespace fp8kit::train {
@@ -22,8 +23,10 @@ class MetricsLog {
 
   // Writes `event` (a JSON object) as one line and syncs it to disk before returning.
   void write(const nlohmann::json& event);
+  // Writes each of `events` as a line, in order, and syncs once.
+  void write_all(std::span<const nlohmann::json> events);
 
-  // Removes the "epoch" events of `precision` numbered after `epoch` (those of epochs whose
+  // Removes the "epoch" and "health" events of `precision` numbered after `epoch` (those of epochs whose
   // checkpoint never landed, see train()) and its "test" and "diverged" events (the resumed run
   // writes them again); the file is replaced atomically, and only when one goes.
   void forget_epochs_after(std::string_view precision, int epoch);

@@ -10,6 +10,7 @@
 #include "io/safetensors.h"
 #include "numerics/format.h"
 #include "ops/tensor_checks.h"
+#include "train/health.h"
 #include "train/progress.h"
 
 #include <fmt/format.h>
@@ -186,7 +187,9 @@ class Stepper {
     std::span<const float> probabilities;
   };
 
-  Result step(std::span<const int32_t> host_tokens, std::span<const float> host_labels, int batch, int64_t step) {
+  // record: the step also records the FP8 health statistics (another captured graph than a plain step's).
+  Result step(std::span<const int32_t> host_tokens, std::span<const float> host_labels, int batch, int64_t step,
+              bool record) {
     ops::Context& c = model_.context();
     const int64_t T = model_.config().sequence_length;
     // In place on the model's device: a captured step reads them there.
@@ -195,9 +198,12 @@ class Stepper {
     ops::sized(labels_, {batch}, DType::F32, model_.device());
     labels_.copy_from_host(host_labels.data());
     if (c.step() != static_cast<uint64_t>(step)) c.set_step(static_cast<uint64_t>(step));
-    auto [it, fresh] = steps_.try_emplace(batch, [this](ops::Context& context) {
+    auto [it, fresh] = steps_.try_emplace({batch, record}, [this, record](ops::Context& context) {
+      ops::ScalingTable* scaling = model_.scaling();
+      if (scaling != nullptr) scaling->set_recording(record);
       model_.forward_backward(tokens_, labels_);
       adam_.step(context, /*advance_step=*/true);
+      if (scaling != nullptr) scaling->set_recording(false);
     });
     it->second.run(c);
     c.synchronize();
@@ -214,7 +220,7 @@ class Stepper {
   models::SeedClassifier& model_;
   optim::Adam& adam_;
   Tensor tokens_, labels_;
-  std::map<int, exec::CapturedStep> steps_;
+  std::map<std::pair<int, bool>, exec::CapturedStep> steps_;
   std::vector<float> probabilities_;
 };
 
@@ -265,6 +271,10 @@ TrainResult train(const TrainOptions& options, const TokenDataset& train_data, c
   if (options.resume && options.metrics) options.metrics->forget_epochs_after(precision, start_epoch);
   if (options.inspect_fp8) print_fp8_state(out, model, "before training");
 
+  // Health statistics need an FP8 model with per-tensor scales (block scaling keeps no slots) and a log.
+  const bool health = options.health_every > 0 && options.metrics != nullptr && model.scaling() != nullptr &&
+                      model.scaling()->size() > 0;
+  std::vector<nlohmann::json> health_events;  // this epoch's, written with its line
   std::vector<int32_t> batch_tokens;
   std::vector<float> batch_labels;
   for (int epoch = start_epoch; epoch < options.epochs; ++epoch) {
@@ -284,13 +294,20 @@ TrainResult train(const TrainOptions& options, const TokenDataset& train_data, c
       data::gather_rows<float>(train_data.labels, 1, rows, batch_labels);
       if (options.before_step) options.before_step(model, step);
 
-      const auto [loss, probabilities] = stepper.step(batch_tokens, batch_labels, batch, step);
+      const bool record = health && records_health(options.health_every, step + 1);
+      const auto [loss, probabilities] = stepper.step(batch_tokens, batch_labels, batch, step, record);
+      if (record) {
+        nlohmann::json event = health_event(*model.scaling(), model.scaling()->read_records(context));
+        event.update(nlohmann::json{{"precision", precision}, {"epoch", epoch + 1}, {"step", step + 1}});
+        health_events.push_back(std::move(event));
+      }
       for (int i = 0; i < batch; ++i) correct += (probabilities[i] > 0.5f) == (batch_labels[i] > 0.5f);
       if (!std::isfinite(loss)) {
         if (out) fmt::print(out, "\n");
-        if (options.metrics) {
-          options.metrics->write({{"event", "diverged"}, {"precision", precision}, {"epoch", epoch + 1},
-                                  {"step", b + 1}, {"global_step", step + 1}});
+        if (options.metrics) {  // the epoch's health events first: they show what led up to it
+          health_events.push_back({{"event", "diverged"}, {"precision", precision}, {"epoch", epoch + 1},
+                                   {"step", b + 1}, {"global_step", step + 1}});
+          options.metrics->write_all(health_events);
         }
         fail("loss became {} at epoch {} step {} ({} precision); {}", std::isnan(loss) ? "NaN" : "infinite",
              epoch + 1, b + 1, precision, last_good(result.checkpoint));
@@ -324,7 +341,11 @@ TrainResult train(const TrainOptions& options, const TokenDataset& train_data, c
     // never exists without the line of epoch N. A kill between the two leaves a line whose epoch the
     // checkpoint lacks; resume forgets such lines (forget_epochs_after) and trains those epochs again,
     // writing their lines anew. A line cut short by a kill is dropped when the log is reopened.
-    if (options.metrics) options.metrics->write(event);
+    if (options.metrics) {
+      health_events.push_back(std::move(event));
+      options.metrics->write_all(health_events);
+      health_events.clear();
+    }
     if (!checkpoint.empty()) {
       io::Metadata metadata;
       for (const auto& requirement : identity) metadata[requirement.key] = requirement.value;

@@ -1,5 +1,5 @@
 // `fp8kit train` end to end on a tiny generated aclImdb folder (--compare, checkpoints, metrics,
-// --resume), and its refusal of bad options before loading any data.
+// --resume, --health-every with `fp8kit report`), and its refusal of bad options before loading any data.
 #include "common/temp_dir.h"
 #include "common/tiny_imdb.h"
 #include "io/safetensors.h"
@@ -7,11 +7,13 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <random>
 #include <string>
@@ -391,3 +393,38 @@ TEST(TrainCommand, RefusesABatchThatDoesNotFitInMemory) {
 }
 
 }  // namespace
+
+// --health-every N: the FP8 run's metrics log gets a health event at every N-th step naming all 24 FP8
+// tensors of the seed model, and `fp8kit report` makes its page; 0 records none.
+TEST(TrainCommand, RecordsHealthForTheReport) {
+  const fp8kit::testing::TempDir dir("train_command_health");
+  const std::string common = " --data " + make_tiny_imdb(dir.path()).string() + " --vocab " +
+                             (dir / "vocab.txt").string() + " --batch-size 8 --seed 3 --epochs 2";
+  CommandResult r = run_train("--compare bf16,fp8 --health-every 2 --out " + (dir / "on").string() + common);
+  ASSERT_EQ(r.exit_code, 0) << tail(r.output);
+  std::vector<nlohmann::json> health;
+  std::ifstream metrics(dir / "on" / "metrics.jsonl");
+  for (std::string line; std::getline(metrics, line);) {
+    nlohmann::json e = nlohmann::json::parse(line);
+    if (e["event"] == "run") EXPECT_EQ(e["health_every"], 2);
+    if (e["event"] == "health") health.push_back(std::move(e));
+  }
+  ASSERT_EQ(health.size(), 3u);  // steps 2, 4 and 6 of 3 per epoch, fp8 only
+  for (size_t i = 0; i < health.size(); ++i) {
+    EXPECT_EQ(health[i]["precision"], "fp8");
+    EXPECT_EQ(health[i]["step"], 2 * (i + 1));
+    EXPECT_EQ(health[i]["tensors"].size(), 24u);
+  }
+  const std::string page = (dir / "page.html").string();
+  const std::string report = std::string(FP8KIT_CLI) + " report " + (dir / "on").string() + " --out " + page;
+  ASSERT_EQ(std::system(report.c_str()), 0);
+  std::ifstream in(page);
+  const std::string html((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_THAT(html, HasSubstr("transformer_decoder/self_attention/query/inputs"));
+  EXPECT_THAT(html, HasSubstr(">Accuracy<"));
+
+  r = run_train("--precision fp8 --health-every 0 --out " + (dir / "off").string() + common);
+  ASSERT_EQ(r.exit_code, 0) << tail(r.output);
+  std::ifstream off(dir / "off" / "metrics.jsonl");
+  for (std::string line; std::getline(off, line);) EXPECT_EQ(line.find("\"health\""), std::string::npos);
+}

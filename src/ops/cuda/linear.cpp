@@ -14,6 +14,7 @@
 #include "ops/cuda/convert.h"
 #include "ops/cuda/elementwise.h"
 #include "ops/cuda/gemm.h"
+#include "ops/cuda/quant_stats.h"
 #include "ops/cuda/quantize.h"
 #include "ops/cuda/small_fp8_gemm.h"
 #include "ops/linear_block.h"
@@ -174,6 +175,8 @@ void cuda_linear_prepare_weights(Context& c, std::span<LinearOp* const> linears,
       }
       if (t.current()) current_scales(c, t, args, slots, training);
       cuda::quantize_fp8_batch(args, stream(c));
+      if (training && t.recording())  // health statistics: the weights as this step's casts saw them
+        for (LinearOp* l : linears) t.record(c, l->slot + 1, *l->w);
       break;
     }
     case LinearPrecision::Fp8Block:
@@ -284,6 +287,9 @@ void cuda_linear_forward(Context& c, LinearOp& l, const Tensor& x, bool training
       linear_block_forward(c, l, x, training);
       break;
   }
+  // Health statistics of x as its cast saw it (a producer's epilogue applied), before `next` may
+  // write over it.
+  if (l.precision == LinearPrecision::Fp8 && training && l.scaling->recording()) l.scaling->record(c, l.slot, x);
   // The bias and activation in place, then the dropout and residual sum that follow, in one pass
   // (unless the consumer of y applies them).
   if (!next.deferred) outputs(c, l, next);
@@ -397,6 +403,13 @@ void cuda_linear_backward(Context& c, std::span<const LinearGradient> group) {
       // Each Linear's gradient quantization and dgrad GEMM in one launch on its lane when the shape
       // fits (its MMAs accumulate in fp32 registers, as the split accumulator that dgrad asks for);
       // else the quantizations in one launch, then the GEMMs.
+      // Health statistics of g = gradient(dy) as each cast quantizes it, after the cast on its lane.
+      auto record_gradient = [&](size_t k) {
+        if (!t.recording()) return;
+        const int s = group[k].linear->slot + 2;
+        cuda::quant_stats(f32(*group[k].dy), M * N, t.stats_spec(s), bias[k].gradient, t.record_data(s),
+                          t.partials_data(s), stream(c), N);
+      };
       const bool fused = cuda::quantize_fp8_gemm_fits(N, K);
       if (fused) {
         if (lanes) fork_lanes();
@@ -408,6 +421,7 @@ void cuda_linear_backward(Context& c, std::span<const LinearGradient> group) {
             args[k].q = nullptr;  // only the transposed codes (wgrad's) are read after it
             cuda::quantize_fp8_gemm(args[k], u8(l.wc), ff, K, t.gemm_scale_inv(l.slot + 2),
                                     t.gemm_scale_inv(l.slot + 1), f32(l.dx), stream(c));
+            record_gradient(k);
           }
           c.join(group[k].lane);
         }
@@ -415,6 +429,7 @@ void cuda_linear_backward(Context& c, std::span<const LinearGradient> group) {
       } else {
         if (t.current()) current_scales(c, t, args, slots, true);
         cuda::quantize_fp8_batch(args, stream(c));
+        for (size_t k = 0; k < group.size(); ++k) record_gradient(k);
         c.fork(Lane::Side);
         if (lanes) fork_lanes();
       }
