@@ -79,22 +79,33 @@ TEST(HealthCuda, LmRecordingLeavesTrainingExactlyAsItIs) {
   train_lm(lm_options(Device::Cpu, 2, &cpu_log), stream, stream);
   const auto cpu = health_events(dir / "cpu.jsonl");
   ASSERT_EQ(cpu.size(), 4u);
-  double worst_amax = 0, worst_fraction = 0, worst_snr = 0;
+  // Inputs and weights agree closely; output gradients less so: FP8 training's gradients differ
+  // between the devices by a few percent (tests/models/cuda/llama_gpu_test.cpp), and an amax is the
+  // largest of them.
+  struct Worst {
+    double amax = 0, fraction = 0, snr = 0;
+    std::string name;
+  } forward, gradient;
   for (size_t i = 0; i < n; ++i) {
     const std::string name = gpu[0]["tensors"][i];
     EXPECT_EQ(cpu[0]["tensors"][i], name);
     EXPECT_EQ(cpu[0]["count"][i], gpu[0]["count"][i]) << name;
+    Worst& w = name.ends_with("/outputs_grad") ? gradient : forward;
     const double a = cpu[0]["amax"][i], b = gpu[0]["amax"][i];
-    worst_amax = std::max(worst_amax, std::fabs(a - b) / a);
+    if (std::fabs(a - b) / a > w.amax) w.amax = std::fabs(a - b) / a, w.name = name;
     for (const char* key : {"saturated", "flushed", "subnormal"})
-      worst_fraction = std::max(worst_fraction, std::fabs(cpu[0][key][i].get<double>() - gpu[0][key][i].get<double>()));
-    worst_snr = std::max(worst_snr, std::fabs(cpu[0]["snr_db"][i].get<double>() - gpu[0]["snr_db"][i].get<double>()));
+      w.fraction = std::max(w.fraction, std::fabs(cpu[0][key][i].get<double>() - gpu[0][key][i].get<double>()));
+    w.snr = std::max(w.snr, std::fabs(cpu[0]["snr_db"][i].get<double>() - gpu[0]["snr_db"][i].get<double>()));
   }
-  std::printf("health GPU vs CPU at step 2: amax %.2e (relative), fractions %.2e, SNR %.3f dB\n", worst_amax,
-              worst_fraction, worst_snr);
-  EXPECT_LT(worst_amax, 5e-2);
-  EXPECT_LT(worst_fraction, 2e-2);
-  EXPECT_LT(worst_snr, 1.0);
+  for (const Worst* w : {&forward, &gradient})
+    std::printf("health GPU vs CPU at step 2, %s: amax %.2e (relative, %s), fractions %.2e, SNR %.3f dB\n",
+                w == &forward ? "inputs and weights" : "output gradients", w->amax, w->name.c_str(), w->fraction, w->snr);
+  EXPECT_LT(forward.amax, 5e-2) << forward.name;
+  EXPECT_LT(forward.fraction, 2e-2);
+  EXPECT_LT(forward.snr, 1.0);
+  EXPECT_LT(gradient.amax, 0.25) << gradient.name;
+  EXPECT_LT(gradient.fraction, 5e-2);
+  EXPECT_LT(gradient.snr, 3.0);
 }
 
 TEST(HealthCuda, SeedRecordingLeavesTrainingExactlyAsItIs) {
