@@ -3,8 +3,8 @@
 // copy in one pass), fp32 ones from transposes. The steps of a narrow model are launch-bound, so
 // kernels are fused where the CPU's rounding points allow: an FP8 Linear's input (or output
 // gradient) is quantized and multiplied in one launch (cuda::quantize_fp8_gemm) where its shape fits;
-// the bias + ReLU runs with the dropout and residual sum after it (cuda::linear_outputs); the
-// backward of the ReLU and of the dropout runs inside the cast or quantization of the output
+// the bias + activation runs with the dropout and residual sum after it (cuda::linear_outputs); the
+// backward of the activation and of the dropout runs inside the cast or quantization of the output
 // gradient. Weight gradients (wgrad GEMMs, bias sums) go to Lane::Side (or their dgrad's lane), so
 // the main lane holds only what the next layer's gradient waits for.
 #include "ops/cuda/linear.h"
@@ -65,6 +65,7 @@ void current_scales(Context& c, ScalingTable& t, std::vector<cuda::QuantizeArgs>
     args[k].q_t = nullptr;
     args[k].amax = t.amax_slot(slots[k], training);
     args[k].epilogue.y = nullptr;  // the cast after this pass writes the producer's activated output
+    args[k].epilogue.pre = nullptr;
   }
   cuda::quantize_fp8_batch(args, stream(c));
   t.current_scales(c, slots, training);
@@ -124,7 +125,15 @@ void wgrad(Context& c, LinearOp& l, Tensor& x_t, Tensor& g_t, DType xt, DType gt
 
 cuda::EpilogueGradient gradient_of(Context& c, const LinearGradient& lg) {
   const LinearOp& l = *lg.linear;
-  return {l.relu, l.y.device_data<float>(), dropout_site(c, lg.dropout), bf16_rounding(l)};
+  const Tensor& y = l.activation == Activation::Gelu ? l.pre : l.y;  // what the activation's backward reads
+  return {l.activation, y.device_data<float>(), dropout_site(c, lg.dropout), bf16_rounding(l)};
+}
+
+// GELU's input, written by the epilogue for the backward; null for other activations.
+float* pre_of(LinearOp& l) {
+  if (l.activation != Activation::Gelu) return nullptr;
+  sized(l.pre, l.rows, l.out, DType::F32);
+  return f32(l.pre);
 }
 
 }  // namespace
@@ -184,7 +193,7 @@ void cuda_linear_prepare_weights(Context& c, std::span<LinearOp* const> linears,
 
 cuda::LinearEpilogue deferred_epilogue(LinearOp& l) {
   if (!l.has_epilogue()) return {};
-  return {f32(*l.b), l.relu, bf16_rounding(l), f32(l.y)};
+  return {f32(*l.b), l.activation, bf16_rounding(l), f32(l.y), pre_of(l)};
 }
 
 void cuda_linear_prepare_input(Context& c, LinearOp& l, const Tensor& x, bool training) {
@@ -207,10 +216,11 @@ cuda::LinearOutput output_of(Context& c, LinearOp& l, const LinearOutput& next) 
           l.has_epilogue() ? f32(*l.b) : nullptr,
           l.rows,
           l.out,
-          l.relu,
+          l.activation,
           dropout_site(c, next.dropout),
           next.residual != nullptr ? f32(*next.residual) : nullptr,
-          next.out != nullptr ? f32(*next.out) : nullptr};
+          next.out != nullptr ? f32(*next.out) : nullptr,
+          l.has_epilogue() ? pre_of(l) : nullptr};
 }
 
 // The same in one pass.
@@ -317,14 +327,15 @@ void cuda_linear_backward(Context& c, std::span<const LinearGradient> group) {
   };
   switch (precision) {
     case LinearPrecision::Fp32: {
-      // g (the backward of the ReLU and dropout) on Main, with the bias gradients; the operands'
+      // g (the backward of the activation and dropout) on Main, with the bias gradients; the operands'
       // transposes and the wgrads on the side.
       for (size_t t = 0; t < group.size(); ++t) {
         LinearOp& l = *group[t].linear;
         sized(l.g, M, N, DType::F32);
         bias[t].g = f32(l.g);
         if (l.db == nullptr) {  // no bias, activation or dropout: g is dy
-          FP8KIT_CHECK(!l.relu && !group[t].dropout.active, "linear backward: a Linear without bias gradient has no ReLU or dropout");
+          FP8KIT_CHECK(l.activation == Activation::None && !group[t].dropout.active,
+                       "linear backward: a Linear without bias gradient has no activation or dropout");
           FP8KIT_CUDA_CHECK(cudaMemcpyAsync(f32(l.g), f32(*group[t].dy), M * N * sizeof(float), cudaMemcpyDeviceToDevice, stream(c)));
         }
       }
@@ -436,13 +447,13 @@ void cuda_linear_backward(Context& c, std::span<const LinearGradient> group) {
       return;
     }
     case LinearPrecision::Fp8Block: {
-      // g (the backward of the ReLU and dropout) with the bias gradients on Main, as for fp32; without a
+      // g (the backward of the activation and dropout) with the bias gradients on Main, as for fp32; without a
       // bias gradient there is no ReLU or dropout, and g is dy. Then each dgrad on Main, its wgrad on the side.
       for (size_t t = 0; t < group.size(); ++t) {
         LinearOp& l = *group[t].linear;
         if (l.db == nullptr) {
-          FP8KIT_CHECK(!l.relu && !group[t].dropout.active,
-                       "linear backward: a Linear without bias gradient has no ReLU or dropout");
+          FP8KIT_CHECK(l.activation == Activation::None && !group[t].dropout.active,
+                       "linear backward: a Linear without bias gradient has no activation or dropout");
           continue;
         }
         sized(l.g, M, N, DType::F32);

@@ -20,7 +20,7 @@
 // lane, 8 lanes per transposed row.
 //
 // amax: per-thread max of |x| bits, warp max, one atomicMax per block. An optional Linear epilogue
-// (bias + ReLU), or the backward of one (ReLU mask, dropout), is applied to the fp32 values as they
+// (bias + activation), or the backward of one (activation, dropout), is applied to the fp32 values as they
 // are loaded (elements outside the matrix stay 0). quantize_fp8_batch runs the same tile code for
 // several tensors in one launch (a 1-D grid split among them), so its outputs are those of one launch
 // per tensor.
@@ -99,7 +99,7 @@ __device__ __forceinline__ void to_floats(const uint2& raw, float v[4]) {
 __device__ __forceinline__ float transformed(const Params& p, int64_t row, int64_t col, float v,
                                             const DeviceDropoutMask& mask) {
   const LinearEpilogue& e = p.epilogue;
-  if (e.bias != nullptr) v = linear_epilogue(v, e.bias[col], e.relu, e.bf16);
+  if (e.bias != nullptr) v = linear_epilogue(e, v, row * p.cols + col, col);
   if (p.gradient_active) v = p.gradient(v, row * p.cols + col, mask);
   return v;
 }
