@@ -153,7 +153,7 @@ void cpu_backward(Context& c, const LinearGradient& lg) {
   const int64_t rows = l.rows, in = l.in, out = l.out;
   const bool bf16 = l.precision != LinearPrecision::Fp32;
   sized(l.g, {rows, out}, DType::F32, Device::Cpu);
-  sized(l.dx, {rows, in}, DType::F32, Device::Cpu);
+  sized(l.dx, {rows, in}, DType::F32, Device::Cpu);  // sized even without input_gradient: a stable buffer
   float* g = l.g.data<float>();
   const float* y = l.y.data<float>();
   const float* pre = l.activation == Activation::Gelu ? l.pre.data<float>() : nullptr;
@@ -210,24 +210,25 @@ void cpu_backward(Context& c, const LinearGradient& lg) {
   };
   switch (l.precision) {
     case LinearPrecision::Fp32:
-      gemm_f32(dgrad, 1.0f, g, l.w->data<float>(), 0.0f, dx);
+      if (lg.input_gradient) gemm_f32(dgrad, 1.0f, g, l.w->data<float>(), 0.0f, dx);
       wgrad(1.0f, l.x->data<float>(), g);
       break;
     case LinearPrecision::Bf16:
       round_bf16(l.g.span<float>(), l.g.span<float>());
-      gemm_f32(dgrad, 1.0f, g, l.wc.data<float>(), 0.0f, dx);
+      if (lg.input_gradient) gemm_f32(dgrad, 1.0f, g, l.wc.data<float>(), 0.0f, dx);
       wgrad(1.0f, l.xc.data<float>(), g);
       break;
     case LinearPrecision::Fp8: {
       const float g_scale_inv = cast_fp8(*l.scaling, l.slot + 2, l.g.span<float>(), true, l.gc_t, l.gc, c);
       const float x_scale_inv = *l.scaling->gemm_scale_inv(l.slot);
       const float w_scale_inv = *l.scaling->gemm_scale_inv(l.slot + 1);
-      gemm_f32(dgrad, g_scale_inv * w_scale_inv, l.gc.data<float>(), l.wc.data<float>(), 0.0f, dx);
+      if (lg.input_gradient)
+        gemm_f32(dgrad, g_scale_inv * w_scale_inv, l.gc.data<float>(), l.wc.data<float>(), 0.0f, dx);
       wgrad(x_scale_inv * g_scale_inv, l.xc.data<float>(), l.gc.data<float>());
       break;
     }
     case LinearPrecision::Fp8Block:
-      linear_block_backward(c, l, l.g);
+      linear_block_backward(c, l, l.g, lg.input_gradient);
       break;
   }
 }

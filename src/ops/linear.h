@@ -86,7 +86,8 @@ struct LinearOp {
 // What follows a Linear's activation in the model: out = residual + dropout(y) (bf16: each step
 // rounded as its own op); with out null, y only. Or, when its output feeds another Linear alone,
 // `deferred`: y is left as x W, and the consumer's forward applies the bias and activation as it
-// reads it (into y, before its own cast: one pass fewer on the GPU).
+// reads it (into y, before its own cast: one pass fewer on the GPU; a GELU's activated values, which
+// its backward does not read, go only into the consumer's bf16 or FP8 operand there, and y keeps x W).
 struct LinearOutput {
   DropoutSpec dropout{};
   const Tensor* residual = nullptr;  // [rows, out] or null
@@ -121,6 +122,9 @@ struct LinearGradient {
   const Tensor* dy = nullptr;
   DropoutSpec dropout{};
   Lane lane = Lane::Main;
+  // false: no dx (the model's input, whose gradient nothing reads, as PyTorch skips it for an input
+  // without requires_grad): the dgrad GEMM is skipped and linear->dx left as it is.
+  bool input_gradient = true;
 };
 
 // The backward of Linears of one shape whose output gradients are ready together (query, key and

@@ -205,9 +205,14 @@ void cuda_linear_prepare_input(Context& c, LinearOp& l, const Tensor& x, bool tr
   l.prepared_input = &x;
 }
 
-// The bias and activation of a producer whose output was deferred, as a cast's epilogue.
+// The bias and activation of a producer whose output was deferred, as a cast's epilogue. GELU's
+// activated values are not written back to its y: the cast's operands hold them, and GELU's backward
+// reads pre (one write of the hidden activation fewer; ReLU's backward masks by y, so its y is kept).
 cuda::LinearEpilogue pending(LinearOp* producer) {
-  return producer == nullptr ? cuda::LinearEpilogue{} : deferred_epilogue(*producer);
+  if (producer == nullptr) return {};
+  cuda::LinearEpilogue e = deferred_epilogue(*producer);
+  if (producer->activation == Activation::Gelu) e.y = nullptr;
+  return e;
 }
 
 // l.y = act(l.y + b) in place, then `next`, as the kernel takes it.
@@ -356,7 +361,7 @@ void cuda_linear_backward(Context& c, std::span<const LinearGradient> group) {
       if (lanes) fork_lanes();
       for (const LinearGradient& g : group) {
         LinearOp& l = *g.linear;
-        {
+        if (g.input_gradient) {
           const Context::OnLane lane(c, g.lane);
           gemm(c, M, K, N, f32(l.g), DType::F32, out_in(l) ? f32(l.wc) : f32(*l.w), DType::F32, f32(l.dx));  // dx = g W^T
         }
@@ -373,7 +378,9 @@ void cuda_linear_backward(Context& c, std::span<const LinearGradient> group) {
         LinearOp& l = *group[t].linear;
         sized(l.gc, M, N, DType::Bf16);
         sized(l.gc_t, N, M, DType::Bf16);
-        casts.push_back({f32(*group[t].dy), M, N, b16(l.gc), b16(l.gc_t), {}, bias[t].gradient});
+        // dgrad's operand only when there is a dx to make.
+        casts.push_back({f32(*group[t].dy), M, N, group[t].input_gradient ? b16(l.gc) : nullptr, b16(l.gc_t), {},
+                         bias[t].gradient});
       }
       cuda::float_to_bf16_transposed(casts, stream(c));
       c.fork(Lane::Side);
@@ -381,7 +388,7 @@ void cuda_linear_backward(Context& c, std::span<const LinearGradient> group) {
       bias_sums(Lane::Side);
       for (const LinearGradient& g : group) {
         LinearOp& l = *g.linear;
-        {
+        if (g.input_gradient) {
           const Context::OnLane lane(c, g.lane);
           gemm(c, M, K, N, b16(l.gc), DType::Bf16, b16(l.wc), DType::Bf16, f32(l.dx));
         }
@@ -401,14 +408,16 @@ void cuda_linear_backward(Context& c, std::span<const LinearGradient> group) {
         LinearOp& l = *group[k].linear;
         sized(l.gc, M, N, dtype_of(fb));
         sized(l.gc_t, N, M, dtype_of(fb));
-        args.push_back(quantize_args(t, l.slot + 2, f32(*group[k].dy), M, N, u8(l.gc), u8(l.gc_t), true));
+        args.push_back(quantize_args(t, l.slot + 2, f32(*group[k].dy), M, N,
+                                     group[k].input_gradient ? u8(l.gc) : nullptr, u8(l.gc_t), true));
         args.back().gradient = bias[k].gradient;
         slots.push_back(l.slot + 2);
       }
       // Each Linear's gradient quantization and dgrad GEMM in one launch on its lane when the shape
       // fits (its MMAs accumulate in fp32 registers, as the split accumulator that dgrad asks for);
       // else the quantizations in one launch, then the GEMMs.
-      const bool fused = cuda::quantize_fp8_gemm_fits(N, K);
+      const bool fused = cuda::quantize_fp8_gemm_fits(N, K) &&
+                         std::all_of(group.begin(), group.end(), [](const LinearGradient& g) { return g.input_gradient; });
       if (fused) {
         if (lanes) fork_lanes();
         for (size_t k = 0; k < group.size(); ++k) {
@@ -434,7 +443,7 @@ void cuda_linear_backward(Context& c, std::span<const LinearGradient> group) {
         LinearOp& l = *g.linear;
         const int s = l.slot;
         if (!fused) {
-          {
+          if (g.input_gradient) {
             const Context::OnLane lane(c, g.lane);
             fp8_gemm(c, M, K, N, u8(l.gc), fb, u8(l.wc), ff, f32(l.dx), t.gemm_scale_inv(s + 2),
                      t.gemm_scale_inv(s + 1), false);
@@ -462,7 +471,7 @@ void cuda_linear_backward(Context& c, std::span<const LinearGradient> group) {
       bias_sums(Lane::Main);
       for (const LinearGradient& g : group) {
         LinearOp& l = *g.linear;
-        linear_block_backward(c, l, l.db != nullptr ? l.g : *g.dy);
+        linear_block_backward(c, l, l.db != nullptr ? l.g : *g.dy, g.input_gradient);
       }
       return;
     }

@@ -218,7 +218,7 @@ TEST(CudaElementwise, BiasBackwardOfSeveralLinearsIsEachOnesOwn) {
       dy.back().upload(testing::random_normal(rows * cols, 30 + t));
       y.back().upload(testing::random_normal(rows * cols, 40 + t));
       tensors.push_back({dy.back().data(),
-                         {t == 2, y.back().data(), {7, d_step.data(), static_cast<uint32_t>(t), 0.1f, t != 1}, true},
+                         {t == 2 ? Activation::Relu : Activation::None, y.back().data(), {7, d_step.data(), static_cast<uint32_t>(t), 0.1f, t != 1}, true},
                          g.back().data(), db.back().data()});
     }
     DeviceBuffer<float> workspace(bias_backward_workspace(rows, cols, kOrder, 3));
