@@ -216,12 +216,15 @@ void training_part(report::HtmlPage& page, const LabOptions& options) {
 
   std::vector<report::CsvRow> csv, rows;
   for (size_t i = 0; i < batches.size(); ++i) {
-    for (const auto& [p, r] : {std::pair{nn::Precision::Bf16, &bf16[i]}, std::pair{nn::Precision::Fp8, &fp8[i]}})
-      csv.push_back({std::to_string(batches[i]), precision_name(p), std::to_string(options.warmup_steps),
-                     std::to_string(options.timed_steps), fixed(r->ms_per_step, 4), fixed(r->steps_per_second, 2),
-                     fmt::format("{:.6g}", r->final_loss), fmt::format("{:.6g}", r->mean_loss)});
     const double speedup = bf16[i].ms_per_step / fp8[i].ms_per_step;
     const double diff = std::abs(fp8[i].final_loss - bf16[i].final_loss);
+    for (const auto& [p, r] : {std::pair{nn::Precision::Bf16, &bf16[i]}, std::pair{nn::Precision::Fp8, &fp8[i]}}) {
+      const bool is_fp8 = p == nn::Precision::Fp8;  // the comparison columns are FP8's against bf16
+      csv.push_back({std::to_string(batches[i]), precision_name(p), std::to_string(options.warmup_steps),
+                     std::to_string(options.timed_steps), fixed(r->ms_per_step, 4), fixed(r->steps_per_second, 2),
+                     fmt::format("{:.6g}", r->final_loss), fmt::format("{:.6g}", r->mean_loss),
+                     is_fp8 ? fixed(speedup, 4) : "", is_fp8 ? fmt::format("{:.6g}", diff) : ""});
+    }
     rows.push_back({std::to_string(batches[i]), fixed(bf16[i].ms_per_step, 3), fixed(fp8[i].ms_per_step, 3),
                     fixed(speedup, 2) + "x", fixed(bf16[i].steps_per_second, 1), fixed(fp8[i].steps_per_second, 1),
                     fixed(bf16[i].final_loss, 4), fixed(fp8[i].final_loss, 4), fmt::format("{:.6f}", diff),
@@ -229,7 +232,7 @@ void training_part(report::HtmlPage& page, const LabOptions& options) {
   }
   report::write_csv(csv_path(options, "lab_training.csv"),
                     {"batch", "precision", "warmup_steps", "timed_steps", "ms_per_step", "steps_per_second",
-                     "final_loss", "mean_loss"},
+                     "final_loss", "mean_loss", "speedup_vs_bf16", "final_loss_difference"},
                     csv);
   page.table({"rows", "bf16 ms/step", "FP8 ms/step", "speedup", "bf16 steps/s", "FP8 steps/s", "bf16 final loss",
               "FP8 final loss", "loss difference", "relative"},

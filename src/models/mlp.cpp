@@ -76,7 +76,9 @@ void Mlp::train_step(const Tensor& x, const Tensor& target) {
   const Tensor& hidden = fc1_.forward(c, x, true, {.deferred = true});
   const Tensor& y = fc2_.forward(c, hidden, true, {}, &fc1_);
   ops::mse_loss(c, y, target, loss_, dy_);
-  fc1_.backward(c, fc2_.backward(c, dy_));
+  // fc1's backward without dx: x is data, whose gradient nothing reads (PyTorch skips it likewise).
+  const ops::LinearGradient g1{.linear = &fc1_.op(), .dy = &fc2_.backward(c, dy_), .input_gradient = false};
+  ops::linear_backward(c, {&g1, 1});
   c.join_all();  // the weight gradients (side lane) before the optimizer
   if (scaling_) {
     c.fork(ops::Lane::Side);

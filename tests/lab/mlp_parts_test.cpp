@@ -45,7 +45,10 @@ TEST(LabMlp, TrainingPartWritesItsTablesAndSections) {
   const auto runs = read_csv(dir / "lab_training.csv");
   ASSERT_EQ(runs.size(), 5u);  // header + (4, 8) x (bf16, fp8), sorted by rows
   EXPECT_EQ(runs[0], (std::vector<std::string>{"batch", "precision", "warmup_steps", "timed_steps", "ms_per_step",
-                                               "steps_per_second", "final_loss", "mean_loss"}));
+                                               "steps_per_second", "final_loss", "mean_loss", "speedup_vs_bf16",
+                                               "final_loss_difference"}));
+  EXPECT_EQ(runs[1][8], "");  // bf16 is the reference
+  EXPECT_GT(std::stod(runs[2][8]), 0.0);
   EXPECT_EQ(runs[1][0], "4");
   EXPECT_EQ(runs[1][1], "bf16");
   EXPECT_EQ(runs[2][1], "fp8");
