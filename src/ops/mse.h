@@ -2,7 +2,7 @@
 // on either device: loss = sum over all n elements of (y - t)^2, divided by n, and its gradient
 // dy = (y - t) (2 / n). The sum is float32 in fixed pieces of kMsePiece elements, then over the pieces;
 // the CPU sums element by element in order, the GPU as trees, so the loss agrees within fp32
-// summation order (~1e-6 relative) and is the same bits every run on each device; dy is bit for bit.
+// summation order (~1e-5 relative) and is the same bits every run on each device; dy is bit for bit.
 #pragma once
 
 #include "ops/context.h"

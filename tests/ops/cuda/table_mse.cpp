@@ -1,5 +1,6 @@
 // Op table rows: the MSE loss at one element, an odd shape and the lab's [1024, 768] (several pieces):
-// dy bit for bit, the loss within fp32 summation order (a tree per piece on the GPU).
+// dy bit for bit, the loss within fp32 summation order (4096 terms in order per piece on the CPU, a
+// tree on the GPU: ~1e-5 relative).
 #include "ops/cuda/op_table.h"
 #include "ops/mse.h"
 
@@ -33,7 +34,7 @@ const RegisterOps rows([](std::vector<OpCase>& t) {
   for (const Shape s : kShapes) {
     const std::string shape = fmt::format("{}x{}", s.rows, s.cols);
     t.push_back({"mse_loss/" + shape + "/loss", [=](ops::Context& c) { return one(run(c, s), 0); }, 0,
-                 1e-5});
+                 1e-4});
     t.push_back({"mse_loss/" + shape + "/dy", [=](ops::Context& c) { return one(run(c, s), 1); }});
   }
 });
