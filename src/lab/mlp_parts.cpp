@@ -4,6 +4,7 @@
 
 #include "base/error.h"
 #include "exec/captured_step.h"
+#include "lab/crossover.h"
 #include "models/mlp.h"
 #include "nn/init.h"
 #include "numerics/cast.h"
@@ -241,12 +242,12 @@ void training_part(report::HtmlPage& page, const LabOptions& options) {
               "FP8 final loss", "loss difference", "relative"},
              rows, "Training: time per step and loss after the timed steps, bf16 against FP8");
 
-  // From which size on FP8 wins: the smallest measured size from which every larger one is faster in FP8.
-  std::optional<size_t> from;
-  for (size_t i = batches.size(); i-- > 0;) {
-    if (bf16[i].ms_per_step / fp8[i].ms_per_step <= 1.0) break;
-    from = i;
+  std::vector<double> bf16_ms, fp8_ms;
+  for (size_t i = 0; i < batches.size(); ++i) {
+    bf16_ms.push_back(bf16[i].ms_per_step);
+    fp8_ms.push_back(fp8[i].ms_per_step);
   }
+  const std::optional<size_t> from = fp8_wins_from(bf16_ms, fp8_ms);
   const size_t last = batches.size() - 1;
   const double best_speedup = bf16[last].ms_per_step / fp8[last].ms_per_step;
   const double last_diff_pct = std::abs(fp8[last].final_loss - bf16[last].final_loss) / bf16[last].final_loss * 100.0;
@@ -257,7 +258,7 @@ void training_part(report::HtmlPage& page, const LabOptions& options) {
   } else if (!from) {
     std::string faster;
     for (size_t i = 0; i < batches.size(); ++i)
-      if (bf16[i].ms_per_step > fp8[i].ms_per_step) faster += (faster.empty() ? "" : ", ") + std::to_string(batches[i]);
+      if (fp8_ms[i] < bf16_ms[i]) faster += (faster.empty() ? "" : ", ") + std::to_string(batches[i]);
     page.callout(fmt::format("FP8 was not faster than bf16 at the largest size measured ({} rows: {:.2f}x); faster "
                              "at {}.",
                              batches[last], best_speedup, faster.empty() ? "no size measured" : faster + " rows"),
