@@ -79,7 +79,7 @@ TEST(MlpGpu, TrainingAndInferenceMatchTheCpu) {
   FP8KIT_REQUIRE_GPU();
   for (nn::Precision p : {nn::Precision::Fp32, nn::Precision::Bf16, nn::Precision::Fp8}) {
     const DeviceRun cpu = run(Device::Cpu, p), gpu = run(Device::Cuda, p);
-    const double tol = p == nn::Precision::Fp32 ? 1e-5 : p == nn::Precision::Bf16 ? 2e-3 : 2e-2;
+    const double tol = p == nn::Precision::Fp32 ? 1e-4 : p == nn::Precision::Bf16 ? 5e-3 : 3e-2;
     for (size_t s = 0; s < cpu.losses.size(); ++s)
       EXPECT_NEAR(gpu.losses[s], cpu.losses[s], tol * cpu.losses[s]) << nn::name(p) << " step " << s;
     EXPECT_LT(rel(gpu.weights, cpu.weights), tol) << nn::name(p);
