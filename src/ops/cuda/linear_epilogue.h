@@ -20,7 +20,7 @@ struct LinearEpilogue {
   Activation activation = Activation::None;
   bool bf16 = false;
   float* y = nullptr;    // [rows, cols] or null: receives act(x + bias) (may be x itself: in place)
-  float* pre = nullptr;  // [rows, cols] or null: GELU's input x + bias (what its backward needs)
+  float* pre = nullptr;  // [rows, cols] or null: the activation's input x + bias (GELU's backward reads it)
 };
 
 // The output gradient dy [rows, cols] -> g: back through the dropout that followed the Linear
@@ -46,15 +46,15 @@ struct EpilogueGradient {
 
 namespace fp8kit::cuda {
 
-// The epilogue of one value (fmaxf: ReLU(NaN) = 0); pre, when set, receives GELU's input.
+// The epilogue of one value (fmaxf: ReLU(NaN) = 0); pre, when set, receives the activation's input.
 __device__ __forceinline__ float linear_epilogue(float x, float bias, Activation activation, bool bf16,
                                                  float* pre = nullptr) {
   const float v = bf16 ? round_bf16(round_bf16(x) + round_bf16(bias)) : x + bias;
+  if (pre != nullptr) *pre = v;
   switch (activation) {
     case Activation::Relu:
       return fmaxf(v, 0.0f);
     case Activation::Gelu:
-      if (pre != nullptr) *pre = v;
       return maybe_bf16(ops::gelu(v), bf16);
     default:
       return v;
