@@ -17,7 +17,7 @@ Linear::Linear(ParameterSet& parameters, std::string path, int64_t in, int64_t o
                out);
   op_.in = in;
   op_.out = out;
-  op_.relu = activation == Activation::Relu;
+  op_.activation = activation;
 }
 
 Linear::Linear(ParameterSet& parameters, std::string name, int64_t in, int64_t out)
@@ -25,6 +25,16 @@ Linear::Linear(ParameterSet& parameters, std::string name, int64_t in, int64_t o
   op_.in = in;
   op_.out = out;
   op_.layout = ops::LinearOp::Layout::OutIn;
+}
+
+Linear::Linear(ParameterSet& parameters, std::string name, int64_t in, int64_t out, Activation activation)
+    : kernel(parameters.add(name + ".weight", {out, in})),
+      bias(&parameters.add(name + ".bias", {out})),
+      path_(std::move(name)) {
+  op_.in = in;
+  op_.out = out;
+  op_.layout = ops::LinearOp::Layout::OutIn;
+  op_.activation = activation;
 }
 
 Linear::Linear(Parameter& tied_weight, std::string name, int64_t in, int64_t out)

@@ -1,7 +1,7 @@
 // Linear layer y = act(x W + b) in the precision it is given, on the model's device: ops/linear.h says
-// what each precision computes. Two shapes of it: Keras's Dense / EinsumDense (the seed model: kernel
-// [in, out] row-major, a bias) and PyTorch's / Hugging Face's nn.Linear without bias (the Llama
-// model: weight [out, in]).
+// what each precision computes. Its shapes: Keras's Dense / EinsumDense (the seed model: kernel
+// [in, out] row-major, a bias) and PyTorch's / Hugging Face's nn.Linear (weight [out, in]): without
+// bias (the Llama model) or with one (the lab's MLP).
 #pragma once
 
 #include "nn/parameter.h"
@@ -15,7 +15,7 @@
 
 namespace fp8kit::nn {
 
-enum class Activation { None, Relu };
+using Activation = ops::Activation;  // None, Relu, Gelu
 
 class Linear {
  public:
@@ -25,6 +25,8 @@ class Linear {
          std::vector<int64_t> bias_shape, Activation activation);
   // HF: the parameter <name>.weight [out, in] ("model.layers.0.mlp.up_proj.weight"), no bias.
   Linear(ParameterSet& parameters, std::string name, int64_t in, int64_t out);
+  // PyTorch's nn.Linear with its bias: <name>.weight [out, in] and <name>.bias [out] ("fc1.weight").
+  Linear(ParameterSet& parameters, std::string name, int64_t in, int64_t out, Activation activation);
   // HF with a tied weight: another layer's parameter [out, in] (the token embedding's, for a tied LM
   // head). Its gradient from this Linear goes to tied_grad(), for the model to add to the parameter's.
   Linear(Parameter& tied_weight, std::string name, int64_t in, int64_t out);

@@ -22,8 +22,8 @@ namespace {
 void check_linear(const Context& c, const LinearOp& l) {
   FP8KIT_CHECK(l.in > 0 && l.out > 0 && l.w != nullptr && l.dw != nullptr,
                "linear: the op needs its sizes and parameter tensors");
-  FP8KIT_CHECK(l.b != nullptr || (l.db == nullptr && !l.relu),
-               "linear: a Linear without bias has no bias gradient and no ReLU");
+  FP8KIT_CHECK(l.b != nullptr || (l.db == nullptr && l.activation == Activation::None),
+               "linear: a Linear without bias has no bias gradient and no activation");
   // Any shape of in x out elements (Keras's kernel shapes), laid out as l.layout says.
   FP8KIT_CHECK(l.w->numel() == l.in * l.out && (l.b == nullptr || l.b->numel() == l.out) &&
                    l.dw->numel() == l.w->numel() && (l.db == nullptr || l.db->numel() == l.out),
@@ -80,26 +80,36 @@ void cpu_prepare_weights(Context& c, LinearOp& l, bool training) {
   }
 }
 
-// y [rows, out] in place = act(y + b). Mixed bf16 as Keras: bf16(bf16(y) + bf16(b)), then ReLU.
-void apply_epilogue(const LinearOp& l, Tensor& y) {
+// l.y [rows, out] in place = act(y + b). Mixed bf16 as Keras: bf16(bf16(y) + bf16(b)), then the
+// activation (GELU's rounded to bf16 again; its input kept in l.pre for the backward).
+void apply_epilogue(LinearOp& l) {
   if (!l.has_epilogue()) return;
   const bool bf16 = l.precision != LinearPrecision::Fp32;
-  const int64_t rows = y.numel() / l.out, out = l.out;
+  const int64_t rows = l.y.numel() / l.out, out = l.out;
   const float* b = l.b->data<float>();
-  float* yp = y.data<float>();
+  float* yp = l.y.data<float>();
+  if (l.activation == Activation::Gelu) sized(l.pre, {rows, out}, DType::F32, Device::Cpu);
+  float* pre = l.activation == Activation::Gelu ? l.pre.data<float>() : nullptr;
 #pragma omp parallel for schedule(static) if (rows * out >= 65536)
   for (int64_t r = 0; r < rows; ++r) {
     float* yr = yp + r * out;
     for (int64_t o = 0; o < out; ++o) {
       const float v = bf16 ? round_bf16(round_bf16(yr[o]) + round_bf16(b[o])) : yr[o] + b[o];
-      yr[o] = l.relu ? std::max(v, 0.0f) : v;
+      switch (l.activation) {
+        case Activation::None: yr[o] = v; break;
+        case Activation::Relu: yr[o] = std::max(v, 0.0f); break;
+        case Activation::Gelu:
+          pre[r * out + o] = v;
+          yr[o] = bf16 ? round_bf16(gelu(v)) : gelu(v);
+          break;
+      }
     }
   }
 }
 
 void cpu_forward(Context& c, LinearOp& l, const Tensor& x, bool training, const LinearOutput& next,
                  LinearOp* producer) {
-  if (producer != nullptr) apply_epilogue(*producer, producer->y);
+  if (producer != nullptr) apply_epilogue(*producer);
   const int64_t rows = l.rows, in = l.in, out = l.out;
   sized(l.y, {rows, out}, DType::F32, Device::Cpu);
   float* y = l.y.data<float>();
@@ -127,7 +137,7 @@ void cpu_forward(Context& c, LinearOp& l, const Tensor& x, bool training, const 
       break;
   }
   if (next.deferred) return;
-  apply_epilogue(l, l.y);
+  apply_epilogue(l);
   if (next.out == nullptr) return;
   // Dropout, then the residual sum, each rounded as its own op.
   std::span<float> o = next.out->span<float>();
@@ -150,16 +160,18 @@ void cpu_backward(Context& c, const LinearGradient& lg) {
   const int64_t rows = l.rows, in = l.in, out = l.out;
   const bool bf16 = l.precision != LinearPrecision::Fp32;
   sized(l.g, {rows, out}, DType::F32, Device::Cpu);
-  sized(l.dx, {rows, in}, DType::F32, Device::Cpu);
+  sized(l.dx, {rows, in}, DType::F32, Device::Cpu);  // sized even without input_gradient: a stable buffer
   float* g = l.g.data<float>();
   const float* y = l.y.data<float>();
+  const float* pre = l.activation == Activation::Gelu ? l.pre.data<float>() : nullptr;
   const float* dy = lg.dy->data<float>();
   const std::optional<DropoutMask> mask = dropout_mask(c, lg.dropout);
   if (mask) {  // back through the dropout first (into g; the mask below reads it in place)
     dropout_backward(*mask, lg.dropout.rate, bf16, lg.dy->span<float>(), l.g.span<float>());
     dy = g;
   }
-  // The ReLU mask (from the unquantized forward output; relu'(0) = 0 as in JAX), and the bias
+  // The ReLU mask (from the unquantized forward output; relu'(0) = 0 as in JAX) or GELU's derivative
+  // at its input (times dy, float32), and the bias
   // gradient from the unquantized dy, float32: partial sums over fixed pieces of rows, added in
   // piece order, so the result does not depend on the thread count.
   constexpr int64_t kRowsPerPiece = LinearOp::kBiasGradientOrder.rows_per_piece;
@@ -175,7 +187,11 @@ void cpu_backward(Context& c, const LinearGradient& lg) {
       const float* dyr = dy + r * out;
       float* gr = g + r * out;
       for (int64_t o = 0; o < out; ++o) {
-        gr[o] = l.relu && !(yr[o] > 0.0f) ? 0.0f : dyr[o];
+        switch (l.activation) {
+          case Activation::None: gr[o] = dyr[o]; break;
+          case Activation::Relu: gr[o] = yr[o] > 0.0f ? dyr[o] : 0.0f; break;
+          case Activation::Gelu: gr[o] = dyr[o] * gelu_grad(pre[r * out + o]); break;
+        }
         db[o] += gr[o];
       }
     }
@@ -201,12 +217,12 @@ void cpu_backward(Context& c, const LinearGradient& lg) {
   };
   switch (l.precision) {
     case LinearPrecision::Fp32:
-      gemm_f32(dgrad, 1.0f, g, l.w->data<float>(), 0.0f, dx);
+      if (lg.input_gradient) gemm_f32(dgrad, 1.0f, g, l.w->data<float>(), 0.0f, dx);
       wgrad(1.0f, l.x->data<float>(), g);
       break;
     case LinearPrecision::Bf16:
       round_bf16(l.g.span<float>(), l.g.span<float>());
-      gemm_f32(dgrad, 1.0f, g, l.wc.data<float>(), 0.0f, dx);
+      if (lg.input_gradient) gemm_f32(dgrad, 1.0f, g, l.wc.data<float>(), 0.0f, dx);
       wgrad(1.0f, l.xc.data<float>(), g);
       break;
     case LinearPrecision::Fp8: {
@@ -214,12 +230,13 @@ void cpu_backward(Context& c, const LinearGradient& lg) {
       record_health(c, l, l.slot + 2, l.g, true);
       const float x_scale_inv = *l.scaling->gemm_scale_inv(l.slot);
       const float w_scale_inv = *l.scaling->gemm_scale_inv(l.slot + 1);
-      gemm_f32(dgrad, g_scale_inv * w_scale_inv, l.gc.data<float>(), l.wc.data<float>(), 0.0f, dx);
+      if (lg.input_gradient)
+        gemm_f32(dgrad, g_scale_inv * w_scale_inv, l.gc.data<float>(), l.wc.data<float>(), 0.0f, dx);
       wgrad(x_scale_inv * g_scale_inv, l.xc.data<float>(), l.gc.data<float>());
       break;
     }
     case LinearPrecision::Fp8Block:
-      linear_block_backward(c, l, l.g);
+      linear_block_backward(c, l, l.g, lg.input_gradient);
       break;
   }
 }
@@ -280,7 +297,7 @@ void linear_finish(Context& c, std::span<LinearOp* const> linears) {
 #endif
     return;
   }
-  for (LinearOp* l : linears) apply_epilogue(*l, l->y);
+  for (LinearOp* l : linears) apply_epilogue(*l);
 }
 
 void linear_backward(Context& c, std::span<const LinearGradient> group) {

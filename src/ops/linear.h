@@ -1,13 +1,15 @@
 // A Linear's work on either device in the precision it runs in: y = act(x W + b) with x [rows, in],
 // W [in, out] (row-major, Keras's kernel layout) or W^T stored [out, in] (PyTorch's and Hugging Face's
-// layout, LinearOp::Layout::OutIn), b [out], act ReLU or none, and its gradients.
+// layout, LinearOp::Layout::OutIn), b [out], act ReLU, GELU (tanh approximation, ops/activation.h) or
+// none, and its gradients.
 //   Fp32: float32 GEMMs.
 //   Bf16: x, W (and dy in the backward) rounded to bf16, float32 accumulation, y rounded to bf16:
-//         bf16(bf16(x W) + bf16(b)) before the activation (Keras's mixed_bfloat16).
+//         bf16(bf16(x W) + bf16(b)) before the activation (Keras's mixed_bfloat16); GELU's output
+//         rounded to bf16 again (ReLU's is a bf16 value already).
 //   Fp8:  y = q(x) q(W), dx = q(dy) q(W)^T, dW = q(x)^T q(dy): E4M3 inputs and weights, E5M2 output
 //         gradients (the recipe's formats), per-tensor scales from the model's ScalingTable (delayed
-//         or current), fp32 accumulation, y rounded to bf16; the bias gradient and the ReLU mask use
-//         the unquantized dy.
+//         or current), fp32 accumulation, y rounded to bf16; the bias gradient and the activation's
+//         backward use the unquantized dy.
 //   Fp8Block: the same products with block scales, current scaling only (DeepSeek-V3's and Transformer
 //         Engine's Float8BlockScaling; ops/linear_block.h): x and dy quantized 1 x 128 along K for fprop
 //         and dgrad, and again, from their transposes, 1 x 128 along the rows for wgrad; W in 128 x 128
@@ -22,6 +24,7 @@
 // fused into the Linear's own passes on the GPU.
 #pragma once
 
+#include "ops/activation.h"
 #include "ops/context.h"
 #include "ops/dropout.h"
 #include "ops/piece_order.h"
@@ -49,13 +52,13 @@ struct LinearOp {
   // A Linear without bias has no epilogue: y is the GEMM's float32 output as it is, in every
   // precision (no bf16 rounding pass: what consumes y rounds what it makes).
   bool has_epilogue() const { return b != nullptr; }
-  bool relu = false;
+  Activation activation = Activation::None;  // needs a bias
   LinearPrecision precision = LinearPrecision::Fp32;
   ScalingTable* scaling = nullptr;  // Fp8: slots `slot` (inputs), slot + 1 (kernel), slot + 2 (output gradient)
   int slot = -1;
   Fp8Recipe block_recipe{};  // Fp8Block: its formats and scale options
   Tensor* w = nullptr;   // [in * out] f32 (a parameter's value), and its gradient
-  Tensor* b = nullptr;   // [out], or null: no bias (and then no ReLU and no bias gradient)
+  Tensor* b = nullptr;   // [out], or null: no bias (and then no activation and no bias gradient)
   Tensor* dw = nullptr;
   Tensor* db = nullptr;  // null: no bias gradient (no bias, or one that is not trained)
   // Bf16 on the GPU: the Linear whose input cast this one shares (query's for key and value: the same
@@ -66,10 +69,12 @@ struct LinearOp {
   // the next linear_prepare_weights (a step's start).
   const Tensor* prepared_input = nullptr;
   // Set by the forward: its input (which must stay unchanged until the backward), rows, output
-  // y [rows, out] (after the activation) and, by the backward, dx [rows, in].
+  // y [rows, out] (after the activation) and, by the backward, dx [rows, in]. GELU: pre [rows, out],
+  // the activation's input (after the bias), which its backward differentiates at (written by
+  // every forward). ReLU's backward masks by y itself.
   const Tensor* x = nullptr;
   int64_t rows = 0;
-  Tensor y, dx;
+  Tensor y, dx, pre;
   // The precision's GEMM operands (bf16 copies, FP8 codes, transposes) and scratch, sized by the ops.
   // On the GPU wc is the weight laid out [in, out] and wc_t [out, in], whichever layout it is stored in.
   Tensor xc, xc_t, wc, wc_t, gc, gc_t, g, partials;
@@ -81,7 +86,8 @@ struct LinearOp {
 // What follows a Linear's activation in the model: out = residual + dropout(y) (bf16: each step
 // rounded as its own op); with out null, y only. Or, when its output feeds another Linear alone,
 // `deferred`: y is left as x W, and the consumer's forward applies the bias and activation as it
-// reads it (into y, before its own cast: one pass fewer on the GPU).
+// reads it (into y, before its own cast: one pass fewer on the GPU; a GELU's activated values, which
+// its backward does not read, go only into the consumer's bf16 or FP8 operand there, and y keeps x W).
 struct LinearOutput {
   DropoutSpec dropout{};
   const Tensor* residual = nullptr;  // [rows, out] or null
@@ -116,6 +122,9 @@ struct LinearGradient {
   const Tensor* dy = nullptr;
   DropoutSpec dropout{};
   Lane lane = Lane::Main;
+  // false: no dx (the model's input, whose gradient nothing reads, as PyTorch skips it for an input
+  // without requires_grad): the dgrad GEMM is skipped and linear->dx left as it is.
+  bool input_gradient = true;
 };
 
 // The backward of Linears of one shape whose output gradients are ready together (query, key and

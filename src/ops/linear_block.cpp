@@ -60,11 +60,13 @@ void linear_block_forward(Context& c, LinearOp& l, const Tensor& x, bool trainin
   quantize(c, l.xc_t, spec, l.xq_t);
 }
 
-void linear_block_backward(Context& c, LinearOp& l, const Tensor& g) {
+void linear_block_backward(Context& c, LinearOp& l, const Tensor& g, bool input_gradient) {
   const QuantSpec spec = groups(l, l.block_recipe.backward_format);
-  quantize(c, g, spec, l.gq);
-  // dgrad's b is W^T [in, out]: the stored InOut weight, or an OutIn one's transpose.
-  matmul(c, l.gq, out_in(l) ? l.wq_t : l.wq, l.dx);
+  if (input_gradient) {
+    quantize(c, g, spec, l.gq);
+    // dgrad's b is W^T [in, out]: the stored InOut weight, or an OutIn one's transpose.
+    matmul(c, l.gq, out_in(l) ? l.wq_t : l.wq, l.dx);
+  }
   c.fork(Lane::Side);
   const Context::OnLane side(c, Lane::Side);
   transpose_f32(c, g, l.rows, l.out, l.gc_t);

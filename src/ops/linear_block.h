@@ -17,7 +17,7 @@ void linear_block_forward(Context& c, LinearOp& l, const Tensor& x, bool trainin
 
 // From g [rows, out] (dy back through the activation and dropout): l.dx = q(g) q(W)^T on the current
 // lane (g 1 x 128 along out, W's blocks transposed), then l.dw = q(x)^T q(g) (or its transpose for
-// OutIn) on Lane::Side, from x and g quantized 1 x 128 along the rows.
-void linear_block_backward(Context& c, LinearOp& l, const Tensor& g);
+// OutIn) on Lane::Side, from x and g quantized 1 x 128 along the rows. input_gradient false: no dx.
+void linear_block_backward(Context& c, LinearOp& l, const Tensor& g, bool input_gradient = true);
 
 }  // namespace fp8kit::ops

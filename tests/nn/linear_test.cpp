@@ -77,7 +77,7 @@ struct Layer {
 };
 
 TEST(Linear, Fp32GradientsMatchFiniteDifferences) {
-  for (Activation act : {Activation::None, Activation::Relu}) {
+  for (Activation act : {Activation::None, Activation::Relu, Activation::Gelu}) {
     const int64_t rows = 9, in = 7, out = 5;
     // Inputs whose pre-activations keep clear of ReLU's kink (finite differences cross no kink).
     uint64_t seed = 3;

@@ -110,7 +110,7 @@ TEST(LinearFp8Block, MatchesTheBlockQuantizedReference) {
     l.in = k.in;
     l.out = k.out;
     l.layout = k.layout;
-    l.relu = k.bias;
+    l.activation = k.bias ? Activation::Relu : Activation::None;
     l.precision = LinearPrecision::Fp8Block;
     l.block_recipe.backward_format = k.backward;
     l.w = &w;

@@ -23,7 +23,7 @@ __global__ void kernel(const float* z, const float* labels, int batch, bool bf16
   if (i < batch) {
     float zi = z[i];
     if (epilogue.bias != nullptr) {
-      zi = linear_epilogue(zi, epilogue.bias[0], epilogue.relu, epilogue.bf16);
+      zi = linear_epilogue(epilogue, zi, i, 0);
       if (epilogue.y != nullptr) epilogue.y[i] = zi;
     }
     const float p = maybe_bf16(1.0f / (1.0f + expf(-zi)), bf16);

@@ -98,7 +98,7 @@ __global__ void __launch_bounds__(kTile * kTileRowsPerPass) cast_transpose_kerne
     const int64_t i = r * p.cols + c;
     float v = p.x[i];
     if (e.bias != nullptr) {
-      v = linear_epilogue(v, e.bias[c], e.relu, e.bf16);
+      v = linear_epilogue(e, v, i, c);
       if (e.y != nullptr) e.y[i] = v;
     }
     if (p.gradient_active) v = p.gradient(v, i, mask);

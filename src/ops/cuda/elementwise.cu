@@ -40,7 +40,8 @@ struct Output {
   float* y;
   const float* bias;
   int64_t n, cols;
-  bool relu;
+  Activation activation;
+  float* pre;
   DropoutArgs dropout;
   const float* residual;
   float* out;
@@ -53,7 +54,8 @@ __global__ void linear_outputs_kernel(const __grid_constant__ Outputs b, bool bf
   const int64_t i = at.x * blockDim.x + threadIdx.x;
   if (i >= o.n) return;
   float v = o.y[i];
-  if (o.bias != nullptr) o.y[i] = v = linear_epilogue(v, o.bias[i % o.cols], o.relu, bf16);
+  if (o.bias != nullptr)
+    o.y[i] = v = linear_epilogue(v, o.bias[i % o.cols], o.activation, bf16, o.pre != nullptr ? o.pre + i : nullptr);
   if (o.out == nullptr) return;
   const float d = o.dropout.forward(v, static_cast<uint32_t>(i), bf16);
   o.out[i] = o.residual != nullptr ? maybe_bf16(o.residual[i] + d, bf16) : d;
@@ -87,8 +89,8 @@ __global__ void __launch_bounds__(kOrderedSumThreads)
   const int64_t begin = static_cast<int64_t>(blockIdx.x) * piece_rows;
   const int64_t end = rows < begin + piece_rows ? rows : begin + piece_rows;
   float sum[1];
-  // The ReLU's mask source (dy itself, never read as one, without a ReLU): loaded unconditionally.
-  const float* y = p.gradient.relu ? p.gradient.y : dy;
+  // The activation's y (dy itself, never read as one, without an activation): loaded unconditionally.
+  const float* y = p.gradient.activation != Activation::None ? p.gradient.y : dy;
   ordered_sum_prepared<1, 2>(
       begin, end, col < cols,
       [&](int64_t r, float(&raw)[2]) {
@@ -171,7 +173,7 @@ void linear_outputs(std::span<const LinearOutput> outputs, bool bf16, cudaStream
         throw Error(what + ": shape " + std::to_string(o.rows) + "x" + std::to_string(o.cols) +
                     " is negative or has 2^32 elements or more");
       if (n > 0 && o.y == nullptr) throw Error(what + ": y must be a device pointer");
-      b.add({o.y, o.bias, n, o.cols, o.relu,
+      b.add({o.y, o.bias, n, o.cols, o.activation, o.pre,
              o.out != nullptr ? dropout_args(o.dropout, bf16, "linear_outputs", n) : DropoutArgs{}, o.residual, o.out},
             (n + kThreads - 1) / kThreads, 1);
     }

@@ -1,6 +1,6 @@
-// Small element-wise GPU kernels of a training step: residual sums and their gradients, a Linear's bias + ReLU
-// epilogue (fused with the dropout and residual sum that follow it) and its backward (dropout, ReLU
-// mask, bias gradient), transposes that lay GEMM operands out K-major for cuBLASLt. Device pointers;
+// Small element-wise GPU kernels of a training step: residual sums and their gradients, a Linear's bias +
+// activation epilogue (fused with the dropout and residual sum that follow it) and its backward (dropout,
+// activation, bias gradient), transposes that lay GEMM operands out K-major for cuBLASLt. Device pointers;
 // work queued on `stream`.
 #pragma once
 
@@ -27,18 +27,19 @@ void residual_gradient(const float* a, const float* b, const float* c, const flo
                        bool bf16, float* out, int64_t n, cudaStream_t stream);
 
 // A Linear's output and what the model does with it next, in one pass, each step rounded as its own
-// op: y [rows, cols] in place = act(y + bias) (bf16: act(bf16(bf16(y) + bf16(bias))), the Linear op's;
-// no bias: y as it is, unrounded);
+// op: y [rows, cols] in place = act(y + bias) (bf16: act(bf16(bf16(y) + bf16(bias))), the Linear op's
+// linear_epilogue; no bias: y as it is, unrounded; GELU's input into pre when set);
 // then, when out is set, out = dropout_forward(y) (elements indexed row-major), and with residual
 // out = residual + that (bf16: rounded), as add(residual, dropout(y)).
 struct LinearOutput {
   float* y = nullptr;
   const float* bias = nullptr;  // [cols], or null: no epilogue
   int64_t rows = 0, cols = 0;
-  bool relu = false;
+  Activation activation = Activation::None;
   DropoutSite dropout{};            // inactive: identity
   const float* residual = nullptr;  // [rows, cols] or null
   float* out = nullptr;             // [rows, cols] or null: y only (dropout and residual unused)
+  float* pre = nullptr;             // [rows, cols] or null
 };
 // Up to 4 outputs (any shapes, fewer than 2^32 elements each) in one launch; bf16: mixed bf16 rounding.
 void linear_outputs(std::span<const LinearOutput> outputs, bool bf16, cudaStream_t stream);

@@ -3,8 +3,8 @@
 // copy in one pass), fp32 ones from transposes. The steps of a narrow model are launch-bound, so
 // kernels are fused where the CPU's rounding points allow: an FP8 Linear's input (or output
 // gradient) is quantized and multiplied in one launch (cuda::quantize_fp8_gemm) where its shape fits;
-// the bias + ReLU runs with the dropout and residual sum after it (cuda::linear_outputs); the
-// backward of the ReLU and of the dropout runs inside the cast or quantization of the output
+// the bias + activation runs with the dropout and residual sum after it (cuda::linear_outputs); the
+// backward of the activation and of the dropout runs inside the cast or quantization of the output
 // gradient. Weight gradients (wgrad GEMMs, bias sums) go to Lane::Side (or their dgrad's lane), so
 // the main lane holds only what the next layer's gradient waits for.
 #include "ops/cuda/linear.h"
@@ -66,6 +66,7 @@ void current_scales(Context& c, ScalingTable& t, std::vector<cuda::QuantizeArgs>
     args[k].q_t = nullptr;
     args[k].amax = t.amax_slot(slots[k], training);
     args[k].epilogue.y = nullptr;  // the cast after this pass writes the producer's activated output
+    args[k].epilogue.pre = nullptr;
   }
   cuda::quantize_fp8_batch(args, stream(c));
   t.current_scales(c, slots, training);
@@ -125,7 +126,15 @@ void wgrad(Context& c, LinearOp& l, Tensor& x_t, Tensor& g_t, DType xt, DType gt
 
 cuda::EpilogueGradient gradient_of(Context& c, const LinearGradient& lg) {
   const LinearOp& l = *lg.linear;
-  return {l.relu, l.y.device_data<float>(), dropout_site(c, lg.dropout), bf16_rounding(l)};
+  const Tensor& y = l.activation == Activation::Gelu ? l.pre : l.y;  // what the activation's backward reads
+  return {l.activation, y.device_data<float>(), dropout_site(c, lg.dropout), bf16_rounding(l)};
+}
+
+// GELU's input, written by the epilogue for the backward; null for other activations.
+float* pre_of(LinearOp& l) {
+  if (l.activation != Activation::Gelu) return nullptr;
+  sized(l.pre, l.rows, l.out, DType::F32);
+  return f32(l.pre);
 }
 
 }  // namespace
@@ -187,7 +196,7 @@ void cuda_linear_prepare_weights(Context& c, std::span<LinearOp* const> linears,
 
 cuda::LinearEpilogue deferred_epilogue(LinearOp& l) {
   if (!l.has_epilogue()) return {};
-  return {f32(*l.b), l.relu, bf16_rounding(l), f32(l.y)};
+  return {f32(*l.b), l.activation, bf16_rounding(l), f32(l.y), pre_of(l)};
 }
 
 void cuda_linear_prepare_input(Context& c, LinearOp& l, const Tensor& x, bool training) {
@@ -199,9 +208,14 @@ void cuda_linear_prepare_input(Context& c, LinearOp& l, const Tensor& x, bool tr
   l.prepared_input = &x;
 }
 
-// The bias and activation of a producer whose output was deferred, as a cast's epilogue.
+// The bias and activation of a producer whose output was deferred, as a cast's epilogue. GELU's
+// activated values are not written back to its y: the cast's operands hold them, and GELU's backward
+// reads pre (one write of the hidden activation fewer; ReLU's backward masks by y, so its y is kept).
 cuda::LinearEpilogue pending(LinearOp* producer) {
-  return producer == nullptr ? cuda::LinearEpilogue{} : deferred_epilogue(*producer);
+  if (producer == nullptr) return {};
+  cuda::LinearEpilogue e = deferred_epilogue(*producer);
+  if (producer->activation == Activation::Gelu) e.y = nullptr;
+  return e;
 }
 
 // l.y = act(l.y + b) in place, then `next`, as the kernel takes it.
@@ -210,10 +224,11 @@ cuda::LinearOutput output_of(Context& c, LinearOp& l, const LinearOutput& next) 
           l.has_epilogue() ? f32(*l.b) : nullptr,
           l.rows,
           l.out,
-          l.relu,
+          l.activation,
           dropout_site(c, next.dropout),
           next.residual != nullptr ? f32(*next.residual) : nullptr,
-          next.out != nullptr ? f32(*next.out) : nullptr};
+          next.out != nullptr ? f32(*next.out) : nullptr,
+          l.has_epilogue() ? pre_of(l) : nullptr};
 }
 
 // The same in one pass.
@@ -323,14 +338,15 @@ void cuda_linear_backward(Context& c, std::span<const LinearGradient> group) {
   };
   switch (precision) {
     case LinearPrecision::Fp32: {
-      // g (the backward of the ReLU and dropout) on Main, with the bias gradients; the operands'
+      // g (the backward of the activation and dropout) on Main, with the bias gradients; the operands'
       // transposes and the wgrads on the side.
       for (size_t t = 0; t < group.size(); ++t) {
         LinearOp& l = *group[t].linear;
         sized(l.g, M, N, DType::F32);
         bias[t].g = f32(l.g);
         if (l.db == nullptr) {  // no bias, activation or dropout: g is dy
-          FP8KIT_CHECK(!l.relu && !group[t].dropout.active, "linear backward: a Linear without bias gradient has no ReLU or dropout");
+          FP8KIT_CHECK(l.activation == Activation::None && !group[t].dropout.active,
+                       "linear backward: a Linear without bias gradient has no activation or dropout");
           FP8KIT_CUDA_CHECK(cudaMemcpyAsync(f32(l.g), f32(*group[t].dy), M * N * sizeof(float), cudaMemcpyDeviceToDevice, stream(c)));
         }
       }
@@ -351,7 +367,7 @@ void cuda_linear_backward(Context& c, std::span<const LinearGradient> group) {
       if (lanes) fork_lanes();
       for (const LinearGradient& g : group) {
         LinearOp& l = *g.linear;
-        {
+        if (g.input_gradient) {
           const Context::OnLane lane(c, g.lane);
           gemm(c, M, K, N, f32(l.g), DType::F32, out_in(l) ? f32(l.wc) : f32(*l.w), DType::F32, f32(l.dx));  // dx = g W^T
         }
@@ -368,7 +384,9 @@ void cuda_linear_backward(Context& c, std::span<const LinearGradient> group) {
         LinearOp& l = *group[t].linear;
         sized(l.gc, M, N, DType::Bf16);
         sized(l.gc_t, N, M, DType::Bf16);
-        casts.push_back({f32(*group[t].dy), M, N, b16(l.gc), b16(l.gc_t), {}, bias[t].gradient});
+        // dgrad's operand only when there is a dx to make.
+        casts.push_back({f32(*group[t].dy), M, N, group[t].input_gradient ? b16(l.gc) : nullptr, b16(l.gc_t), {},
+                         bias[t].gradient});
       }
       cuda::float_to_bf16_transposed(casts, stream(c));
       c.fork(Lane::Side);
@@ -376,7 +394,7 @@ void cuda_linear_backward(Context& c, std::span<const LinearGradient> group) {
       bias_sums(Lane::Side);
       for (const LinearGradient& g : group) {
         LinearOp& l = *g.linear;
-        {
+        if (g.input_gradient) {
           const Context::OnLane lane(c, g.lane);
           gemm(c, M, K, N, b16(l.gc), DType::Bf16, b16(l.wc), DType::Bf16, f32(l.dx));
         }
@@ -396,7 +414,8 @@ void cuda_linear_backward(Context& c, std::span<const LinearGradient> group) {
         LinearOp& l = *group[k].linear;
         sized(l.gc, M, N, dtype_of(fb));
         sized(l.gc_t, N, M, dtype_of(fb));
-        args.push_back(quantize_args(t, l.slot + 2, f32(*group[k].dy), M, N, u8(l.gc), u8(l.gc_t), true));
+        args.push_back(quantize_args(t, l.slot + 2, f32(*group[k].dy), M, N,
+                                     group[k].input_gradient ? u8(l.gc) : nullptr, u8(l.gc_t), true));
         args.back().gradient = bias[k].gradient;
         slots.push_back(l.slot + 2);
       }
@@ -410,7 +429,8 @@ void cuda_linear_backward(Context& c, std::span<const LinearGradient> group) {
         cuda::quant_stats(f32(*group[k].dy), M * N, t.stats_spec(s), bias[k].gradient, t.record_data(s),
                           t.partials_data(s), stream(c), N);
       };
-      const bool fused = cuda::quantize_fp8_gemm_fits(N, K);
+      const bool fused = cuda::quantize_fp8_gemm_fits(N, K) &&
+                         std::all_of(group.begin(), group.end(), [](const LinearGradient& g) { return g.input_gradient; });
       if (fused) {
         if (lanes) fork_lanes();
         for (size_t k = 0; k < group.size(); ++k) {
@@ -438,7 +458,7 @@ void cuda_linear_backward(Context& c, std::span<const LinearGradient> group) {
         LinearOp& l = *g.linear;
         const int s = l.slot;
         if (!fused) {
-          {
+          if (g.input_gradient) {
             const Context::OnLane lane(c, g.lane);
             fp8_gemm(c, M, K, N, u8(l.gc), fb, u8(l.wc), ff, f32(l.dx), t.gemm_scale_inv(s + 2),
                      t.gemm_scale_inv(s + 1), false);
@@ -451,13 +471,13 @@ void cuda_linear_backward(Context& c, std::span<const LinearGradient> group) {
       return;
     }
     case LinearPrecision::Fp8Block: {
-      // g (the backward of the ReLU and dropout) with the bias gradients on Main, as for fp32; without a
+      // g (the backward of the activation and dropout) with the bias gradients on Main, as for fp32; without a
       // bias gradient there is no ReLU or dropout, and g is dy. Then each dgrad on Main, its wgrad on the side.
       for (size_t t = 0; t < group.size(); ++t) {
         LinearOp& l = *group[t].linear;
         if (l.db == nullptr) {
-          FP8KIT_CHECK(!l.relu && !group[t].dropout.active,
-                       "linear backward: a Linear without bias gradient has no ReLU or dropout");
+          FP8KIT_CHECK(l.activation == Activation::None && !group[t].dropout.active,
+                       "linear backward: a Linear without bias gradient has no activation or dropout");
           continue;
         }
         sized(l.g, M, N, DType::F32);
@@ -466,7 +486,7 @@ void cuda_linear_backward(Context& c, std::span<const LinearGradient> group) {
       bias_sums(Lane::Main);
       for (const LinearGradient& g : group) {
         LinearOp& l = *g.linear;
-        linear_block_backward(c, l, l.db != nullptr ? l.g : *g.dy);
+        linear_block_backward(c, l, l.db != nullptr ? l.g : *g.dy, g.input_gradient);
       }
       return;
     }

@@ -20,7 +20,7 @@
 // lane, 8 lanes per transposed row.
 //
 // amax: per-thread max of |x| bits, warp max, one atomicMax per block. An optional Linear epilogue
-// (bias + ReLU), or the backward of one (ReLU mask, dropout), is applied to the fp32 values as they
+// (bias + activation), or the backward of one (activation, dropout), is applied to the fp32 values as they
 // are loaded (elements outside the matrix stay 0). quantize_fp8_batch runs the same tile code for
 // several tensors in one launch (a 1-D grid split among them), so its outputs are those of one launch
 // per tensor.
@@ -61,7 +61,8 @@ struct Params {
   bool vector_store;    // every row of q starts 4-byte aligned
   bool vector_store_t;  // every row of q_t starts 16-byte aligned
   LinearEpilogue epilogue;
-  bool vector_store_y;  // every row of epilogue.y starts 16-byte aligned
+  bool vector_store_y;    // every row of epilogue.y starts 16-byte aligned
+  bool vector_store_pre;  // and of epilogue.pre
   bool gradient_active;
   EpilogueGradientArgs gradient;
 };
@@ -96,13 +97,28 @@ __device__ __forceinline__ void to_floats(const uint2& raw, float v[4]) {
   v[2] = bf16_to_float(raw.y & 0xFFFFu), v[3] = bf16_to_float(raw.y >> 16);
 }
 
-// x's value v at (row, col), inside the matrix, after the Linear epilogue or its gradient (when set).
+// x's value v at (row, col), inside the matrix, after the Linear epilogue or its gradient (when set);
+// GELU's input into *pre when pre is set (the caller stores it at epilogue.pre).
 __device__ __forceinline__ float transformed(const Params& p, int64_t row, int64_t col, float v,
-                                            const DeviceDropoutMask& mask) {
+                                            const DeviceDropoutMask& mask, float* pre) {
   const LinearEpilogue& e = p.epilogue;
-  if (e.bias != nullptr) v = linear_epilogue(v, e.bias[col], e.relu, e.bf16);
+  if (e.bias != nullptr) v = linear_epilogue(v, e.bias[col], e.activation, e.bf16, pre);
   if (p.gradient_active) v = p.gradient(v, row * p.cols + col, mask);
   return v;
+}
+
+// Stores 4 values of row `row` from column col (inside the matrix) at dst's element row * cols + col:
+// one 16-byte store where `vector` says the rows are aligned and all 4 lie inside.
+__device__ __forceinline__ void store_row4(float* dst, int64_t row, int64_t col, int64_t cols, bool vector,
+                                           const float v[4]) {
+  float* at = dst + row * cols + col;
+  if (vector && col + 3 < cols) {
+    *reinterpret_cast<float4*>(at) = make_float4(v[0], v[1], v[2], v[3]);
+  } else {
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+      if (col + i < cols) at[i] = v[i];
+  }
 }
 
 // The block's amax (per-thread maxima `amax`) into p.amax with one atomicMax, and scale_inv from the
@@ -156,19 +172,12 @@ __device__ __forceinline__ void quantize_tile(const Params& p, int64_t bx, int64
       to_floats(raw[pass][r], v);
       if constexpr (sizeof(T) == 4) {
         if ((p.epilogue.bias != nullptr || p.gradient_active) && row < p.rows) {
+          float pre[4];
 #pragma unroll
           for (int i = 0; i < 4; ++i)
-            if (col + i < p.cols) v[i] = transformed(p, row, col + i, v[i], mask);
-          if (p.epilogue.y != nullptr) {
-            float* dst = p.epilogue.y + row * p.cols + col;
-            if (p.vector_store_y && col + 3 < p.cols) {
-              *reinterpret_cast<float4*>(dst) = make_float4(v[0], v[1], v[2], v[3]);
-            } else {
-#pragma unroll
-              for (int i = 0; i < 4; ++i)
-                if (col + i < p.cols) dst[i] = v[i];
-            }
-          }
+            if (col + i < p.cols) v[i] = transformed(p, row, col + i, v[i], mask, pre + i);
+          if (p.epilogue.y != nullptr) store_row4(p.epilogue.y, row, col, p.cols, p.vector_store_y, v);
+          if (p.epilogue.pre != nullptr) store_row4(p.epilogue.pre, row, col, p.cols, p.vector_store_pre, pre);
         }
       }
 #pragma unroll
@@ -253,7 +262,7 @@ __device__ __forceinline__ void quantize_small_tile(const Params& p, int64_t bx,
     const int64_t row = row0 + r;
     if constexpr (sizeof(T) == 4) {
       if ((p.epilogue.bias != nullptr || p.gradient_active) && col < p.cols && row < p.rows) {
-        v[r] = transformed(p, row, col, v[r], mask);
+        v[r] = transformed(p, row, col, v[r], mask, p.epilogue.pre != nullptr ? p.epilogue.pre + row * p.cols + col : nullptr);
         if (p.epilogue.y != nullptr) p.epilogue.y[row * p.cols + col] = v[r];
       }
     }
@@ -488,7 +497,8 @@ Params params_of(const QuantizeArgs& args) {
   return Params{args.x, args.rows, args.cols, args.scale, args.q, args.q_t, args.amax, args.scale_inv,
                 args.cols % 4 == 0 && aligned(args.x, 4 * element), args.cols % 4 == 0 && aligned(args.q, 4),
                 args.rows % 16 == 0 && aligned(args.q_t, 16), args.epilogue,
-                args.cols % 4 == 0 && aligned(args.epilogue.y, 16), args.gradient.active(),
+                args.cols % 4 == 0 && aligned(args.epilogue.y, 16), args.cols % 4 == 0 && aligned(args.epilogue.pre, 16),
+                args.gradient.active(),
                 epilogue_gradient_args(args.gradient, args.rows, args.cols, "quantize_fp8")};
 }
 
@@ -558,8 +568,9 @@ void quantize_fp8_gemm(const QuantizeArgs& x, const uint8_t* w, Fp8Format w_form
   };
   const int64_t elements = x.rows * x.cols;
   if (overlaps(x.x, elements * 4) || overlaps(x.q, elements) || overlaps(x.q_t, elements) ||
-      overlaps(x.epilogue.y, elements * 4))
-    throw Error("quantize_fp8_gemm: y overlaps x, q, q_t or epilogue.y, which other blocks still read or write; "
+      overlaps(x.epilogue.y, elements * 4) || overlaps(x.epilogue.pre, elements * 4))
+    throw Error("quantize_fp8_gemm: y overlaps x, q, q_t, epilogue.y or epilogue.pre, which other blocks still read "
+                "or write; "
                 "give y its own memory");
   const Params p = params_of(x);
   const GemmOperand g{w, n, x_scale_inv, w_scale_inv, y};

@@ -115,7 +115,7 @@ TEST(CudaConvert, Bf16CastAndTransposeMatchTheCpu) {
   for (Case& c : cases) {
     Bf16Cast cast{c.d_x.data(), c.rows, c.cols, c.straight ? c.d_out.data() : nullptr,
                   c.transposed ? c.d_out_t.data() : nullptr};
-    if (c.bias) cast.epilogue = {c.d_b.data(), c.relu, c.bf16, c.d_x.data()};
+    if (c.bias) cast.epilogue = {c.d_b.data(), c.relu ? Activation::Relu : Activation::None, c.bf16, c.d_x.data()};
     casts.push_back(cast);
   }
   ASSERT_GT(casts.size(), 16u);
@@ -164,7 +164,7 @@ TEST(CudaConvert, Bf16CastOfTheEpilogueGradient) {
           for (int64_t i = 0; i < rows * cols; ++i)
             if (relu && !(y[i] > 0.0f)) g[i] = 0.0f;
           Bf16Cast cast{d_dy.data(), rows, cols, d_out.data(), d_out_t.data()};
-          cast.gradient = {relu, d_y.data(), {2, d_step.data(), 3, 0.1f, dropout}, bf16};
+          cast.gradient = {(relu ? Activation::Relu : Activation::None), d_y.data(), {2, d_step.data(), 3, 0.1f, dropout}, bf16};
           float_to_bf16_transposed({&cast, 1});
           const std::vector<uint16_t> out = d_out.to_host(), out_t = d_out_t.to_host();
           int64_t bad = 0;

@@ -74,7 +74,7 @@ TEST(CudaElementwise, LinearOutputsAreBiasReluDropoutAndAdd) {
           }
           buffers.emplace_back(y0.size());
           DeviceBuffer<float>* b = &buffers[buffers.size() - 4];
-          LinearOutput o{b[0].data(), b[1].data(), rows, cols, relu};
+          LinearOutput o{b[0].data(), b[1].data(), rows, cols, (relu ? Activation::Relu : Activation::None)};
           if (mode > 0) o.out = b[3].data();
           if (mode == 1 || mode == 2) o.dropout = {kSeed, d_step.data(), site, kRate, true};
           if (mode >= 2) o.residual = b[2].data();
@@ -118,7 +118,7 @@ TEST(CudaElementwise, BiasBackwardMasksReluAndDropout) {
             if (relu && !(y[i] > 0.0f)) g[i] = 0.0f;
             db[i % cols] += g[i];
           }
-          const BiasBackward t{d_dy.data(), {relu, d_y.data(), {kSeed, d_step.data(), kSite, kRate, dropout}, bf16},
+          const BiasBackward t{d_dy.data(), {(relu ? Activation::Relu : Activation::None), d_y.data(), {kSeed, d_step.data(), kSite, kRate, dropout}, bf16},
                                d_g.data(), d_db.data()};
           bias_backward({&t, 1}, rows, cols, kOrder, workspace.data(), nullptr);
           EXPECT_EQ(testing::max_ulp_difference(d_g.to_host(), g), 0)
@@ -146,7 +146,7 @@ TEST(CudaElementwise, BiasGradientIsTheCpuLayersBitForBit) {
       ops::LinearOp layer;
       layer.in = kIn;
       layer.out = cols;
-      layer.relu = relu;
+      layer.activation = (relu ? Activation::Relu : Activation::None);
       layer.w = &w, layer.b = &b, layer.dw = &dw, layer.db = &bias_grad;
       const std::vector<float> x = testing::random_normal(rows * kIn, 3), dy = testing::random_normal(rows * cols, 4);
       const Tensor xt = host(x, {rows, kIn}), dyt = host(dy, {rows, cols});
@@ -163,7 +163,7 @@ TEST(CudaElementwise, BiasGradientIsTheCpuLayersBitForBit) {
       for (int run = 0; run < 2; ++run) {
         d_dy.upload(dy);
         d_db.fill_bytes(0x7F);
-        const BiasBackward t{d_dy.data(), {relu, d_y.data()}, d_dy.data(), d_db.data()};
+        const BiasBackward t{d_dy.data(), {(relu ? Activation::Relu : Activation::None), d_y.data()}, d_dy.data(), d_db.data()};
         bias_backward({&t, 1}, rows, cols, kOrder, workspace.data(), nullptr);
         const std::vector<float> db = d_db.to_host();
         EXPECT_EQ(testing::max_ulp_difference(db, want), 0) << rows << "x" << cols << " relu " << relu;
@@ -218,7 +218,7 @@ TEST(CudaElementwise, BiasBackwardOfSeveralLinearsIsEachOnesOwn) {
       dy.back().upload(testing::random_normal(rows * cols, 30 + t));
       y.back().upload(testing::random_normal(rows * cols, 40 + t));
       tensors.push_back({dy.back().data(),
-                         {t == 2, y.back().data(), {7, d_step.data(), static_cast<uint32_t>(t), 0.1f, t != 1}, true},
+                         {t == 2 ? Activation::Relu : Activation::None, y.back().data(), {7, d_step.data(), static_cast<uint32_t>(t), 0.1f, t != 1}, true},
                          g.back().data(), db.back().data()});
     }
     DeviceBuffer<float> workspace(bias_backward_workspace(rows, cols, kOrder, 3));

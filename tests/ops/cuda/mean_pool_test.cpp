@@ -99,7 +99,7 @@ TEST(CudaBinaryCrossentropy, LinearEpilogueFirst) {
                                 nullptr);
     const std::vector<float> probs = d_probs.to_host(), loss = d_loss.to_host(), dz = d_dz.to_host();
     sigmoid_binary_crossentropy(d_y.data(), d_labels.data(), kBatch, bf16, d_probs.data(), d_loss.data(),
-                                d_dz.data(), nullptr, {d_bias.data(), false, bf16, d_out.data()});
+                                d_dz.data(), nullptr, {d_bias.data(), Activation::None, bf16, d_out.data()});
     EXPECT_EQ(testing::max_ulp_difference(d_out.to_host(), z), 0) << "bf16 " << bf16;
     EXPECT_EQ(testing::max_ulp_difference(d_probs.to_host(), probs), 0) << "bf16 " << bf16;
     EXPECT_EQ(testing::max_ulp_difference(d_loss.to_host(), loss), 0) << "bf16 " << bf16;

@@ -49,7 +49,7 @@ Result run(bool fused, const std::vector<float>& x, int64_t rows, int64_t k, Fp8
                           .q_t = codes ? q_t.data() : nullptr,
                           .amax = scalars.data() + 1,
                           .scale_inv = scalars.data() + 2,
-                          .epilogue = epilogue ? LinearEpilogue{bias.data(), true, false} : LinearEpilogue{},
+                          .epilogue = epilogue ? LinearEpilogue{bias.data(), Activation::Relu, false} : LinearEpilogue{},
                           .gradient = gradient};
   if (fused) {
     quantize_fp8_gemm(args, d_w.data(), w_format, n, scalars.data() + 3, scalars.data() + 4, d_y.data());
@@ -85,7 +85,7 @@ TEST(CudaQuantizeGemm, CodesAreQuantizeFp8sAndYTheirProduct) {
       EpilogueGradient gradient{};
       if (gradient_mode) {
         y_fwd.upload(testing::random_normal(s.rows * s.k, ++seed));
-        gradient = {true, y_fwd.data(), {7, step.data(), 4, 0.1f, true}, false};
+        gradient = {Activation::Relu, y_fwd.data(), {7, step.data(), 4, 0.1f, true}, false};
       }
       const std::string what = std::to_string(s.rows) + "x" + std::to_string(s.k) + " . " + std::to_string(s.n) +
                                " mode " + std::to_string(mode);

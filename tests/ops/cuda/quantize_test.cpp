@@ -238,7 +238,7 @@ TEST(CudaQuantize, LinearEpilogueBeforeTheCast) {
                                     .q = q.data(),
                                     .q_t = q_t.data(),
                                     .amax = scalars.data() + 1,
-                                    .epilogue = {d_bias.data(), relu, bf16, in_place ? d_x.data() : d_y.data()}};
+                                    .epilogue = {d_bias.data(), (relu ? Activation::Relu : Activation::None), bf16, in_place ? d_x.data() : d_y.data()}};
             if (batched) {
               // A plain tensor first, so the epilogue's tensor is not block 0 of the launch.
               DeviceBuffer<float> other(64 * 64), other_scalars(2);
@@ -301,7 +301,7 @@ TEST(CudaQuantize, EpilogueGradientBeforeTheCast) {
                                   .q = q.data(),
                                   .q_t = q_t.data(),
                                   .amax = scalars.data() + 1,
-                                  .gradient = {relu, d_y.data(), {4, d_step.data(), 1, 0.1f, dropout}, true}};
+                                  .gradient = {(relu ? Activation::Relu : Activation::None), d_y.data(), {4, d_step.data(), 1, 0.1f, dropout}, true}};
           if (batched) {
             const QuantizeArgs both[] = {args, args};  // the same tensor twice: the same outputs
             quantize_fp8_batch(both);

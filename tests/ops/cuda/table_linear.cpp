@@ -8,7 +8,11 @@
 // FP8 block scaling (fp8_block) runs the split accumulator (~2^-12 of the sum of |terms|, a few 1e-3
 // here) with the same codes and scales on both devices: atol 2e-2, and rtol 2e-2 for y's bf16 step;
 // its rows add a shape of partial groups and blocks (one row, in 200, out 130) and HF's Linear
-// without a bias gradient.
+// without a bias gradient. GELU rows (the lab's MLP: its pre-activation kept, its derivative in the
+// backward's dy pass) add tanhf's ulp differences between the devices, well inside those bounds; the
+// deferred rows run fc1 (GELU, output deferred) into fc2, whose input cast applies fc1's bias and GELU
+// (quantize_fp8's or the bf16 cast's epilogue on the GPU), then both backwards; fc1's with and without
+// its dx (the lab's MLP skips the input's gradient).
 #include "ops/cuda/op_table.h"
 #include "ops/linear.h"
 #include "ops/scaling_table.h"
@@ -32,17 +36,20 @@ const RegisterOps rows([](std::vector<OpCase>& t) {
     for (const Layout layout : {Layout::InOut, Layout::OutIn})
       for (const LinearPrecision p : {LinearPrecision::Fp32, LinearPrecision::Bf16, LinearPrecision::Fp8,
                                       LinearPrecision::Fp8Block})
-        for (const bool bias_grad : {true, false}) {
+        for (const bool bias_grad : {true, false})
+          for (const ops::Activation act : {ops::Activation::None, ops::Activation::Gelu}) {
           const bool block = p == LinearPrecision::Fp8Block;
           if ((s.rows == 1 || !bias_grad) && !block) continue;
+          if (act == ops::Activation::Gelu && (!bias_grad || s.rows == 1)) continue;
           const char* pname = p == LinearPrecision::Fp32 ? "fp32"
                               : p == LinearPrecision::Bf16 ? "bf16"
                               : block                      ? "fp8_block"
                                                            : "fp8";
           const double rtol = p == LinearPrecision::Fp32 ? 1e-4 : p == LinearPrecision::Fp8 ? 0.15 : 2e-2;
           const double atol = p == LinearPrecision::Fp8 || block ? 2e-2 : 1e-5;
-          t.push_back({fmt::format("linear/{}x{}x{}/{}/{}{}", s.rows, s.in, s.out,
-                                   layout == Layout::OutIn ? "out_in" : "in_out", pname, bias_grad ? "" : "/no_db"),
+          t.push_back({fmt::format("linear/{}x{}x{}/{}/{}{}{}", s.rows, s.in, s.out,
+                                   layout == Layout::OutIn ? "out_in" : "in_out", pname, bias_grad ? "" : "/no_db",
+                                   act == ops::Activation::Gelu ? "/gelu" : ""),
                        [=](ops::Context& c) {
                          const Device d = c.device();
                          Tensor x = device_tensor(random_values(s.rows * s.in, 21), {s.rows, s.in}, d);
@@ -63,6 +70,7 @@ const RegisterOps rows([](std::vector<OpCase>& t) {
                          l.out = s.out;
                          l.layout = layout;
                          l.precision = p;
+                         l.activation = act;
                          l.w = &w;
                          l.b = bias_grad ? &b : nullptr;
                          l.dw = &out[2];
@@ -86,7 +94,74 @@ const RegisterOps rows([](std::vector<OpCase>& t) {
                          return out;
                        },
                        atol, rtol});
-        }
+          }
+});
+
+// fc1 [in -> hidden] with GELU, its output deferred into fc2 [hidden -> out] (the lab's MLP), forward
+// and backward, in the precisions the lab compares. Outputs: y, fc1's dx (without it, fc2's), dW and db
+// of both.
+const RegisterOps deferred_rows([](std::vector<OpCase>& t) {
+  using ops::LinearPrecision;
+  constexpr int64_t rows = 96, in = 64, hidden = 256, out = 48;
+  for (const LinearPrecision p : {LinearPrecision::Fp32, LinearPrecision::Bf16, LinearPrecision::Fp8})
+    for (const bool input_gradient : {true, false}) {
+    const char* pname = p == LinearPrecision::Fp32 ? "fp32" : p == LinearPrecision::Bf16 ? "bf16" : "fp8";
+    const double rtol = p == LinearPrecision::Fp32 ? 1e-4 : p == LinearPrecision::Fp8 ? 0.15 : 2e-2;
+    const double atol = p == LinearPrecision::Fp8 ? 2e-2 : 1e-5;
+    t.push_back({fmt::format("linear/deferred_gelu/{}x{}x{}x{}/{}{}", rows, in, hidden, out, pname,
+                             input_gradient ? "" : "/no_dx"),
+                 [=](ops::Context& c) {
+                   const Device d = c.device();
+                   Tensor x = device_tensor(random_values(rows * in, 41), {rows, in}, d);
+                   Tensor w1 = device_tensor(random_values(hidden * in, 42, -0.2f, 0.2f), {hidden, in}, d);
+                   Tensor b1 = device_tensor(random_values(hidden, 43), {hidden}, d);
+                   Tensor w2 = device_tensor(random_values(out * hidden, 44, -0.2f, 0.2f), {out, hidden}, d);
+                   Tensor b2 = device_tensor(random_values(out, 45), {out}, d);
+                   Tensor dy = device_tensor(random_values(rows * out, 46), {rows, out}, d);
+                   std::vector<Tensor> outs(6);
+                   outs[2] = Tensor(w1.shape(), DType::F32, d);
+                   outs[3] = Tensor({hidden}, DType::F32, d);
+                   outs[4] = Tensor(w2.shape(), DType::F32, d);
+                   outs[5] = Tensor({out}, DType::F32, d);
+                   std::optional<ops::ScalingTable> scaling;
+                   if (p == LinearPrecision::Fp8) scaling.emplace(Fp8Recipe{});
+                   ops::LinearOp fc1, fc2;
+                   Tensor* params[][4] = {{&w1, &b1, &outs[2], &outs[3]}, {&w2, &b2, &outs[4], &outs[5]}};
+                   const int64_t sizes[][2] = {{in, hidden}, {hidden, out}};
+                   ops::LinearOp* both[] = {&fc1, &fc2};
+                   for (int k = 0; k < 2; ++k) {
+                     ops::LinearOp& l = *both[k];
+                     l.in = sizes[k][0];
+                     l.out = sizes[k][1];
+                     l.layout = ops::LinearOp::Layout::OutIn;
+                     l.precision = p;
+                     l.activation = k == 0 ? ops::Activation::Gelu : ops::Activation::None;
+                     l.w = params[k][0];
+                     l.b = params[k][1];
+                     l.dw = params[k][2];
+                     l.db = params[k][3];
+                     if (scaling) {
+                       l.scaling = &*scaling;
+                       l.slot = scaling->add(fmt::format("fc{}/inputs", k + 1), Fp8Format::E4M3);
+                       scaling->add(fmt::format("fc{}/kernel", k + 1), Fp8Format::E4M3);
+                       scaling->add(fmt::format("fc{}/outputs_grad", k + 1), Fp8Format::E5M2);
+                     }
+                   }
+                   if (scaling) scaling->allocate(d);
+                   ops::linear_prepare_weights(c, both, true);
+                   ops::linear_forward(c, fc1, x, true, {.deferred = true});
+                   ops::linear_forward(c, fc2, fc1.y, true, {}, &fc1);
+                   const ops::LinearGradient g2{&fc2, &dy};
+                   ops::linear_backward(c, {&g2, 1});
+                   const ops::LinearGradient g1{.linear = &fc1, .dy = &fc2.dx, .input_gradient = input_gradient};
+                   ops::linear_backward(c, {&g1, 1});
+                   c.join_all();
+                   outs[0] = fc2.y.clone();
+                   outs[1] = input_gradient ? fc1.dx.clone() : fc2.dx.clone();
+                   return outs;
+                 },
+                 atol, rtol});
+    }
 });
 
 }  // namespace

@@ -1,0 +1,105 @@
+// The Linear op's GELU on the CPU: y = gelu(pre) with pre = x W + b kept (mixed bf16: pre as the ReLU
+// path rounds it, y rounded again), a deferred GELU applied by its consumer as its own epilogue would
+// (the lab's MLP), and a backward without the input gradient giving the same weight gradients.
+#include "ops/linear.h"
+
+#include "common/gradient_check.h"
+#include "cpu_op_test.h"
+#include "numerics/cast.h"
+#include "ops/activation.h"
+#include "ops/tensor_checks.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+namespace fp8kit::ops {
+namespace {
+
+// A Linear [in -> out] stored OutIn with bias, its parameters owned here.
+struct Layer {
+  Tensor w, b, dw, db;
+  LinearOp op;
+  Layer(int64_t in, int64_t out, Activation act, LinearPrecision p, uint64_t seed)
+      : w(testing::host_tensor(testing::random_vector(out * in, seed, -0.3f, 0.3f), {out, in})),
+        b(testing::host_tensor(testing::random_vector(out, seed + 1), {out})),
+        dw({out, in}, DType::F32),
+        db({out}, DType::F32) {
+    op.in = in;
+    op.out = out;
+    op.layout = LinearOp::Layout::OutIn;
+    op.activation = act;
+    op.precision = p;
+    op.w = &w, op.b = &b, op.dw = &dw, op.db = &db;
+  }
+};
+
+TEST(LinearGelu, OutputIsGeluOfThePreActivationItKeeps) {
+  const int64_t rows = 7, in = 20, out = 9;
+  const Tensor x = testing::host_tensor(testing::random_vector(rows * in, 1, -2, 2), {rows, in});
+  for (LinearPrecision p : {LinearPrecision::Fp32, LinearPrecision::Bf16}) {
+    Context c;
+    Layer plain(in, out, Activation::None, p, 2), gelu_layer(in, out, Activation::Gelu, p, 2);
+    LinearOp* ops[] = {&plain.op, &gelu_layer.op};
+    linear_prepare_weights(c, ops, true);
+    linear_forward(c, plain.op, x, true);
+    linear_forward(c, gelu_layer.op, x, true);
+    const bool bf16 = p == LinearPrecision::Bf16;
+    for (int64_t i = 0; i < rows * out; ++i) {
+      const float pre = plain.op.y.data<float>()[i];
+      ASSERT_EQ(gelu_layer.op.pre.data<float>()[i], pre) << i;
+      ASSERT_EQ(gelu_layer.op.y.data<float>()[i], bf16 ? round_bf16(gelu(pre)) : gelu(pre)) << i;
+    }
+  }
+}
+
+// fc1 (GELU, deferred) into fc2, against fc1 applied as it runs: the same outputs and gradients.
+TEST(LinearGelu, DeferredIntoTheNextLinearIsTheSame) {
+  const int64_t rows = 6, in = 12, hidden = 24, out = 5;
+  const Tensor x = testing::host_tensor(testing::random_vector(rows * in, 3, -2, 2), {rows, in});
+  const Tensor dy = testing::host_tensor(testing::random_vector(rows * out, 4), {rows, out});
+  std::vector<std::vector<float>> results[2];
+  for (int deferred = 0; deferred < 2; ++deferred) {
+    Context c;
+    Layer fc1(in, hidden, Activation::Gelu, LinearPrecision::Bf16, 5), fc2(hidden, out, Activation::None,
+                                                                         LinearPrecision::Bf16, 7);
+    LinearOp* ops[] = {&fc1.op, &fc2.op};
+    linear_prepare_weights(c, ops, true);
+    linear_forward(c, fc1.op, x, true, {.deferred = deferred == 1});
+    linear_forward(c, fc2.op, fc1.op.y, true, {}, deferred == 1 ? &fc1.op : nullptr);
+    const LinearGradient g2{&fc2.op, &dy};
+    linear_backward(c, {&g2, 1});
+    const LinearGradient g1{&fc1.op, &fc2.op.dx};
+    linear_backward(c, {&g1, 1});
+    for (const Tensor* t : {&fc2.op.y, &fc1.op.dx, &fc1.dw, &fc1.db, &fc2.dw, &fc2.db})
+      results[deferred].emplace_back(t->span<float>().begin(), t->span<float>().end());
+  }
+  for (size_t k = 0; k < results[0].size(); ++k) EXPECT_TRUE(testing::same_bits(results[0][k], results[1][k])) << k;
+}
+
+TEST(LinearGelu, BackwardWithoutInputGradientLeavesDxAndGivesTheSameWeightGradients) {
+  const int64_t rows = 9, in = 16, out = 8;
+  const Tensor x = testing::host_tensor(testing::random_vector(rows * in, 8, -2, 2), {rows, in});
+  const Tensor dy = testing::host_tensor(testing::random_vector(rows * out, 9), {rows, out});
+  for (LinearPrecision p : {LinearPrecision::Fp32, LinearPrecision::Bf16}) {
+    std::vector<float> grads[2];
+    for (int with_dx = 0; with_dx < 2; ++with_dx) {
+      Context c;
+      Layer l(in, out, Activation::Gelu, p, 10);
+      LinearOp* op = &l.op;
+      linear_prepare_weights(c, {&op, 1}, true);
+      linear_forward(c, l.op, x, true);
+      sized(l.op.dx, {rows, in}, DType::F32, Device::Cpu);
+      std::fill_n(l.op.dx.data<float>(), rows * in, 7.0f);
+      const LinearGradient g{.linear = &l.op, .dy = &dy, .input_gradient = with_dx == 1};
+      linear_backward(c, {&g, 1});
+      EXPECT_EQ(l.op.dx.data<float>()[0] == 7.0f, with_dx == 0);
+      grads[with_dx].assign(l.dw.span<float>().begin(), l.dw.span<float>().end());
+      grads[with_dx].insert(grads[with_dx].end(), l.db.span<float>().begin(), l.db.span<float>().end());
+    }
+    EXPECT_TRUE(testing::same_bits(grads[0], grads[1]));
+  }
+}
+
+}  // namespace
+}  // namespace fp8kit::ops
