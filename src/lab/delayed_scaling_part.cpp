@@ -130,7 +130,8 @@ void exercise_1(report::HtmlPage& page, const LabOptions& options) {
     if (!tie) tones[worst] = Tone::Bad, tones[best] = Tone::Good;
     page.table({"method", "mean relative error", "worst step", "steps with saturation", "max saturated %",
                 "mean flushed %"},
-               rows, fmt::format("{} steps, E4M3 (best history length green, worst red, unless they tie)", kExerciseSteps),
+               rows,
+               fmt::format("{} steps, E4M3 (best history length green, worst red, unless they tie)", kExerciseSteps),
                tones);
     page.plot(error_plot);
     page.plot(scale_plot, "Above the black line (the tensor's own amax) a scale leaves range unused and small "

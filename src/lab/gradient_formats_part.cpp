@@ -92,7 +92,8 @@ void gradient_formats_part(report::HtmlPage& page, const LabOptions& options) {
   csv_table(page, options, "exercise2_dynamic_range.csv",
             {"sigma", "decades (middle 99%)", "e4m3 element error", "e5m2 element error", "e4m3 SNR dB",
              "e5m2 SNR dB", "e4m3 flushed %", "e5m2 flushed %"},
-            spread_rows, "Log-normal gradients, per-tensor scale (rows where E5M2 has the lower error in green)", tones);
+            spread_rows, "Log-normal gradients, per-tensor scale (rows where E5M2 has the lower error in green)",
+            tones);
   for (int k = 0; k < 2; ++k) {
     element[k].label = flushed[k].label = std::string(name(kFormats[k]));
   }

@@ -26,7 +26,8 @@ std::string verdict(double real, double simulated, Tone& tone) {
     return "agrees";
   }
   tone = Tone::Bad;
-  if (real == 0 || simulated == 0) return real == 0 ? "simulation has error, real FP8 is exact" : "simulation exact, real FP8 is not";
+  if (real == 0) return "simulation has error, real FP8 is exact";
+  if (simulated == 0) return "simulation exact, real FP8 is not";
   return simulated > real ? fmt::format("simulation {:.3g}x too pessimistic", simulated / real)
                           : fmt::format("simulation {:.3g}x too optimistic", real / simulated);
 }
@@ -96,7 +97,8 @@ void simulated_fp8_part(report::HtmlPage& page, const LabOptions& options) {
   }
   csv_table(page, options, "simulated_fp8_by_decade.csv",
             {"magnitude", "format", "real worst relative error", "simulated worst relative error", "simulation is"},
-            decade_rows, "Where the simulation is wrong, decade by decade up to the format's max (red: off by more than 2x)",
+            decade_rows,
+            "Where the simulation is wrong, decade by decade up to the format's max (red: off by more than 2x)",
             decade_tones);
 
   const float values[] = {0.001f, 0.04f, 0.3f, 1.3f, 3.3f, 17.3f, 100.3f, 300.0f, 1000.0f};
