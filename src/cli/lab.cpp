@@ -5,6 +5,7 @@
 #include "cli/command.h"
 #include "cli/options.h"
 #include "lab/lab.h"
+#include "lab/page.h"
 #include "report/html.h"
 
 #include <fmt/format.h>
@@ -137,7 +138,7 @@ void introduction(report::HtmlPage& page, const lab::LabOptions& o, bool quick) 
       {"inference batch sizes (Part 3)", join(o.infer_batches)},
       {"warm-up and timed steps", fmt::format("{} and {}", o.warmup_steps, o.timed_steps)},
   };
-  page.table({"what", "value"}, rows, "This run");
+  lab::csv_table(page, o, "run.csv", {"what", "value"}, rows, "This run");
   if (quick) page.callout("--quick: tiny sizes for a test run; the timings mean nothing.", report::Tone::Warn);
 }
 

@@ -50,6 +50,7 @@ TEST(LabCli, QuickRunWritesTheWholePage) {
     csv_links += (*it)[1].str().ends_with(".csv");
   }
   EXPECT_GE(csv_links, 12u);
+  EXPECT_NE(read(out / "run.csv").find("\nfp8kit,"), std::string::npos);
 }
 
 TEST(LabCli, BadInputIsOneErrorLine) {
