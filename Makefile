@@ -10,7 +10,7 @@ CTEST_FILTER := $(if $(HAVE_GPU),,-LE gpu)
 SAN_DIR := build-asan
 SAN_ENV := UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 
-.PHONY: all bootstrap build test demo bench asan asan-tree fuzz-smoke fuzz clean
+.PHONY: all bootstrap build test demo lab render bench asan asan-tree fuzz-smoke fuzz clean
 
 all: build
 
@@ -29,6 +29,15 @@ test: build
 # The main job: the seed experiment, BF16 vs FP8 (see README.md).
 demo: build
 	@./scripts/demo.sh $(BUILD_DIR)
+
+# The FP8 lab (lab 3.2.3) run for real, on the GPU when there is one: out/lab/index.html and CSV files.
+lab: build
+	@$(BUILD_DIR)/fp8kit lab --out out/lab
+
+# The lab's page rendered to out/lab/index.png by headless Chromium (installed first: optional, not CI's).
+render: lab
+	@./scripts/bootstrap.sh --with-chromium
+	@./scripts/render-html.sh out/lab/index.html out/lab/index.png 16000
 
 bench: build
 	@for b in $(BUILD_DIR)/bench/bench_*; do [ -x "$$b" ] && "$$b"; done

@@ -1,8 +1,18 @@
 #!/usr/bin/env bash
 # Installs the Debian packages fp8kit builds and tests with, the interop tests' Python packages in
 # .interop-venv/, and where CUDA is, the cudnn-frontend headers; skips what is already present.
+#   --with-chromium   also Debian's chromium (optional, not needed by CI): scripts/render-html.sh renders
+#                     `fp8kit lab`'s page with it, and the ctest lab.render_page runs instead of skipping
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+with_chromium=no
+for arg in "$@"; do
+  case $arg in
+    --with-chromium) with_chromium=yes ;;
+    *) echo "error: unknown option $arg (bootstrap.sh takes only --with-chromium)" >&2; exit 2 ;;
+  esac
+done
 
 packages=(
   build-essential cmake ninja-build pkg-config
@@ -13,6 +23,9 @@ packages=(
   ca-certificates curl
   python3 python3-venv  # the interop tests' venv
 )
+if [ "$with_chromium" = yes ]; then
+  packages+=(chromium)
+fi
 
 missing=()
 for p in "${packages[@]}"; do

@@ -1,93 +1,32 @@
 // `fp8kit formats`: the constants of E4M3 and E5M2 side by side, with BF16 and FP16 for comparison.
 #include "cli/command.h"
-#include "numerics/format.h"
+#include "lab/formats_table.h"
 
 #include <fmt/format.h>
 
-#include <cmath>
+#include <algorithm>
 #include <string>
 #include <vector>
 
 namespace fp8kit::cli {
 namespace {
 
-// One column of the table. FP8 columns come from numerics/format.h; the 16-bit ones are IEEE-style.
-struct Column {
-  std::string name;
-  int exponent_bits, mantissa_bits, bias;
-  double max_finite, min_normal, min_subnormal;
-  std::string infinity, nan;
-};
-
-Column fp8_column(Fp8Format format) {
-  const FormatInfo& fi = info(format);
-  return {std::string(fi.name), fi.exponent_bits, fi.mantissa_bits, fi.bias, fi.max_finite, fi.min_normal,
-          fi.min_subnormal,
-          fi.has_infinity ? "0x7C, 0xFC" : "none",
-          format == Fp8Format::E4M3 ? "0x7F, 0xFF" : "0x7D-0x7F, 0xFD-0xFF"};
-}
-
-Column ieee_column(std::string name, int exponent_bits, int mantissa_bits, std::string infinity, std::string nan) {
-  const int bias = (1 << (exponent_bits - 1)) - 1;
-  const int max_exponent = bias;  // the all-ones exponent is reserved for inf/NaN
-  return {std::move(name), exponent_bits, mantissa_bits, bias,
-          std::ldexp(2.0 - std::ldexp(1.0, -mantissa_bits), max_exponent), std::ldexp(1.0, 1 - bias),
-          std::ldexp(1.0, 1 - bias - mantissa_bits), std::move(infinity), std::move(nan)};
-}
-
-// "448", "0.015625 (2^-6)", "3.3895314e+38 (~2^128)".
-std::string value(double v) {
-  const int e = static_cast<int>(std::floor(std::log2(v)));
-  if (std::ldexp(1.0, e) == v) return fmt::format("{:.8g} (2^{})", v, e);
-  return fmt::format("{:.8g}", v);
-}
-
 void print_formats() {
-  const std::vector<Column> columns{fp8_column(Fp8Format::E4M3), fp8_column(Fp8Format::E5M2),
-                                    ieee_column("bf16", 8, 7, "0x7F80, 0xFF80", "exp all ones, mantissa != 0"),
-                                    ieee_column("fp16", 5, 10, "0x7C00, 0xFC00", "exp all ones, mantissa != 0")};
-  std::vector<std::pair<std::string, std::vector<std::string>>> rows;
-  auto row = [&](std::string label, auto cell) {
-    std::vector<std::string> cells;
-    for (const Column& c : columns) cells.push_back(cell(c));
-    rows.emplace_back(std::move(label), std::move(cells));
-  };
-  row("bits (sign.exp.mantissa)", [](const Column& c) {
-    return fmt::format("{} = 1.{}.{}", 1 + c.exponent_bits + c.mantissa_bits, c.exponent_bits, c.mantissa_bits);
-  });
-  row("exponent bias", [](const Column& c) { return fmt::format("{}", c.bias); });
-  row("max finite", [](const Column& c) { return value(c.max_finite); });
-  row("min normal", [](const Column& c) { return value(c.min_normal); });
-  row("min subnormal", [](const Column& c) { return value(c.min_subnormal); });
-  row("range, decades (max/min sub)",
-      [](const Column& c) { return fmt::format("{:.2f}", std::log10(c.max_finite / c.min_subnormal)); });
-  row("normal range, decades",
-      [](const Column& c) { return fmt::format("{:.2f}", std::log10(c.max_finite / c.min_normal)); });
-  row("values in [1, 2)", [](const Column& c) { return fmt::format("{}", 1 << c.mantissa_bits); });
-  row("relative step (2^-mantissa)", [](const Column& c) { return value(std::ldexp(1.0, -c.mantissa_bits)); });
-  row("infinity", [](const Column& c) { return c.infinity; });
-  row("NaN", [](const Column& c) { return c.nan; });
-
-  size_t label_width = 0;
-  std::vector<size_t> widths(columns.size());
-  for (size_t i = 0; i < columns.size(); ++i) widths[i] = columns[i].name.size();
-  for (const auto& [label, cells] : rows) {
-    label_width = std::max(label_width, label.size());
+  const lab::FormatsTable table = lab::formats_table();
+  std::vector<size_t> widths(table.header.size());
+  for (size_t i = 0; i < widths.size(); ++i) widths[i] = table.header[i].size();
+  for (const report::CsvRow& cells : table.rows) {
     for (size_t i = 0; i < cells.size(); ++i) widths[i] = std::max(widths[i], cells[i].size());
   }
-  auto print_line = [&](const std::string& label, const std::vector<std::string>& cells) {
-    std::string line = fmt::format("{:<{}}", label, label_width);
-    for (size_t i = 0; i < cells.size(); ++i) line += fmt::format("  {:<{}}", cells[i], widths[i]);
+  auto print_line = [&](const report::CsvRow& cells) {
+    std::string line = fmt::format("{:<{}}", cells[0], widths[0]);
+    for (size_t i = 1; i < cells.size(); ++i) line += fmt::format("  {:<{}}", cells[i], widths[i]);
     line.erase(line.find_last_not_of(' ') + 1);
     fmt::print("{}\n", line);
   };
-  std::vector<std::string> names;
-  for (const Column& c : columns) names.push_back(c.name);
-  print_line("", names);
-  for (const auto& [label, cells] : rows) print_line(label, cells);
-  fmt::print(
-      "\ne4m3 is the OCP \"fn\" variant (no infinity, one NaN pattern per sign); casts round to nearest even.\n"
-      "Overflow: saturating casts clamp to +-max; non-saturating (ml_dtypes) give NaN (e4m3) or +-inf (e5m2).\n");
+  print_line(table.header);
+  for (const report::CsvRow& cells : table.rows) print_line(cells);
+  fmt::print("\n{}\n", lab::kFormatsNote);
 }
 
 void setup(CLI::App& app) {

@@ -36,5 +36,8 @@ void delayed_scaling_part(report::HtmlPage& page, const LabOptions& options);
 void gradient_formats_part(report::HtmlPage& page, const LabOptions& options);
 // The lab's simulated FP8 (round(x * 2^m) / 2^m) next to real FP8 rounding.
 void simulated_fp8_part(report::HtmlPage& page, const LabOptions& options);
+// The lab's "Common Mistakes" (wrong format, unscaled gradients, casts without autocast's scales), each
+// measured: the wrong way against the right one on the same tensors.
+void common_mistakes_part(report::HtmlPage& page, const LabOptions& options);
 
 }  // namespace fp8kit::lab

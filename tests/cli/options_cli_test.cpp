@@ -91,7 +91,7 @@ TEST(OptionsCli, EmptyPathsAreRefused) {
 TEST(OptionsCli, UnknownSubcommandsSayWhatThereIs) {
   expect_usage_errors({
       {"trian --epochs 1",
-       "unknown subcommand 'trian' (fp8kit has bench, cast, device, formats, lm, quant-error, report, tokenize, train, vocab); "
+       "unknown subcommand 'trian' (fp8kit has bench, cast, device, formats, lab, lm, quant-error, report, tokenize, train, vocab); "
        "run `fp8kit --help`"},
       {"bench gem", "unknown subcommand 'gem' (fp8kit bench has gemm, quantize); run `fp8kit bench --help`"},
   });
