@@ -25,6 +25,10 @@
 #   scripts/device-check.sh gemv: the GEMM and matmul GPU tests (gemv's and the op table's rows), then
 #   the decode GEMMs of Llama-3-8B on gemv and cuBLASLt (bench_cuda_gemv): the copy bandwidth and the
 #   m = 1 lines in the summary, the whole table (m = 1, 4, 8, 16, 64) in bench-gemv.txt.
+#   scripts/device-check.sh lab [regex]: the GPU tests (or those matching regex; "none" skips them),
+#   then `fp8kit lab --device cuda` (the page and its CSV files in $OUT/lab, the training and inference
+#   tables in the summary), bench_cuda_lab_mlp, and the health statistics' cost (bench_cuda_lm_step,
+#   FP8, gpt2-small and 1b, a recording every 50 steps).
 #   scripts/device-check.sh sanitize [regex]: every GPU test (or those matching regex) under
 #   compute-sanitizer's memcheck, racecheck and synccheck, the three side by side; each must be clean.
 set -uo pipefail
@@ -81,6 +85,7 @@ targets="test_cuda fp8kit_cli"
 [ "$mode" = lm ] && targets="$targets bench_cuda_sdpa bench_cuda_lm_step"
 [ "$mode" = infer ] && targets="$targets bench_cuda_gemv bench_cuda_decode_attention"
 [ "$mode" = gemv ] && targets="test_cuda bench_cuda_gemv"
+[ "$mode" = lab ] && targets="$targets bench_cuda_lab_mlp bench_cuda_lm_step"
 if ! cmake --build $build -j16 --target $targets >"$OUT/build.log" 2>&1; then
   note "FAIL: build (build.log)"; grep -m20 -B2 -A8 "error" "$OUT/build.log" | head -80; exit 1
 fi
@@ -188,6 +193,24 @@ PY
       note "lm train 25m $p ($(( $(date +%s) - start )) s): $(grep -E '^Validation' "$OUT/lm-$p.log")"
     done
   fi
+  cat "$summary"
+  exit 0
+fi
+if [ "$mode" = lab ]; then
+  start=$(date +%s)
+  if [ "${2:-}" != none ]; then
+    timeout 300 ctest -L gpu -j4 --timeout 200 --output-on-failure ${2:+-R $2} >"$OUT/gpu-tests.log" 2>&1
+    note "gpu tests ($(( $(date +%s) - start )) s): $(grep -E 'tests passed|tests failed' "$OUT/gpu-tests.log")"
+    grep -E "^\s*[0-9]+ - .*(Failed|Timeout|Exception|Not Run)" "$OUT/gpu-tests.log" | head -20 | tee -a "$summary"
+  fi
+  timeout 300 ./fp8kit lab --device cuda --out "$OUT/lab" >"$OUT/lab.log" 2>&1 || note "FAIL: fp8kit lab (lab.log)"
+  tail -3 "$OUT/lab.log" >>"$summary"
+  for f in lab_training lab_inference; do [ -f "$OUT/lab/$f.csv" ] && cat "$OUT/lab/$f.csv" >>"$summary"; done
+  timeout 200 ./bench/bench_cuda_lab_mlp >"$OUT/bench-lab-mlp.txt" 2>&1 || note "FAIL: bench_cuda_lab_mlp"
+  cat "$OUT/bench-lab-mlp.txt" >>"$summary"
+  for p in "gpt2-small 16 1024 10 8192 fp8 50" "1b 4 2048 5 8192 fp8 50"; do
+    timeout 150 ./bench/bench_cuda_lm_step $p 2>&1 | grep -E "health|rror" >>"$summary"
+  done
   cat "$summary"
   exit 0
 fi

@@ -9,10 +9,17 @@
 // here) with the same codes and scales on both devices: atol 2e-2, and rtol 2e-2 for y's bf16 step;
 // its rows add a shape of partial groups and blocks (one row, in 200, out 130) and HF's Linear
 // without a bias gradient. GELU rows (the lab's MLP: its pre-activation kept, its derivative in the
-// backward's dy pass) add tanhf's ulp differences between the devices, well inside those bounds; the
-// deferred rows run fc1 (GELU, output deferred) into fc2, whose input cast applies fc1's bias and GELU
-// (quantize_fp8's or the bf16 cast's epilogue on the GPU), then both backwards; fc1's with and without
-// its dx (the lab's MLP skips the input's gradient).
+// backward's dy pass) add tanhf's ulp differences between the devices; the deferred rows run fc1
+// (GELU, output deferred) into fc2, whose input cast applies fc1's bias and GELU (quantize_fp8's or the
+// bf16 cast's epilogue on the GPU), then both backwards; fc1's with and without its dx (the lab's MLP
+// skips the input's gradient). Through GELU the forward's differences reach the backward: its
+// derivative is taken at the pre-activation, which in FP8 carries the fast accumulation's ~1e-2 (the
+// split accumulator's few 1e-3 for blocks), so g = dy gelu'(pre) differs by ~1% and its E5M2 codes (25%
+// apart) flip here and there; dx and dW, sums of ~100 such terms of ~1, then differ by up to ~0.2
+// (seen on the H100: 0.13-0.22), hence atol 0.3 for FP8 GELU rows. The deferred rows' smaller
+// matrices flip fewer (seen: one element of 0.03 in FP8, atol 0.06; in bf16, where a pre-activation
+// one bf16 step apart moves its derivative, one of 0.002, atol 5e-3). The GELU derivative itself is
+// checked tightly by the fp32 and bf16 GELU rows, the FP8 machinery by the rows without GELU.
 #include "ops/cuda/op_table.h"
 #include "ops/linear.h"
 #include "ops/scaling_table.h"
@@ -46,7 +53,7 @@ const RegisterOps rows([](std::vector<OpCase>& t) {
                               : block                      ? "fp8_block"
                                                            : "fp8";
           const double rtol = p == LinearPrecision::Fp32 ? 1e-4 : p == LinearPrecision::Fp8 ? 0.15 : 2e-2;
-          const double atol = p == LinearPrecision::Fp8 || block ? 2e-2 : 1e-5;
+          const double atol = p == LinearPrecision::Fp8 || block ? (act == ops::Activation::Gelu ? 0.3 : 2e-2) : 1e-5;
           t.push_back({fmt::format("linear/{}x{}x{}/{}/{}{}{}", s.rows, s.in, s.out,
                                    layout == Layout::OutIn ? "out_in" : "in_out", pname, bias_grad ? "" : "/no_db",
                                    act == ops::Activation::Gelu ? "/gelu" : ""),
@@ -107,7 +114,7 @@ const RegisterOps deferred_rows([](std::vector<OpCase>& t) {
     for (const bool input_gradient : {true, false}) {
     const char* pname = p == LinearPrecision::Fp32 ? "fp32" : p == LinearPrecision::Bf16 ? "bf16" : "fp8";
     const double rtol = p == LinearPrecision::Fp32 ? 1e-4 : p == LinearPrecision::Fp8 ? 0.15 : 2e-2;
-    const double atol = p == LinearPrecision::Fp8 ? 2e-2 : 1e-5;
+    const double atol = p == LinearPrecision::Fp8 ? 0.06 : p == LinearPrecision::Bf16 ? 5e-3 : 1e-5;
     t.push_back({fmt::format("linear/deferred_gelu/{}x{}x{}x{}/{}{}", rows, in, hidden, out, pname,
                              input_gradient ? "" : "/no_dx"),
                  [=](ops::Context& c) {

@@ -16,8 +16,10 @@
 namespace fp8kit::testing {
 namespace {
 
-// A record read back as {exact words (sums zeroed), sums as f32}.
-std::vector<Tensor> split(const Tensor& record, int64_t records) {
+// A record read back as {exact words (sums zeroed), sums as f32} (once c's queued work is done: host
+// copies do not wait for its lanes).
+std::vector<Tensor> split(ops::Context& c, const Tensor& record, int64_t records) {
+  c.synchronize();
   const Tensor host = record.to(Device::Cpu);
   Tensor exact({records, ops::kQuantStatsWords}, DType::I32), sums({records, 2}, DType::F32);
   for (int64_t i = 0; i < records; ++i) {
@@ -69,7 +71,7 @@ const RegisterOps rows([](std::vector<OpCase>& t) {
                    const ops::QuantStatsSpec spec{format, s.device_data<float>(), divide,
                                                   history.device_data<float>(), 16};
                    ops::quant_stats(c, xs, spec, record, partials);
-                   return split(record, 1);
+                   return split(c, record, 1);
                  });
       }
     }
@@ -113,7 +115,7 @@ const RegisterOps rows([](std::vector<OpCase>& t) {
     const std::vector<ops::QuantStats> stats = scaling.read_records(c);
     for (int i = 0; i < 3; ++i)
       std::memcpy(records.data<int32_t>() + i * ops::kQuantStatsWords, &stats[i].raw, sizeof stats[i].raw);
-    return split(records, 3);
+    return split(c, records, 3);
   });
 });
 

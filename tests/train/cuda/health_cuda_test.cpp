@@ -79,9 +79,10 @@ TEST(HealthCuda, LmRecordingLeavesTrainingExactlyAsItIs) {
   train_lm(lm_options(Device::Cpu, 2, &cpu_log), stream, stream);
   const auto cpu = health_events(dir / "cpu.jsonl");
   ASSERT_EQ(cpu.size(), 4u);
-  // Inputs and weights agree closely; output gradients less so: FP8 training's gradients differ
-  // between the devices by a few percent (tests/models/cuda/llama_gpu_test.cpp), and an amax is the
-  // largest of them.
+  // Step 2 runs on weights that step 1's FP8 gradients moved, and those differ between the devices by
+  // a few percent (tests/models/cuda/llama_gpu_test.cpp): inputs and weights agree to ~10%, output
+  // gradients (an amax is the largest of them) to ~20%; the fractions and SNRs, statistics of whole
+  // tensors, closely.
   struct Worst {
     double amax = 0, fraction = 0, snr = 0;
     std::string name;
@@ -100,7 +101,7 @@ TEST(HealthCuda, LmRecordingLeavesTrainingExactlyAsItIs) {
   for (const Worst* w : {&forward, &gradient})
     std::printf("health GPU vs CPU at step 2, %s: amax %.2e (relative, %s), fractions %.2e, SNR %.3f dB\n",
                 w == &forward ? "inputs and weights" : "output gradients", w->amax, w->name.c_str(), w->fraction, w->snr);
-  EXPECT_LT(forward.amax, 5e-2) << forward.name;
+  EXPECT_LT(forward.amax, 0.15) << forward.name;
   EXPECT_LT(forward.fraction, 2e-2);
   EXPECT_LT(forward.snr, 1.0);
   EXPECT_LT(gradient.amax, 0.25) << gradient.name;
