@@ -2,11 +2,14 @@
 // when one rank fails.
 #include "dist/launch.h"
 
+#include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -72,6 +75,75 @@ std::vector<std::string> rank_environment(int rank, int processes, int port) {
   return env;
 }
 
+// The ranks' stdout and stderr, read from pipes and written to this process's own with "[rank N] "
+// before each line.
+class PrefixedOutput {
+ public:
+  // The pipe a child of `rank` writes `target` (STDOUT_FILENO or STDERR_FILENO) into; returns its
+  // write end, for the child to dup2 (both ends close on exec: no other rank inherits them).
+  int add(int rank, int target) {
+    int fds[2];
+    FP8KIT_CHECK(pipe2(fds, O_CLOEXEC) == 0, "launch_local: cannot make a pipe: {}", strerror(errno));
+    streams_.push_back({fds[0], target, fmt::format("[rank {}] ", rank), {}});
+    write_ends_.push_back(fds[1]);
+    return fds[1];
+  }
+  // After the fork: the parent's copies of the write ends go, so that a rank's exit ends its pipes.
+  void close_write_ends() {
+    for (int fd : write_ends_) close(fd);
+    write_ends_.clear();
+  }
+  // Copies what has arrived, waiting at most timeout_ms for something; false once every pipe is closed.
+  bool pump(int timeout_ms) {
+    std::vector<pollfd> fds;
+    for (const Stream& s : streams_)
+      if (s.fd >= 0) fds.push_back({s.fd, POLLIN, 0});
+    if (fds.empty()) return false;
+    if (poll(fds.data(), fds.size(), timeout_ms) <= 0) return true;
+    for (Stream& s : streams_) {
+      const auto it = std::ranges::find(fds, s.fd, &pollfd::fd);
+      if (s.fd < 0 || it == fds.end() || it->revents == 0) continue;
+      char buffer[65536];
+      const ssize_t n = read(s.fd, buffer, sizeof buffer);
+      if (n > 0) {
+        s.pending.append(buffer, static_cast<size_t>(n));
+        for (size_t end; (end = s.pending.find('\n')) != std::string::npos; s.pending.erase(0, end + 1))
+          emit(s, s.pending.substr(0, end + 1));
+      } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
+        if (!s.pending.empty()) emit(s, s.pending + "\n");
+        s.pending.clear();
+        close(s.fd);
+        s.fd = -1;
+      }
+    }
+    return true;
+  }
+  ~PrefixedOutput() {
+    close_write_ends();
+    for (const Stream& s : streams_)
+      if (s.fd >= 0) close(s.fd);
+  }
+
+ private:
+  struct Stream {
+    int fd;
+    int target;
+    std::string prefix;
+    std::string pending;  // a line not ended yet
+  };
+  static void emit(const Stream& s, const std::string& line) {
+    const std::string out = s.prefix + line;
+    for (size_t done = 0; done < out.size();) {
+      const ssize_t n = write(s.target, out.data() + done, out.size() - done);
+      if (n <= 0 && errno != EINTR) return;  // our own output is gone: nothing to tell it to
+      if (n > 0) done += static_cast<size_t>(n);
+    }
+  }
+
+  std::vector<Stream> streams_;
+  std::vector<int> write_ends_;
+};
+
 std::vector<char*> pointers(std::vector<std::string>& strings) {
   std::vector<char*> out;
   for (std::string& s : strings) out.push_back(s.data());
@@ -91,13 +163,17 @@ void launch_local(const std::vector<std::string>& argv, const LaunchOptions& opt
   std::vector<std::string> args = argv;
   std::vector<char*> arg_pointers = pointers(args);
   std::vector<pid_t> pids;  // by rank; 0 once reaped
+  PrefixedOutput output;
   const pid_t parent = getpid();
   for (int rank = 0; rank < options.processes; ++rank) {
     // Everything the child needs is made before fork: between fork and exec only async-signal-safe calls.
     std::vector<std::string> env = rank_environment(rank, options.processes, port);
     std::vector<char*> env_pointers = pointers(env);
+    const int out = options.prefix_output ? output.add(rank, STDOUT_FILENO) : -1;
+    const int err = options.prefix_output ? output.add(rank, STDERR_FILENO) : -1;
     const pid_t pid = fork();
     if (pid == 0) {
+      if (out >= 0 && (dup2(out, STDOUT_FILENO) < 0 || dup2(err, STDERR_FILENO) < 0)) _exit(127);
       setpgid(0, 0);
       prctl(PR_SET_PDEATHSIG, SIGTERM);
       if (getppid() != parent) _exit(128 + SIGTERM);  // the launcher died before prctl
@@ -115,6 +191,7 @@ void launch_local(const std::vector<std::string>& argv, const LaunchOptions& opt
     }
     pids.push_back(pid);
   }
+  output.close_write_ends();
 
   std::optional<std::string> failure;  // the first rank's to fail
   using Clock = std::chrono::steady_clock;
@@ -143,7 +220,10 @@ void launch_local(const std::vector<std::string>& argv, const LaunchOptions& opt
         if (p != 0) kill(p, SIGKILL);
       kill_at = Clock::time_point::max();
     }
-    if (!reaped) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (!reaped && !output.pump(20)) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  // What the ranks wrote last (a process they started may hold a pipe open: not past a second).
+  for (const auto end = Clock::now() + std::chrono::seconds(1); Clock::now() < end && output.pump(20);) {
   }
   if (failure) fail("{}: stopped the other ranks", *failure);
 }

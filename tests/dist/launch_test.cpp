@@ -51,6 +51,20 @@ TEST(Launch, AFailingRankStopsTheOthersAndIsNamed) {
   EXPECT_EQ(error_of([] { launch_local({"/bin/true"}, {.processes = 2}); }), "no error");
 }
 
+TEST(Launch, EachLineSaysWhichRankWroteIt) {
+  ::testing::internal::CaptureStdout();
+  ::testing::internal::CaptureStderr();
+  launch_local({"/bin/sh", "-c", "echo one; echo warn >&2; printf unended"}, {.processes = 2});
+  const std::string out = ::testing::internal::GetCapturedStdout();
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  for (int rank : {0, 1}) {
+    EXPECT_NE(out.find(fmt::format("[rank {}] one\n", rank)), std::string::npos) << out;
+    EXPECT_NE(out.find(fmt::format("[rank {}] unended\n", rank)), std::string::npos) << out;
+    EXPECT_NE(err.find(fmt::format("[rank {}] warn\n", rank)), std::string::npos) << err;
+  }
+  EXPECT_EQ(out.size(), 2 * (std::string("[rank 0] one\n").size() + std::string("[rank 0] unended\n").size()));
+}
+
 TEST(Launch, SigtermIsPassedToTheRanks) {
   testing::TempDir dir("launch_signal");
   const pid_t launcher = fork();
