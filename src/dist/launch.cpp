@@ -179,7 +179,8 @@ void launch_local(const std::vector<std::string>& argv, const LaunchOptions& opt
       if (getppid() != parent) _exit(128 + SIGTERM);  // the launcher died before prctl
       execvpe(arg_pointers[0], arg_pointers.data(), env_pointers.data());
       const char* why = strerror(errno);
-      for (const char* part : std::initializer_list<const char*>{"error: cannot run ", arg_pointers[0], ": ", why, "\n"})
+      const std::initializer_list<const char*> message = {"error: cannot run ", arg_pointers[0], ": ", why, "\n"};
+      for (const char* part : message)
         if (write(STDERR_FILENO, part, strlen(part)) < 0) break;
       _exit(127);
     }

@@ -88,7 +88,8 @@ Rendezvous read_rendezvous(const EnvLookup& lookup) {
 
   if (const char* addr = lookup("MASTER_ADDR"); addr != nullptr && *addr != '\0') {
     r.master_addr = addr;
-  } else if (const char* nodes = lookup("SLURM_JOB_NODELIST"); family == &kSlurm && nodes != nullptr && *nodes != '\0') {
+  } else if (const char* nodes = lookup("SLURM_JOB_NODELIST");
+             family == &kSlurm && nodes != nullptr && *nodes != '\0') {
     r.master_addr = first_slurm_host(nodes);
   }
   FP8KIT_CHECK(r.world_size == 1 || !r.master_addr.empty(),

@@ -46,7 +46,9 @@ int remaining_ms(Clock::time_point deadline) {
   return static_cast<int>(std::clamp<int64_t>(left, 0, INT_MAX));
 }
 
-std::string seconds(std::chrono::milliseconds t) { return fmt::format("{:g} s", static_cast<double>(t.count()) / 1000.0); }
+std::string seconds(std::chrono::milliseconds t) {
+  return fmt::format("{:g} s", static_cast<double>(t.count()) / 1000.0);
+}
 
 void make_nonblocking(int fd) {
   fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
@@ -261,7 +263,8 @@ void Store::fail_all(const std::string& message) {
   // Closing a socket with unread data resets the connection, and a reset can drop the report just
   // sent: read what the peers still send until they close (they do once they have the report), for
   // at most the second.
-  while (!open.empty() && remaining_ms(deadline_) > 0 && ::poll(open.data(), open.size(), remaining_ms(deadline_)) > 0) {
+  while (!open.empty() && remaining_ms(deadline_) > 0 &&
+         ::poll(open.data(), open.size(), remaining_ms(deadline_)) > 0) {
     std::erase_if(open, [](const pollfd& p) {
       if (p.revents == 0) return false;
       std::byte scrap[4096];
@@ -318,7 +321,8 @@ std::vector<Store::Blob> Store::receive(std::span<Peer*> peers) {
     const int ready = ::poll(fds.data(), fds.size(), remaining_ms(deadline_));
     if (ready < 0 && errno == EINTR) continue;
     if (ready <= 0) {
-      if (rank_ != 0) fail("{} timed out after {} on rank {}: no answer from rank 0", where(), seconds(options_.timeout), rank_);
+      if (rank_ != 0)
+        fail("{} timed out after {} on rank {}: no answer from rank 0", where(), seconds(options_.timeout), rank_);
       std::vector<int> missing;
       for (size_t i : which) missing.push_back(peers[i]->rank);
       fail("{} timed out after {} on rank 0: rank(s) {} did not arrive (slow, hung, or stopped before this call)",

@@ -30,8 +30,8 @@ float value(int rank, int i) {
 }
 
 std::string hex(const Tensor& t) {
-  const auto* p = t.data<std::byte>();
-  return fmt::format("{:02x}", fmt::join(reinterpret_cast<const uint8_t*>(p), reinterpret_cast<const uint8_t*>(p) + t.nbytes(), ""));
+  const auto* p = reinterpret_cast<const uint8_t*>(t.data<std::byte>());
+  return fmt::format("{:02x}", fmt::join(p, p + t.nbytes(), ""));
 }
 
 // Every rank's reduced tensor, as hex, from run_ranks.

@@ -44,7 +44,9 @@ TEST(Launch, AFailingRankStopsTheOthersAndIsNamed) {
               launch_local({"/bin/sh", "-c", "[ $RANK = 1 ] && exit 3; exec sleep 60"}, {.processes = 3, .grace = 5s});
             }),
             "rank 1 of 3 exited with code 3: stopped the other ranks");
-  EXPECT_EQ(error_of([] { launch_local({"/bin/sh", "-c", "[ $RANK = 0 ] && kill -SEGV $$; exec sleep 60"}, {.processes = 2}); }),
+  EXPECT_EQ(error_of([] {
+              launch_local({"/bin/sh", "-c", "[ $RANK = 0 ] && kill -SEGV $$; exec sleep 60"}, {.processes = 2});
+            }),
             "rank 0 of 2 was killed by signal 11 (Segmentation fault): stopped the other ranks");
   EXPECT_EQ(error_of([] { launch_local({"/nonexistent/program"}, {.processes = 2}); }).substr(0, 29),
             "rank 0 of 2 exited with code ");

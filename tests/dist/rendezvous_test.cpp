@@ -53,8 +53,8 @@ TEST(Rendezvous, SlurmTakesRankZerosHostFromTheNodeList) {
   EXPECT_EQ(r.master_addr, "gpu03");
   EXPECT_EQ(r.master_port, kDefaultMasterPort);
   // MASTER_ADDR, when set, wins over the node list.
-  EXPECT_EQ(read({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_JOB_NODELIST", "a,b"}, {"MASTER_ADDR", "10.0.0.1"}})
-                .master_addr,
+  EXPECT_EQ(read({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_JOB_NODELIST", "a,b"},
+                  {"MASTER_ADDR", "10.0.0.1"}}).master_addr,
             "10.0.0.1");
 }
 
@@ -82,7 +82,9 @@ TEST(Rendezvous, BadValuesAreOneLineErrorsNamingTheVariable) {
             "RANK=4 is not below WORLD_SIZE=4: ranks run from 0 to the world size - 1");
   EXPECT_EQ(error_of([] { read({{"RANK", "1"}, {"WORLD_SIZE", "2"}}); }),
             "MASTER_ADDR is not set: a job of 2 processes (torchrun) needs rank 0's host name or address in it");
-  EXPECT_EQ(error_of([] { read({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "x"}, {"MASTER_PORT", "70000"}}); }),
+  EXPECT_EQ(error_of([] {
+              read({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "x"}, {"MASTER_PORT", "70000"}});
+            }),
             "MASTER_PORT=70000 is not a TCP port (1 to 65535)");
   EXPECT_EQ(error_of([] { read({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "x"}, {"MASTER_PORT", "http"}}); }),
             "MASTER_PORT='http' is not a non-negative whole number: fix the launcher's environment");

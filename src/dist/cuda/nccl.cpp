@@ -82,7 +82,9 @@ class NcclCommunicator final : public Communicator {
   }
 
  private:
-  static ncclDataType_t dtype(const Tensor& tensor) { return tensor.dtype() == DType::F32 ? ncclFloat32 : ncclBfloat16; }
+  static ncclDataType_t dtype(const Tensor& tensor) {
+    return tensor.dtype() == DType::F32 ? ncclFloat32 : ncclBfloat16;
+  }
 
   void require_live() const {
     FP8KIT_CHECK(comm_ != nullptr, "NCCL on rank {}: the communicator was aborted after an error (above); the job "
@@ -111,7 +113,8 @@ class NcclCommunicator final : public Communicator {
   [[noreturn]] void abort_with(ncclResult_t result, const std::string& what) {
     std::string detail = result == ncclSuccess ? what : fmt::format("{} failed: {}", what, ncclGetErrorString(result));
     if (comm_ != nullptr) {
-      if (const char* last = ncclGetLastError(comm_); last != nullptr && *last != '\0') detail += fmt::format(" ({})", last);
+      const char* last = ncclGetLastError(comm_);
+      if (last != nullptr && *last != '\0') detail += fmt::format(" ({})", last);
       ncclCommAbort(comm_);
       comm_ = nullptr;
     }
