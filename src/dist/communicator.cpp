@@ -26,11 +26,14 @@ Backend default_backend(Device device) { return device == Device::Cuda ? Backend
 
 bool nccl_available() { return FP8KIT_HAVE_NCCL != 0; }
 
-void check_collective_tensor(const Communicator& comm, const Tensor& tensor, std::string_view call) {
+void check_collective_tensor(const Communicator& comm, const Tensor& tensor, std::string_view call, bool sharded) {
   FP8KIT_CHECK(tensor.device() == comm.device(), "{}: the tensor is on the {}, but the {} backend reduces {} tensors",
                call, name(tensor.device()), name(comm.backend()), name(comm.device()));
   FP8KIT_CHECK(tensor.dtype() == DType::F32 || tensor.dtype() == DType::Bf16,
                "{}: the tensor is {}; only f32 and bf16 tensors are reduced", call, name(tensor.dtype()));
+  FP8KIT_CHECK(!sharded || tensor.numel() % comm.world_size() == 0,
+               "{}: {} elements do not split into {} equal shards: pad the flat buffer to a multiple of the world "
+               "size", call, tensor.numel(), comm.world_size());
 }
 
 namespace {
@@ -84,6 +87,26 @@ class TcpCommunicator final : public Communicator {
     check_collective_tensor(*this, tensor, "broadcast");
     std::span<std::byte> bytes(tensor.data<std::byte>(), tensor.nbytes());
     receive_from_rank0(bytes, bytes, "broadcast");
+  }
+
+  // The whole tensor reduced: its own shard is what reduce_scatter promises.
+  void reduce_scatter(ops::Context& c, Tensor& tensor, ReduceOp op) override {
+    check_collective_tensor(*this, tensor, "reduce_scatter", true);
+    all_reduce(c, tensor, op);
+  }
+
+  void all_gather(ops::Context&, Tensor& tensor) override {
+    check_collective_tensor(*this, tensor, "all_gather", true);
+    if (world_size() == 1) return;
+    const size_t shard = tensor.nbytes() / static_cast<size_t>(world_size());
+    std::byte* data = tensor.data<std::byte>();
+    const std::vector<Store::Blob> all = store().allgather({data + shard * static_cast<size_t>(rank()), shard});
+    for (size_t r = 0; r < all.size(); ++r) {
+      if (all[r].size() != shard)
+        store().abort(fmt::format("all_gather: rank {} has shards of {} bytes where rank {} has {}: every rank must "
+                                  "pass the same tensors in the same order", r, all[r].size(), rank(), shard));
+      std::memcpy(data + shard * r, all[r].data(), shard);
+    }
   }
 
   void wait(ops::Context&) override {}

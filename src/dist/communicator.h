@@ -53,6 +53,13 @@ class Communicator {
   virtual void all_reduce(ops::Context& c, Tensor& tensor, ReduceOp op) = 0;
   // Rank 0's `tensor` into every rank's (same requirements), queued on c's current lane.
   virtual void broadcast(ops::Context& c, Tensor& tensor) = 0;
+  // ZeRO-1's halves, in place over a tensor of world_size() equal shards (numel divisible by the world
+  // size; shard r is elements [r n / W, (r + 1) n / W)). reduce_scatter: this rank's shard becomes the
+  // sum or max over the ranks of that shard (the gradients its optimizer state covers); the other
+  // shards' contents are unspecified after it (tcp reduces them too). all_gather: shard r of every
+  // rank becomes rank r's shard (the parameters each rank updated). Queued on c's current lane.
+  virtual void reduce_scatter(ops::Context& c, Tensor& tensor, ReduceOp op) = 0;
+  virtual void all_gather(ops::Context& c, Tensor& tensor) = 0;
   // Waits for the collectives queued on c's current lane so far (nccl: polls NCCL's asynchronous
   // errors; on one, or when the timeout passes, aborts the communicator and throws, naming the rank).
   // Call it where the host would otherwise wait for the stream (reading the loss), so that a dead
@@ -72,8 +79,10 @@ class Communicator {
 };
 
 // Throws when `tensor` cannot go through comm's collectives (another device, a dtype other than f32
-// or bf16); `call` names the call in the message. For the backends.
-void check_collective_tensor(const Communicator& comm, const Tensor& tensor, std::string_view call);
+// or bf16; with `sharded`, a numel the world size does not divide); `call` names the call in the
+// message. For the backends.
+void check_collective_tensor(const Communicator& comm, const Tensor& tensor, std::string_view call,
+                             bool sharded = false);
 
 // Joins the job that `r` describes (read_rendezvous()): connects the store, then the backend. nccl
 // first makes GPU local_rank the current device (GPU 0 when only one is visible), so call it before

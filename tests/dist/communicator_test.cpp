@@ -106,6 +106,37 @@ TEST(TcpCommunicator, MaxKeepsNaNAndBroadcastCopiesRankZeros) {
   }
 }
 
+TEST(TcpCommunicator, ReduceScatterAndAllGatherShards) {
+  // ZeRO-1's step: gradients reduce-scattered, each rank updates its shard, parameters all-gathered.
+  const auto outcomes = run_ranks(3, [](const Rendezvous& r) {
+    auto comm = connect(r, Backend::Tcp, {.timeout = 20s});
+    ops::Context c;
+    Tensor grads({6}, DType::F32), params({6}, DType::F32);
+    for (int i = 0; i < 6; ++i) grads.data<float>()[i] = static_cast<float>((r.rank + 1) * (i + 1));
+    comm->reduce_scatter(c, grads, ReduceOp::Sum);
+    const int first = 2 * r.rank;
+    for (int i = first; i < first + 2; ++i) params.data<float>()[i] = -grads.data<float>()[i];
+    comm->all_gather(c, params);
+    return fmt::format("{} {} | {}", grads.data<float>()[first], grads.data<float>()[first + 1],
+                       fmt::join(params.span<float>(), " "));
+  });
+  // Shard r of the sum: (1 + 2 + 3) * (i + 1).
+  EXPECT_EQ(outcomes[0].text, "6 12 | -6 -12 -18 -24 -30 -36");
+  EXPECT_EQ(outcomes[1].text, "18 24 | -6 -12 -18 -24 -30 -36");
+  EXPECT_EQ(outcomes[2].text, "30 36 | -6 -12 -18 -24 -30 -36");
+}
+
+TEST(TcpCommunicator, ShardsMustSplitEvenly) {
+  const auto outcomes = run_ranks(2, [](const Rendezvous& r) {
+    auto comm = connect(r, Backend::Tcp, {.timeout = 20s});
+    ops::Context c;
+    Tensor odd({5}, DType::F32);
+    return error_of([&] { comm->all_gather(c, odd); });
+  });
+  EXPECT_EQ(outcomes[0].text, "all_gather: 5 elements do not split into 2 equal shards: pad the flat buffer to a "
+                              "multiple of the world size");
+}
+
 TEST(TcpCommunicator, DifferentSizesOnDifferentRanksAreAnErrorOnEveryRank) {
   const auto outcomes = run_ranks(3, [](const Rendezvous& r) {
     auto comm = connect(r, Backend::Tcp, {.timeout = 20s});

@@ -61,6 +61,27 @@ class NcclCommunicator final : public Communicator {
     settle(ncclBroadcast(p, p, tensor.numel(), dtype(tensor), 0, comm_, ops::stream(c)), "ncclBroadcast");
   }
 
+  // In place as NCCL defines it: this rank's shard is the receive buffer inside the send buffer.
+  void reduce_scatter(ops::Context& c, Tensor& tensor, ReduceOp op) override {
+    check_collective_tensor(*this, tensor, "reduce_scatter", true);
+    require_live();
+    const size_t count = static_cast<size_t>(tensor.numel() / world_size());
+    std::byte* p = tensor.device_data<std::byte>();
+    settle(ncclReduceScatter(p, p + count * dtype_size(tensor.dtype()) * static_cast<size_t>(rank()), count, dtype(tensor),
+                             op == ReduceOp::Sum ? ncclSum : ncclMax, comm_, ops::stream(c)),
+           "ncclReduceScatter");
+  }
+
+  void all_gather(ops::Context& c, Tensor& tensor) override {
+    check_collective_tensor(*this, tensor, "all_gather", true);
+    require_live();
+    const size_t count = static_cast<size_t>(tensor.numel() / world_size());
+    std::byte* p = tensor.device_data<std::byte>();
+    settle(ncclAllGather(p + count * dtype_size(tensor.dtype()) * static_cast<size_t>(rank()), p, count, dtype(tensor), comm_,
+                         ops::stream(c)),
+           "ncclAllGather");
+  }
+
   void wait(ops::Context& c) override {
     require_live();
     cuda::Event done;

@@ -46,6 +46,8 @@ TEST(NcclCommunicator, OneRankCollectivesAreTheIdentity) {
   }
   c.join_all();
   comm->broadcast(c, grads);
+  comm->reduce_scatter(c, grads, ReduceOp::Sum);
+  comm->all_gather(c, grads);
   comm->wait(c);
   EXPECT_EQ(values_of(grads), values);
   EXPECT_EQ(values_of(amax), values);
