@@ -61,17 +61,21 @@ std::vector<std::string> rank_environment(int rank, int processes, int port) {
       {"LOCAL_RANK", std::to_string(rank)},     {"LOCAL_WORLD_SIZE", std::to_string(processes)},
       {"MASTER_ADDR", "127.0.0.1"},             {"MASTER_PORT", std::to_string(port)}};
   std::vector<std::string> env;
-  bool nvls_set = false;
+  bool nvls_set = false, threads_set = false;
   for (char** e = environ; *e != nullptr; ++e) {
     const std::string_view entry(*e);
     const std::string_view key = entry.substr(0, entry.find('='));
     nvls_set = nvls_set || key == "NCCL_NVLS_ENABLE";
+    threads_set = threads_set || key == "OMP_NUM_THREADS";
     bool replaced = false;
     for (const auto& [name, value] : set) replaced = replaced || key == name;
     if (!replaced) env.emplace_back(entry);
   }
   for (const auto& [name, value] : set) env.push_back(name + "=" + value);
   if (!nvls_set) env.emplace_back("NCCL_NVLS_ENABLE=0");
+  // N processes of OpenMP threads for every core would fight over the cores: a share each.
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  if (!threads_set) env.push_back(fmt::format("OMP_NUM_THREADS={}", std::max(1u, cores / unsigned(processes))));
   return env;
 }
 

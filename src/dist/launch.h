@@ -19,8 +19,8 @@ struct LaunchOptions {
 };
 
 // Runs `argv` (argv[0] a path, or a name looked up on PATH) as ranks 0..processes-1 on this host, each
-// with RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR=127.0.0.1 and MASTER_PORT set (and
-// NCCL_NVLS_ENABLE=0 unless set), and waits for all.
+// with RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR=127.0.0.1 and MASTER_PORT set (and,
+// unless set, NCCL_NVLS_ENABLE=0 and OMP_NUM_THREADS = this host's cores / processes), and waits for all.
 // SIGINT and SIGTERM sent to this process are forwarded to them (each runs in its own process group,
 // so a terminal's Ctrl-C reaches them once, through here); they get SIGTERM if this process dies.
 // When one fails (a non-zero exit code or a signal), the others are stopped and this throws

@@ -1,6 +1,7 @@
 // A small TCP store for a job's processes (POSIX sockets, a star around rank 0): what NCCL's unique
 // id, host-side checks and the tcp backend's all-reduce travel through. Every call is collective:
-// every rank makes the same calls in the same order. Every blocking call ends within the timeout,
+// every rank makes the same calls in the same order, from one thread. Every blocking call ends within
+// the timeout,
 // and a rank that leaves (its process ended: its socket closed) fails the others' next call with a
 // message naming it, instead of a hang.
 #pragma once

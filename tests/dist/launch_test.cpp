@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <thread>
 
 #include "common/error_of.h"
@@ -23,6 +24,24 @@ namespace {
 using namespace std::chrono_literals;
 using testing::error_of;
 
+// Sets (or, with nullptr, unsets) a variable of this process while it lives.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    if (value != nullptr) setenv(name, value, 1);
+    else unsetenv(name);
+  }
+  ~ScopedEnv() {
+    if (old_) setenv(name_, old_->c_str(), 1);
+    else unsetenv(name_);
+  }
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
 std::string read_file(const std::filesystem::path& path) {
   std::ifstream in(path);
   return std::string(std::istreambuf_iterator<char>(in), {});
@@ -30,12 +49,20 @@ std::string read_file(const std::filesystem::path& path) {
 
 TEST(Launch, EveryRankGetsItsEnvironment) {
   testing::TempDir dir("launch_env");
-  launch_local({"/bin/sh", "-c", "echo $RANK $WORLD_SIZE $LOCAL_RANK $LOCAL_WORLD_SIZE $MASTER_ADDR $MASTER_PORT "
-                                 "> \"$0/rank$RANK\"", dir.path().string()},
-               {.processes = 3, .master_port = 4567});
+  {
+    const ScopedEnv threads("OMP_NUM_THREADS", "3");  // kept; NCCL_NVLS_ENABLE, unset, is turned off
+    const ScopedEnv nvls("NCCL_NVLS_ENABLE", nullptr);
+    launch_local({"/bin/sh", "-c", "echo $RANK $WORLD_SIZE $LOCAL_RANK $LOCAL_WORLD_SIZE $MASTER_ADDR $MASTER_PORT "
+                                   "$OMP_NUM_THREADS $NCCL_NVLS_ENABLE > \"$0/rank$RANK\"", dir.path().string()},
+                 {.processes = 3, .master_port = 4567});
+  }
   for (int rank = 0; rank < 3; ++rank)
     EXPECT_EQ(read_file(dir / ("rank" + std::to_string(rank))),
-              fmt::format("{} 3 {} 3 127.0.0.1 4567\n", rank, rank));
+              fmt::format("{} 3 {} 3 127.0.0.1 4567 3 0\n", rank, rank));
+  const ScopedEnv threads("OMP_NUM_THREADS", nullptr);
+  launch_local({"/bin/sh", "-c", "echo $OMP_NUM_THREADS > \"$0/threads$RANK\"", dir.path().string()},
+               {.processes = 2});
+  EXPECT_GE(std::stoi(read_file(dir / "threads1")), 1);
 }
 
 TEST(Launch, AFailingRankStopsTheOthersAndIsNamed) {
@@ -105,13 +132,12 @@ TEST(LaunchedJob, AllReduceOverTcp) {
 }
 
 TEST(Launch, RunsAJobOfThisProgram) {
-  setenv("FP8KIT_TEST_LAUNCHED", "1", 1);
-  const std::string message = error_of([] {
-    launch_local({current_executable(), "--gtest_filter=LaunchedJob.AllReduceOverTcp", "--gtest_brief=1"},
-                 {.processes = 3});
-  });
-  unsetenv("FP8KIT_TEST_LAUNCHED");
-  EXPECT_EQ(message, "no error");
+  const ScopedEnv launched("FP8KIT_TEST_LAUNCHED", "1");
+  EXPECT_EQ(error_of([] {
+              launch_local({current_executable(), "--gtest_filter=LaunchedJob.AllReduceOverTcp", "--gtest_brief=1"},
+                           {.processes = 3});
+            }),
+            "no error");
 }
 
 }  // namespace
