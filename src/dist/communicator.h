@@ -62,8 +62,9 @@ class Communicator {
   virtual void all_gather(ops::Context& c, Tensor& tensor) = 0;
   // Waits for the collectives queued on c's current lane so far (nccl: polls NCCL's asynchronous
   // errors; on one, or when the timeout passes, aborts the communicator and throws, naming the rank).
-  // Call it where the host would otherwise wait for the stream (reading the loss), so that a dead
-  // rank ends the job instead of hanging it. tcp: returns at once.
+  // It also ends when the store hears that a rank died (Store::poll_failure). Call it where the host
+  // would otherwise wait for the stream (reading the loss), so that a dead rank ends the job instead
+  // of hanging it. tcp: returns at once.
   virtual void wait(ops::Context& c) = 0;
 
   // Host-side calls over the store: returns when every rank has called it.

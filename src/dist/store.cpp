@@ -280,6 +280,33 @@ void Store::abort(const std::string& message) {
   throw Error(message);
 }
 
+std::string Store::poll_failure() {
+  if (!failure_.empty() || world_size_ == 1) return failure_;
+  std::vector<pollfd> fds;
+  for (const Peer& peer : peers_) fds.push_back({peer.fd, POLLIN, 0});
+  if (::poll(fds.data(), fds.size(), 0) <= 0) return "";
+  for (size_t i = 0; i < fds.size(); ++i) {
+    if (fds[i].revents == 0) continue;
+    // Peek: a frame of the next call stays where that call will read it.
+    Header header{};
+    const ssize_t n = ::recv(fds[i].fd, &header, sizeof header, MSG_PEEK | MSG_DONTWAIT);
+    std::string message;
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+      message = fmt::format("rank {} left (its connection closed: the process ended)", peers_[i].rank);
+    } else if (n == sizeof header && header.magic == kMagic && header.kind == kAbort) {
+      std::vector<char> frame(sizeof header + header.length);
+      if (::recv(fds[i].fd, frame.data(), frame.size(), MSG_PEEK | MSG_DONTWAIT) != ssize_t(frame.size())) continue;
+      message.assign(frame.begin() + sizeof header, frame.end());
+      if (rank_ == 0) message = fmt::format("rank {}: {}", peers_[i].rank, message);
+    }
+    if (!message.empty()) {
+      fail_all(message);
+      return message;
+    }
+  }
+  return "";
+}
+
 void Store::send(Peer& peer, uint8_t kind, std::span<const std::byte> data) {
   const Header header{kMagic, kind, static_cast<uint8_t>(op_), 0, sequence_, 0, data.size()};
   for (std::span<const std::byte> part : {bytes_of(header), data}) {

@@ -52,6 +52,12 @@ class Store {
   // or next call throws it too (rank 0 sends it to them; another rank's closed socket tells rank 0,
   // which names it). For a rank that finds the job inconsistent (e.g. sizes that differ by rank).
   [[noreturn]] void abort(const std::string& message);
+  // Without waiting, between calls: the failure this rank has heard of (a rank whose connection
+  // closed, a report that abort() sent), or "" when none. What rank 0 finds it relays to the others, as
+  // abort() does. For a host loop that waits on something else (the GPU's collectives), so that a rank
+  // that died ends it at once. A job's ranks therefore end with a last barrier(): a rank that returns
+  // early looks, to a rank still polling, as one that died.
+  std::string poll_failure();
 
  private:
   struct Peer;

@@ -65,6 +65,33 @@ TEST(Store, ARankThatLeavesIsNamedOnEveryRank) {
   }
 }
 
+TEST(Store, PollingBetweenCallsHearsOfADepartedRank) {
+  // Ranks 0 and 2 wait on something else (as for the GPU), polling; rank 1 dies meanwhile.
+  const auto outcomes = run_ranks(3, [](const Rendezvous& r) -> std::string {
+    Store store(r, {.timeout = 30s});
+    if (r.rank == 1) _exit(9);
+    for (int i = 0; i < 1000; ++i) {
+      if (std::string failure = store.poll_failure(); !failure.empty()) return failure;
+      std::this_thread::sleep_for(10ms);
+    }
+    return "nothing heard";
+  });
+  EXPECT_EQ(outcomes[0].text, "rank 1 left (its connection closed: the process ended)");
+  EXPECT_EQ(outcomes[2].text, "rank 1 left (its connection closed: the process ended)");
+  // Pending frames of the next call are not failures, and stay for that call.
+  const auto quiet = run_ranks(2, [](const Rendezvous& r) -> std::string {
+    Store store(r, {.timeout = 30s});
+    if (r.rank == 1) store.gather(bytes("early"));  // returns once sent
+    std::this_thread::sleep_for(200ms);
+    const std::string failure = store.poll_failure();
+    const std::string gathered = r.rank == 0 ? text(store.gather(bytes("x"))[1]) : "";
+    store.barrier();
+    return failure + "|" + gathered;
+  });
+  EXPECT_EQ(quiet[0].text, "|early");
+  EXPECT_EQ(quiet[1].text, "|");
+}
+
 TEST(Store, ARankThatDoesNotArriveTimesOutNamingIt) {
   const auto outcomes = run_ranks(3, [](const Rendezvous& r) -> std::string {
     Store store(r, {.timeout = 500ms});

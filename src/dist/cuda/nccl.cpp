@@ -87,13 +87,17 @@ class NcclCommunicator final : public Communicator {
     cuda::Event done;
     FP8KIT_CUDA_CHECK(cudaEventRecord(done.get(), ops::stream(c)));
     const auto deadline = Clock::now() + timeout_;
-    while (true) {
+    for (int polls = 0;; ++polls) {
       const cudaError_t status = cudaEventQuery(done.get());
       if (status == cudaSuccess) return;
       if (status != cudaErrorNotReady) FP8KIT_CUDA_CHECK(status);
       ncclResult_t state = ncclSuccess;
       ncclCommGetAsyncError(comm_, &state);
       if (state != ncclSuccess && state != ncclInProgress) abort_with(state, "a collective");
+      // A rank that died closed its store socket: the job ends now rather than at the timeout.
+      if (polls % 256 == 0) {
+        if (const std::string failure = store().poll_failure(); !failure.empty()) abort_with(ncclSuccess, failure);
+      }
       if (Clock::now() >= deadline)
         abort_with(ncclSuccess, fmt::format("the collectives queued so far did not finish within {} s (another rank "
                                             "died, hangs, or is slower than the timeout)",
