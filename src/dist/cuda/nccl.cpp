@@ -67,8 +67,8 @@ class NcclCommunicator final : public Communicator {
     require_live();
     const size_t count = static_cast<size_t>(tensor.numel() / world_size());
     std::byte* p = tensor.device_data<std::byte>();
-    settle(ncclReduceScatter(p, p + count * dtype_size(tensor.dtype()) * static_cast<size_t>(rank()), count, dtype(tensor),
-                             op == ReduceOp::Sum ? ncclSum : ncclMax, comm_, ops::stream(c)),
+    settle(ncclReduceScatter(p, own_shard(p, tensor, count), count, dtype(tensor), op == ReduceOp::Sum ? ncclSum : ncclMax,
+                             comm_, ops::stream(c)),
            "ncclReduceScatter");
   }
 
@@ -77,8 +77,7 @@ class NcclCommunicator final : public Communicator {
     require_live();
     const size_t count = static_cast<size_t>(tensor.numel() / world_size());
     std::byte* p = tensor.device_data<std::byte>();
-    settle(ncclAllGather(p + count * dtype_size(tensor.dtype()) * static_cast<size_t>(rank()), p, count, dtype(tensor), comm_,
-                         ops::stream(c)),
+    settle(ncclAllGather(own_shard(p, tensor, count), p, count, dtype(tensor), comm_, ops::stream(c)),
            "ncclAllGather");
   }
 
@@ -107,6 +106,10 @@ class NcclCommunicator final : public Communicator {
   }
 
  private:
+  std::byte* own_shard(std::byte* p, const Tensor& tensor, size_t count) const {
+    return p + count * dtype_size(tensor.dtype()) * static_cast<size_t>(rank());
+  }
+
   static ncclDataType_t dtype(const Tensor& tensor) {
     return tensor.dtype() == DType::F32 ? ncclFloat32 : ncclBfloat16;
   }
