@@ -67,8 +67,8 @@ class NcclCommunicator final : public Communicator {
     require_live();
     const size_t count = static_cast<size_t>(tensor.numel() / world_size());
     std::byte* p = tensor.device_data<std::byte>();
-    settle(ncclReduceScatter(p, own_shard(p, tensor, count), count, dtype(tensor), op == ReduceOp::Sum ? ncclSum : ncclMax,
-                             comm_, ops::stream(c)),
+    settle(ncclReduceScatter(p, own_shard(p, tensor, count), count, dtype(tensor),
+                             op == ReduceOp::Sum ? ncclSum : ncclMax, comm_, ops::stream(c)),
            "ncclReduceScatter");
   }
 
