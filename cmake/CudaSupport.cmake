@@ -1,6 +1,8 @@
-# Enables the CUDA backend when nvcc is present (or when FP8KIT_CUDA=ON); sets FP8KIT_HAVE_CUDA and
-# finds cuDNN with its C++ frontend (cmake/Cudnn.cmake).
+# Enables the CUDA backend when nvcc is present (or when FP8KIT_CUDA=ON); sets FP8KIT_HAVE_CUDA,
+# finds cuDNN with its C++ frontend (cmake/Cudnn.cmake) and NCCL if present (cmake/Nccl.cmake: sets
+# FP8KIT_HAVE_NCCL).
 set(FP8KIT_HAVE_CUDA OFF)
+set(FP8KIT_HAVE_NCCL OFF)
 if(NOT FP8KIT_CUDA STREQUAL "OFF")
   include(CheckLanguage)
   check_language(CUDA)
@@ -18,6 +20,7 @@ if(NOT FP8KIT_CUDA STREQUAL "OFF")
     set(CMAKE_CUDA_STANDARD_REQUIRED ON)
     find_package(CUDAToolkit REQUIRED)
     include(Cudnn)
+    include(Nccl)
     set(FP8KIT_HAVE_CUDA ON)
     message(STATUS "fp8kit: CUDA backend ON (nvcc ${CMAKE_CUDA_COMPILER_VERSION}, arch ${CMAKE_CUDA_ARCHITECTURES})")
   elseif(FP8KIT_CUDA STREQUAL "ON")

@@ -58,6 +58,10 @@ export PATH=$PATH:/usr/local/cuda/bin
 # looks in CUDA's folders. cudnn-frontend's headers travel in .deps (scripts/bootstrap.sh puts them there).
 cudnn_root=$(python3 -c 'import nvidia.cudnn as m; print(list(m.__path__)[0])' 2>/dev/null)
 [ -n "$cudnn_root" ] && runtime_path=$runtime_path:$cudnn_root/lib
+# NCCL likewise (nvidia/nccl: include/nccl.h, lib/libnccl.so.2) as NCCL_ROOT; without it CMake looks
+# in CUDA's folders, and without NCCL the nccl backend is left out (its tests skip).
+nccl_root=$(python3 -c 'import nvidia.nccl as m; print(list(m.__path__)[0])' 2>/dev/null)
+[ -n "$nccl_root" ] && runtime_path=$runtime_path:$nccl_root/lib
 [ -f .deps/cudnn-frontend/include/cudnn_frontend.h ] ||
   { note "FAIL: no .deps/cudnn-frontend/include: run scripts/bootstrap.sh where nvcc is, and carry .deps"; exit 1; }
 export CUBLASLT_LOG_LEVEL=1  # cuBLASLt explains its refusals (errors only)
@@ -69,7 +73,7 @@ configure() {  # source dir, build dir
   cmake -S "$1" -B "$2" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFP8KIT_CUDA=ON \
     -DPKG_CONFIG_EXECUTABLE="$pkg_config" -DCMAKE_LIBRARY_PATH="$lib/openblas-pthread" \
     -DCMAKE_EXE_LINKER_FLAGS="-Wl,-rpath-link,$lib -Wl,-rpath-link,$lib/openblas-pthread" \
-    ${cudnn_root:+-DCUDNN_ROOT="$cudnn_root"}
+    ${cudnn_root:+-DCUDNN_ROOT="$cudnn_root"} ${nccl_root:+-DNCCL_ROOT="$nccl_root"}
 }
 build=build-device
 start=$(date +%s)
