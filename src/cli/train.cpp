@@ -11,9 +11,6 @@
 #include "train/metrics_log.h"
 #include "train/trainer.h"
 
-#if FP8KIT_HAVE_CUDA
-#endif
-
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 

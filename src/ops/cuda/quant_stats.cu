@@ -26,6 +26,18 @@ struct Acc {
   double squares = 0, errors = 0;
   float amax = 0;
 
+  // As a record (the counts and sums; the caller adds what only it knows).
+  __device__ QuantStatsRecord record() const {
+    QuantStatsRecord r{};
+    r.nonfinite = nonfinite;
+    r.saturated = saturated;
+    r.flushed = flushed;
+    r.subnormal = subnormal;
+    r.sum_squares = squares;
+    r.error_squares = errors;
+    r.amax = amax;
+    return r;
+  }
   __device__ void merge(const Acc& o) {
     nonfinite += o.nonfinite;
     saturated += o.saturated;
@@ -117,17 +129,7 @@ __global__ void __launch_bounds__(kThreads) parts_kernel(Params p) {
     for (int64_t i = first; i < p.n; i += stride) count<F, Divide>(a, value(p.x[i], i), s, dequant);
   }
   a = block_reduce(a);
-  if (threadIdx.x == 0) {
-    QuantStatsRecord r{};
-    r.nonfinite = a.nonfinite;
-    r.saturated = a.saturated;
-    r.flushed = a.flushed;
-    r.subnormal = a.subnormal;
-    r.sum_squares = a.squares;
-    r.error_squares = a.errors;
-    r.amax = a.amax;
-    p.partials[blockIdx.x] = r;
-  }
+  if (threadIdx.x == 0) p.partials[blockIdx.x] = a.record();
 }
 
 __global__ void __launch_bounds__(kThreads) finish_kernel(const QuantStatsRecord* partials, int parts, int64_t n,
@@ -152,15 +154,8 @@ __global__ void __launch_bounds__(kThreads) finish_kernel(const QuantStatsRecord
   hmax.amax = h;
   hmax = block_reduce(hmax);
   if (threadIdx.x == 0) {
-    QuantStatsRecord r{};
+    QuantStatsRecord r = a.record();
     r.count = static_cast<uint64_t>(n);
-    r.nonfinite = a.nonfinite;
-    r.saturated = a.saturated;
-    r.flushed = a.flushed;
-    r.subnormal = a.subnormal;
-    r.sum_squares = a.squares;
-    r.error_squares = a.errors;
-    r.amax = a.amax;
     r.scale = divide ? __fdiv_rn(1.0f, *scale) : *scale;
     r.history_amax = hmax.amax;
     *record = r;
