@@ -26,7 +26,19 @@ struct Acc {
   double squares = 0, errors = 0;
   float amax = 0;
 
-  // As a record (the counts and sums; the caller adds what only it knows).
+  // From a block's partial record, and as a record (the counts and sums; the caller adds what only it
+  // knows).
+  __device__ static Acc of(const QuantStatsRecord& r) {
+    Acc a;
+    a.nonfinite = r.nonfinite;
+    a.saturated = r.saturated;
+    a.flushed = r.flushed;
+    a.subnormal = r.subnormal;
+    a.squares = r.sum_squares;
+    a.errors = r.error_squares;
+    a.amax = r.amax;
+    return a;
+  }
   __device__ QuantStatsRecord record() const {
     QuantStatsRecord r{};
     r.nonfinite = nonfinite;
@@ -135,17 +147,7 @@ __global__ void __launch_bounds__(kThreads) parts_kernel(Params p) {
 __global__ void __launch_bounds__(kThreads) finish_kernel(const QuantStatsRecord* partials, int parts, int64_t n,
                                                           const float* scale, bool divide, const float* history,
                                                           int64_t history_length, QuantStatsRecord* record) {
-  Acc a;
-  if (threadIdx.x < parts) {
-    const QuantStatsRecord& r = partials[threadIdx.x];
-    a.nonfinite = r.nonfinite;
-    a.saturated = r.saturated;
-    a.flushed = r.flushed;
-    a.subnormal = r.subnormal;
-    a.squares = r.sum_squares;
-    a.errors = r.error_squares;
-    a.amax = r.amax;
-  }
+  Acc a = threadIdx.x < parts ? Acc::of(partials[threadIdx.x]) : Acc{};
   float h = 0.0f;
   for (int64_t i = threadIdx.x; history != nullptr && i < history_length; i += kThreads) h = fmaxf(h, history[i]);
   a = block_reduce(a);

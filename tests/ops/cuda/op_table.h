@@ -4,11 +4,13 @@
 // tolerance. A new op needs only rows here (one file per op family registers them).
 #pragma once
 
+#include "ops/activation_out.h"
 #include "ops/context.h"
 #include "tensor/tensor.h"
 
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace fp8kit::testing {
@@ -38,5 +40,11 @@ std::vector<float> random_values(size_t n, uint64_t seed, float lo = -1.0f, floa
 Tensor device_tensor(const std::vector<float>& values, std::vector<int64_t> shape, Device device,
                      DType dtype = DType::F32);
 Tensor device_ints(const std::vector<int32_t>& values, std::vector<int64_t> shape, Device device);
+
+// Runs `op`, which writes an ops::ActivationOut, in one of the rows' kinds: "bf16", "fp8_tensor" (the
+// static multiplier `scale`) or "fp8_row" (current scales per row); appends its output to `result`
+// (bf16; or the FP8 codes dequantized, their scale_inv and amax), then waits for c's work.
+void run_activation_out(ops::Context& c, std::string_view kind, float scale,
+                        const std::function<void(const ops::ActivationOut&)>& op, std::vector<Tensor>& result);
 
 }  // namespace fp8kit::testing

@@ -8,6 +8,7 @@
 #include <random>
 
 #include "common/host_tensors.h"
+#include "ops/quantize.h"
 #include "ops/cuda/gpu_test.h"
 
 namespace fp8kit::testing {
@@ -32,6 +33,26 @@ Tensor device_ints(const std::vector<int32_t>& values, std::vector<int64_t> shap
   Tensor t(std::move(shape), DType::I32);
   std::memcpy(t.data<int32_t>(), values.data(), values.size() * sizeof(int32_t));
   return t.to(device);
+}
+
+void run_activation_out(ops::Context& c, std::string_view kind, float scale,
+                        const std::function<void(const ops::ActivationOut&)>& op, std::vector<Tensor>& result) {
+  const bool fp8 = kind.starts_with("fp8");
+  const Tensor multiplier = device_tensor({scale}, {1}, c.device());
+  Tensor out;
+  QTensor q;
+  QuantSpec spec;
+  if (kind == "fp8_row") spec.granularity = Granularity::PerRow;
+  op(fp8 ? ops::ActivationOut{.fp8 = &q, .spec = spec, .scale = kind == "fp8_tensor" ? &multiplier : nullptr}
+         : ops::ActivationOut{.bf16 = &out});
+  if (fp8) {
+    result.push_back(ops::dequantize(q));
+    result.push_back(std::move(q.scale_inv));
+    result.push_back(std::move(q.amax));
+  } else {
+    result.push_back(std::move(out));
+  }
+  c.synchronize();
 }
 
 namespace {

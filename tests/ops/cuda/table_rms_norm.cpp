@@ -81,25 +81,14 @@ const RegisterOps add_rows([](std::vector<OpCase>& t) {
                        const Tensor d = device_tensor(random_values(s.rows * s.dim, 13), {s.rows, s.dim}, c.device(),
                                                       DType::Bf16);
                        const Tensor weight = device_tensor(weight_values(s), {s.dim}, c.device());
-                       const Tensor scale = device_tensor({60.0f}, {1}, c.device());
-                       Tensor out;
-                       QTensor q;
-                       QuantSpec spec;
-                       if (kind[4] == 'r') spec.granularity = Granularity::PerRow;
-                       const ops::ActivationOut to =
-                           fp8 ? ops::ActivationOut{.fp8 = &q, .spec = spec, .scale = kind[4] == 't' ? &scale : nullptr}
-                               : ops::ActivationOut{.bf16 = &out};
-                       ops::add_rms_norm(c, residual, delta ? &d : nullptr, weight, 1e-6f, to);
                        std::vector<Tensor> result;
-                       result.push_back(std::move(residual));
-                       if (fp8) {
-                         result.push_back(ops::dequantize(q));
-                         result.push_back(std::move(q.scale_inv));
-                         result.push_back(std::move(q.amax));
-                       } else {
-                         result.push_back(std::move(out));
-                       }
-                       c.synchronize();
+                       run_activation_out(
+                           c, kind, 60.0f,
+                           [&](const ops::ActivationOut& to) {
+                             ops::add_rms_norm(c, residual, delta ? &d : nullptr, weight, 1e-6f, to);
+                           },
+                           result);
+                       result.insert(result.begin(), std::move(residual));
                        return result;
                      },
                      fp8 ? 1e-4 : 1e-5, fp8 ? 0.13 : 1e-2});

@@ -62,24 +62,9 @@ const RegisterOps fused_rows([](std::vector<OpCase>& t) {
                    [=](ops::Context& c) {
                      const Tensor gate_up = device_tensor(random_values(s.rows * 2 * s.ffn, 34, -30.0f, 30.0f),
                                                           {s.rows, 2 * s.ffn}, c.device(), DType::Bf16);
-                     const Tensor scale = device_tensor({20.0f}, {1}, c.device());
-                     Tensor out;
-                     QTensor q;
-                     QuantSpec spec;
-                     if (kind[4] == 'r') spec.granularity = Granularity::PerRow;
-                     const ops::ActivationOut to =
-                         fp8 ? ops::ActivationOut{.fp8 = &q, .spec = spec, .scale = kind[4] == 't' ? &scale : nullptr}
-                             : ops::ActivationOut{.bf16 = &out};
-                     ops::swiglu(c, gate_up, to);
                      std::vector<Tensor> result;
-                     if (fp8) {
-                       result.push_back(ops::dequantize(q));
-                       result.push_back(std::move(q.scale_inv));
-                       result.push_back(std::move(q.amax));
-                     } else {
-                       result.push_back(std::move(out));
-                     }
-                     c.synchronize();
+                     run_activation_out(
+                         c, kind, 20.0f, [&](const ops::ActivationOut& to) { ops::swiglu(c, gate_up, to); }, result);
                      return result;
                    },
                    fp8 ? 1e-2 : 1e-5, fp8 ? 0.13 : 1e-2});
