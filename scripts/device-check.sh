@@ -28,7 +28,9 @@
 #   scripts/device-check.sh lab [regex]: the GPU tests (or those matching regex; "none" skips them),
 #   then `fp8kit lab --device cuda` (the page and its CSV files in $OUT/lab, the training and inference
 #   tables in the summary), bench_cuda_lab_mlp, and the health statistics' cost (bench_cuda_lm_step,
-#   FP8, gpt2-small and 1b, a recording every 50 steps).
+#   FP8, gpt2-small and 1b, a recording every 50 steps); LAB_PROFILE=rows: each kernel's time and DRAM
+#   bytes of bench_cuda_lab_mlp at that size (ncu, ncu-lab.csv); LAB_PAGE=0 skips the page and the
+#   health statistics' cost.
 #   scripts/device-check.sh sanitize [regex]: every GPU test (or those matching regex) under
 #   compute-sanitizer's memcheck, racecheck and synccheck, the three side by side; each must be clean.
 set -uo pipefail
@@ -207,14 +209,24 @@ if [ "$mode" = lab ]; then
     note "gpu tests ($(( $(date +%s) - start )) s): $(grep -E 'tests passed|tests failed' "$OUT/gpu-tests.log")"
     grep -E "^\s*[0-9]+ - .*(Failed|Timeout|Exception|Not Run)" "$OUT/gpu-tests.log" | head -20 | tee -a "$summary"
   fi
-  timeout 300 ./fp8kit lab --device cuda --out "$OUT/lab" >"$OUT/lab.log" 2>&1 || note "FAIL: fp8kit lab (lab.log)"
-  tail -3 "$OUT/lab.log" >>"$summary"
-  for f in lab_training lab_inference; do [ -f "$OUT/lab/$f.csv" ] && cat "$OUT/lab/$f.csv" >>"$summary"; done
+  if [ "${LAB_PAGE:-1}" = 1 ]; then
+    timeout 300 ./fp8kit lab --device cuda --out "$OUT/lab" >"$OUT/lab.log" 2>&1 || note "FAIL: fp8kit lab (lab.log)"
+    tail -3 "$OUT/lab.log" >>"$summary"
+    for f in lab_training lab_inference; do [ -f "$OUT/lab/$f.csv" ] && cat "$OUT/lab/$f.csv" >>"$summary"; done
+  fi
   timeout 200 ./bench/bench_cuda_lab_mlp >"$OUT/bench-lab-mlp.txt" 2>&1 || note "FAIL: bench_cuda_lab_mlp"
   cat "$OUT/bench-lab-mlp.txt" >>"$summary"
-  for p in "gpt2-small 16 1024 10 8192 fp8 50" "1b 4 2048 5 8192 fp8 50"; do
-    timeout 150 ./bench/bench_cuda_lm_step $p 2>&1 | grep -E "health|rror" >>"$summary"
-  done
+  # LAB_PROFILE=rows: every kernel launch of bench_cuda_lab_mlp at that size, in order (ncu), into ncu-lab.csv.
+  if [ -n "${LAB_PROFILE:-}" ]; then
+    ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
+    timeout 300 "${ncu:-ncu}" --clock-control none --metrics gpu__time_duration.sum,dram__bytes.sum --csv --page raw \
+      ./bench/bench_cuda_lab_mlp 1 "$LAB_PROFILE" >"$OUT/ncu-lab.csv" 2>"$OUT/ncu.log" || note "FAIL: ncu (ncu.log)"
+  fi
+  if [ "${LAB_PAGE:-1}" = 1 ]; then
+    for p in "gpt2-small 16 1024 10 8192 fp8 50" "1b 4 2048 5 8192 fp8 50"; do
+      timeout 150 ./bench/bench_cuda_lm_step $p 2>&1 | grep -E "health|rror" >>"$summary"
+    done
+  fi
   cat "$summary"
   exit 0
 fi

@@ -332,11 +332,11 @@ void inference_part(report::HtmlPage& page, const LabOptions& options) {
   page.heading("Part 3: FP8 inference");
   page.paragraph(
       "The same MLP (the same initial weights) served three ways from a bf16 input drawn as the lab's test_input: "
-      "bf16 (bf16 weights and activations, the bias added in the GEMM's epilogue, then a GELU pass); FP8 with "
+      "bf16 (bf16 weights and activations, fc1's bias and GELU in its GEMM's epilogue); FP8 with "
       "real E4M3 codes for "
       "weights and activations (per-tensor scales: the weights' from their own amax, the activations' static, "
       "calibrated once on the batch being served from a bf16 forward: amax of fc1's input and of the GELU's "
-      "output, scale = 448 / amax; the GELU pass writes fc2's input as E4M3 directly; fp32 accumulation, bf16 "
+      "output, scale = 448 / amax; fc1's epilogue writes fc2's input as E4M3 directly; fp32 accumulation, bf16 "
       "outputs); and the lab's simulated FP8, its weights rounded to multiples of amax / 448 / 8 (the lab's "
       "simulate_fp8_inference, a uniform grid rather than E4M3's) and served in bf16. Errors are against the bf16 "
       "output, as the lab computes them: mean and max of |bf16 - other|, and mean |difference| over mean |bf16|.");

@@ -5,7 +5,6 @@
 #include "nn/init.h"
 #include "numerics/cast.h"
 #include "numerics/scale.h"
-#include "ops/gelu.h"
 #include "ops/linear.h"
 #include "ops/matmul.h"
 #include "ops/mse.h"
@@ -112,6 +111,12 @@ void Mlp::prepare_inference(const Tensor& calibration) {
     x_scale_[i].data<float>()[0] = activation_scales_[i];
     x_scale_[i] = x_scale_[i].to(device);
   }
+  // fc2's operand as fc1's epilogue writes it: codes at fc2's input scale, read back with its inverse.
+  act_q_ = QTensor();
+  act_q_.spec = kE4m3PerTensor;
+  act_q_.scale_inv = Tensor({1}, DType::F32);
+  act_q_.scale_inv.data<float>()[0] = 1.0f / activation_scales_[1];
+  act_q_.scale_inv = act_q_.scale_inv.to(device);
 }
 
 void Mlp::infer(const Tensor& x, Tensor& y) {
@@ -119,17 +124,19 @@ void Mlp::infer(const Tensor& x, Tensor& y) {
   ops::Context& c = context_;
   FP8KIT_CHECK(x.rank() == 2 && x.dim(1) == config_.input, "mlp: the input must be [rows, {}] bf16", config_.input);
   const int64_t rows = x.dim(0);
-  ops::sized(hidden_, {rows, config_.hidden}, DType::Bf16, c.device());
   ops::sized(y, {rows, config_.output}, DType::Bf16, c.device());
+  // fc1's bias and GELU in its GEMM's epilogue, which writes fc2's operand (bf16, or E4M3 codes at
+  // fc2's static input scale): no pass over the hidden activation of its own.
   if (precision_ == nn::Precision::Fp8) {
+    ops::sized(act_q_.codes, {rows, config_.hidden}, DType::E4M3, c.device());
     ops::quantize(c, x, kE4m3PerTensor, x_q_, &x_scale_[0]);
-    ops::matmul(c, x_q_, w_q_[0], hidden_, {.bias = &b_bf16_[0], .fast_accumulation = true});
-    ops::gelu(c, hidden_, {.fp8 = &act_q_, .spec = kE4m3PerTensor, .scale = &x_scale_[1]});
+    ops::matmul(c, x_q_, w_q_[0], act_q_.codes,
+                {.bias = &b_bf16_[0], .activation = ops::Activation::Gelu, .y_scale = &x_scale_[1], .fast_accumulation = true});
     ops::matmul(c, act_q_, w_q_[1], y, {.bias = &b_bf16_[1], .fast_accumulation = true});
     return;
   }
-  ops::matmul(c, x, w_bf16_[0], hidden_, {.bias = &b_bf16_[0]});
-  ops::gelu(c, hidden_, {.bf16 = &act_bf16_});
+  ops::sized(act_bf16_, {rows, config_.hidden}, DType::Bf16, c.device());
+  ops::matmul(c, x, w_bf16_[0], act_bf16_, {.bias = &b_bf16_[0], .activation = ops::Activation::Gelu});
   ops::matmul(c, act_bf16_, w_bf16_[1], y, {.bias = &b_bf16_[1]});
 }
 

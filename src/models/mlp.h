@@ -3,7 +3,7 @@
 // fp32, mixed bf16 or FP8 chosen at run time. Training runs the Linear op (ops/linear.h): fc1's output
 // is deferred, so fc2's input cast applies fc1's bias and GELU as it reads it (one pass over the
 // hidden activation fewer). Inference runs ops::matmul on bf16 operands or on E4M3 codes with
-// per-tensor scales, the GELU writing fc2's input in its format (ops::gelu).
+// per-tensor scales, fc1's bias and GELU in its epilogue, which writes fc2's input in its format.
 #pragma once
 
 #include "nn/linear.h"
@@ -70,8 +70,8 @@ class Mlp {
   nn::Precision precision_ = nn::Precision::Fp32;
   std::optional<ops::ScalingTable> scaling_;
   Tensor loss_, dy_;
-  // Inference: weights [out, in] bf16 or quantized, fc1's bf16 output, fc2's input, scales [1].
-  Tensor w_bf16_[2], b_bf16_[2], hidden_, act_bf16_, x_scale_[2];
+  // Inference: weights [out, in] bf16 or quantized, fc2's input (bf16 or E4M3), input scales [1].
+  Tensor w_bf16_[2], b_bf16_[2], act_bf16_, x_scale_[2];
   QTensor w_q_[2], x_q_, act_q_;
   float activation_scales_[2] = {1.0f, 1.0f};
   bool inference_ready_ = false;

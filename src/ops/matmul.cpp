@@ -4,6 +4,7 @@
 #include "ops/matmul.h"
 
 #include "base/error.h"
+#include "numerics/cast.h"
 #include "numerics/convert.h"
 #include "ops/gemm.h"
 
@@ -57,6 +58,18 @@ GemmShape check(const Operand& a, const Operand& b, const Tensor& y, const Matmu
                  "matmul: bias must be [{}] {}, got [{}] {}", n, name(want), fmt::join(options.bias->shape(), ", "),
                  name(options.bias->dtype()));
   }
+  FP8KIT_CHECK(options.activation == Activation::None || options.activation == Activation::Gelu,
+               "matmul: the only activation a product applies is GELU");
+  if (is_fp8(y.dtype()) || options.y_scale != nullptr) {
+    FP8KIT_CHECK(a.scale_inv != nullptr && is_fp8(y.dtype()) && options.y_scale != nullptr,
+                 "matmul: an FP8 y ({}) needs FP8 operands and options.y_scale, and y_scale an FP8 y",
+                 name(y.dtype()));
+    FP8KIT_CHECK(options.y_scale->numel() == 1 && options.y_scale->dtype() == DType::F32 &&
+                     options.y_scale->device() == device,
+                 "matmul: y_scale must be one f32 on {}, got [{}] {} on {}", name(device),
+                 fmt::join(options.y_scale->shape(), ", "), name(options.y_scale->dtype()),
+                 name(options.y_scale->device()));
+  }
   return {m, n, k, false, true};
 }
 
@@ -100,10 +113,14 @@ void matmul_cuda(Context* c, const Operand& a, const Operand& b, Tensor& y, cons
   }
   if (scaling == Scaling::PerRow) args.a_scale_mode = args.b_scale_mode = cuda::ScaleMode::OuterVec;
   if (scaling == Scaling::TensorRow) args.b_scale_mode = cuda::ScaleMode::OuterVec;
+  const bool gelu = options.activation == Activation::Gelu;
   if (options.bias != nullptr) {
-    args.epilogue = cuda::Epilogue::Bias;
+    args.epilogue = gelu ? cuda::Epilogue::GeluBias : cuda::Epilogue::Bias;
     args.bias = options.bias->device_data<std::byte>();
+  } else if (gelu) {
+    args.epilogue = cuda::Epilogue::Gelu;
   }
+  if (options.y_scale != nullptr) args.y_scale = options.y_scale->device_data<float>();
   args.fast_accumulation = options.fast_accumulation;
   args.constant_b = options.constant_b;
   if (scaling != Scaling::Block && cuda::gemv_fits(args)) return cuda::gemv(args, queue);  // (blocks: cuBLASLt)
@@ -200,7 +217,7 @@ void run(Context* c, const Operand& a, const Operand& b, Tensor& y, const Matmul
 #endif
     return;
   }
-  // fp32 accumulation straight into an f32 y, else into a scratch that is rounded to bf16 at the end.
+  // fp32 accumulation straight into an f32 y, else into a scratch that is rounded to y's type at the end.
   std::vector<float> scratch, a_widened, b_widened, bias_widened;
   if (y.dtype() != DType::F32) scratch.resize(s.m * s.n);
   float* acc = y.dtype() == DType::F32 ? y.data<float>() : scratch.data();
@@ -219,7 +236,15 @@ void run(Context* c, const Operand& a, const Operand& b, Tensor& y, const Matmul
     for (int64_t i = 0; i < s.m; ++i)
       for (int64_t j = 0; j < s.n; ++j) acc[i * s.n + j] += bias[j];
   }
-  if (y.dtype() != DType::F32) float_to_bf16(scratch, y.span<uint16_t>());
+  if (options.activation == Activation::Gelu)
+    for (int64_t i = 0; i < s.m * s.n; ++i) acc[i] = gelu(acc[i]);
+  if (y.dtype() == DType::Bf16) float_to_bf16(scratch, y.span<uint16_t>());
+  if (is_fp8(y.dtype())) {
+    const float scale = options.y_scale->data<float>()[0];
+    const Fp8Format format = fp8_format(y.dtype());
+    uint8_t* codes = y.data<uint8_t>();
+    for (int64_t i = 0; i < s.m * s.n; ++i) codes[i] = encode_fp8(scratch[i] * scale, format);
+  }
 }
 
 // The checks of a Tensor product.
@@ -242,8 +267,8 @@ void matmul_quantized(Context* c, const QTensor& a, const QTensor& b, Tensor& y,
                name(a.codes.dtype()), name(b.codes.dtype()));
   FP8KIT_CHECK(!(a.codes.dtype() == DType::E5M2 && b.codes.dtype() == DType::E5M2),
                "matmul: e5m2 x e5m2 has no FP8 tensor-core GEMM: quantize one operand to e4m3");
-  FP8KIT_CHECK(y.dtype() == DType::Bf16 || y.dtype() == DType::F32, "matmul: FP8 products give bf16 or f32, not {}",
-               name(y.dtype()));
+  FP8KIT_CHECK(y.dtype() == DType::Bf16 || y.dtype() == DType::F32 || is_fp8(y.dtype()),
+               "matmul: FP8 products give bf16, f32, e4m3 or e5m2, not {}", name(y.dtype()));
   const auto is_1x128 = [](const QuantSpec& q) {
     return q.granularity == Granularity::Block1x128 || (q.granularity == Granularity::PerGroup && q.group == 128);
   };
@@ -261,6 +286,8 @@ void matmul_quantized(Context* c, const QTensor& a, const QTensor& b, Tensor& y,
                  "1x128 x 128x128 / 1x128 (quantize the operands so)",
                  name(ga), name(gb));
   }
+  FP8KIT_CHECK(scaling == Scaling::PerTensor || (options.activation == Activation::None && !is_fp8(y.dtype())),
+               "matmul: GELU and an FP8 y need per-tensor operand scales, not {} x {}", name(ga), name(gb));
   FP8KIT_CHECK(scaling != Scaling::Block || !options.fast_accumulation,
                "matmul: block-scaled FP8 products run the split accumulator; set fast_accumulation = false");
   for (const QTensor* q : {&a, &b}) {

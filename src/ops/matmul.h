@@ -7,6 +7,7 @@
 // fast accumulation on cuBLASLt, Hopper's reduced-precision accumulator).
 #pragma once
 
+#include "ops/activation.h"
 #include "ops/context.h"
 #include "tensor/qtensor.h"
 #include "tensor/tensor.h"
@@ -17,6 +18,14 @@ struct MatmulOptions {
   // [n], added to every row before y is rounded to its dtype: y's dtype for f32/bf16 products, bf16
   // for FP8 products (cuBLASLt's rule), on the operands' device. Null: no bias.
   const Tensor* bias = nullptr;
+  // After the bias, before y's rounding: None, or Gelu (the tanh form of ops/activation.h; the GPU's
+  // cuBLASLt epilogue computes the same formula with its own tanh, so the two agree within float32
+  // ulps before y's rounding). Not with per-row or block scales.
+  Activation activation = Activation::None;
+  // FP8 products into an e4m3 or e5m2 y: [1] f32 on the operands' device; y = fp8(scale * result)
+  // (saturating), ops::quantize's codes of the result at that static scale, written by the GEMM's
+  // epilogue on the GPU (no bf16 y and quantization pass). Per-tensor operand scales only.
+  const Tensor* y_scale = nullptr;
   // FP8 on the GPU: Hopper's fast accumulation (forward GEMMs) instead of the split accumulator.
   bool fast_accumulation = false;
   // b is not written by the op queued just before this one (model weights): on the GPU a decode GEMM
@@ -28,8 +37,8 @@ struct MatmulOptions {
 // y must be allocated with its shape and dtype on the operands' device.
 void matmul(const Tensor& a, const Tensor& b, Tensor& y, const MatmulOptions& options = {});
 
-// The same from quantized operands (ops::quantize of x [m, k] and w [n, k], codes K-major), into bf16
-// or f32. E4M3 x E4M3, E4M3 x E5M2 and E5M2 x E4M3 (Hopper has no E5M2 x E5M2). The granularity pairs:
+// The same from quantized operands (ops::quantize of x [m, k] and w [n, k], codes K-major), into bf16,
+// f32 or (options.y_scale) FP8 codes. E4M3 x E4M3, E4M3 x E5M2 and E5M2 x E4M3 (Hopper has no E5M2 x E5M2). The granularity pairs:
 //   per tensor x per tensor: y = (sa * sb) * (A . B^T)
 //   per row x per row:       y[i, j] = (sa[i] * sb[j]) * (A . B^T)[i, j]   (per token x per channel)
 //   per tensor x per row:    y[i, j] = (sa * sb[j]) * (A . B^T)[i, j]      (static activation scale x

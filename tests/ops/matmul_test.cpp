@@ -190,6 +190,39 @@ TEST(Matmul, OnAContextGivesTheSameProducts) {
   EXPECT_EQ(testing::float_values(got), testing::float_values(want));
 }
 
+TEST(Matmul, GeluAndAnFp8YAreTheEpiloguesSteps) {
+  const int64_t m = 7, n = 24, k = 32;
+  const Tensor x = testing::host_tensor(testing::random_vector(m * k, 7, -2.0f, 2.0f), {m, k});
+  const Tensor w = testing::host_tensor(testing::random_vector(n * k, 8), {n, k});
+  const Tensor bias = testing::host_tensor(testing::random_vector(n, 9), {n}, DType::Bf16);
+  const QTensor xq = quantize(x, {}), wq = quantize(w, {});
+  Tensor plain({m, n}, DType::F32), with_gelu({m, n}, DType::F32), codes({m, n}, DType::E4M3);
+  matmul(xq, wq, plain, {.bias = &bias});
+  matmul(xq, wq, with_gelu, {.bias = &bias, .activation = Activation::Gelu});
+  const Tensor scale = testing::host_tensor({6.0f}, {1});
+  matmul(xq, wq, codes, {.bias = &bias, .activation = Activation::Gelu, .y_scale = &scale});
+  for (int64_t i = 0; i < m * n; ++i) {
+    const float g = gelu(plain.data<float>()[i]);
+    EXPECT_EQ(with_gelu.data<float>()[i], g) << i;
+    EXPECT_EQ(codes.data<uint8_t>()[i], encode_fp8(g * 6.0f, Fp8Format::E4M3)) << i;  // quantize's codes
+  }
+  Tensor bf16({m, n}, DType::Bf16);
+  const Tensor xb = testing::host_tensor(testing::float_values(x), {m, k}, DType::Bf16);
+  const Tensor wb = testing::host_tensor(testing::float_values(w), {n, k}, DType::Bf16);
+  Tensor f32({m, n}, DType::F32);
+  matmul(xb, wb, f32, {.bias = nullptr});
+  matmul(xb, wb, bf16, {.activation = Activation::Gelu});
+  for (int64_t i = 0; i < m * n; ++i)
+    EXPECT_EQ(bf16.span<uint16_t>()[i], float_to_bf16(gelu(f32.data<float>()[i]))) << i;  // rounded once
+  // No FP8 y from bf16 operands or without a scale; no GELU or FP8 y with per-row scales.
+  Tensor codes_bad({m, n}, DType::E4M3);
+  EXPECT_THROW(matmul(xq, wq, codes_bad), Error);
+  EXPECT_THROW(matmul(xb, wb, codes_bad, {.y_scale = &scale}), Error);
+  const QTensor xr = quantize(x, {.granularity = Granularity::PerRow}), wr = quantize(w, {.granularity = Granularity::PerRow});
+  EXPECT_THROW(matmul(xr, wr, with_gelu, {.activation = Activation::Gelu}), Error);
+  EXPECT_THROW(matmul(xq, wq, plain, {.activation = Activation::Relu}), Error);
+}
+
 TEST(Matmul, BadArgumentsSayWhatToFix) {
   const Tensor a({4, 8}, DType::F32), b({3, 8}, DType::F32), b_bad({3, 7}, DType::F32);
   Tensor y({4, 3}, DType::F32), y_bad({3, 4}, DType::F32), y_i32({4, 3}, DType::I32);

@@ -98,7 +98,13 @@ void validate(const GemmArgs& g) {
     FP8KIT_CHECK(is_fp8(g.a_type) && is_fp8(g.b_type), "{}: FP8 GEMMs need both operands in FP8", what);
     FP8KIT_CHECK(!(g.a_type == DType::E5M2 && g.b_type == DType::E5M2),
                  "{}: E5M2 x E5M2 is not supported by Hopper's FP8 GEMMs; quantize one operand as E4M3", what);
-    FP8KIT_CHECK(g.y_type == DType::Bf16 || g.y_type == DType::F32, "{}: FP8 GEMMs write bf16 or f32", what);
+    FP8KIT_CHECK(g.y_type == DType::Bf16 || g.y_type == DType::F32 || is_fp8(g.y_type),
+                 "{}: FP8 GEMMs write bf16, f32, e4m3 or e5m2", what);
+    FP8KIT_CHECK(is_fp8(g.y_type) == (g.y_scale != nullptr), "{}: an FP8 y needs y_scale, and only an FP8 y takes one",
+                 what);
+    FP8KIT_CHECK(!is_fp8(g.y_type) || (!g.accumulate && g.a_scale_mode == ScaleMode::Scalar &&
+                                         g.b_scale_mode == ScaleMode::Scalar),
+                 "{}: an FP8 y takes per-tensor operand scales and no accumulation", what);
   } else {
     FP8KIT_CHECK(g.a_type == g.b_type && (g.a_type == DType::F32 || g.a_type == DType::Bf16),
                  "{}: operands must both be f32, both bf16, or both FP8", what);
@@ -107,6 +113,7 @@ void validate(const GemmArgs& g) {
     FP8KIT_CHECK(g.a_scale_inv == nullptr && g.b_scale_inv == nullptr,
                  "{}: scale_inv pointers apply to FP8 operands only", what);
     FP8KIT_CHECK(!g.fast_accumulation, "{}: fast accumulation applies to FP8 GEMMs only", what);
+    FP8KIT_CHECK(g.y_scale == nullptr, "{}: y_scale applies to FP8 products only", what);
   }
   FP8KIT_CHECK(has_bias(g.epilogue) == (g.bias != nullptr),
                "{}: epilogues with bias need a bias pointer ([n], {}); the others take none", what,
@@ -155,12 +162,15 @@ DType bias_type(DType a_type, DType y_type) { return is_fp8(a_type) ? DType::Bf1
 // The cuBLASLt descriptors and the chosen algorithm of one PlanKey.
 struct GemmContext::Plan {
   cublasLtMatmulDesc_t desc = nullptr;
-  cublasLtMatrixLayout_t a = nullptr, b = nullptr, y = nullptr;  // cuBLASLt's A (our b), B (our a), C = D
+  // cuBLASLt's A (our b), B (our a), D (y) and C: y's layout, or bf16 for an FP8 y (cuBLASLt's rule;
+  // never read: beta is 0).
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, y = nullptr, c = nullptr;
   std::vector<cublasLtMatmulAlgo_t> candidates;  // the heuristic's, best first (one without autotuning)
   cublasLtMatmulAlgo_t algo{};
   bool tuned = false;  // algo was timed against the other candidates
   std::string context;
   ~Plan() {
+    if (c && c != y) cublasLtMatrixLayoutDestroy(c);
     if (y) cublasLtMatrixLayoutDestroy(y);
     if (b) cublasLtMatrixLayoutDestroy(b);
     if (a) cublasLtMatrixLayoutDestroy(a);
@@ -168,7 +178,7 @@ struct GemmContext::Plan {
   }
 };
 
-GemmContext::GemmContext(GemmOptions options) : options_(options), workspace_(kWorkspaceBytes), scale_slots_(8) {
+GemmContext::GemmContext(GemmOptions options) : options_(options), workspace_(kWorkspaceBytes), scale_slots_(12) {
   FP8KIT_CHECK(options.candidates >= 1, "GemmOptions: candidates must be at least 1, not {}", options.candidates);
   FP8KIT_CUBLAS_CHECK(cublasLtCreate(&handle_), "creating the cuBLASLt handle");
 }
@@ -220,6 +230,11 @@ GemmContext::Plan& GemmContext::plan_for(const GemmArgs& g) {
   FP8KIT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->a, cuda_type(g.b_type), k, n, g.k), ctx);
   FP8KIT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->b, cuda_type(g.a_type), k, m, g.k), ctx);
   FP8KIT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->y, cuda_type(g.y_type), n, m, g.n), ctx);
+  plan->c = plan->y;
+  if (is_fp8(g.y_type)) {
+    FP8KIT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->c, CUDA_R_16BF, n, m, g.n), ctx);
+    set_attribute(plan->desc, CUBLASLT_MATMUL_DESC_D_SCALE_POINTER, static_cast<const void*>(g.y_scale), ctx);
+  }
 
   cublasLtMatmulPreference_t preference = nullptr;
   FP8KIT_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&preference), ctx);
@@ -238,7 +253,7 @@ GemmContext::Plan& GemmContext::plan_for(const GemmArgs& g) {
   std::vector<cublasLtMatmulHeuristicResult_t> results(options_.autotune ? options_.candidates : 1);
   int found = 0;
   const cublasStatus_t status =
-      cublasLtMatmulAlgoGetHeuristic(handle_, plan->desc, plan->a, plan->b, plan->y, plan->y, preference,
+      cublasLtMatmulAlgoGetHeuristic(handle_, plan->desc, plan->a, plan->b, plan->c, plan->y, preference,
                                      static_cast<int>(results.size()), results.data(), &found);
   cublasLtMatmulPreferenceDestroy(preference);
   if (status == CUBLAS_STATUS_NOT_SUPPORTED) throw_no_algorithm(status, "cublasLtMatmulAlgoGetHeuristic", ctx);
@@ -253,7 +268,9 @@ GemmContext::Plan& GemmContext::plan_for(const GemmArgs& g) {
 cublasStatus_t GemmContext::launch(const Plan& plan, const GemmArgs& g, const cublasLtMatmulAlgo_t& algo,
                                    cudaStream_t stream) {
   const float alpha = 1.0f, beta = g.accumulate ? 1.0f : 0.0f;
-  return cublasLtMatmul(handle_, plan.desc, &alpha, g.b, plan.a, g.a, plan.b, &beta, g.y, plan.y, g.y, plan.y, &algo,
+  // An FP8 y's C is a layout of its own, never read: cuBLASLt refuses C == D with different layouts.
+  const void* c = plan.c == plan.y ? g.y : nullptr;
+  return cublasLtMatmul(handle_, plan.desc, &alpha, g.b, plan.a, g.a, plan.b, &beta, c, plan.c, g.y, plan.y, &algo,
                         workspace_.data(), kWorkspaceBytes, stream);
 }
 
@@ -316,6 +333,8 @@ void GemmContext::matmul(const GemmArgs& g, cudaStream_t stream) {
     set_attribute(plan.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, static_cast<const void*>(g.a_scale_inv), plan.context);
   }
   if (has_bias(g.epilogue)) set_attribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, g.bias, plan.context);
+  if (is_fp8(g.y_type))
+    set_attribute(plan.desc, CUBLASLT_MATMUL_DESC_D_SCALE_POINTER, static_cast<const void*>(g.y_scale), plan.context);
   if (options_.autotune && !plan.tuned && !is_capturing(stream)) autotune(plan, g, stream);
   const cublasStatus_t status = launch(plan, g, plan.algo, stream);
   if (status == CUBLAS_STATUS_NOT_SUPPORTED) throw_no_algorithm(status, "cublasLtMatmul", plan.context);
@@ -483,6 +502,7 @@ void GemmContext::gemm(const GemmArgs& args, cudaStream_t stream) {
   };
   align_scale(g.a_scale_inv, 0);  // vector scales are aligned (validate)
   align_scale(g.b_scale_inv, 1);
+  align_scale(g.y_scale, 2);
   switch (g.a_scale_mode) {
     case ScaleMode::Scalar:
       return dispatch(g, stream);

@@ -36,7 +36,9 @@ enum class ScaleMode : uint8_t { Scalar, OuterVec, Vec128, Block128 };
 //   fprop  y[M, N]  = x . W^T          a = x,         b = W
 //   dgrad  dx[M, K] = dy . W           a = dy,        b = W^T   (W's q_t)
 //   wgrad  dW[N, K] = dy^T . x         a = dy^T (q_t), b = x^T  (x's q_t)
-// Types: f32 x f32 -> f32; bf16 x bf16 -> bf16 or f32; FP8 x FP8 (not E5M2 x E5M2) -> bf16 or f32.
+// Types: f32 x f32 -> f32; bf16 x bf16 -> bf16 or f32; FP8 x FP8 (not E5M2 x E5M2) -> bf16, f32, or
+// (per-tensor scales) E4M3 / E5M2 codes of the result times y_scale: the next GEMM's operand, written
+// by the epilogue instead of by a quantization pass over a bf16 y.
 // FP8 shapes that break cuBLASLt's 16-byte rules (k or n not a multiple of 16, pointers not 16-byte
 // aligned) are padded with zeros to multiples of 16 in a temporary copy: same result, extra copies.
 // With 1x128 / 128x128 scales, k is padded to a multiple of 128 likewise.
@@ -59,6 +61,9 @@ struct GemmArgs {
   // product, one more pass over y). Vector scales must be 16-byte aligned.
   ScaleMode a_scale_mode = ScaleMode::Scalar;
   ScaleMode b_scale_mode = ScaleMode::Scalar;
+  // FP8 y only (one float on the device): y = fp8(y_scale * result), saturating at the format's max
+  // (ops::quantize's codes of the result at that scale); no accumulation.
+  const float* y_scale = nullptr;
   Epilogue epilogue = Epilogue::None;
   const void* bias = nullptr;  // [n], added before GELU: bf16 for FP8 GEMMs (cuBLASLt's rule), else y_type
   // FP8 only. true: Hopper's fast accumulation (fprop, as TE); false: the split accumulator, which
@@ -137,7 +142,7 @@ class GemmContext {
   GemmOptions options_;
   cublasLtHandle_t handle_ = nullptr;
   DeviceBuffer<std::byte> workspace_;
-  DeviceBuffer<float> scale_slots_;  // [8]: floats 0 and 4 take misaligned a / b scales
+  DeviceBuffer<float> scale_slots_;  // [12]: floats 0, 4 and 8 take misaligned a / b / y scales
   std::map<PlanKey, std::unique_ptr<Plan>> plans_;
   size_t autotuned_ = 0;
   size_t fallbacks_ = 0;

@@ -103,6 +103,36 @@ const RegisterOps rows([](std::vector<OpCase>& t) {
     }
   }
 
+  // GELU in the GEMM's epilogue (cuBLASLt's tanh against the CPU's: float32 ulps before y's rounding),
+  // into bf16 from bf16 operands, and from E4M3 operands into the E4M3 codes of y times a static scale
+  // (compared dequantized: an E4M3 step where the two round differently, plus the FP8 accumulator's error).
+  for (const bool fp8 : {false, true}) {
+    t.push_back({fmt::format("matmul/{}/gelu_bias", fp8 ? "fp8/tensor_to_e4m3" : "bf16"),
+                 [=](ops::Context& c) {
+                   const Tensor x = device_tensor(random_values(96 * 384, 10, -2.0f, 2.0f), {96, 384}, c.device(),
+                                                  fp8 ? DType::F32 : DType::Bf16);
+                   const Tensor w = device_tensor(random_values(128 * 384, 11), {128, 384}, c.device(),
+                                                  fp8 ? DType::F32 : DType::Bf16);
+                   const Tensor bias = device_tensor(random_values(128, 12), {128}, c.device(), DType::Bf16);
+                   std::vector<Tensor> y;
+                   if (!fp8) {
+                     y.emplace_back(std::vector<int64_t>{96, 128}, DType::Bf16, c.device());
+                     ops::matmul(c, x, w, y[0], {.bias = &bias, .activation = ops::Activation::Gelu});
+                     return y;
+                   }
+                   const Tensor scale = device_tensor({8.0f}, {1}, c.device());
+                   QTensor act;
+                   act.codes = Tensor({96, 128}, DType::E4M3, c.device());
+                   act.scale_inv = device_tensor({1.0f / 8.0f}, {1}, c.device());
+                   ops::matmul(c, ops::quantize(x, {}), ops::quantize(w, {}), act.codes,
+                               {.bias = &bias, .activation = ops::Activation::Gelu, .y_scale = &scale,
+                                .fast_accumulation = true});
+                   y.push_back(ops::dequantize(act));
+                   return y;
+                 },
+                 fp8 ? 0.1 : 0.01, fp8 ? 0.13 : 0.01});
+  }
+
   // quantize, transpose and matmul on a context, on lane A, inside a captured step run three times
   // (eager, captured, replayed: nothing may allocate after the first): the block recipe's operands of
   // a fprop y = x w^T and a dgrad dx = g w at shapes of partial groups and blocks. The codes and
