@@ -139,6 +139,8 @@ if [ "$mode" = lm ]; then
   grep -E "losses .*gradients .*update" "$OUT/gpu-tests.log" | sed 's/^[0-9]*: //' | tee -a "$summary"
   ./bench/bench_cuda_sdpa >"$OUT/bench-sdpa.txt" 2>&1 || note "FAIL: bench_cuda_sdpa"
   grep -E "^sdpa" "$OUT/bench-sdpa.txt" >>"$summary"
+  note "sdpa, FP8KIT_SDPA_DETERMINISTIC=0 (cuDNN's default backward, as PyTorch runs it):"
+  FP8KIT_SDPA_DETERMINISTIC=0 ./bench/bench_cuda_sdpa --benchmark_filter=backward 2>&1 | grep -E "^sdpa" >>"$summary"
   # LM_BENCH: "preset:batch:seq" configurations of bench_cuda_lm_step (none: skipped).
   for c in ${LM_BENCH-gpt2-small:16:1024 1b:2:2048}; do
     IFS=: read -r preset batch seq <<<"$c"
@@ -393,6 +395,8 @@ if [ "$mode" = model ]; then
     grep -E "median" >>"$summary" || note "FAIL: bench_cuda_linear"
   ./bench/bench_cuda_sdpa >"$OUT/bench-sdpa.txt" 2>&1 || note "FAIL: bench_cuda_sdpa"
   grep -E "^sdpa" "$OUT/bench-sdpa.txt" >>"$summary"
+  note "sdpa, FP8KIT_SDPA_DETERMINISTIC=0 (cuDNN's default backward, as PyTorch runs it):"
+  FP8KIT_SDPA_DETERMINISTIC=0 ./bench/bench_cuda_sdpa --benchmark_filter=backward 2>&1 | grep -E "^sdpa" >>"$summary"
   # With NCU=1: per-kernel GPU times of one step (4 replays of a 1-step epoch), for finding slow kernels
   # (with BASELINE set, of both trees: scripts/ncu_compare.py NEW BASELINE lists the differences).
   ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)

@@ -34,7 +34,8 @@ void sdpa_forward(Context& c, const SdpaShape& shape, const Tensor& q, const Ten
 // The CPU's bits do not depend on its thread count. The GPU's backward is cuDNN's deterministic
 // algorithm, which keeps [batch, heads, seq, seq] bf16 in its workspace, while that is at most 4 GiB
 // (e.g. batch 4, 32 heads, seq 4096); beyond that cuDNN's default, whose dq sums (float atomics)
-// may differ in the last bits from run to run. Seq 1, which cuDNN refuses, has its own kernel.
+// may differ in the last bits from run to run (at every size with FP8KIT_SDPA_DETERMINISTIC=0). Seq
+// 1, which cuDNN refuses, has its own kernel.
 void sdpa_backward(Context& c, const SdpaShape& shape, const Tensor& q, const Tensor& k, const Tensor& v,
                    const Tensor& out, const Tensor& lse, const Tensor& dout, Tensor& dq, Tensor& dk, Tensor& dv);
 

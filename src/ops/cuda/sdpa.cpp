@@ -14,7 +14,9 @@
 
 #include <array>
 #include <bit>
+#include <cstdlib>
 #include <map>
+#include <string_view>
 #include <tuple>
 #include <unordered_map>
 
@@ -163,12 +165,17 @@ fe::error_t build(fe::graph::Graph& graph, cudnnHandle_t h) {
 // cuDNN's deterministic backward (no atomics: the same bits every run, as the rest of a step) keeps
 // dP, [batch, heads, seq, seq] bf16 in tiles of 64 x 128, in its workspace; up to this much of it
 // the backward is deterministic, beyond it cuDNN's default (dq summed with float atomics, workspace
-// O(seq)).
+// O(seq)). FP8KIT_SDPA_DETERMINISTIC=0 takes the default at every size (PyTorch's choice: faster,
+// the last bits of dq may vary from run to run).
 constexpr int64_t kMaxDeterministicWorkspace = int64_t{4} << 30;
 
 bool deterministic(const ops::SdpaShape& s) {
+  static const bool wanted = [] {
+    const char* v = std::getenv("FP8KIT_SDPA_DETERMINISTIC");
+    return v == nullptr || std::string_view(v) != "0";
+  }();
   auto round_up = [](int64_t n, int64_t tile) { return (n + tile - 1) / tile * tile; };
-  return s.batch * s.heads * round_up(s.seq, 64) * round_up(s.seq, 128) * 2 <= kMaxDeterministicWorkspace;
+  return wanted && s.batch * s.heads * round_up(s.seq, 64) * round_up(s.seq, 128) * 2 <= kMaxDeterministicWorkspace;
 }
 
 // The graph of (lane, direction, shape), built at its first call. A backward that cuDNN has no
