@@ -29,6 +29,10 @@
 #   then `fp8kit lab --device cuda` (the page and its CSV files in $OUT/lab, the training and inference
 #   tables in the summary), bench_cuda_lab_mlp, and the health statistics' cost (bench_cuda_lm_step,
 #   FP8, gpt2-small and 1b, a recording every 50 steps).
+#   scripts/device-check.sh gpt-layer [regex]: the GPU tests matching regex (default: the GPT layer's, the Llama's,
+#   LayerNorm's and SDPA's; "none" skips them), then one GPT layer's forward + backward at Transformer
+#   Engine's getting-started configuration, bf16 vs FP8 (bench_cuda_gpt_layer, with GPT_LAYER_BENCH as
+#   its arguments when set: "runs hidden heads seq batch ffn precision").
 #   scripts/device-check.sh sanitize [regex]: every GPU test (or those matching regex) under
 #   compute-sanitizer's memcheck, racecheck and synccheck, the three side by side; each must be clean.
 set -uo pipefail
@@ -90,6 +94,7 @@ targets="test_cuda fp8kit_cli"
 [ "$mode" = infer ] && targets="$targets bench_cuda_gemv bench_cuda_decode_attention"
 [ "$mode" = gemv ] && targets="test_cuda bench_cuda_gemv"
 [ "$mode" = lab ] && targets="$targets bench_cuda_lab_mlp bench_cuda_lm_step"
+[ "$mode" = gpt-layer ] && targets="test_cuda bench_cuda_gpt_layer"
 if ! cmake --build $build -j16 --target $targets >"$OUT/build.log" 2>&1; then
   note "FAIL: build (build.log)"; grep -m20 -B2 -A8 "error" "$OUT/build.log" | head -80; exit 1
 fi
@@ -215,6 +220,21 @@ if [ "$mode" = lab ]; then
   for p in "gpt2-small 16 1024 10 8192 fp8 50" "1b 4 2048 5 8192 fp8 50"; do
     timeout 150 ./bench/bench_cuda_lm_step $p 2>&1 | grep -E "health|rror" >>"$summary"
   done
+  cat "$summary"
+  exit 0
+fi
+if [ "$mode" = gpt-layer ]; then
+  start=$(date +%s)
+  regex=${2:-GptLayer|LlamaGpu|LayerNorm|layer_norm|Sdpa|sdpa}
+  if [ "$regex" != none ]; then
+    timeout 300 ctest -L gpu -V -j4 --timeout 200 -R "$regex" >"$OUT/gpu-tests.log" 2>&1
+    note "gpu tests ($(( $(date +%s) - start )) s): $(grep -E 'tests passed|tests failed' "$OUT/gpu-tests.log")"
+    grep -E "^\s*[0-9]+ - .*(Failed|Timeout|Exception|Not Run)|^[0-9]+: .*(Failure|error:)" "$OUT/gpu-tests.log" | head -40 | tee -a "$summary"
+    grep -E "gpt_layer [a-z0-9]+: y " "$OUT/gpu-tests.log" | sed 's/^[0-9]*: //' | tee -a "$summary"
+  fi
+  timeout 300 ./bench/bench_cuda_gpt_layer ${GPT_LAYER_BENCH:-} >"$OUT/bench-gpt-layer.txt" 2>&1 ||
+    note "FAIL: bench_cuda_gpt_layer (bench-gpt-layer.txt)"
+  grep -E "^gpt_layer|rror" "$OUT/bench-gpt-layer.txt" | tee -a "$summary"
   cat "$summary"
   exit 0
 fi
