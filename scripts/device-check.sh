@@ -29,8 +29,8 @@
 #   then `fp8kit lab --device cuda` (the page and its CSV files in $OUT/lab, the training and inference
 #   tables in the summary), bench_cuda_lab_mlp, and the health statistics' cost (bench_cuda_lm_step,
 #   FP8, gpt2-small and 1b, a recording every 50 steps).
-#   scripts/device-check.sh gpt-layer [regex]: the GPU tests matching regex (default: the GPT layer's, the Llama's,
-#   LayerNorm's and SDPA's; "none" skips them), then one GPT layer's forward + backward at Transformer
+#   scripts/device-check.sh gpt-layer [regex]: the GPU tests matching regex (default: the GPT layer's, the Llama's
+#   and LayerNorm's; "none" skips them), then one GPT layer's forward + backward at Transformer
 #   Engine's getting-started configuration, bf16 vs FP8 (bench_cuda_gpt_layer, with GPT_LAYER_BENCH as
 #   its arguments when set: "runs hidden heads seq batch ffn precision"); GPT_LAYER_PROFILE="bf16 fp8" adds
 #   per-kernel times (ncu) of those precisions' steps.
@@ -232,7 +232,7 @@ if [ "$mode" = lab ]; then
 fi
 if [ "$mode" = gpt-layer ]; then
   start=$(date +%s)
-  regex=${2:-GptLayer|LlamaGpu|LayerNorm|layer_norm|Sdpa|sdpa}
+  regex=${2:-GptLayer|LlamaGpu|LayerNorm|layer_norm}
   if [ "$regex" != none ]; then
     timeout 300 ctest -L gpu -V -j4 --timeout 200 -R "$regex" >"$OUT/gpu-tests.log" 2>&1
     note "gpu tests ($(( $(date +%s) - start )) s): $(grep -E 'tests passed|tests failed' "$OUT/gpu-tests.log")"
