@@ -31,6 +31,11 @@
 #   FP8, gpt2-small and 1b, a recording every 50 steps); LAB_PROFILE=rows: each kernel's time and DRAM
 #   bytes of bench_cuda_lab_mlp at that size (ncu, ncu-lab.csv); LAB_PAGE=0 skips the page and the
 #   health statistics' cost.
+#   scripts/device-check.sh gpt-layer [regex]: the GPU tests matching regex (default: the GPT layer's, the Llama's
+#   and LayerNorm's; "none" skips them), then one GPT layer's forward + backward at Transformer
+#   Engine's getting-started configuration, bf16 vs FP8 (bench_cuda_gpt_layer, with GPT_LAYER_BENCH as
+#   its arguments when set: "runs hidden heads seq batch ffn precision"); GPT_LAYER_PROFILE="bf16 fp8" adds
+#   per-kernel times (ncu) of those precisions' steps.
 #   scripts/device-check.sh sanitize [regex]: every GPU test (or those matching regex) under
 #   compute-sanitizer's memcheck, racecheck and synccheck, the three side by side; each must be clean.
 set -uo pipefail
@@ -92,6 +97,7 @@ targets="test_cuda fp8kit_cli"
 [ "$mode" = infer ] && targets="$targets bench_cuda_gemv bench_cuda_decode_attention"
 [ "$mode" = gemv ] && targets="test_cuda bench_cuda_gemv"
 [ "$mode" = lab ] && targets="$targets bench_cuda_lab_mlp bench_cuda_lm_step"
+[ "$mode" = gpt-layer ] && targets="test_cuda bench_cuda_gpt_layer"
 if ! cmake --build $build -j16 --target $targets >"$OUT/build.log" 2>&1; then
   note "FAIL: build (build.log)"; grep -m20 -B2 -A8 "error" "$OUT/build.log" | head -80; exit 1
 fi
@@ -99,6 +105,24 @@ note "build: $(( $(date +%s) - start )) s"
 
 export LD_LIBRARY_PATH=$runtime_path${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 cd $build
+ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
+# The GPU time per kernel name in an ncu CSV (--metrics gpu__time_duration.sum --csv --page raw) of
+# `steps` steps: the total per step, then the 40 largest.
+ncu_summary() {  # csv, steps
+  python3 - "$1" "$2" <<'PY'
+import csv, sys, collections
+rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 5]
+steps = int(sys.argv[2])
+head = rows[0]; name = head.index("Kernel Name"); t = head.index("gpu__time_duration.sum")
+total = collections.Counter(); count = collections.Counter()
+for r in rows[2:]:
+    try: total[r[name][:90]] += float(r[t]); count[r[name][:90]] += 1
+    except ValueError: pass
+all_ns = sum(total.values())
+print(f"ncu: {all_ns / steps / 1e6:.2f} ms of kernels per step ({len(rows) - 2} launches in {steps} steps)")
+for k, v in total.most_common(40): print(f"{v / steps / 1e6:8.3f} ms/step {count[k] // steps:4d}x {k}")
+PY
+}
 filter=${1:+-R $1}
 if [ "$mode" = train ]; then
   vocab=""
@@ -151,22 +175,10 @@ if [ "$mode" = lm ]; then
   for profile in ${PROFILE:-}; do
     IFS=: read -r preset batch seq precision <<<"$profile"
     note "profile $profile:"
-    ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
     timeout 300 "${ncu:-ncu}" --clock-control none --metrics gpu__time_duration.sum --csv --page raw \
       ./bench/bench_cuda_lm_step "$preset" "$batch" "$seq" 1 8192 "$precision" >"$OUT/ncu.csv" 2>"$OUT/ncu.log" ||
       note "FAIL: ncu (ncu.log)"
-    python3 - "$OUT/ncu.csv" <<'PY' | tee -a "$summary"
-import csv, sys, collections
-rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 5]
-head = rows[0]; name = head.index("Kernel Name"); t = head.index("gpu__time_duration.sum")
-total = collections.Counter(); count = collections.Counter()
-for r in rows[2:]:
-    try: total[r[name][:90]] += float(r[t]); count[r[name][:90]] += 1
-    except ValueError: pass
-all_ns = sum(total.values())
-print(f"ncu: {all_ns / 5e6:.2f} ms of kernels per step ({len(rows) - 2} launches in 5 steps)")
-for k, v in total.most_common(40): print(f"{v / 5e6:8.3f} ms/step {count[k] // 5:4d}x {k}")
-PY
+    ncu_summary "$OUT/ncu.csv" 5 | tee -a "$summary"
   done
   # LM_QUALITY=1 (with the data): the 25m model on IMDB text for 3 seeds in bf16 and each FP8 recipe
   # (LM_RUNS, "precision:recipe[:formats] ..."; LM_STEPS steps each, the same data order per seed), then
@@ -232,6 +244,30 @@ if [ "$mode" = lab ]; then
   cat "$summary"
   exit 0
 fi
+if [ "$mode" = gpt-layer ]; then
+  start=$(date +%s)
+  regex=${2:-GptLayer|LlamaGpu|LayerNorm|layer_norm}
+  if [ "$regex" != none ]; then
+    timeout 300 ctest -L gpu -V -j4 --timeout 200 -R "$regex" >"$OUT/gpu-tests.log" 2>&1
+    note "gpu tests ($(( $(date +%s) - start )) s): $(grep -E 'tests passed|tests failed' "$OUT/gpu-tests.log")"
+    grep -E "^\s*[0-9]+ - .*(Failed|Timeout|Exception|Not Run)|^[0-9]+: .*(Failure|error:)" "$OUT/gpu-tests.log" | head -40 | tee -a "$summary"
+    grep -E "gpt_layer [a-z0-9]+: y " "$OUT/gpu-tests.log" | sed 's/^[0-9]*: //' | tee -a "$summary"
+  fi
+  timeout 300 ./bench/bench_cuda_gpt_layer ${GPT_LAYER_BENCH:-} >"$OUT/bench-gpt-layer.txt" 2>&1 ||
+    note "FAIL: bench_cuda_gpt_layer (bench-gpt-layer.txt)"
+  grep -E "^gpt_layer|rror" "$OUT/bench-gpt-layer.txt" | tee -a "$summary"
+  # GPT_LAYER_PROFILE="bf16 fp8": per-kernel GPU times (ncu) of each precision's steps at the default
+  # configuration (6 steps: the eager one, the captured one, 4 replays), summed by kernel name.
+  for precision in ${GPT_LAYER_PROFILE:-}; do
+    note "profile gpt_layer $precision:"
+    timeout 300 "${ncu:-ncu}" --clock-control none --metrics gpu__time_duration.sum --csv --page raw \
+      ./bench/bench_cuda_gpt_layer 1 4096 32 2048 8 16384 "$precision" 0 >"$OUT/ncu-$precision.csv" 2>"$OUT/ncu.log" ||
+      note "FAIL: ncu (ncu.log)"
+    ncu_summary "$OUT/ncu-$precision.csv" 6 | tee -a "$summary"
+  done
+  cat "$summary"
+  exit 0
+fi
 if [ "$mode" = infer ]; then
   start=$(date +%s)
   if [ "${2:-}" != none ]; then
@@ -249,7 +285,6 @@ if [ "$mode" = infer ]; then
   # INFER_PROFILE="lm bench arguments": GPU time per kernel name of that run (nsys, else ncu), the 25 largest.
   if [ -n "${INFER_PROFILE:-}" ]; then
     nsys=$(command -v nsys || ls /opt/nvidia/nsight-systems/*/bin/nsys /usr/local/cuda/bin/nsys 2>/dev/null | head -1)
-    ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
     if [ -n "$nsys" ]; then
       timeout 300 "$nsys" profile --cuda-graph-trace=node -o /tmp/infer-profile --force-overwrite true \
         ./fp8kit lm bench --device cuda $INFER_PROFILE >"$OUT/profile.log" 2>&1
@@ -399,7 +434,6 @@ if [ "$mode" = model ]; then
   FP8KIT_SDPA_DETERMINISTIC=0 ./bench/bench_cuda_sdpa --benchmark_filter=backward 2>&1 | grep -E "^sdpa" >>"$summary"
   # With NCU=1: per-kernel GPU times of one step (4 replays of a 1-step epoch), for finding slow kernels
   # (with BASELINE set, of both trees: scripts/ncu_compare.py NEW BASELINE lists the differences).
-  ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
   [ "${NCU:-0}" = 1 ] && for p in bf16 "fp8 (te"; do
     for tree in . ${BASELINE:+"../$BASELINE/build-device"}; do
       name=ncu-${p%% *}$([ "$tree" = . ] || echo -baseline).txt

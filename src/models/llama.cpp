@@ -152,7 +152,7 @@ struct Llama::Impl {
     const Tensor* x = &embedded;
     for (Block& b : blocks) {
       const Tensor& h = b.input_norm.forward(c, *x, bf16());
-      b.attention.forward(c, h, batch, seq, rope, training, bf16(), {{}, x, &b.mid});
+      b.attention.forward(c, h, batch, seq, &rope, training, bf16(), {{}, x, &b.mid});
       const Tensor& h2 = b.post_attention_norm.forward(c, b.mid, bf16());
       b.mlp.forward(c, h2, training, bf16(), {{}, &b.mid, &b.out});
       x = &b.out;

@@ -1,7 +1,9 @@
 // Llama's self-attention (Hugging Face's LlamaAttention): query, key and value projections (no bias)
 // to `heads` query heads and `kv_heads` key/value heads of head_dim, rotary position embeddings on
-// queries and keys, causal grouped-query attention (ops/sdpa.h), and the output projection. On the
-// GPU the three projections run side by side (query on Main, key and value on lanes A and B).
+// queries and keys, causal grouped-query attention (ops/sdpa.h), and the output projection. With
+// biases on the four projections and no rotary embeddings it is GPT's (and Transformer Engine's
+// TransformerLayer's) multi-head attention, kv_heads = heads. On the GPU the three projections run
+// side by side (query on Main, key and value on lanes A and B).
 #pragma once
 
 #include "nn/linear.h"
@@ -17,14 +19,16 @@ namespace fp8kit::nn {
 class GroupedQueryAttention {
  public:
   // name: the HF module ("model.layers.0.self_attn"): q_proj [heads * head_dim, hidden], k_proj and
-  // v_proj [kv_heads * head_dim, hidden], o_proj [hidden, heads * head_dim].
+  // v_proj [kv_heads * head_dim, hidden], o_proj [hidden, heads * head_dim]; with `bias`, each also
+  // <proj>.bias [out].
   GroupedQueryAttention(ParameterSet& parameters, const std::string& name, int64_t hidden, int64_t heads,
-                        int64_t kv_heads, int64_t head_dim);
+                        int64_t kv_heads, int64_t head_dim, bool bias = false);
   void set_precision(Precision precision, ops::ScalingTable* scaling);
 
-  // x: [batch * seq, hidden], unchanged until backward; rope: the model's table (ops/rope.h). `next`:
-  // what follows the output projection (the residual sum). Returns o_proj's y [batch * seq, hidden].
-  const Tensor& forward(ops::Context& c, const Tensor& x, int64_t batch, int64_t seq, const Tensor& rope,
+  // x: [batch * seq, hidden], unchanged until backward; rope: the model's table (ops/rope.h), or null:
+  // no rotary embeddings. `next`: what follows the output projection (the residual sum). Returns
+  // o_proj's y [batch * seq, hidden].
+  const Tensor& forward(ops::Context& c, const Tensor& x, int64_t batch, int64_t seq, const Tensor* rope,
                         bool training, bool bf16, const ops::LinearOutput& next = {});
   // dy: the gradient of o_proj's output. Returns dx [batch * seq, hidden]; the projections'
   // gradients are overwritten.
@@ -40,7 +44,7 @@ class GroupedQueryAttention {
   ops::SdpaShape shape_;
   const Tensor* rope_ = nullptr;
   bool bf16_ = false;
-  Tensor q_, k_, v_;  // the projections after RoPE (q, k) and v's view, [batch, seq, channels]
+  Tensor q_, k_, v_;  // the projections (q and k after RoPE, if any) as [batch, seq, channels]
   Tensor out_, lse_, dq_, dk_, dv_, dx_;
 };
 

@@ -1,6 +1,6 @@
 // LayerNorm over the last axis in float32 (Keras: population variance, out = x inv + (beta - mean inv)
 // with inv = gamma / sqrt(var + eps)), and its gradient, on Tensors on either device. The CPU core is
-// ops/cpu/layer_norm.h; the GPU's, ops/cuda/layer_norm.h (dim <= 256 there).
+// ops/cpu/layer_norm.h; the GPU's, ops/cuda/layer_norm.h.
 #pragma once
 
 #include "ops/context.h"
@@ -11,7 +11,7 @@ namespace fp8kit::ops {
 // x [rows, dim], gamma and beta [dim] (f32) -> out [rows, dim], and mean and rstd [rows] saved for
 // the backward. bf16_out rounds the output to bf16 (mixed precision: the statistics stay float32).
 // Outputs are resized (a default Tensor() becomes one on the context's device). GPU: the row sums
-// are a warp tree, so out, mean and rstd agree with the CPU to ~1e-6 relative, not bit for bit.
+// are a warp or block tree, so out, mean and rstd agree with the CPU to ~1e-6 relative, not bit for bit.
 void layer_norm_forward(Context& c, const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
                         bool bf16_out, Tensor& out, Tensor& mean, Tensor& rstd);
 

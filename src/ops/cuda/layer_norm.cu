@@ -1,24 +1,25 @@
-// LayerNorm kernels: one warp per row (lanes stride the row); the backward's dgamma/dbeta are summed
-// in the CPU op's order (ops/cuda/ordered_sum.cuh), without atomics.
+// LayerNorm kernels: one warp per row (lanes stride the row) up to kMaxWarpDim, a block per row
+// beyond (threads stride the row, 4 floats at a time where it is 16-byte aligned: a Transformer's
+// hidden 4096); the backward's dgamma/dbeta are summed in the CPU op's order
+// (ops/cuda/ordered_sum.cuh), without atomics.
 #include "ops/cuda/layer_norm.h"
 
+#include <initializer_list>
 #include <string>
 
 #include "base/error.h"
+#include "ops/cuda/aligned.h"
 #include "ops/cuda/ordered_sum.cuh"
 #include "ops/cuda/round.cuh"
+#include "ops/cuda/rows.cuh"
 #include "runtime/cuda/check.h"
 
 namespace fp8kit::cuda {
 namespace {
 
 constexpr int kWarps = 8;
-constexpr int kMaxDim = 256;
-
-__device__ float warp_sum(float v) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xFFFFFFFFu, v, o);
-  return v;
-}
+constexpr int64_t kMaxWarpDim = 256;
+constexpr int kMaxRowThreads = 512;
 
 __global__ void forward_kernel(int64_t rows, int dim, float eps, const float* x, const float* gamma, const float* beta,
                                bool bf16, float* out, float* mean, float* rstd) {
@@ -71,6 +72,91 @@ __global__ void dx_kernel(int64_t rows, int dim, const float* x, const float* ga
   }
 }
 
+// A block per row, V floats at a time: the forward_kernel's formulas, the row's sums a block tree.
+template <int V>
+__global__ void row_forward_kernel(int64_t dim, float eps, const float* x, const float* gamma, const float* beta,
+                                   bool bf16, float* out, float* mean, float* rstd) {
+  const int64_t r = blockIdx.x, n = dim / V;
+  const auto* xr = reinterpret_cast<const Floats<V>*>(x + r * dim);
+  const auto* g = reinterpret_cast<const Floats<V>*>(gamma);
+  const auto* b = reinterpret_cast<const Floats<V>*>(beta);
+  auto* o = reinterpret_cast<Floats<V>*>(out + r * dim);
+  float sum = 0.0f;
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+    const Floats<V> a = xr[j];
+#pragma unroll
+    for (int k = 0; k < V; ++k) sum += a.v[k];
+  }
+  const float mu = block_sum(sum) / static_cast<float>(dim);
+  float sq = 0.0f;
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+    const Floats<V> a = xr[j];
+#pragma unroll
+    for (int k = 0; k < V; ++k) sq += (a.v[k] - mu) * (a.v[k] - mu);
+  }
+  const float rs = 1.0f / sqrtf(block_sum(sq) / static_cast<float>(dim) + eps);
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+    const Floats<V> a = xr[j], gg = g[j], bb = b[j];
+    Floats<V> y;
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      const float inv = rs * gg.v[k];
+      y.v[k] = maybe_bf16(a.v[k] * inv + (bb.v[k] - mu * inv), bf16);
+    }
+    o[j] = y;
+  }
+  if (threadIdx.x == 0) {
+    mean[r] = mu;
+    rstd[r] = rs;
+  }
+}
+
+// dx, a block per row (as row_forward_kernel): dx_kernel's formulas.
+template <int V>
+__global__ void row_dx_kernel(int64_t dim, const float* x, const float* gamma, const float* mean, const float* rstd,
+                              const float* dout, const float* dout2, float* dx) {
+  const int64_t r = blockIdx.x, n = dim / V;
+  const auto* xr = reinterpret_cast<const Floats<V>*>(x + r * dim);
+  const auto* dr = reinterpret_cast<const Floats<V>*>(dout + r * dim);
+  const auto* dr2 = dout2 != nullptr ? reinterpret_cast<const Floats<V>*>(dout2 + r * dim) : nullptr;
+  const auto* g = reinterpret_cast<const Floats<V>*>(gamma);
+  auto* d = reinterpret_cast<Floats<V>*>(dx + r * dim);
+  const float mu = mean[r], rs = rstd[r];
+  // The output gradient's vector j: dout, or dout + dout2.
+  auto grad = [&](int64_t j) {
+    Floats<V> v = dr[j];
+    if (dr2 != nullptr) {
+      const Floats<V> w = dr2[j];
+#pragma unroll
+      for (int k = 0; k < V; ++k) v.v[k] += w.v[k];
+    }
+    return v;
+  };
+  float sum_dxhat = 0.0f, sum_dxhat_xhat = 0.0f;
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+    const Floats<V> a = xr[j], gg = g[j], dy = grad(j);
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      const float xhat = (a.v[k] - mu) * rs;
+      const float dxhat = dy.v[k] * gg.v[k];
+      sum_dxhat += dxhat;
+      sum_dxhat_xhat += dxhat * xhat;
+    }
+  }
+  const float mean_dxhat = block_sum(sum_dxhat) / static_cast<float>(dim);
+  const float mean_dxhat_xhat = block_sum(sum_dxhat_xhat) / static_cast<float>(dim);
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+    const Floats<V> a = xr[j], gg = g[j], dy = grad(j);
+    Floats<V> y;
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      const float xhat = (a.v[k] - mu) * rs;
+      y.v[k] = rs * (dy.v[k] * gg.v[k] - mean_dxhat - xhat * mean_dxhat_xhat);
+    }
+    d[j] = y;
+  }
+}
+
 // dgamma and dbeta in ops::cpu::layer_norm_backward_params's order: pieces of 256 rows (its
 // kRowsPerPiece), each summed row by row, dgamma as fma(dout, xhat, sum) (the CPU's std::fma), then
 // the pieces in order. Block (piece, 32 columns) -> partials [pieces, 2, dim].
@@ -100,9 +186,24 @@ __global__ void __launch_bounds__(kOrderedSumThreads)
   }
 }
 
+// dim bounded by the parameter kernel's grid (a block per 32 columns).
 void check_dim(int64_t dim, const char* what) {
-  if (dim <= 0 || dim > kMaxDim)
-    throw Error(std::string(what) + ": dim " + std::to_string(dim) + " must be in [1, 256]");
+  if (dim <= 0 || (dim + 31) / 32 > 65535)
+    throw Error(std::string(what) + ": dim " + std::to_string(dim) + " must be in [1, 2097120]");
+}
+
+// Whether every row of these [rows, dim] arrays (and the [dim] ones) can be read 4 floats at a time.
+bool vectorizable(int64_t dim, std::initializer_list<const float*> pointers) {
+  if (dim % 4 != 0) return false;
+  for (const float* p : pointers)
+    if (p != nullptr && !aligned(p, 16)) return false;
+  return true;
+}
+
+void check_rows(int64_t rows, int64_t dim, const char* what) {
+  if (rows < 0) throw Error(std::string(what) + ": negative row count " + std::to_string(rows));
+  if (dim > kMaxWarpDim && rows >= (int64_t{1} << 31))
+    throw Error(std::string(what) + ": " + std::to_string(rows) + " rows are too many for one launch");
 }
 
 }  // namespace
@@ -110,9 +211,19 @@ void check_dim(int64_t dim, const char* what) {
 void layer_norm_forward(int64_t rows, int64_t dim, float eps, const float* x, const float* gamma, const float* beta,
                         bool bf16_out, float* out, float* mean, float* rstd, cudaStream_t stream) {
   check_dim(dim, "layer_norm_forward");
+  check_rows(rows, dim, "layer_norm_forward");
   if (rows == 0) return;
-  forward_kernel<<<blocks_for(rows, kWarps), kWarps * 32, 0, stream>>>(rows, static_cast<int>(dim), eps, x, gamma,
-                                                                        beta, bf16_out, out, mean, rstd);
+  const unsigned blocks = static_cast<unsigned>(rows);
+  if (dim <= kMaxWarpDim) {
+    forward_kernel<<<blocks_for(rows, kWarps), kWarps * 32, 0, stream>>>(rows, static_cast<int>(dim), eps, x, gamma,
+                                                                          beta, bf16_out, out, mean, rstd);
+  } else if (vectorizable(dim, {x, gamma, beta, out})) {
+    row_forward_kernel<4><<<blocks, row_threads(dim / 4, kMaxRowThreads), 0, stream>>>(dim, eps, x, gamma, beta,
+                                                                                        bf16_out, out, mean, rstd);
+  } else {
+    row_forward_kernel<1><<<blocks, row_threads(dim, kMaxRowThreads), 0, stream>>>(dim, eps, x, gamma, beta, bf16_out,
+                                                                                    out, mean, rstd);
+  }
   check_launch("layer_norm_forward");
 }
 
@@ -121,10 +232,19 @@ int64_t layer_norm_backward_workspace(int64_t rows, int64_t dim) { return piece_
 void layer_norm_backward_dx(int64_t rows, int64_t dim, const float* x, const float* gamma, const float* mean,
                             const float* rstd, const float* dout, const float* dout2, float* dx, cudaStream_t stream) {
   check_dim(dim, "layer_norm_backward");
-  if (rows < 0) throw Error("layer_norm_backward: negative row count " + std::to_string(rows));
+  check_rows(rows, dim, "layer_norm_backward");
   if (rows == 0) return;
-  dx_kernel<<<blocks_for(rows, kWarps), kWarps * 32, 0, stream>>>(rows, static_cast<int>(dim), x, gamma, mean, rstd,
-                                                                  dout, dout2, dx);
+  const unsigned blocks = static_cast<unsigned>(rows);
+  if (dim <= kMaxWarpDim) {
+    dx_kernel<<<blocks_for(rows, kWarps), kWarps * 32, 0, stream>>>(rows, static_cast<int>(dim), x, gamma, mean, rstd,
+                                                                    dout, dout2, dx);
+  } else if (vectorizable(dim, {x, gamma, dout, dout2, dx})) {
+    row_dx_kernel<4><<<blocks, row_threads(dim / 4, kMaxRowThreads), 0, stream>>>(dim, x, gamma, mean, rstd, dout,
+                                                                                   dout2, dx);
+  } else {
+    row_dx_kernel<1><<<blocks, row_threads(dim, kMaxRowThreads), 0, stream>>>(dim, x, gamma, mean, rstd, dout, dout2,
+                                                                               dx);
+  }
   check_launch("layer_norm_backward");
 }
 
@@ -132,7 +252,7 @@ void layer_norm_backward_params(int64_t rows, int64_t dim, const float* x, const
                                 const float* dout, const float* dout2, float* dgamma, float* dbeta, float* workspace,
                                 cudaStream_t stream) {
   check_dim(dim, "layer_norm_backward");
-  if (rows < 0) throw Error("layer_norm_backward: negative row count " + std::to_string(rows));
+  check_rows(rows, dim, "layer_norm_backward");
   if (rows == 0) {
     FP8KIT_CUDA_CHECK(cudaMemsetAsync(dgamma, 0, dim * sizeof(float), stream));
     FP8KIT_CUDA_CHECK(cudaMemsetAsync(dbeta, 0, dim * sizeof(float), stream));

@@ -16,7 +16,8 @@ void layer_norm_forward(int64_t rows, int64_t dim, float eps, const float* x, co
 // same inputs.
 // The output gradient is dout, or dout + dout2 (float32, added as it is read) when dout2 is set: the
 // two branches of a residual, without a launch of their own. workspace:
-// layer_norm_backward_workspace(rows, dim) floats of device scratch. dim in [1, 256].
+// layer_norm_backward_workspace(rows, dim) floats of device scratch. dim in [1, 2097120]: a warp per row up to
+// 256, a block per row beyond.
 void layer_norm_backward(int64_t rows, int64_t dim, const float* x, const float* gamma, const float* mean,
                          const float* rstd, const float* dout, const float* dout2, float* dx, float* dgamma,
                          float* dbeta, float* workspace, cudaStream_t stream);

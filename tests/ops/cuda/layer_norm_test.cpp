@@ -1,4 +1,5 @@
-// GPU LayerNorm against the CPU core (ops/cpu/layer_norm.h). The GPU sums a row as a warp tree, the CPU
+// GPU LayerNorm against the CPU core (ops/cpu/layer_norm.h). The GPU sums a row as a warp tree (a
+// block tree beyond 256 columns: 4096, and 1001 whose rows are not 16-byte aligned), the CPU
 // sequentially: float32 outputs, statistics and dx agree to ~1e-6 relative (bound 1e-5); bf16 outputs
 // then differ only where a value sits at a rounding boundary (bound 2e-3). dgamma and dbeta are added
 // in the CPU's order (pieces of 256 rows, dgamma's multiply-adds fused on both): given the CPU's mean
@@ -24,7 +25,8 @@ TEST(CudaLayerNorm, MatchesTheCpuOp) {
   struct Case {
     int64_t rows, dim;
   };
-  for (const Case c : {Case{6400, 32}, Case{5, 160}, Case{217, 256}, Case{1, 1}, Case{33, 7}, Case{700, 40}}) {
+  for (const Case c : {Case{6400, 32}, Case{5, 160}, Case{217, 256}, Case{1, 1}, Case{33, 7}, Case{700, 40},
+                        Case{40, 4096}, Case{9, 1001}}) {
     const std::vector<float> x = testing::random_normal(c.rows * c.dim, 1, 2.0f),
                              gamma = testing::random_normal(c.dim, 2), beta = testing::random_normal(c.dim, 3),
                              dout = testing::random_normal(c.rows * c.dim, 4);
@@ -75,7 +77,7 @@ TEST(CudaLayerNorm, MatchesTheCpuOp) {
 // the same backward from their float32 sum.
 TEST(CudaLayerNorm, BackwardOfTwoAddendsIsTheBackwardOfTheirSum) {
   FP8KIT_REQUIRE_GPU();
-  for (const auto& [rows, dim] : std::vector<std::pair<int64_t, int64_t>>{{6400, 32}, {33, 7}, {217, 256}}) {
+  for (const auto& [rows, dim] : std::vector<std::pair<int64_t, int64_t>>{{6400, 32}, {33, 7}, {217, 256}, {40, 4096}, {9, 1001}}) {
     const std::vector<float> x = testing::random_normal(rows * dim, 1, 2.0f), gamma = testing::random_normal(dim, 2),
                              a = testing::random_normal(rows * dim, 4), b = testing::random_normal(rows * dim, 5),
                              mean = testing::random_normal(rows, 6), rstd = testing::random_normal(rows, 7);

@@ -1,7 +1,8 @@
 // Op table rows: LayerNorm forward (f32 and bf16 output), and the backward's dx and parameter halves
 // (one output gradient, or two summed as read), at awkward shapes: rows not a multiple of the 8 rows
-// a GPU block takes, dim 1, 7 (fewer than a warp's lanes), 40, and the GPU's largest, 256.
-// The GPU sums a row as a warp tree, the CPU sequentially: the forward's outputs and dx agree to ~1e-6
+// a GPU block takes, dim 1, 7 (fewer than a warp's lanes), 40, and the largest of the GPU's warp per row, 256;
+// beyond it a block per row: 4096 (a Transformer's hidden size) and 1001 (rows not 16-byte aligned).
+// The GPU sums a row as a warp or block tree, the CPU sequentially: the forward's outputs and dx agree to ~1e-6
 // relative (bf16 outputs: within one bf16 step where a value sits at a rounding boundary). The
 // backward rows start from the same statistics on both devices (the CPU core's, uploaded): dgamma and
 // dbeta are then the CPU's bits (summed in its order, with its fused multiply-adds).
@@ -17,7 +18,7 @@ namespace {
 struct Shape {
   int64_t rows, dim;
 };
-constexpr Shape kShapes[] = {{300, 64}, {1, 1}, {33, 7}, {700, 40}, {5, 256}};
+constexpr Shape kShapes[] = {{300, 64}, {1, 1}, {33, 7}, {700, 40}, {5, 256}, {37, 4096}, {9, 1001}};
 
 // x [rows, dim], gamma and beta [dim] as host values (x with a per-row offset: non-zero means).
 std::vector<float> x_values(Shape s) {
