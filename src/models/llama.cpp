@@ -133,7 +133,8 @@ struct Llama::Impl {
   LlamaMemoryOptions memory;
   int64_t batch = 0, seq = 0;
   bool trained_forward = false;
-  const Tensor* final_hidden = nullptr;  // the final norm's output, when the head waits for backward()
+  const Tensor* final_hidden = nullptr;  // the final norm's output in the last forward, [rows, hidden]
+  bool head_deferred = false;            // the last forward left the LM head to a chunked pass
   Tensor embedded, d_x;  // [rows, hidden]
   Tensor head_grad_part;  // a chunk's share of the head weight's gradient (chunks after the first)
   std::vector<Tensor> backward_pool;  // the blocks' shared backward buffers
@@ -168,7 +169,9 @@ struct Llama::Impl {
   }
   bool bf16() const { return precision != Precision::Fp32; }
 
-  void forward(const Tensor& tokens, bool training) {
+  // Up to the final norm; then the LM head, unless `head` is false or a training forward's rows
+  // exceed a loss chunk (the head then runs in backward()).
+  void forward(const Tensor& tokens, bool training, bool head = true) {
     ops::Context& c = context;
     FP8KIT_CHECK(tokens.rank() == 2 && tokens.dtype() == DType::I32, "tokens must be [batch, seq] i32");
     FP8KIT_CHECK(tokens.dim(1) >= 1 && tokens.dim(1) <= config.max_position_embeddings,
@@ -196,8 +199,9 @@ struct Llama::Impl {
       x = &b.out;
     }
     const Tensor& h = norm.forward(c, *x, bf16());
-    final_hidden = training && head_chunk_rows(rows) < rows ? &h : nullptr;
-    if (final_hidden == nullptr) lm_head->forward(c, h, training);
+    final_hidden = &h;
+    head_deferred = !head || (training && head_chunk_rows(rows) < rows);
+    if (!head_deferred) lm_head->forward(c, h, training);
     trained_forward = training;
   }
 
@@ -208,28 +212,30 @@ struct Llama::Impl {
     return (rows + chunks - 1) / chunks;  // chunks as even as they go
   }
 
-  // The LM head, the cross-entropy and their backward, chunk by chunk of rows of final_hidden: each
-  // chunk's logits are made, turned into their gradient in place, and multiplied back into the
-  // chunk's rows of the hidden gradient (returned) and a share of the head weight's gradient. Every
-  // chunk reuses the head's buffers, so the next waits for the previous one's weight gradient (on the
-  // side lane).
-  const Tensor& chunked_head_backward(const Tensor& targets, float grad_scale, Tensor& losses) {
+  // After a forward that left the LM head out: the head and the cross-entropy, chunk by chunk of rows
+  // of final_hidden, losses [rows]; training: also their backward, each chunk's logits turned into
+  // their gradient in place and multiplied back into the chunk's rows of the hidden states' gradient
+  // (returned) and a share of the head weight's gradient. Every chunk reuses the head's buffers, so
+  // the next one waits for the previous one's weight gradient (on the side lane).
+  const Tensor& chunked_head(const Tensor& targets, float grad_scale, Tensor& losses, bool training) {
     ops::Context& c = context;
     const int64_t rows = batch * seq, hidden = config.hidden_size, step = head_chunk_rows(rows);
-    ops::check_tensor(c, targets, {rows}, DType::I32, "llama backward", "targets (one per token)");
-    ops::prepare_output(c, losses, {rows}, DType::F32, "llama backward", "losses");
+    ops::check_tensor(c, targets, {rows}, DType::I32, "llama", "targets (one per token)");
+    ops::prepare_output(c, losses, {rows}, DType::F32, "llama", "losses");
     ops::LinearOp& head = lm_head->op();
     Tensor* const grad = head.dw;
-    ops::sized(head_grad_part, {head.out, head.in}, DType::F32, c.device());
-    // The head's dx buffer is [chunk, hidden]: the rows are gathered here (d_x is free until the blocks).
-    ops::sized(d_x, {rows, hidden}, DType::F32, c.device());
+    if (training) {
+      ops::sized(head_grad_part, {head.out, head.in}, DType::F32, c.device());
+      ops::sized(d_x, {rows, hidden}, DType::F32, c.device());  // free until the blocks' backward
+    }
     for (int64_t r = 0; r < rows; r += step) {
       const int64_t n = std::min(step, rows - r);
       if (r > 0) c.join(ops::Lane::Side);
       const Tensor x = final_hidden->view(r * hidden, {n, hidden});
-      ops::linear_forward(c, head, x, true);
+      ops::linear_forward(c, head, x, training);
       Tensor chunk_losses = losses.view(r, {n});
-      ops::cross_entropy(c, head.y, targets.view(r, {n}), grad_scale, chunk_losses, &head.y);
+      ops::cross_entropy(c, head.y, targets.view(r, {n}), grad_scale, chunk_losses, training ? &head.y : nullptr);
+      if (!training) continue;
       head.dw = r == 0 ? grad : &head_grad_part;
       const ops::LinearGradient g{&head, &head.y};
       ops::linear_backward(c, {&g, 1});
@@ -249,8 +255,8 @@ struct Llama::Impl {
     FP8KIT_CHECK(trained_forward, "backward() needs a preceding forward(training=true)");
     trained_forward = false;  // one backward per forward: the FP8 state moves once per step
     const Tensor* d_head = nullptr;
-    if (final_hidden != nullptr) {
-      d_head = &chunked_head_backward(targets, grad_scale, losses);
+    if (head_deferred) {
+      d_head = &chunked_head(targets, grad_scale, losses, true);
     } else {
       Tensor& logits = lm_head->op().y;
       ops::cross_entropy(c, logits, targets, grad_scale, losses, &logits);
@@ -331,15 +337,20 @@ ops::Context& Llama::context() { return impl_->context; }
 const Tensor& Llama::forward(const Tensor& tokens, bool training) {
   impl_->forward(tokens, training);
   static const Tensor kNoLogits;
-  return impl_->final_hidden != nullptr ? kNoLogits : impl_->lm_head->op().y;
+  return impl_->head_deferred ? kNoLogits : impl_->lm_head->op().y;
 }
 
 void Llama::loss(const Tensor& targets, Tensor& losses) {
   Impl& m = *impl_;
-  FP8KIT_CHECK(m.final_hidden == nullptr,
-               "Llama::loss needs the logits, which a training forward in loss chunks leaves to backward(): call "
-               "backward(), or forward(training=false) first");
+  FP8KIT_CHECK(!m.head_deferred,
+               "Llama::loss needs forward()'s logits, which a training forward in loss chunks and evaluate() "
+               "do not make: call backward() after a training forward, or forward(tokens, false) before loss()");
   ops::cross_entropy(m.context, m.lm_head->op().y, targets, 1.0f, losses, nullptr);
+}
+
+void Llama::evaluate(const Tensor& tokens, const Tensor& targets, Tensor& losses) {
+  impl_->forward(tokens, false, /*head=*/false);
+  impl_->chunked_head(targets, 1.0f, losses, false);
 }
 
 void Llama::backward(const Tensor& targets, float grad_scale, Tensor& losses) {

@@ -71,6 +71,10 @@ class Llama {
   // After forward: losses [batch * seq] f32 (resized; on the model's device) = each position's
   // next-token cross-entropy against targets [batch * seq] i32 (negative: ignored).
   void loss(const Tensor& targets, Tensor& losses);
+  // forward(tokens, false) and loss(targets, losses) with the LM head in the memory options' loss
+  // chunks: no [batch * seq, vocab] logits (the same losses within float32 rounding; forward()'s
+  // logits are not made).
+  void evaluate(const Tensor& tokens, const Tensor& targets, Tensor& losses);
   // After forward(training=true): the losses as loss(), then every gradient overwritten with the
   // gradient of grad_scale * sum(losses) (grad_scale = 1 / counted tokens of the whole step for a
   // mean), then the FP8 scaling update. The logits are overwritten by their gradient.

@@ -217,6 +217,16 @@ TEST(Llama, ChunkedLossMatchesOnePass) {
       whole.set_memory_options({.loss_chunk_rows = b.batch * b.seq});
       chunked.set_memory_options({.loss_chunk_rows = 8});
       for (Llama* m : {&whole, &chunked}) m->set_precision(run.precision, run.recipe);
+      // Evaluation in chunks (evaluate) against forward() and loss().
+      Tensor expected_eval, whole_eval, chunked_eval;
+      whole.forward(b.tokens_t, false);
+      whole.loss(b.targets_t, expected_eval);
+      whole.evaluate(b.tokens_t, b.targets_t, whole_eval);
+      chunked.evaluate(b.tokens_t, b.targets_t, chunked_eval);
+      EXPECT_EQ(values_of(whole_eval), values_of(expected_eval)) << what << ": one chunk, the same bits";
+      for (int64_t k = 0; k < expected_eval.numel(); ++k)
+        EXPECT_NEAR(chunked_eval.data<float>()[k], expected_eval.data<float>()[k], 1e-6 * expected_eval.data<float>()[k])
+            << what;
       EXPECT_EQ(whole.forward(b.tokens_t, true).numel(), b.batch * b.seq * config.vocab_size);
       EXPECT_EQ(chunked.forward(b.tokens_t, true).numel(), 0) << "the head waits for backward()";
       Tensor whole_losses, chunked_losses;
@@ -250,6 +260,8 @@ TEST(Llama, LossAfterAChunkedTrainingForwardSaysWhatToDo) {
   model.set_memory_options({.loss_chunk_rows = 5});
   model.forward(b.tokens_t, true);
   Tensor losses;
+  EXPECT_THROW(model.loss(b.targets_t, losses), Error);
+  model.evaluate(b.tokens_t, b.targets_t, losses);
   EXPECT_THROW(model.loss(b.targets_t, losses), Error);
   EXPECT_THROW(model.set_memory_options({.loss_chunk_rows = -1}), Error);
 }
