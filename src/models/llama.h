@@ -26,8 +26,9 @@ struct LlamaMemoryOptions {
   // Rows of the LM head and the cross-entropy a training step takes at a time: their [rows, vocab]
   // f32 logits, their gradient and its GEMM operands live for one chunk, not the whole micro-batch.
   // 0: default_loss_chunk_rows(vocab). At least batch * seq: one pass, as forward() then backward()
-  // without chunks. Losses and every gradient but the head weight's are the same bits either way; the
-  // head weight's gradient is the chunks' sum (float32 sums in another order: ~1e-6 relative).
+  // without chunks. The losses and gradients are those of one pass within float32 rounding: a GEMM's
+  // rows may round differently in their last bit with its row count (OpenBLAS's edge kernels,
+  // cuBLASLt's choice of algorithm), and the head weight's gradient is the chunks' sum.
   int64_t loss_chunk_rows = 0;
   // Activation recomputation: the blocks' activations and GEMM operands live in one set of buffers
   // that every block borrows in turn, only the blocks' outputs (the residual stream) are kept, and
