@@ -1,7 +1,7 @@
 // The Llama model on the GPU against the same model on the CPU: the same weights (one seed) and
 // batch, one training step (losses, every gradient, the AdamW update with clipping), then two more
 // steps from a captured graph, in fp32, bf16, FP8 and FP8 with block scaling; and the HF directory a GPU model saves loads
-// back on the CPU. The GPU's attention is cuDNN's flash attention with bf16 operands, so even fp32
+// back on the CPU; the memory options (loss chunks, recomputation) eager and captured. The GPU's attention is cuDNN's flash attention with bf16 operands, so even fp32
 // differs from the CPU by bf16 rounding inside attention: tolerances are relative L2 errors over all
 // parameters together, with headroom over the errors first measured.
 #include "models/llama.h"
@@ -133,10 +133,10 @@ TEST(LlamaGpu, MemoryOptionsKeepTheResults) {
     const double el = rel(chunked.losses, plain.losses), eg = rel(chunked.grads, plain.grads);
     std::printf("%s: loss in chunks against one pass: losses %.2e, gradients %.2e\n", what.c_str(), el, eg);
     EXPECT_LT(el, 1e-5) << what;
-    EXPECT_LT(eg, precision == nn::Precision::Fp8 ? 1e-2 : 1e-4) << what;
+    EXPECT_LT(eg, precision == nn::Precision::Fp8 ? 1e-2 : 1e-3) << what;
     const DeviceRun cpu = run(Device::Cpu, precision, r, {.loss_chunk_rows = 32, .recompute = true});
     EXPECT_LT(rel(both.losses, cpu.losses), 5e-3) << what;
-    EXPECT_LT(rel(both.grads, cpu.grads), 0.1) << what;
+    EXPECT_LT(rel(both.grads, cpu.grads), precision == nn::Precision::Fp8 ? 0.2 : 5e-2) << what;
   }
 }
 
