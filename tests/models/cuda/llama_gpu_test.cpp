@@ -1,7 +1,8 @@
 // The Llama model on the GPU against the same model on the CPU: the same weights (one seed) and
 // batch, one training step (losses, every gradient, the AdamW update with clipping), then two more
-// steps from a captured graph, in fp32, bf16, FP8 and FP8 with block scaling; and the HF directory a GPU model saves loads
-// back on the CPU; the memory options (loss chunks, recomputation) eager and captured. The GPU's attention is cuDNN's flash attention with bf16 operands, so even fp32
+// steps from a captured graph, in fp32, bf16, FP8 and FP8 with block scaling; the memory options
+// (loss chunks, recomputation) eager and captured; and the HF directory a GPU model saves loads back
+// on the CPU. The GPU's attention is cuDNN's flash attention with bf16 operands, so even fp32
 // differs from the CPU by bf16 rounding inside attention: tolerances are relative L2 errors over all
 // parameters together, with headroom over the errors first measured.
 #include "models/llama.h"
