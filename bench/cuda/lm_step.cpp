@@ -6,9 +6,12 @@
 // health statistics (train/health.h) as the trainer pays it: a recording step (its own captured graph,
 // the records read back and made into the metrics event) against a plain one, each synchronized as
 // the trainer's steps are (medians of 3 rounds), as a share of the plain steps of one interval.
+// Also the GPU memory in use after the first steps (cudaMemGetInfo: the model, its optimizer state,
+// every buffer of a step, the libraries' workspaces), for the memory options (models/llama.h).
 // Usage: bench_cuda_lm_step [preset, default gpt2-small] [batch, default 16] [seq, default 1024]
 //        [steps per round, default 10] [vocab, default 8192] [precision: bf16, fp8 or both (default)]
 //        [health interval in steps, default 50; 0: not measured]
+//        [memory: chunked (default: the loss in chunks), whole (one pass) or recompute (chunks too)]
 #include "exec/captured_step.h"
 #include "models/llama.h"
 #include "ops/cuda/context.h"
@@ -48,18 +51,26 @@ int main(int argc, char** argv) try {
   struct Run {
     nn::Precision precision;
     std::vector<double> seconds;
-    double loss = 0;
+    double loss = 0, used_gib = 0;
   };
   std::vector<Run> runs;
   for (nn::Precision p : {nn::Precision::Bf16, nn::Precision::Fp8})
     if (argc <= 6 || std::string(argv[6]) == "both" || nn::parse_precision(argv[6]) == p) runs.push_back({p, {}});
   const int64_t health_every = argc > 7 ? std::atoll(argv[7]) : 50;
+  const std::string memory = argc > 8 ? argv[8] : "chunked";
+  if (memory != "chunked" && memory != "whole" && memory != "recompute") {
+    std::fprintf(stderr, "error: memory must be chunked, whole or recompute, not %s\n", memory.c_str());
+    return 1;
+  }
+  const models::LlamaMemoryOptions memory_options{.loss_chunk_rows = memory == "whole" ? B * T : 0,
+                                                  .recompute = memory == "recompute"};
   std::mt19937 rng(1);
   std::vector<int32_t> ids(B * T);
   for (auto& v : ids) v = static_cast<int32_t>(rng() % vocab);
   for (Run& run : runs) {
     models::Llama model(config, 1, Device::Cuda);
     model.set_precision(run.precision);
+    model.set_memory_options(memory_options);
     optim::Adam adam(model.parameter_set(), {.learning_rate = 3e-4f, .beta1 = 0.9f, .beta2 = 0.95f,
                                              .epsilon = 1e-8f, .weight_decay = 0.1f, .warmup_steps = 10});
     Tensor tokens({B, T}, DType::I32, Device::Cuda), targets({B * T}, DType::I32, Device::Cuda), losses, norm;
@@ -77,6 +88,9 @@ int main(int argc, char** argv) try {
     ops::Context& c = model.context();
     for (int s = 0; s < 2; ++s) step.run(c);
     c.synchronize();
+    size_t free_bytes = 0, total_bytes = 0;
+    FP8KIT_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+    run.used_gib = static_cast<double>(total_bytes - free_bytes) / (1 << 30);
     const cuda::Event begin(true), end(true);
     for (int round = 0; round < 3; ++round) {
       FP8KIT_CUDA_CHECK(cudaEventRecord(begin.get(), ops::stream(c)));
@@ -124,9 +138,9 @@ int main(int argc, char** argv) try {
   for (Run& run : runs) {
     std::sort(run.seconds.begin(), run.seconds.end());
     const double s = run.seconds[1];
-    std::printf("lm_step %s %s: %.1f ms/step, %.0f tokens/s, MFU %.1f%%, loss %.4f\n", preset.c_str(),
-                nn::name(run.precision).data(), s * 1e3, static_cast<double>(B * T) / s,
-                100.0 * flops_per_step / s / kPeak, run.loss);
+    std::printf("lm_step %s %s (%s): %.1f ms/step, %.0f tokens/s, MFU %.1f%%, loss %.4f, GPU memory in use %.2f GiB\n",
+                preset.c_str(), nn::name(run.precision).data(), memory.c_str(), s * 1e3,
+                static_cast<double>(B * T) / s, 100.0 * flops_per_step / s / kPeak, run.loss, run.used_gib);
   }
   if (runs.size() == 2)
     std::printf("lm_step %s fp8 / bf16 tokens/s: %.3f\n", preset.c_str(), runs[0].seconds[1] / runs[1].seconds[1]);

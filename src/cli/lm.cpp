@@ -67,6 +67,8 @@ struct TrainArgs {
   RecipeArgs recipe;
   std::string device = "cpu";
   int64_t seq = 256, batch = 16, accumulation = 1, steps = 1000, warmup = 100;
+  int64_t loss_chunk = 0;
+  bool recompute = false;
   float lr = 6e-4f, min_lr_ratio = 0.1f, weight_decay = 0.1f, clip = 1.0f;
   uint64_t seed = 0;
   int64_t eval_every = 0, eval_batches = 20, checkpoint_every = 0, health_every = 50;
@@ -97,6 +99,7 @@ void run_train(const TrainArgs& a) {
   o.seq = a.seq;
   o.batch = a.batch;
   o.accumulation = a.accumulation;
+  o.memory = {.loss_chunk_rows = a.loss_chunk, .recompute = a.recompute};
   o.steps = a.steps;
   o.adam.learning_rate = a.lr;
   o.adam.min_lr_ratio = a.min_lr_ratio;
@@ -126,7 +129,7 @@ void run_train(const TrainArgs& a) {
                         {"batch", a.batch},         {"accumulation", a.accumulation}, {"steps", a.steps},
                         {"lr", a.lr},               {"warmup", a.warmup},     {"weight_decay", a.weight_decay},
                         {"clip", a.clip},           {"seed", a.seed},         {"resume", a.resume},
-                        {"health_every", a.health_every}};
+                        {"health_every", a.health_every}, {"recompute", a.recompute}};
   if (precision == nn::Precision::Fp8) run.update(a.recipe.json());  // "recipe": delayed or current
   log.write(run);
   o.metrics = &log;
@@ -300,6 +303,12 @@ void setup(CLI::App& app) {
   train->add_option("--accumulation", t->accumulation, "micro-batches per optimizer step")
       ->capture_default_str()
       ->check(whole_number(1, 1 << 16));
+  train->add_flag("--recompute", t->recompute,
+                  "recompute each block's activations in the backward: about one block's activations in memory");
+  train->add_option("--loss-chunk", t->loss_chunk,
+                    "rows of logits the LM head and loss take at a time (0: about 64 MiB of float32 logits)")
+      ->capture_default_str()
+      ->check(whole_number(0, 1 << 30));
   train->add_option("--steps", t->steps, "optimizer steps")->capture_default_str()->check(whole_number(0, 1'000'000'000));
   train->add_option("--lr", t->lr, "peak learning rate")->capture_default_str()->check(real_number(0, 10));
   train->add_option("--warmup", t->warmup, "linear warmup steps")->capture_default_str()->check(whole_number(0, 1'000'000'000));

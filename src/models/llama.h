@@ -21,6 +21,27 @@
 
 namespace fp8kit::models {
 
+// How a training step trades time for memory; neither changes what it computes (see each).
+struct LlamaMemoryOptions {
+  // Rows of the LM head and the cross-entropy a training step takes at a time: their [rows, vocab]
+  // f32 logits, their gradient and its GEMM operands live for one chunk, not the whole micro-batch.
+  // 0: default_loss_chunk_rows(vocab). At least batch * seq: one pass, as forward() then backward()
+  // without chunks. The losses and gradients are those of one pass within float32 rounding: a GEMM's
+  // rows may round differently in their last bit with its row count (OpenBLAS's edge kernels,
+  // cuBLASLt's choice of algorithm), and the head weight's gradient is the chunks' sum.
+  int64_t loss_chunk_rows = 0;
+  // Activation recomputation: the blocks' activations and GEMM operands live in one set of buffers
+  // that every block borrows in turn, only the blocks' outputs (the residual stream) are kept, and
+  // the backward runs each block's forward again from its saved input before its backward: about one
+  // block's activations instead of all of them, for about a third more compute. Gradients are the same
+  // bits; FP8 casts in the recomputed forward use the step's scales and record nothing (ScalingTable's
+  // replaying), so the scaling state moves once per step as without it.
+  bool recompute = false;
+};
+
+// Chunks of about 64 MiB of f32 logits (whole multiples of 128 rows, at least 256 rows).
+int64_t default_loss_chunk_rows(int64_t vocab_size);
+
 class Llama {
  public:
   // Hugging Face's initialisation: every Linear and the embedding from normal(0, 0.02) (the config's
@@ -34,6 +55,9 @@ class Llama {
   // everything else runs as mixed bf16. Weights are untouched.
   void set_precision(nn::Precision precision, const Fp8Recipe& recipe = {});
   nn::Precision precision() const;
+  // For the training steps from now on (the next forward).
+  void set_memory_options(const LlamaMemoryOptions& options);
+  const LlamaMemoryOptions& memory_options() const;
   const LlamaConfig& config() const;
   Device device() const;
   ops::Context& context();
@@ -41,11 +65,17 @@ class Llama {
   // tokens: [batch, seq] i32 on the model's device, seq <= max_position_embeddings, ids in
   // [0, vocab_size) (checked by the caller on the host: the GPU does not). Queues the forward and
   // returns the logits [batch * seq, vocab_size] f32 (bf16 values unless fp32). training: keeps what
-  // the backward needs and records FP8 amaxes; otherwise FP8 scales are frozen.
+  // the backward needs and records FP8 amaxes; otherwise FP8 scales are frozen. A training forward
+  // whose rows exceed the memory options' loss chunk leaves the LM head to backward() and returns an
+  // empty tensor.
   const Tensor& forward(const Tensor& tokens, bool training);
   // After forward: losses [batch * seq] f32 (resized; on the model's device) = each position's
   // next-token cross-entropy against targets [batch * seq] i32 (negative: ignored).
   void loss(const Tensor& targets, Tensor& losses);
+  // forward(tokens, false) and loss(targets, losses) with the LM head in the memory options' loss
+  // chunks: no [batch * seq, vocab] logits (the same losses within float32 rounding; forward()'s
+  // logits are not made).
+  void evaluate(const Tensor& tokens, const Tensor& targets, Tensor& losses);
   // After forward(training=true): the losses as loss(), then every gradient overwritten with the
   // gradient of grad_scale * sum(losses) (grad_scale = 1 / counted tokens of the whole step for a
   // mean), then the FP8 scaling update. The logits are overwritten by their gradient.

@@ -74,6 +74,13 @@ std::vector<Tensor*> GroupedQueryAttention::backward_buffers() {
   return {&dq_, &dk_, &dv_, &dx_, &q_proj.dx_buffer(), &k_proj.dx_buffer(), &v_proj.dx_buffer(), &o_proj.dx_buffer()};
 }
 
+std::vector<Tensor*> GroupedQueryAttention::step_buffers() {
+  std::vector<Tensor*> all = {&q_, &k_, &out_, &lse_};  // v_ is a view of v_proj's output
+  for (Linear* l : linears())
+    for (Tensor* t : l->step_buffers()) all.push_back(t);
+  return all;
+}
+
 const Tensor& GroupedQueryAttention::backward(ops::Context& c, const Tensor& dy) {
   const int64_t rows = shape_.batch * shape_.seq;
   const int64_t q_channels = shape_.heads * shape_.head_dim, kv_channels = shape_.kv_heads * shape_.head_dim;

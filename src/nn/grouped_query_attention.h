@@ -38,6 +38,9 @@ class GroupedQueryAttention {
   // The gradient buffers that live only during backward() (a model may lend the same ones to every
   // layer in turn: they are sized by the first backward).
   std::vector<Tensor*> backward_buffers();
+  // What forward() and backward() write besides those and the output's residual sum (activations,
+  // the projections' step_buffers), for a model that recomputes activations to share.
+  std::vector<Tensor*> step_buffers();
   Linear q_proj, k_proj, v_proj, o_proj;
 
  private:

@@ -88,6 +88,14 @@ ops::LinearOp& Linear::op() {
   return op_;
 }
 
+std::vector<Tensor*> Linear::step_buffers() {
+  ops::LinearOp& l = op_;
+  std::vector<Tensor*> all = {&l.y, &l.pre, &l.xc, &l.xc_t, &l.g, &l.gc, &l.gc_t, &l.partials};
+  for (QTensor* q : {&l.xq, &l.xq_t, &l.gq, &l.gq_t})
+    for (Tensor* t : {&q->codes, &q->codes_t, &q->scale_inv, &q->amax}) all.push_back(t);
+  return all;
+}
+
 const Tensor& Linear::forward(ops::Context& c, const Tensor& x, bool training, const ops::LinearOutput& next,
                               Linear* producer) {
   ops::linear_forward(c, op(), x, training, next, producer != nullptr ? &producer->op() : nullptr);

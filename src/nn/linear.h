@@ -55,6 +55,10 @@ class Linear {
   const Tensor& tied_grad() const { return tied_grad_; }
   // The buffer backward() returns dx in, which a model may share between layers (backward_buffers).
   Tensor& dx_buffer() { return op_.dx; }
+  // What forward() and backward() write besides dx and the weight's casts: the output, the GEMM
+  // operands of the input and the output gradient, scratch. A model that recomputes activations
+  // shares them between layers (nothing reads them after this layer's backward has finished).
+  std::vector<Tensor*> step_buffers();
 
   Parameter& kernel;
   Parameter* bias;  // null: none

@@ -6,6 +6,7 @@
 #include "ops/context.h"
 
 #include <string>
+#include <vector>
 
 namespace fp8kit::nn {
 
@@ -21,6 +22,9 @@ class RmsNorm {
 
   // backward()'s dx, which a model may share between layers.
   Tensor& dx_buffer() { return dx_; }
+  // What forward() writes for backward() (the output and the statistics), which a model that
+  // recomputes activations may share between layers as well.
+  std::vector<Tensor*> step_buffers() { return {&out_, &rstd_}; }
 
   Parameter& weight;
 

@@ -34,6 +34,13 @@ std::vector<Tensor*> SwiGluMlp::backward_buffers() {
   return {&dgate_, &dup_, &dx_, &gate_proj.dx_buffer(), &up_proj.dx_buffer(), &down_proj.dx_buffer()};
 }
 
+std::vector<Tensor*> SwiGluMlp::step_buffers() {
+  std::vector<Tensor*> all = {&act_};
+  for (Linear* l : linears())
+    for (Tensor* t : l->step_buffers()) all.push_back(t);
+  return all;
+}
+
 const Tensor& SwiGluMlp::backward(ops::Context& c, const Tensor& dy) {
   const Tensor& dact = down_proj.backward(c, dy);
   ops::swiglu_backward(c, gate_proj.op().y, up_proj.op().y, dact, dgate_, dup_);

@@ -27,6 +27,9 @@ class SwiGluMlp {
   std::array<Linear*, 3> linears() { return {&gate_proj, &up_proj, &down_proj}; }
   // The gradient buffers that live only during backward() (see GroupedQueryAttention's).
   std::vector<Tensor*> backward_buffers();
+  // What forward() and backward() write besides those and the output's residual sum (see
+  // GroupedQueryAttention's).
+  std::vector<Tensor*> step_buffers();
   Linear gate_proj, up_proj, down_proj;
 
  private:

@@ -43,7 +43,7 @@ float cast_fp8(ScalingTable& t, int s, std::span<const float> x, bool training, 
   sized(codes, {n}, dtype_of(format), Device::Cpu);
   sized(values, {n}, DType::F32, Device::Cpu);
   float* amax_slot = t.amax_slot(s, training);
-  if (t.current()) {
+  if (t.current() && amax_slot != nullptr) {  // null: replaying, with the scale the first forward made
     *amax_slot = amax(x);
     const int slots[] = {s};
     t.current_scales(c, slots, training);

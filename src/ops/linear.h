@@ -105,8 +105,9 @@ void linear_prepare_weights(Context& c, std::span<LinearOp* const> linears, bool
 void linear_prepare_input(Context& c, LinearOp& l, const Tensor& x, bool training);
 
 // l.y = act(x W + b), then `next`. x: [rows, in] f32 on the context's device. training: the FP8
-// amaxes enter the scaling table (current scaling: scales from this x), and the backward's operands
-// are kept; otherwise the scales are frozen. producer: the Linear whose deferred output x is (its
+// amaxes enter the scaling table (current scaling: scales from this x; neither while the table is
+// replaying a recomputed forward), and the backward's operands are kept; otherwise the scales are
+// frozen. producer: the Linear whose deferred output x is (its
 // bias and activation are applied to x first).
 void linear_forward(Context& c, LinearOp& l, const Tensor& x, bool training, const LinearOutput& next = {},
                     LinearOp* producer = nullptr);

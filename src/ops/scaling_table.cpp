@@ -69,7 +69,7 @@ float* ScalingTable::cast_scale(int slot, bool training) {
 }
 
 float* ScalingTable::amax_slot(int slot, bool training) {
-  if (training) return amax_.device_data<float>() + slot;
+  if (training) return replaying_ ? nullptr : amax_.device_data<float>() + slot;
   return current() ? eval_amax_.device_data<float>() + slot : nullptr;
 }
 

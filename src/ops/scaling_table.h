@@ -45,8 +45,8 @@ class ScalingTable {
   // (current scaling writes its own copy there, so evaluation leaves the state as it is).
   float* cast_scale(int slot, bool training);
   bool divide() const { return keras_lag(); }
-  // Where a cast records the tensor's amax (training: this step's, consumed by update(); evaluation
-  // with current scaling: the evaluation copy; otherwise null).
+  // Where a cast records the tensor's amax (training: this step's, consumed by update(), unless
+  // replaying; evaluation with current scaling: the evaluation copy; otherwise null).
   float* amax_slot(int slot, bool training);
   // 1 / scale of the data cast with cast_scale(slot) (keras lag: the multiplier), in a 16-byte aligned
   // slot as cuBLASLt wants it; current scaling writes it with the scale.
@@ -68,7 +68,15 @@ class ScalingTable {
   // the last micro-batch's). A host switch read when ops are queued: a step captured with it on is
   // another CUDA graph than one captured with it off. The records are allocated at the first switch on.
   void set_recording(bool on);
-  bool recording() const { return recording_; }
+  bool recording() const { return recording_ && !replaying_; }
+
+  // Activation recomputation: a training forward queued again in the backward (from a block's saved
+  // input) must cast as the step's first forward did and leave the state as it is. While replaying,
+  // training casts use the scales as they stand (current scaling's included: the first forward's,
+  // which nothing overwrites before update()) and record nothing: no amaxes, no current scales, no
+  // health statistics. A host switch read when ops are queued, as set_recording.
+  void set_replaying(bool on) { replaying_ = on; }
+  bool replaying() const { return replaying_; }
   // How slot `slot`'s training cast quantizes (its scale, divide(), format and amax history).
   QuantStatsSpec stats_spec(int slot);
   // Queues the statistics of x, as slot `slot`'s training cast quantizes it, into the slot's record.
@@ -96,6 +104,7 @@ class ScalingTable {
   Tensor gemm_scale_inv_;       // [4 n]: scale_inv of slot i at 4 i
   Tensor eval_amax_, eval_scale_;
   bool recording_ = false;
+  bool replaying_ = false;
   Tensor records_;   // [n, kQuantStatsWords] i32, once recording was switched on
   Tensor partials_;  // [n, kQuantStatsParts * kQuantStatsWords] i32
 };

@@ -144,8 +144,7 @@ LmEvaluation evaluate_lm(models::Llama& model, const data::TokenWindows& windows
     windows.ordered_batch(b, batch, inputs, next);
     tokens.copy_from_host(inputs.data());
     targets.copy_from_host(next.data());
-    model.forward(tokens, false);
-    model.loss(targets, losses);
+    model.evaluate(tokens, targets, losses);
     model.context().synchronize();
     sum += sum_of(losses);
   }
@@ -170,6 +169,7 @@ LmTrainResult train_lm(const LmTrainOptions& o, std::span<const int32_t> train_s
   LmTrainResult result{models::Llama(o.model, o.seed, o.device), 0, 0, std::nullopt, 0, 0};
   models::Llama& model = result.model;
   model.set_precision(o.precision, o.recipe);
+  model.set_memory_options(o.memory);
   optim::AdamOptions adam_options = o.adam;
   if (adam_options.decay_steps == 0 && o.steps > adam_options.warmup_steps) adam_options.decay_steps = o.steps;
   optim::Adam adam(model.parameter_set(), adam_options);

@@ -27,6 +27,8 @@ struct LmTrainOptions {
   int64_t seq = 256;
   int64_t batch = 16;        // sequences per micro-batch
   int64_t accumulation = 1;  // micro-batches per optimizer step
+  // The LM head and loss in chunks of rows, activation recomputation (models/llama.h).
+  models::LlamaMemoryOptions memory;
   int64_t steps = 1000;      // optimizer steps
   // AdamW; its schedule's decay_steps 0 means `steps`. Weight decay applies to every parameter.
   optim::AdamOptions adam{.learning_rate = 6e-4f, .beta1 = 0.9f, .beta2 = 0.95f, .epsilon = 1e-8f,
@@ -59,7 +61,7 @@ struct LmEvaluation {
 };
 
 // The mean loss over up to max_batches micro-batches of `batch` windows of `windows` in stream order
-// (0: all), frozen FP8 scales.
+// (0: all), frozen FP8 scales, the LM head in the model's loss chunks (Llama::evaluate).
 LmEvaluation evaluate_lm(models::Llama& model, const data::TokenWindows& windows, int64_t batch, int64_t max_batches);
 
 struct LmTrainResult {

@@ -7,10 +7,12 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 namespace fp8kit::testing {
 namespace {
@@ -73,6 +75,42 @@ TEST(LmCli, TrainsWithBlockScaling) {
   r = run_cli("lm compare " + out);
   ASSERT_EQ(r.exit_code, 0) << tail(r.output);
   EXPECT_THAT(r.output, HasSubstr("fp8 block"));
+}
+
+TEST(LmCli, TrainsWithRecomputationAndTheLossInChunks) {
+  const TempDir dir("lm_cli_memory");
+  const std::string data = make_tiny_imdb(dir.path(), "aclImdb", 12).string();
+  auto train = [&](const std::string& name, const std::string& flags) {
+    return run_cli("lm train --precision fp8 --steps 2 --config tiny --data " + data + " --out " +
+                   (dir.path() / name).string() + " --vocab-size 300 --seq 32 --batch 2 --warmup 1 --eval-batches 1" +
+                   flags);
+  };
+  const CliResult plain = train("plain", " --loss-chunk 64");
+  ASSERT_EQ(plain.exit_code, 0) << tail(plain.output);
+  const CliResult memory = train("memory", " --recompute --loss-chunk 64");
+  ASSERT_EQ(memory.exit_code, 0) << tail(memory.output);
+  EXPECT_THAT(memory.output, HasSubstr("2/2 ━━━━━━━━━━━━━━━━━━━━"));
+  // The same run, bit for bit: the same losses, gradient norms and validation in the metrics.
+  auto metrics = [&](const std::string& name) {
+    std::vector<nlohmann::json> events;
+    std::ifstream in(dir.path() / name / "metrics.jsonl");
+    for (std::string line; std::getline(in, line);) {
+      nlohmann::json e = nlohmann::json::parse(line);
+      if (e["event"] == "run") {
+        EXPECT_EQ(e["recompute"], name == "memory");
+      }
+      if (e["event"] != "step" && e["event"] != "validation") continue;
+      e.erase("tokens_per_second");
+      events.push_back(e);
+    }
+    return events;
+  };
+  const std::vector<nlohmann::json> expected = metrics("plain");
+  EXPECT_EQ(expected.size(), 3u);
+  EXPECT_EQ(metrics("memory"), expected);
+  const CliResult bad = train("bad", " --loss-chunk -1");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_THAT(bad.output, HasSubstr("--loss-chunk"));
 }
 
 TEST(LmCli, RefusesWhatItCannotUse) {

@@ -4,12 +4,15 @@
 // steps lowering the loss.
 #include "models/llama.h"
 
+#include "base/error.h"
 #include "models/llama_reference.h"
 #include "optim/adam.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
+#include <cstring>
 #include <random>
 
 namespace fp8kit::models {
@@ -162,6 +165,157 @@ TEST(Llama, TrainingLowersTheLossInEveryPrecision) {
       adam.step(model.context());
     }
     EXPECT_LT(last, 0.5 * first) << nn::name(precision) << (recipe != nullptr ? " block" : "");
+  }
+}
+
+// One training step (forward, backward) of `model` on b; the losses.
+std::vector<float> train_step(Llama& m, const Batch& b) {
+  Tensor losses;
+  m.forward(b.tokens_t, true);
+  m.backward(b.targets_t, 1.0f / static_cast<float>(b.counted()), losses);
+  return {losses.data<float>(), losses.data<float>() + losses.numel()};
+}
+
+std::vector<float> values_of(const Tensor& t) { return {t.data<float>(), t.data<float>() + t.numel()}; }
+
+struct PrecisionRun {
+  nn::Precision precision;
+  Fp8Recipe recipe;
+  std::string name;
+};
+
+std::vector<PrecisionRun> precisions() {
+  return {{nn::Precision::Fp32, {}, "fp32"},
+          {nn::Precision::Bf16, {}, "bf16"},
+          {nn::Precision::Fp8, {}, "fp8 delayed"},
+          {nn::Precision::Fp8, {.mode = ScalingMode::Current}, "fp8 current"},
+          {nn::Precision::Fp8, {.mode = ScalingMode::Block}, "fp8 block"}};
+}
+
+double relative_l2(const std::vector<float>& got, const std::vector<float>& expected) {
+  double diff = 0, norm = 0;
+  for (size_t k = 0; k < expected.size(); ++k) {
+    diff += (double{got[k]} - expected[k]) * (double{got[k]} - expected[k]);
+    norm += double{expected[k]} * expected[k];
+  }
+  return norm > 0 ? std::sqrt(diff / norm) : std::sqrt(diff);
+}
+
+// The loss in chunks of rows against one pass: the same within float32 rounding, not bit for bit. A
+// GEMM's rows depend in their last bit on its row count (OpenBLAS's edge kernels; cuBLASLt's choice
+// of algorithm), so the chunks' logits and dgrad (the hidden states' gradient) may round differently,
+// and the head weight's gradient is the chunks' sum in another order; then carried through the blocks
+// (FP8: an output gradient's cast may land on the neighbouring code, hence its looser bound).
+TEST(Llama, ChunkedLossMatchesOnePass) {
+  for (const bool tied : {true, false}) {
+    const LlamaConfig config = tiny(tied, 2);
+    const Batch b(config.vocab_size, 21);  // 22 rows: chunks of 8, 7, 7 (at most 8 rows)
+    for (const PrecisionRun& run : precisions()) {
+      const std::string what = run.name + (tied ? " tied" : " untied");
+      const double bound = run.precision == nn::Precision::Fp8 ? 1e-3 : 1e-5;
+      Llama whole(config, 23), chunked(config, 23);
+      whole.set_memory_options({.loss_chunk_rows = b.batch * b.seq});
+      chunked.set_memory_options({.loss_chunk_rows = 8});
+      for (Llama* m : {&whole, &chunked}) m->set_precision(run.precision, run.recipe);
+      // Evaluation in chunks (evaluate) against forward() and loss().
+      Tensor expected_eval, whole_eval, chunked_eval;
+      whole.forward(b.tokens_t, false);
+      whole.loss(b.targets_t, expected_eval);
+      whole.evaluate(b.tokens_t, b.targets_t, whole_eval);
+      chunked.evaluate(b.tokens_t, b.targets_t, chunked_eval);
+      EXPECT_EQ(values_of(whole_eval), values_of(expected_eval)) << what << ": one chunk, the same bits";
+      for (int64_t k = 0; k < expected_eval.numel(); ++k)
+        EXPECT_NEAR(chunked_eval.data<float>()[k], expected_eval.data<float>()[k], 1e-6 * expected_eval.data<float>()[k])
+            << what;
+      EXPECT_EQ(whole.forward(b.tokens_t, true).numel(), b.batch * b.seq * config.vocab_size);
+      EXPECT_EQ(chunked.forward(b.tokens_t, true).numel(), 0) << "the head waits for backward()";
+      Tensor whole_losses, chunked_losses;
+      whole.backward(b.targets_t, 1.0f / static_cast<float>(b.counted()), whole_losses);
+      chunked.backward(b.targets_t, 1.0f / static_cast<float>(b.counted()), chunked_losses);
+      const std::vector<float> got_losses = values_of(chunked_losses), losses = values_of(whole_losses);
+      for (size_t k = 0; k < losses.size(); ++k) EXPECT_NEAR(got_losses[k], losses[k], 1e-6 * losses[k]) << what;
+      const std::vector<nn::Parameter*> a = whole.parameters(), c = chunked.parameters();
+      double worst = 0;
+      for (size_t i = 0; i < a.size(); ++i) {
+        const double error = relative_l2(values_of(c[i]->grad), values_of(a[i]->grad));
+        EXPECT_LT(error, bound) << what << " " << a[i]->name;
+        worst = std::max(worst, error);
+      }
+      std::printf("%s: worst relative L2 of a gradient %.2e\n", what.c_str(), worst);
+      // The FP8 state takes the amaxes of the forward (the same bits) and of the output gradients.
+      const std::vector<nn::StateTensor> sa = whole.fp8_state(), sc = chunked.fp8_state();
+      ASSERT_EQ(sa.size(), sc.size());
+      for (size_t i = 0; i < sa.size(); ++i)
+        EXPECT_LT(relative_l2(values_of(*sc[i].tensor), values_of(*sa[i].tensor)), bound) << what << sa[i].name;
+      // Evaluation runs the head at once, as before.
+      EXPECT_EQ(chunked.forward(b.tokens_t, false).numel(), b.batch * b.seq * config.vocab_size);
+    }
+  }
+}
+
+TEST(Llama, LossAfterAChunkedTrainingForwardSaysWhatToDo) {
+  const LlamaConfig config = tiny(true, 2);
+  const Batch b(config.vocab_size, 22);
+  Llama model(config, 3);
+  model.set_memory_options({.loss_chunk_rows = 5});
+  model.forward(b.tokens_t, true);
+  Tensor losses;
+  EXPECT_THROW(model.loss(b.targets_t, losses), Error);
+  model.evaluate(b.tokens_t, b.targets_t, losses);
+  EXPECT_THROW(model.loss(b.targets_t, losses), Error);
+  EXPECT_THROW(model.set_memory_options({.loss_chunk_rows = -1}), Error);
+}
+
+TEST(Llama, DefaultLossChunksHoldAbout64MiBOfLogits) {
+  EXPECT_EQ(default_loss_chunk_rows(8192), 2048);    // 64 MiB of f32 logits
+  EXPECT_EQ(default_loss_chunk_rows(50257), 256);    // 333 rows, rounded down to 256: 49 MiB
+  EXPECT_EQ(default_loss_chunk_rows(128256), 256);   // at least 256 rows: 125 MiB
+  EXPECT_EQ(default_loss_chunk_rows(37), 453376);    // a tiny vocabulary: one chunk in practice
+}
+
+// Recomputation gives the same gradients and FP8 state as keeping the activations, bit for bit, step
+// after step (the FP8 scales move between steps, and the recomputed forward must cast with the
+// step's and record nothing more), with and without the loss in chunks.
+TEST(Llama, RecomputationGivesTheSameBits) {
+  const LlamaConfig config = tiny(false, 2);
+  const Batch b(config.vocab_size, 25);
+  for (const PrecisionRun& run : precisions()) {
+    for (const int64_t chunk : {int64_t{0}, int64_t{8}}) {
+      const std::string what = run.name + (chunk > 0 ? " chunked" : "");
+      Llama kept(config, 29), recomputed(config, 29);
+      kept.set_memory_options({.loss_chunk_rows = chunk});
+      recomputed.set_memory_options({.loss_chunk_rows = chunk, .recompute = true});
+      for (Llama* m : {&kept, &recomputed}) m->set_precision(run.precision, run.recipe);
+      for (int step = 0; step < 3; ++step) {
+        if (kept.scaling() != nullptr) {  // health statistics on the second step: recorded once
+          kept.scaling()->set_recording(step == 1);
+          recomputed.scaling()->set_recording(step == 1);
+        }
+        EXPECT_EQ(train_step(recomputed, b), train_step(kept, b)) << what << " step " << step;
+        const std::vector<nn::Parameter*> a = kept.parameters(), c = recomputed.parameters();
+        for (size_t i = 0; i < a.size(); ++i)
+          EXPECT_EQ(values_of(c[i]->grad), values_of(a[i]->grad)) << what << " " << a[i]->name << " step " << step;
+        const std::vector<nn::StateTensor> sa = kept.fp8_state(), sc = recomputed.fp8_state();
+        ASSERT_EQ(sa.size(), sc.size());
+        for (size_t i = 0; i < sa.size(); ++i)
+          EXPECT_EQ(values_of(*sc[i].tensor), values_of(*sa[i].tensor)) << what << " " << sa[i].name;
+        if (step == 1 && kept.scaling() != nullptr) {
+          const std::vector<ops::QuantStats> ra = kept.scaling()->read_records(kept.context()),
+                                             rc = recomputed.scaling()->read_records(recomputed.context());
+          ASSERT_EQ(ra.size(), rc.size());
+          for (size_t i = 0; i < ra.size(); ++i) EXPECT_EQ(std::memcmp(&ra[i].raw, &rc[i].raw, sizeof(ra[i].raw)), 0) << what << " record " << i;
+        }
+        // A small step on both, so that the next step's weights and scales differ from this one's.
+        for (Llama* m : {&kept, &recomputed})
+          for (nn::Parameter* p : m->parameters()) {
+            float* v = p->value.data<float>();
+            const float* g = p->grad.data<float>();
+            for (int64_t k = 0; k < p->numel(); ++k) v[k] -= 0.5f * g[k];
+          }
+      }
+      // Evaluation after recomputed training: the same logits.
+      EXPECT_EQ(values_of(recomputed.forward(b.tokens_t, false)), values_of(kept.forward(b.tokens_t, false))) << what;
+    }
   }
 }
 

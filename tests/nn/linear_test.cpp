@@ -1,6 +1,7 @@
 // Linear: fp32 gradients by finite differences; bf16 and FP8 numerics against slow references
 // written here (scalar casts, naive loops); which scale each of the first steps uses under the te
-// and keras lags and current scaling; frozen scales in evaluation; FP8 gradients near fp32 ones.
+// and keras lags and current scaling; frozen scales in evaluation; a replayed (recomputed) forward
+// casting with the step's scale and recording nothing; FP8 gradients near fp32 ones.
 #include "nn/linear.h"
 
 #include "common/gradient_check.h"
@@ -270,6 +271,36 @@ TEST(Linear, Fp8LagDecidesWhichAmaxEachStepUses) {
     EXPECT_EQ(history[0], 1.0f);
     EXPECT_EQ(history[1], 0.5f);
     EXPECT_EQ(history[3], 2.0f);
+  }
+}
+
+// Activation recomputation queues a training forward again in the backward: while the table is
+// replaying, the cast uses the scale the step's forward used (current scaling's: not made again from
+// this input), and neither the amax nor health statistics are recorded.
+TEST(Linear, Fp8ReplayCastsWithTheStepsScaleAndRecordsNothing) {
+  for (const ScalingMode mode : {ScalingMode::Delayed, ScalingMode::Current}) {
+    const int64_t rows = 4, in = 8, out = 3;
+    Layer l(in, out, Activation::None, 41);
+    l.set_precision(Precision::Fp8, {.mode = mode, .amax_history_length = 4});
+    l.scaling->set_recording(true);
+    const auto x = with_amax(rows * in, 2.0f, 80);
+    const std::span<const float> first = l.forward(x, rows, true);
+    const std::vector<float> y(first.begin(), first.end());
+    const float scale_inv = *l.scaling_inv(0);
+    l.scaling->set_replaying(true);
+    EXPECT_FALSE(l.scaling->recording());
+    EXPECT_EQ(values(l.linear->forward(l.context, l.x_, true)), y) << int(mode);
+    Tensor other({rows, in}, DType::F32);
+    set(other, with_amax(rows * in, 8.0f, 81));
+    l.linear->forward(l.context, other, true);
+    EXPECT_EQ(*l.scaling_inv(0), scale_inv) << int(mode);
+    l.scaling->set_replaying(false);
+    EXPECT_TRUE(l.scaling->recording());
+    l.backward(random_vector(rows * out, 82));
+    // The histories took the step's amax (2), not the replayed input's (8).
+    EXPECT_EQ(values(*l.fp8_state()[1].tensor)[0], 2.0f) << int(mode);
+    const std::vector<ops::QuantStats> records = l.scaling->read_records(l.context);
+    EXPECT_EQ(records[0].raw.amax, 2.0f) << int(mode);
   }
 }
 

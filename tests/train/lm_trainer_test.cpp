@@ -1,7 +1,8 @@
 // The LM training loop on the CPU with a tiny Llama and a synthetic corpus: the loss falls on a
 // learnable stream; a run stopped at a checkpoint and resumed ends with the weights of an
 // uninterrupted one, bit for bit; accumulating two micro-batches matches one batch of both;
-// a checkpoint of another configuration is refused; the saved HF directory loads back.
+// recomputation and the loss in chunks train the same model; a checkpoint of another configuration is
+// refused; the saved HF directory loads back.
 #include "train/lm_trainer.h"
 
 #include "base/error.h"
@@ -107,6 +108,34 @@ TEST(LmTrainer, AccumulationMatchesOneLargerBatch) {
   LmTrainResult big = train_lm(o, train, validation);
   const auto wa = weights(accumulated.model), wb = weights(big.model);
   for (size_t i = 0; i < wa.size(); ++i) ASSERT_NEAR(wa[i], wb[i], 1e-5) << i;
+}
+
+// The memory options through the whole loop (accumulation, clipping, AdamW, FP8 scaling, validation):
+// recomputation trains the same weights bit for bit; the loss in chunks the same within float32
+// rounding (Llama.ChunkedLossMatchesOnePass says why).
+TEST(LmTrainer, MemoryOptionsTrainTheSameModel) {
+  const auto train = corpus(3000, 7), validation = corpus(600, 8);
+  for (nn::Precision precision : {nn::Precision::Bf16, nn::Precision::Fp8}) {
+    testing::TempDir dir("lm_memory");
+    LmTrainOptions o = options(dir.path());
+    o.precision = precision;
+    o.steps = 3;
+    o.accumulation = 2;
+    auto trained = [&](models::LlamaMemoryOptions memory) {
+      o.memory = memory;
+      return train_lm(o, train, validation);
+    };
+    LmTrainResult plain = trained({.loss_chunk_rows = 1 << 20});
+    LmTrainResult recomputed = trained({.loss_chunk_rows = 1 << 20, .recompute = true});
+    EXPECT_EQ(weights(recomputed.model), weights(plain.model)) << nn::name(precision);
+    EXPECT_EQ(recomputed.validation->loss, plain.validation->loss) << nn::name(precision);
+    LmTrainResult chunked = trained({.loss_chunk_rows = 16});  // 64 rows per micro-batch: 4 chunks
+    LmTrainResult both = trained({.loss_chunk_rows = 16, .recompute = true});
+    EXPECT_EQ(weights(both.model), weights(chunked.model)) << nn::name(precision);
+    const auto wc = weights(chunked.model), wp = weights(plain.model);
+    for (size_t i = 0; i < wc.size(); ++i) ASSERT_NEAR(wc[i], wp[i], 1e-4) << nn::name(precision) << " " << i;
+    EXPECT_NEAR(chunked.validation->loss, plain.validation->loss, 1e-4) << nn::name(precision);
+  }
 }
 
 TEST(LmTrainer, RefusesACheckpointOfAnotherRunAndSavesALoadableModel) {

@@ -286,7 +286,8 @@ void cuda_linear_forward(Context& c, LinearOp& l, const Tensor& x, bool training
       sized(l.xc_t, K, M, dtype_of(f));
       cuda::QuantizeArgs args = quantize_args(t, l.slot, xp, M, K, u8(l.xc), u8(l.xc_t), training);
       args.epilogue = pending(producer);
-      if (t.current()) current_scales(c, t, {args}, {l.slot}, training);
+      // Replaying (recomputation): the scale the step's first forward made.
+      if (t.current() && !(training && t.replaying())) current_scales(c, t, {args}, {l.slot}, training);
       if (cuda::quantize_fp8_gemm_fits(K, N)) {  // the quantization and the GEMM in one launch
         args.q = nullptr;  // only the transposed codes (wgrad's) are read after it
         cuda::quantize_fp8_gemm(args, u8(l.wc_t), t.format(l.slot + 1), N, t.gemm_scale_inv(l.slot),

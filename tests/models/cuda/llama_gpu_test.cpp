@@ -1,7 +1,8 @@
 // The Llama model on the GPU against the same model on the CPU: the same weights (one seed) and
 // batch, one training step (losses, every gradient, the AdamW update with clipping), then two more
-// steps from a captured graph, in fp32, bf16, FP8 and FP8 with block scaling; and the HF directory a GPU model saves loads
-// back on the CPU. The GPU's attention is cuDNN's flash attention with bf16 operands, so even fp32
+// steps from a captured graph, in fp32, bf16, FP8 and FP8 with block scaling; the memory options
+// (loss chunks, recomputation) eager and captured; and the HF directory a GPU model saves loads back
+// on the CPU. The GPU's attention is cuDNN's flash attention with bf16 operands, so even fp32
 // differs from the CPU by bf16 rounding inside attention: tolerances are relative L2 errors over all
 // parameters together, with headroom over the errors first measured.
 #include "models/llama.h"
@@ -37,6 +38,8 @@ double rel(const std::vector<float>& a, const std::vector<float>& b) {
   return std::sqrt(num / std::max(den, 1e-30));
 }
 
+const Fp8Recipe kDelayed{}, kCurrent{.mode = ScalingMode::Current}, kBlock{.mode = ScalingMode::Block};
+
 LlamaConfig config() {
   LlamaConfig c = llama_preset("tiny", 101);
   c.max_position_embeddings = 64;
@@ -48,9 +51,10 @@ struct DeviceRun {
   std::vector<float> losses, grads, weights0, weights;
 };
 
-DeviceRun run(Device device, nn::Precision precision, const Fp8Recipe& recipe) {
+DeviceRun run(Device device, nn::Precision precision, const Fp8Recipe& recipe, const LlamaMemoryOptions& memory = {}) {
   Llama model(config(), 3, device);
   model.set_precision(precision, recipe);
+  model.set_memory_options(memory);
   optim::Adam adam(model.parameter_set(), {.learning_rate = 1e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .epsilon = 1e-8f,
                                            .weight_decay = 0.1f, .warmup_steps = 2, .decay_steps = 10});
   const int64_t B = 2, T = 48;
@@ -105,6 +109,35 @@ TEST(LlamaGpu, MatchesTheCpuModel) {
     EXPECT_LT(el, k.losses) << what;
     EXPECT_LT(eg, k.grads) << what;
     EXPECT_LT(eu, k.update) << what;
+  }
+}
+
+// The memory options on the GPU, eager and captured: recomputation gives the same bits (the same
+// kernels on the same inputs; FP8 casts replay the step's scales), the loss in chunks of 32 rows (3
+// of them) the same within float32 rounding (cuBLASLt's GEMMs of another row count, the head weight's
+// gradient summed by chunks), and the CPU's results within the tolerances above.
+TEST(LlamaGpu, MemoryOptionsKeepTheResults) {
+  FP8KIT_REQUIRE_GPU();
+  for (const Fp8Recipe* recipe : {static_cast<const Fp8Recipe*>(nullptr), &kDelayed, &kCurrent, &kBlock}) {
+    const nn::Precision precision = recipe == nullptr ? nn::Precision::Bf16 : nn::Precision::Fp8;
+    const Fp8Recipe r = recipe == nullptr ? Fp8Recipe{} : *recipe;
+    const std::string what = std::string(nn::name(precision)) + " " + (recipe == nullptr ? "" : describe(r));
+    const DeviceRun plain = run(Device::Cuda, precision, r, {.loss_chunk_rows = 1 << 20});
+    const DeviceRun recomputed = run(Device::Cuda, precision, r, {.loss_chunk_rows = 1 << 20, .recompute = true});
+    EXPECT_EQ(recomputed.losses, plain.losses) << what;
+    EXPECT_EQ(recomputed.grads, plain.grads) << what;
+    EXPECT_EQ(recomputed.weights, plain.weights) << what;
+    const DeviceRun chunked = run(Device::Cuda, precision, r, {.loss_chunk_rows = 32});
+    const DeviceRun both = run(Device::Cuda, precision, r, {.loss_chunk_rows = 32, .recompute = true});
+    EXPECT_EQ(both.grads, chunked.grads) << what;
+    EXPECT_EQ(both.weights, chunked.weights) << what;
+    const double el = rel(chunked.losses, plain.losses), eg = rel(chunked.grads, plain.grads);
+    std::printf("%s: loss in chunks against one pass: losses %.2e, gradients %.2e\n", what.c_str(), el, eg);
+    EXPECT_LT(el, 1e-5) << what;
+    EXPECT_LT(eg, precision == nn::Precision::Fp8 ? 1e-2 : 1e-3) << what;
+    const DeviceRun cpu = run(Device::Cpu, precision, r, {.loss_chunk_rows = 32, .recompute = true});
+    EXPECT_LT(rel(both.losses, cpu.losses), 5e-3) << what;
+    EXPECT_LT(rel(both.grads, cpu.grads), precision == nn::Precision::Fp8 ? 0.2 : 5e-2) << what;
   }
 }
 
