@@ -232,7 +232,6 @@ if [ "$mode" = lab ]; then
   cat "$OUT/bench-lab-mlp.txt" >>"$summary"
   # LAB_PROFILE=rows: every kernel launch of bench_cuda_lab_mlp at that size, in order (ncu), into ncu-lab.csv.
   if [ -n "${LAB_PROFILE:-}" ]; then
-    ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
     timeout 300 "${ncu:-ncu}" --clock-control none --metrics gpu__time_duration.sum,dram__bytes.sum --csv --page raw \
       ./bench/bench_cuda_lab_mlp 1 "$LAB_PROFILE" >"$OUT/ncu-lab.csv" 2>"$OUT/ncu.log" || note "FAIL: ncu (ncu.log)"
   fi
