@@ -116,7 +116,7 @@ steps = int(sys.argv[2])
 head = rows[0]; name = head.index("Kernel Name"); t = head.index("gpu__time_duration.sum")
 total = collections.Counter(); count = collections.Counter()
 for r in rows[2:]:
-    try: total[r[name][:90]] += float(r[t]); count[r[name][:90]] += 1
+    try: total[r[name][:90]] += float(r[t].replace(",", "")); count[r[name][:90]] += 1  # ncu writes 53,600
     except ValueError: pass
 all_ns = sum(total.values())
 print(f"ncu: {all_ns / steps / 1e6:.2f} ms of kernels per step ({len(rows) - 2} launches in {steps} steps)")
