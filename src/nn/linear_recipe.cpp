@@ -7,14 +7,23 @@
 
 namespace fp8kit::nn {
 
+namespace {
+
+constexpr std::string_view kRecipeChoices = "use fp32, bf16, fp8 (the model's --recipe), delayed, current or block";
+
+std::optional<LinearRecipe> find_recipe(std::string_view text) {
+  for (const LinearRecipe r : {LinearRecipe::Fp32, LinearRecipe::Bf16, LinearRecipe::Fp8, LinearRecipe::Delayed,
+                               LinearRecipe::Current, LinearRecipe::Block})
+    if (text == name(r)) return r;
+  return std::nullopt;
+}
+
+}  // namespace
+
 LinearRecipe parse_linear_recipe(std::string_view text) {
-  if (text == "fp32") return LinearRecipe::Fp32;
-  if (text == "bf16") return LinearRecipe::Bf16;
-  if (text == "fp8") return LinearRecipe::Fp8;
-  if (text == "delayed") return LinearRecipe::Delayed;
-  if (text == "current") return LinearRecipe::Current;
-  if (text == "block") return LinearRecipe::Block;
-  fail("unknown Linear recipe '{}': use fp32, bf16, fp8 (the model's --recipe), delayed, current or block", text);
+  const std::optional<LinearRecipe> r = find_recipe(text);
+  FP8KIT_CHECK(r.has_value(), "unknown Linear recipe '{}': {}", text, kRecipeChoices);
+  return *r;
 }
 
 std::string_view name(LinearRecipe recipe) {
@@ -74,7 +83,10 @@ LinearRecipes LinearRecipes::parse(std::span<const std::string> texts) {
     FP8KIT_CHECK(eq != std::string::npos && eq > 0 && eq + 1 < text.size(),
                  "Linear recipe rule '{}' is not PATTERN=RECIPE (e.g. lm_head=fp8 or model.layers.*.mlp.down_proj=bf16)",
                  text);
-    rules.push_back({text.substr(0, eq), parse_linear_recipe(std::string_view(text).substr(eq + 1))});
+    const std::optional<LinearRecipe> recipe = find_recipe(std::string_view(text).substr(eq + 1));
+    FP8KIT_CHECK(recipe.has_value(), "Linear recipe rule '{}' names an unknown recipe '{}': {}", text,
+                 text.substr(eq + 1), kRecipeChoices);
+    rules.push_back({text.substr(0, eq), *recipe});
   }
   return LinearRecipes(std::move(rules));
 }

@@ -67,7 +67,8 @@ TEST(LinearRecipe, BadRulesAreNamed) {
   EXPECT_THAT(error_of({"lm_head"}), ::testing::HasSubstr("'lm_head' is not PATTERN=RECIPE"));
   EXPECT_THAT(error_of({"=bf16"}), ::testing::HasSubstr("'=bf16' is not PATTERN=RECIPE"));
   EXPECT_THAT(error_of({"lm_head="}), ::testing::HasSubstr("'lm_head=' is not PATTERN=RECIPE"));
-  EXPECT_THAT(error_of({"lm_head=fp4"}), ::testing::HasSubstr("unknown Linear recipe 'fp4'"));
+  EXPECT_THAT(error_of({"lm_head=fp4"}), ::testing::HasSubstr("rule 'lm_head=fp4' names an unknown recipe 'fp4'"));
+  EXPECT_THROW(parse_linear_recipe("fp4"), Error);
   EXPECT_EQ(error_of({"lm_head=bf16", "*.down_proj=delayed"}), "");
 }
 
