@@ -57,6 +57,17 @@ cuda::QuantizeArgs quantize_args(ScalingTable& t, int s, const float* x, int64_t
   return a;
 }
 
+// The casts of `args` in one batched launch per scaling convention (keras-lag slots divide, the
+// others multiply: per-Linear recipes mix them in one model).
+void quantize_batch(Context& c, const std::vector<cuda::QuantizeArgs>& args) {
+  for (const bool divide : {false, true}) {
+    std::vector<cuda::QuantizeArgs> part;
+    for (const cuda::QuantizeArgs& a : args)
+      if (a.divide == divide) part.push_back(a);
+    if (!part.empty()) cuda::quantize_fp8_batch(part, stream(c));
+  }
+}
+
 // Before `args` (of slots `slots`) are cast, for those of them that scale currently: their amaxes (a
 // pass without outputs), then their scales and the GEMMs' scale_invs, on the current lane. Delayed
 // slots are left as they are (a model's Linears may mix the two).
@@ -191,7 +202,7 @@ void cuda_linear_prepare_weights(Context& c, std::span<LinearOp* const> linears,
         slots.push_back(l->slot + 1);
       }
       current_scales(c, t, args, slots, training);
-      cuda::quantize_fp8_batch(args, stream(c));
+      quantize_batch(c, args);
       if (training && t.recording())  // health statistics: the weights as this step's casts saw them
         for (LinearOp* l : linears) t.record(c, l->slot + 1, *l->w);
       break;
@@ -456,7 +467,7 @@ void cuda_linear_backward(Context& c, std::span<const LinearGradient> group) {
         c.fork(Lane::Side);
       } else {
         current_scales(c, t, args, slots, true);
-        cuda::quantize_fp8_batch(args, stream(c));
+        quantize_batch(c, args);
         for (size_t k = 0; k < group.size(); ++k) record_gradient(k);
         c.fork(Lane::Side);
         if (lanes) fork_lanes();
