@@ -65,6 +65,7 @@ struct TrainArgs {
   int64_t vocab_size = 8192;
   std::string precision = "bf16";
   RecipeArgs recipe;
+  std::vector<std::string> linear_recipes;
   std::string device = "cpu";
   int64_t seq = 256, batch = 16, accumulation = 1, steps = 1000, warmup = 100;
   int64_t loss_chunk = 0;
@@ -85,6 +86,7 @@ void run_train(const TrainArgs& a) {
   if (device == Device::Cuda) require_cuda();
   const nn::Precision precision = nn::parse_precision(a.precision);
   const Fp8Recipe recipe = a.recipe.parse();
+  const nn::LinearRecipes linears = nn::LinearRecipes::parse(a.linear_recipes);
   const Corpus corpus = imdb_corpus(a.data, a.limit);
   const fs::path tokenizer_path = a.tokenizer.empty() ? fs::path(a.out) / kTokenizerFile : fs::path(a.tokenizer);
   const text::BpeTokenizer tokenizer = tokenizer_for(tokenizer_path, corpus, a.vocab_size);
@@ -96,6 +98,7 @@ void run_train(const TrainArgs& a) {
   o.model.bos_token_id = o.model.eos_token_id = *tokenizer.eos_id();  // GPT-2's convention: one <|endoftext|>
   o.precision = precision;
   o.recipe = recipe;
+  o.linears = linears;
   o.seq = a.seq;
   o.batch = a.batch;
   o.accumulation = a.accumulation;
@@ -129,8 +132,9 @@ void run_train(const TrainArgs& a) {
                         {"batch", a.batch},         {"accumulation", a.accumulation}, {"steps", a.steps},
                         {"lr", a.lr},               {"warmup", a.warmup},     {"weight_decay", a.weight_decay},
                         {"clip", a.clip},           {"seed", a.seed},         {"resume", a.resume},
-                        {"health_every", a.health_every}, {"recompute", a.recompute}};
-  if (precision == nn::Precision::Fp8) run.update(a.recipe.json());  // "recipe": delayed or current
+                         {"health_every", a.health_every}, {"recompute", a.recompute}};
+  if (precision == nn::Precision::Fp8 || !linears.empty()) run.update(a.recipe.json());  // "recipe": delayed or current
+  if (!linears.empty()) run["linear_recipes"] = a.linear_recipes;
   log.write(run);
   o.metrics = &log;
   train::LmTrainResult result = train::train_lm(o, train_stream, validation_stream);
@@ -150,6 +154,7 @@ struct ModelArgs {
   std::string model;
   std::string precision = "bf16";
   RecipeArgs recipe;
+  std::vector<std::string> linear_recipes;
   std::string device = "cpu";
 };
 
@@ -166,7 +171,7 @@ LoadedModel load(const ModelArgs& a) {
   FP8KIT_CHECK(tokenizer.vocab_size() <= model.config().vocab_size,
                "{}/{} has {} tokens but the model's vocab_size is {}: the tokenizer does not belong to the model",
                a.model, kTokenizerFile, tokenizer.vocab_size(), model.config().vocab_size);
-  model.set_precision(nn::parse_precision(a.precision), a.recipe.parse());
+  model.set_precision(nn::parse_precision(a.precision), a.recipe.parse(), nn::LinearRecipes::parse(a.linear_recipes));
   return {std::move(model), std::move(tokenizer)};
 }
 
@@ -176,6 +181,7 @@ void add_model_options(CLI::App& app, ModelArgs& a) {
       ->check(CLI::ExistingDirectory);
   app.add_option("--precision", a.precision, "fp32, bf16 or fp8")->capture_default_str();
   add_recipe_options(app, a.recipe);
+  add_linear_recipe_option(app, a.linear_recipes);
   app.add_option("--device", a.device, "cpu or cuda")->capture_default_str();
 }
 
@@ -195,6 +201,8 @@ void run_eval(const EvalArgs& a) {
                                                         : std::vector<std::string>{read_text(a.text)};
   const std::string what = a.text.empty() ? "validation" : a.text;
   if (runtime) {
+    FP8KIT_CHECK(a.model.linear_recipes.empty(),
+                 "--linear-recipe sets the training model's Linears, not the inference engine's: drop it or --runtime");
     EngineArgs args = a.engine;
     args.device = a.model.device;
     const Device device = parse_device(args.device);
@@ -242,6 +250,7 @@ RunCurve read_run(const fs::path& metrics) {
       r = {};
       r.label = e.value("precision", "?");
       if (r.label == "fp8") r.label += " " + e.value("recipe", "delayed");
+      for (const std::string& rule : e.value("linear_recipes", std::vector<std::string>{})) r.label += " " + rule;
       r.seed = e.value("seed", uint64_t{0});
     } else if (e["event"] == "validation") {
       r.steps.push_back(e.value("step", 0.0));
@@ -297,6 +306,7 @@ void setup(CLI::App& app) {
       ->check(whole_number(257, 1 << 20));
   train->add_option("--precision", t->precision, "fp32, bf16 (mixed) or fp8")->capture_default_str();
   add_recipe_options(*train, t->recipe);
+  add_linear_recipe_option(*train, t->linear_recipes);
   train->add_option("--device", t->device, "cpu or cuda")->capture_default_str();
   train->add_option("--seq", t->seq, "tokens per sequence")->capture_default_str()->check(whole_number(1, 1 << 20));
   train->add_option("--batch", t->batch, "sequences per micro-batch")->capture_default_str()->check(whole_number(1, 1 << 16));

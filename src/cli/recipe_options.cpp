@@ -56,4 +56,13 @@ void add_recipe_options(CLI::App& app, RecipeArgs& args) {
                "an amax of exactly 0 (an all-zero tensor) leaves the amax history as it is, as TE does");
 }
 
+void add_linear_recipe_option(CLI::App& app, std::vector<std::string>& rules) {
+  app.add_option("--linear-recipe", rules,
+                 "PATTERN=RECIPE, repeatable: the Linears whose module path matches PATTERN (* matches anything, "
+                 "e.g. lm_head, model.layers.*.mlp.down_proj, model.layers.0.*) run RECIPE: fp32, bf16, fp8 (the "
+                 "--recipe), delayed, current or block (FP8 with that scaling and the recipe's other options), "
+                 "whatever --precision is; the last matching rule wins")
+      ->allow_extra_args(false);  // one rule per flag
+}
+
 }  // namespace fp8kit::cli

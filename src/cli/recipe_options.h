@@ -1,6 +1,7 @@
 // The FP8 recipe's command-line options, shared by every training command: each field of Fp8Recipe
 // has its flag (--recipe, --lag, --amax-history, --amax-algo, --margin, --formats,
-// --power-of-two-scales, --skip-zero-amax).
+// --power-of-two-scales, --skip-zero-amax); and per-Linear overrides of the precision
+// (--linear-recipe PATTERN=RECIPE, repeatable) for the commands whose models take them.
 #pragma once
 
 #include "numerics/recipe.h"
@@ -10,6 +11,7 @@
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
 namespace fp8kit::cli {
 
@@ -28,5 +30,7 @@ struct RecipeArgs {
 };
 
 void add_recipe_options(CLI::App& app, RecipeArgs& args);
+// --linear-recipe PATTERN=RECIPE into `rules` (parse them with nn::LinearRecipes::parse).
+void add_linear_recipe_option(CLI::App& app, std::vector<std::string>& rules);
 
 }  // namespace fp8kit::cli

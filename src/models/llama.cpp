@@ -305,17 +305,30 @@ Llama::~Llama() = default;
 Llama::Llama(Llama&&) noexcept = default;
 Llama& Llama::operator=(Llama&&) noexcept = default;
 
-void Llama::set_precision(Precision precision, const Fp8Recipe& recipe) {
+void Llama::set_precision(Precision precision, const Fp8Recipe& recipe, const nn::LinearRecipes& linears) {
   Impl& m = *impl_;
+  const std::vector<Linear*> all = this->linears();
+  std::vector<std::string> paths;
+  for (const Linear* l : all) paths.push_back(l->path());
+  linears.check_matched(paths);
+  // Each Linear's choice: the model's policy (FP8 projections, a bf16 LM head), then the last rule.
+  std::vector<nn::LinearChoice> choices;
+  for (const Linear* l : all) {
+    const bool head = l == &*m.lm_head;
+    nn::LinearChoice c{precision == Precision::Fp8 && head ? Precision::Bf16 : precision, recipe.mode};
+    if (const auto r = linears.find(l->path())) c = nn::choose(*r, recipe);
+    choices.push_back(c);
+  }
   m.precision = precision;
   m.scaling.reset();
-  if (precision == Precision::Fp8) m.scaling.emplace(recipe);
+  if (std::any_of(choices.begin(), choices.end(), [](const nn::LinearChoice& c) { return c.precision == Precision::Fp8; }))
+    m.scaling.emplace(recipe);
   ops::ScalingTable* table = m.scaling ? &*m.scaling : nullptr;
+  for (size_t i = 0; i < all.size(); ++i) all[i]->set_precision(choices[i].precision, table, choices[i].mode);
   for (Block& b : m.blocks) {
-    b.attention.set_precision(precision, table);
-    b.mlp.set_precision(precision, table);
+    b.attention.share_inputs();
+    b.mlp.share_inputs();
   }
-  m.lm_head->set_precision(precision == Precision::Fp8 ? Precision::Bf16 : precision, nullptr);
   if (table != nullptr) table->allocate(m.context.device());
   m.trained_forward = false;
 }
@@ -358,6 +371,12 @@ void Llama::backward(const Tensor& targets, float grad_scale, Tensor& losses) {
 }
 nn::ParameterSet& Llama::parameter_set() { return impl_->parameters; }
 std::vector<nn::Parameter*> Llama::parameters() { return impl_->parameters.parameters(); }
+
+std::vector<Linear*> Llama::linears() {
+  std::vector<Linear*> all = impl_->projections();
+  all.push_back(&*impl_->lm_head);
+  return all;
+}
 
 std::vector<nn::StateTensor> Llama::fp8_state() {
   return impl_->scaling ? nn::state_tensors(impl_->scaling->state()) : std::vector<nn::StateTensor>{};

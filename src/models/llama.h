@@ -3,10 +3,13 @@
 // residual, RMSNorm, SwiGLU MLP, residual), a final RMSNorm and the LM head (tied to the embedding or
 // not), no biases. Written once on the device-generic layers: it runs on the CPU (the reference) or a
 // CUDA GPU, in fp32, mixed bf16 or FP8 (the seven projections of every block in FP8; the embedding,
-// norms, attention core and LM head in bf16, the pipeline seed's policy).
+// norms, attention core and LM head in bf16, the pipeline seed's policy; per-Linear recipes change
+// any Linear's).
 #pragma once
 
 #include "models/llama_config.h"
+#include "nn/linear.h"
+#include "nn/linear_recipe.h"
 #include "nn/parameter.h"
 #include "nn/precision.h"
 #include "numerics/recipe.h"
@@ -52,8 +55,12 @@ class Llama {
   Llama& operator=(Llama&&) noexcept;
 
   // Fp8: the blocks' projections take FP8 with `recipe` (their state in one scaling table, reset);
-  // everything else runs as mixed bf16. Weights are untouched.
-  void set_precision(nn::Precision precision, const Fp8Recipe& recipe = {});
+  // everything else runs as mixed bf16. Then `linears` overrides the precision of the Linears it
+  // matches by module path ("lm_head", "model.layers.0.mlp.down_proj"): any may run fp32, bf16 or FP8
+  // (the recipe's mode or delayed, current or block, with the recipe's other fields) whatever
+  // `precision` is, which still decides the rest of the model. Throws naming a rule that matches no
+  // Linear. Weights are untouched.
+  void set_precision(nn::Precision precision, const Fp8Recipe& recipe = {}, const nn::LinearRecipes& linears = {});
   nn::Precision precision() const;
   // For the training steps from now on (the next forward).
   void set_memory_options(const LlamaMemoryOptions& options);
@@ -83,7 +90,10 @@ class Llama {
 
   nn::ParameterSet& parameter_set();
   std::vector<nn::Parameter*> parameters();
-  // Per FP8 Linear: <module>/{inputs,kernel,outputs_grad}_{scale,amax_history}; empty unless Fp8.
+  // Every Linear: the blocks' projections in order, then the LM head.
+  std::vector<nn::Linear*> linears();
+  // Per FP8 Linear with per-tensor scales: <module>/{inputs,kernel,outputs_grad}_{scale,amax_history};
+  // empty when there is none.
   std::vector<nn::StateTensor> fp8_state();
   ops::ScalingTable* scaling();
   int64_t parameter_count() const;

@@ -31,8 +31,14 @@ GroupedQueryAttention::GroupedQueryAttention(ParameterSet& parameters, const std
 
 void GroupedQueryAttention::set_precision(Precision precision, ops::ScalingTable* scaling) {
   for (Linear* l : linears()) l->set_precision(precision, scaling);
+  share_inputs();
+}
+
+void GroupedQueryAttention::share_inputs() {
   // bf16 on the GPU: key and value share query's cast of x.
-  k_proj.op().input_of = v_proj.op().input_of = precision == Precision::Bf16 ? &q_proj.op() : nullptr;
+  const bool bf16 = q_proj.precision() == ops::LinearPrecision::Bf16;
+  for (Linear* l : {&k_proj, &v_proj})
+    l->op().input_of = bf16 && l->precision() == ops::LinearPrecision::Bf16 ? &q_proj.op() : nullptr;
 }
 
 const Tensor& GroupedQueryAttention::forward(ops::Context& c, const Tensor& x, int64_t batch, int64_t seq,

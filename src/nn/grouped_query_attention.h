@@ -24,6 +24,9 @@ class GroupedQueryAttention {
   GroupedQueryAttention(ParameterSet& parameters, const std::string& name, int64_t hidden, int64_t heads,
                         int64_t kv_heads, int64_t head_dim, bool bias = false);
   void set_precision(Precision precision, ops::ScalingTable* scaling);
+  // After the Linears' precisions were set one by one (per-Linear recipes): which share q_proj's
+  // operand of x (bf16 on the GPU, where q_proj is bf16 too).
+  void share_inputs();
 
   // x: [batch * seq, hidden], unchanged until backward; rope: the model's table (ops/rope.h), or null:
   // no rotary embeddings. `next`: what follows the output projection (the residual sum). Returns

@@ -51,9 +51,10 @@ std::string Linear::name() const {
   return end == std::string::npos ? path_ : path_.substr(end + 1);
 }
 
-void Linear::set_precision(Precision precision, ops::ScalingTable* scaling) {
+void Linear::set_precision(Precision precision, ops::ScalingTable* scaling, std::optional<ScalingMode> mode) {
   FP8KIT_CHECK(precision != Precision::Fp8 || scaling != nullptr, "{}: FP8 needs the model's scaling table", path_);
-  const bool block = precision == Precision::Fp8 && scaling->recipe().mode == ScalingMode::Block;
+  const ScalingMode m = precision == Precision::Fp8 ? mode.value_or(scaling->recipe().mode) : ScalingMode::Delayed;
+  const bool block = precision == Precision::Fp8 && m == ScalingMode::Block;
   op_.precision = precision == Precision::Fp32   ? ops::LinearPrecision::Fp32
                   : precision == Precision::Bf16 ? ops::LinearPrecision::Bf16
                   : block                        ? ops::LinearPrecision::Fp8Block
@@ -62,12 +63,13 @@ void Linear::set_precision(Precision precision, ops::ScalingTable* scaling) {
   op_.slot = -1;
   if (block) {  // current block scales: nothing in the table
     op_.block_recipe = scaling->recipe();
+    op_.block_recipe.mode = ScalingMode::Block;
   } else if (precision == Precision::Fp8) {
     const Fp8Recipe& recipe = scaling->recipe();
     op_.scaling = scaling;
-    op_.slot = scaling->add(path_ + "/inputs", recipe.forward_format);
-    scaling->add(path_ + "/kernel", recipe.forward_format);
-    scaling->add(path_ + "/outputs_grad", recipe.backward_format);
+    op_.slot = scaling->add(path_ + "/inputs", recipe.forward_format, m);
+    scaling->add(path_ + "/kernel", recipe.forward_format, m);
+    scaling->add(path_ + "/outputs_grad", recipe.backward_format, m);
   }
 }
 

@@ -10,6 +10,7 @@
 #include "ops/scaling_table.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,9 +33,10 @@ class Linear {
   Linear(Parameter& tied_weight, std::string name, int64_t in, int64_t out);
 
   // Fp8 takes three slots of the model's scaling table (before its allocation):
-  // <path>/{inputs,kernel,outputs_grad}, cast to the recipe's forward, forward and backward formats;
-  // with the table's recipe in block mode, none: the op's Fp8Block precision, current block scales.
-  void set_precision(Precision precision, ops::ScalingTable* scaling);
+  // <path>/{inputs,kernel,outputs_grad}, cast to the recipe's forward, forward and backward formats,
+  // scaled as `mode` says (default: the table recipe's mode); in block mode, none: the op's Fp8Block
+  // precision, current block scales.
+  void set_precision(Precision precision, ops::ScalingTable* scaling, std::optional<ScalingMode> mode = std::nullopt);
 
   // x: [rows, in] on the model's device, unchanged until backward(). Returns y [rows, out]; `next`:
   // what follows in the model (dropout, residual sum, into next.out; or deferred, for a consumer
@@ -49,6 +51,7 @@ class Linear {
   std::string name() const;  // last component of the path ("query", "up_proj")
   int64_t in_features() const { return op_.in; }
   int64_t out_features() const { return op_.out; }
+  ops::LinearPrecision precision() const { return op_.precision; }
   // The op with the parameters' current tensors (for ops over several Linears).
   ops::LinearOp& op();
   // A tied Linear's weight gradient (after backward).

@@ -13,7 +13,12 @@ SwiGluMlp::SwiGluMlp(ParameterSet& parameters, const std::string& name, int64_t 
 
 void SwiGluMlp::set_precision(Precision precision, ops::ScalingTable* scaling) {
   for (Linear* l : linears()) l->set_precision(precision, scaling);
-  up_proj.op().input_of = precision == Precision::Bf16 ? &gate_proj.op() : nullptr;
+  share_inputs();
+}
+
+void SwiGluMlp::share_inputs() {
+  const bool bf16 = gate_proj.precision() == ops::LinearPrecision::Bf16 && up_proj.precision() == ops::LinearPrecision::Bf16;
+  up_proj.op().input_of = bf16 ? &gate_proj.op() : nullptr;
 }
 
 const Tensor& SwiGluMlp::forward(ops::Context& c, const Tensor& x, bool training, bool bf16,

@@ -17,6 +17,9 @@ class SwiGluMlp {
   // [hidden, ffn].
   SwiGluMlp(ParameterSet& parameters, const std::string& name, int64_t hidden, int64_t ffn);
   void set_precision(Precision precision, ops::ScalingTable* scaling);
+  // After the Linears' precisions were set one by one (per-Linear recipes): whether up_proj shares
+  // gate_proj's operand of x (bf16 on the GPU, where both are).
+  void share_inputs();
 
   // x: [rows, hidden], unchanged until backward; `next`: what follows down_proj (the residual sum).
   // Returns down_proj's y [rows, hidden].

@@ -43,13 +43,13 @@ float cast_fp8(ScalingTable& t, int s, std::span<const float> x, bool training, 
   sized(codes, {n}, dtype_of(format), Device::Cpu);
   sized(values, {n}, DType::F32, Device::Cpu);
   float* amax_slot = t.amax_slot(s, training);
-  if (t.current() && amax_slot != nullptr) {  // null: replaying, with the scale the first forward made
+  if (t.current(s) && amax_slot != nullptr) {  // null: replaying, with the scale the first forward made
     *amax_slot = amax(x);
     const int slots[] = {s};
     t.current_scales(c, slots, training);
   }
   const float scale = *t.cast_scale(s, training);
-  const float tensor_amax = t.divide() ? quantize_fp8_divide(x, scale, format, codes.span<uint8_t>())
+  const float tensor_amax = t.divide(s) ? quantize_fp8_divide(x, scale, format, codes.span<uint8_t>())
                                        : quantize_fp8(x, scale, format, codes.span<uint8_t>());
   if (amax_slot != nullptr && training) *amax_slot = tensor_amax;
   decode_fp8(codes.span<uint8_t>(), format, values.span<float>());
@@ -250,7 +250,14 @@ void linear_prepare_weights(Context& c, std::span<LinearOp* const> linears, bool
   }
   if (c.is_cuda()) {
 #if FP8KIT_HAVE_CUDA
-    cuda_linear_prepare_weights(c, linears, training);
+    // One batched launch per precision: a model's Linears may differ (per-Linear recipes).
+    for (const LinearPrecision p : {LinearPrecision::Fp32, LinearPrecision::Bf16, LinearPrecision::Fp8,
+                                    LinearPrecision::Fp8Block}) {
+      std::vector<LinearOp*> same;
+      for (LinearOp* l : linears)
+        if (l->precision == p) same.push_back(l);
+      if (!same.empty()) cuda_linear_prepare_weights(c, same, training);
+    }
 #endif
     return;
   }
@@ -313,7 +320,16 @@ void linear_backward(Context& c, std::span<const LinearGradient> group) {
   }
   if (c.is_cuda()) {
 #if FP8KIT_HAVE_CUDA
-    cuda_linear_backward(c, group);
+    // The GPU's group runs one precision; Linears of a group that differ (per-Linear recipes) go one
+    // by one, each on its lane as the group would have run it.
+    const bool one_precision = std::all_of(group.begin(), group.end(), [&](const LinearGradient& g) {
+      return g.linear->precision == group[0].linear->precision;
+    });
+    if (one_precision) {
+      cuda_linear_backward(c, group);
+    } else {
+      for (const LinearGradient& g : group) cuda_linear_backward(c, {&g, 1});
+    }
 #endif
     return;
   }

@@ -34,7 +34,7 @@ static_assert(sizeof(QuantStatsRecord) == 72 && kQuantStatsWords == 18);
 inline constexpr int64_t kQuantStatsParts = 256;  // two blocks of 512 threads per SM of an H100
 
 // How x is cast: q = fp8(x * *scale) saturating, or with divide (Keras's lag) q = fp8(x / *scale),
-// exactly as ops::ScalingTable::cast_scale / divide() give it. Pointers on the context's device.
+// exactly as ops::ScalingTable::cast_scale / divide(slot) give it. Pointers on the context's device.
 struct QuantStatsSpec {
   Fp8Format format = Fp8Format::E4M3;
   const float* scale = nullptr;

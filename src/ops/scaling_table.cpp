@@ -33,11 +33,24 @@ ScalingTable::ScalingTable(const Fp8Recipe& recipe) : recipe_(recipe) {
   FP8KIT_CHECK(recipe.amax_history_length > 0, "the amax history length must be at least 1");
 }
 
-int ScalingTable::add(std::string name, Fp8Format format) {
+int ScalingTable::add(std::string name, Fp8Format format, std::optional<ScalingMode> mode) {
   FP8KIT_CHECK(scale_.numel() == 0, "FP8 tensor {} added to the scaling table after its allocation", name);
+  const ScalingMode m = mode.value_or(recipe_.mode);
+  FP8KIT_CHECK(m != ScalingMode::Block, "FP8 tensor {}: block scaling keeps no slot in the scaling table", name);
   names_.push_back(std::move(name));
   formats_.push_back(format);
+  current_.push_back(m == ScalingMode::Current ? 1 : 0);
   return size() - 1;
+}
+
+bool ScalingTable::any_current() const {
+  return std::any_of(current_.begin(), current_.end(), [](int32_t c) { return c != 0; });
+}
+
+Fp8Recipe ScalingTable::slot_recipe(int slot) const {
+  Fp8Recipe r = recipe_;
+  r.mode = current(slot) ? ScalingMode::Current : ScalingMode::Delayed;
+  return r;
 }
 
 void ScalingTable::allocate(Device device) {
@@ -52,11 +65,14 @@ void ScalingTable::allocate(Device device) {
   for (int64_t i = 0; i < n; ++i) fp8_max_.data<float>()[i] = fp8kit::fp8_max(formats_[i]);
   gemm_scale_inv_ = Tensor({kGemmStride * n}, DType::F32);
   for (int64_t i = 0; i < n; ++i) gemm_scale_inv_.data<float>()[kGemmStride * i] = 1.0f;
+  current_flags_ = Tensor({n}, DType::I32);
+  std::copy(current_.begin(), current_.end(), current_flags_.data<int32_t>());
   to(device);
 }
 
 void ScalingTable::to(Device device) {
-  for (Tensor* t : {&history_, &amax_, &scale_, &scale_inv_, &fp8_max_, &gemm_scale_inv_, &eval_amax_, &eval_scale_})
+  for (Tensor* t : {&history_, &amax_, &scale_, &scale_inv_, &fp8_max_, &gemm_scale_inv_, &eval_amax_, &eval_scale_,
+                    &current_flags_})
     if (t->device() != device) *t = t->to(device);
   for (Tensor* t : {&records_, &partials_})  // once set_recording made them
     if (t->numel() > 0 && t->device() != device) *t = t->to(device);
@@ -64,13 +80,13 @@ void ScalingTable::to(Device device) {
 }
 
 float* ScalingTable::cast_scale(int slot, bool training) {
-  if (current() && !training) return eval_scale_.device_data<float>() + slot;
-  return (keras_lag() ? scale_inv_ : scale_).device_data<float>() + slot;
+  if (current(slot) && !training) return eval_scale_.device_data<float>() + slot;
+  return (keras_lag(slot) ? scale_inv_ : scale_).device_data<float>() + slot;
 }
 
 float* ScalingTable::amax_slot(int slot, bool training) {
   if (training) return replaying_ ? nullptr : amax_.device_data<float>() + slot;
-  return current() ? eval_amax_.device_data<float>() + slot : nullptr;
+  return current(slot) ? eval_amax_.device_data<float>() + slot : nullptr;
 }
 
 float* ScalingTable::gemm_scale_inv(int slot) { return gemm_scale_inv_.device_data<float>() + kGemmStride * slot; }
@@ -102,14 +118,13 @@ void ScalingTable::update(ops::Context& c) {
                                    amax_.device_data<float>(),
                                    scale_.device_data<float>(),
                                    scale_inv_.device_data<float>(),
-                                   fp8_max_.device_data<float>()};
+                                   fp8_max_.device_data<float>(),
+                                   current_flags_.device_data<int32_t>()};
     cuda::update_scaling(batch, recipe_, ops::stream(c));
-    if (current()) {  // the GEMM scale_invs come with each step's own scales; only the amaxes go
-      FP8KIT_CUDA_CHECK(cudaMemsetAsync(amax_.device_data<float>(), 0, n * sizeof(float), ops::stream(c)));
-    } else {
-      cuda::spread(scale_inv_.device_data<float>(), n, kGemmStride, gemm_scale_inv_.device_data<float>(),
-                   ops::stream(c), amax_.device_data<float>());
-    }
+    // Every slot's scale_inv into the GEMMs' copies (a current slot's is 1 / its step's scale, the
+    // value its cast wrote there) and the amaxes cleared.
+    cuda::spread(scale_inv_.device_data<float>(), n, kGemmStride, gemm_scale_inv_.device_data<float>(),
+                 ops::stream(c), amax_.device_data<float>());
 #endif
     return;
   }
@@ -120,18 +135,19 @@ void ScalingTable::update(ops::Context& c) {
     std::copy_n(history, L, state.amax_history.values().begin());
     state.scale = scale_.data<float>()[i];
     state.keras_multiplier = scale_inv_.data<float>()[i];
-    state.record_amax(amax_.data<float>()[i], recipe_, formats_[i]);
-    if (!current()) state.scale_for_step(recipe_, formats_[i]);
+    const Fp8Recipe recipe = slot_recipe(static_cast<int>(i));
+    state.record_amax(amax_.data<float>()[i], recipe, formats_[i]);
+    if (!current(static_cast<int>(i))) state.scale_for_step(recipe, formats_[i]);
     std::copy_n(state.amax_history.values().begin(), L, history);
     scale_.data<float>()[i] = state.scale;
-    scale_inv_.data<float>()[i] = current() ? 1.0f / state.scale : state.scale_inv(recipe_);
-    if (!current()) gemm_scale_inv_.data<float>()[kGemmStride * i] = scale_inv_.data<float>()[i];
+    scale_inv_.data<float>()[i] = state.scale_inv(recipe);  // current: 1 / the step's scale
+    gemm_scale_inv_.data<float>()[kGemmStride * i] = scale_inv_.data<float>()[i];
     amax_.data<float>()[i] = 0.0f;
   }
 }
 
 void ScalingTable::clear_evaluation_amaxes(ops::Context& c) {
-  if (!current() || size() == 0) return;
+  if (!any_current()) return;
   if (c.is_cuda()) {
 #if FP8KIT_HAVE_CUDA
     FP8KIT_CUDA_CHECK(cudaMemsetAsync(eval_amax_.device_data<float>(), 0, size() * sizeof(float), ops::stream(c)));
@@ -152,7 +168,7 @@ void ScalingTable::set_recording(bool on) {
 
 QuantStatsSpec ScalingTable::stats_spec(int slot) {
   const int64_t L = static_cast<int64_t>(recipe_.amax_history_length);
-  return {formats_.at(slot), cast_scale(slot, true), divide(), history_.device_data<float>() + slot * L, L};
+  return {formats_.at(slot), cast_scale(slot, true), divide(slot), history_.device_data<float>() + slot * L, L};
 }
 
 int32_t* ScalingTable::record_data(int slot) {
@@ -186,7 +202,7 @@ std::vector<ScalingStateView> ScalingTable::state() {
   const int64_t L = static_cast<int64_t>(recipe_.amax_history_length);
   if (views_.empty()) {  // made once, so that every state() hands out the same views
     for (int i = 0; i < size(); ++i) {
-      views_.push_back((keras_lag() ? scale_inv_ : scale_).view(i, {1}));
+      views_.push_back((keras_lag(i) ? scale_inv_ : scale_).view(i, {1}));
       views_.push_back(history_.view(i * L, {L}));
     }
   }
@@ -203,8 +219,9 @@ void ScalingTable::restored(ops::Context& c) {
   // follows as 1 / it, and the GEMMs' copies.
   Tensor scale = scale_.to(Device::Cpu), scale_inv = scale_inv_.to(Device::Cpu), gemm = gemm_scale_inv_.to(Device::Cpu);
   for (int64_t i = 0; i < size(); ++i) {
-    float& kept = (keras_lag() ? scale_inv : scale).data<float>()[i];
-    (keras_lag() ? scale : scale_inv).data<float>()[i] = 1.0f / kept;
+    const int slot = static_cast<int>(i);
+    float& kept = (keras_lag(slot) ? scale_inv : scale).data<float>()[i];
+    (keras_lag(slot) ? scale : scale_inv).data<float>()[i] = 1.0f / kept;
     gemm.data<float>()[kGemmStride * i] = scale_inv.data<float>()[i];
   }
   c.synchronize();

@@ -2,6 +2,8 @@
 // output gradient) a slot named by module path ("dense/inputs"), with its scale, scale_inv, amax
 // history and this step's amax, in arrays on the model's device, so that one launch updates them all
 // after a step. The same arithmetic as numerics' ScalingState on either device (bit for bit).
+// Each slot scales delayed or current (Linears of one model may differ: nn/linear_recipe.h); the
+// recipe's other fields (lag, amax history and algorithm, margin, skip zero amax) are the table's.
 #pragma once
 
 #include "numerics/recipe.h"
@@ -9,6 +11,7 @@
 #include "ops/quant_stats.h"
 #include "tensor/tensor.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,8 +29,9 @@ class ScalingTable {
  public:
   explicit ScalingTable(const Fp8Recipe& recipe = {});
 
-  // A tensor's slot, before allocate(): name "<module path>/<tensor>", the format it is cast to.
-  int add(std::string name, Fp8Format format);
+  // A tensor's slot, before allocate(): name "<module path>/<tensor>", the format it is cast to, and
+  // its scaling: Delayed or Current (default: the recipe's mode; Block keeps no slots).
+  int add(std::string name, Fp8Format format, std::optional<ScalingMode> mode = std::nullopt);
   // The arrays on `device`: scales 1, histories and amaxes 0.
   void allocate(Device device);
   // Moves the arrays to `device` (values kept).
@@ -37,14 +41,17 @@ class ScalingTable {
   int size() const { return static_cast<int>(names_.size()); }
   const std::string& name(int slot) const { return names_.at(slot); }
   Fp8Format format(int slot) const { return formats_.at(slot); }
-  bool keras_lag() const { return recipe_.mode == ScalingMode::Delayed && recipe_.lag == ScalingLag::Keras; }
-  bool current() const { return recipe_.mode == ScalingMode::Current; }
+  bool current(int slot) const { return current_.at(slot) != 0; }
+  bool any_current() const;
+  bool keras_lag(int slot) const { return !current(slot) && recipe_.lag == ScalingLag::Keras; }
+  // The recipe slot `slot` follows: the table's, with the slot's mode.
+  Fp8Recipe slot_recipe(int slot) const;
 
   // The cast's scale of `slot` (one float on the table's device): q = fp8(x * scale), or in keras
-  // lag q = fp8(x / multiplier) (divide() is then true), for training (the state) or for evaluation
-  // (current scaling writes its own copy there, so evaluation leaves the state as it is).
+  // lag q = fp8(x / multiplier) (divide(slot) is then true), for training (the state) or for
+  // evaluation (current scaling writes its own copy there, so evaluation leaves the state as it is).
   float* cast_scale(int slot, bool training);
-  bool divide() const { return keras_lag(); }
+  bool divide(int slot) const { return keras_lag(slot); }
   // Where a cast records the tensor's amax (training: this step's, consumed by update(), unless
   // replaying; evaluation with current scaling: the evaluation copy; otherwise null).
   float* amax_slot(int slot, bool training);
@@ -77,7 +84,7 @@ class ScalingTable {
   // health statistics. A host switch read when ops are queued, as set_recording.
   void set_replaying(bool on) { replaying_ = on; }
   bool replaying() const { return replaying_; }
-  // How slot `slot`'s training cast quantizes (its scale, divide(), format and amax history).
+  // How slot `slot`'s training cast quantizes (its scale, divide(slot), format and amax history).
   QuantStatsSpec stats_spec(int slot);
   // Queues the statistics of x, as slot `slot`'s training cast quantizes it, into the slot's record.
   void record(Context& c, int slot, const Tensor& x);
@@ -97,10 +104,12 @@ class ScalingTable {
   Fp8Recipe recipe_;
   std::vector<std::string> names_;
   std::vector<Fp8Format> formats_;
+  std::vector<int32_t> current_;  // per slot, 1: current scaling
   std::vector<Tensor> views_;  // state()'s
   // [n] f32 unless said otherwise
   Tensor history_;              // [n, L], slot 0 newest
   Tensor amax_, scale_, scale_inv_, fp8_max_;
+  Tensor current_flags_;        // [n] i32: current_ on the device, for the update
   Tensor gemm_scale_inv_;       // [4 n]: scale_inv of slot i at 4 i
   Tensor eval_amax_, eval_scale_;
   bool recording_ = false;

@@ -21,13 +21,14 @@ nlohmann::json health_event(const ops::ScalingTable& table, std::span<const ops:
         {"amax_history", r.amax_history_length},
         {"amax_algo", r.amax_algorithm == AmaxAlgorithm::Max ? "max" : "most_recent"},
         {"margin", r.scale_options.margin}}}};
-  nlohmann::json names = nlohmann::json::array(), formats = nlohmann::json::array(), count = nlohmann::json::array(),
+  nlohmann::json names = nlohmann::json::array(), modes = nlohmann::json::array(), formats = nlohmann::json::array(), count = nlohmann::json::array(),
                  amax = nlohmann::json::array(), scale = nlohmann::json::array(), history = nlohmann::json::array(),
                  saturated = nlohmann::json::array(), flushed = nlohmann::json::array(),
                  subnormal = nlohmann::json::array(), nonfinite = nlohmann::json::array(), snr = nlohmann::json::array();
   for (int i = 0; i < table.size(); ++i) {
     const ops::QuantStats& s = stats[i];
     names.push_back(table.name(i));
+    modes.push_back(table.current(i) ? "current" : "delayed");  // per-Linear recipes may mix them
     formats.push_back(std::string(name(table.format(i))));
     count.push_back(s.raw.count);
     amax.push_back(s.raw.amax);
@@ -41,6 +42,7 @@ nlohmann::json health_event(const ops::ScalingTable& table, std::span<const ops:
     snr.push_back(db && std::isfinite(*db) ? nlohmann::json(*db) : nlohmann::json());
   }
   event["tensors"] = std::move(names);
+  event["mode"] = std::move(modes);
   event["format"] = std::move(formats);
   event["count"] = std::move(count);
   event["amax"] = std::move(amax);

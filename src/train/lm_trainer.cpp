@@ -114,6 +114,22 @@ std::vector<nn::StateTensor> checkpoint_tensors(models::Llama& model, optim::Ada
   return tensors;
 }
 
+// The FP8 recipe as the run uses it ("none" without FP8 Linears), and any per-Linear rules. The rules
+// decide which Linears keep scaling state under which names, and how each scales.
+std::string recipe_identity(const LmTrainOptions& o) {
+  const bool fp8 = o.precision == nn::Precision::Fp8 ||
+                   std::any_of(o.linears.rules().begin(), o.linears.rules().end(), [&](const nn::LinearRecipeRule& r) {
+                     return nn::choose(r.recipe, o.recipe).precision == nn::Precision::Fp8;
+                   });
+  std::string text = fp8 ? describe(o.recipe) : "none";
+  if (!o.linears.empty()) {  // block scaling's description leaves out what per-tensor rules use
+    Fp8Recipe per_tensor = o.recipe;
+    per_tensor.mode = ScalingMode::Delayed;
+    text += fmt::format("; per Linear {} ({})", o.linears.describe(), describe(per_tensor));
+  }
+  return text;
+}
+
 // What a checkpoint must agree on to continue this run.
 std::vector<io::MetadataRequirement> run_identity(const LmTrainOptions& o) {
   const auto& a = o.adam;
@@ -124,7 +140,7 @@ std::vector<io::MetadataRequirement> run_identity(const LmTrainOptions& o) {
   return {{"model", "llama", "the model"},
           {"model_config", models::llama_config_json(o.model), "--config"},
           {"precision", std::string(nn::name(o.precision)), "--precision"},
-          {"recipe", o.precision == nn::Precision::Fp8 ? describe(o.recipe) : "none", "--recipe and its options"},
+          {"recipe", recipe_identity(o), "--recipe, its options and --linear-recipe"},
           {"seed", std::to_string(o.seed), "--seed"},
           {"batch", fmt::format("{} x {} x {}", o.accumulation, o.batch, o.seq), "--batch/--accumulation/--seq"},
           {"optimizer", "adamw " + adam.dump() + fmt::format(" clip {}", o.clip), "the optimizer options"}};
@@ -168,7 +184,7 @@ LmTrainResult train_lm(const LmTrainOptions& o, std::span<const int32_t> train_s
 
   LmTrainResult result{models::Llama(o.model, o.seed, o.device), 0, 0, std::nullopt, 0, 0};
   models::Llama& model = result.model;
-  model.set_precision(o.precision, o.recipe);
+  model.set_precision(o.precision, o.recipe, o.linears);
   model.set_memory_options(o.memory);
   optim::AdamOptions adam_options = o.adam;
   if (adam_options.decay_steps == 0 && o.steps > adam_options.warmup_steps) adam_options.decay_steps = o.steps;

@@ -6,6 +6,7 @@
 
 #include "data/token_windows.h"
 #include "models/llama.h"
+#include "nn/linear_recipe.h"
 #include "nn/precision.h"
 #include "numerics/recipe.h"
 #include "optim/adam.h"
@@ -23,7 +24,8 @@ namespace fp8kit::train {
 struct LmTrainOptions {
   models::LlamaConfig model;
   nn::Precision precision = nn::Precision::Bf16;
-  Fp8Recipe recipe;  // used when precision is Fp8
+  Fp8Recipe recipe;  // used by FP8 Linears: all of them when precision is Fp8, or those `linears` makes FP8
+  nn::LinearRecipes linears;  // per-Linear overrides of `precision` (models::Llama::set_precision)
   int64_t seq = 256;
   int64_t batch = 16;        // sequences per micro-batch
   int64_t accumulation = 1;  // micro-batches per optimizer step

@@ -1,6 +1,6 @@
 // `fp8kit lm` end to end on a tiny generated aclImdb folder: train (learning the tokenizer, writing
 // the metrics, checkpoint and HF model directory), resume, eval, greedy generation that repeats with
-// the same model, compare; and one-line errors for what a user gets wrong.
+// the same model, compare; per-Linear recipes; and one-line errors for what a user gets wrong.
 #include "cli/run_cli.h"
 #include "common/temp_dir.h"
 #include "common/tiny_imdb.h"
@@ -111,6 +111,43 @@ TEST(LmCli, TrainsWithRecomputationAndTheLossInChunks) {
   const CliResult bad = train("bad", " --loss-chunk -1");
   EXPECT_NE(bad.exit_code, 0);
   EXPECT_THAT(bad.output, HasSubstr("--loss-chunk"));
+}
+
+TEST(LmCli, TrainsAndEvaluatesWithPerLinearRecipes) {
+  const TempDir dir("lm_cli_rules");
+  const std::string data = make_tiny_imdb(dir.path(), "aclImdb", 12).string();
+  const std::string out = (dir.path() / "run").string();
+  const std::string common = " --config tiny --data " + data + " --out " + out +
+                             " --vocab-size 300 --seq 32 --batch 2 --warmup 1 --eval-batches 1 --eval-every 2";
+  CliResult r = run_cli("lm train --precision fp8 --steps 2 --linear-recipe lm_head=current "
+                        "--linear-recipe 'model.layers.*.mlp.down_proj=bf16' --linear-recipe 'model.layers.0.*=block'" +
+                        common);
+  ASSERT_EQ(r.exit_code, 0) << tail(r.output);
+  EXPECT_THAT(r.output, HasSubstr("2/2 ━━━━━━━━━━━━━━━━━━━━"));
+  std::ifstream metrics(std::filesystem::path(out) / "metrics.jsonl");
+  const std::string log((std::istreambuf_iterator<char>(metrics)), std::istreambuf_iterator<char>());
+  EXPECT_THAT(log, HasSubstr(R"("linear_recipes":["lm_head=current","model.layers.*.mlp.down_proj=bf16")"));
+  // Resuming with other rules is refused, naming the flag.
+  r = run_cli("lm train --precision fp8 --steps 3 --resume --linear-recipe lm_head=delayed" + common);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.output, HasSubstr("--linear-recipe"));
+  r = run_cli("lm compare " + out);
+  ASSERT_EQ(r.exit_code, 0) << tail(r.output);
+  EXPECT_THAT(r.output, HasSubstr("fp8 delayed lm_head=current"));
+  r = run_cli("lm eval --seq 32 --batch 2 --batches 1 --precision bf16 --linear-recipe lm_head=fp8 --data " + data +
+              " --model " + out + "/model-fp8");
+  ASSERT_EQ(r.exit_code, 0) << tail(r.output);
+  EXPECT_THAT(r.output, HasSubstr("validation loss"));
+
+  r = run_cli("lm train --precision fp8 --steps 1 --linear-recipe lm_head=fp4" + common);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.output, HasSubstr("error: Linear recipe rule 'lm_head=fp4' names an unknown recipe 'fp4'"));
+  r = run_cli("lm train --precision fp8 --steps 1 --linear-recipe lm_head" + common);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.output, HasSubstr("'lm_head' is not PATTERN=RECIPE"));
+  r = run_cli("lm train --precision fp8 --steps 1 --linear-recipe 'model.layer.*=bf16'" + common);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.output, HasSubstr("error: Linear recipe pattern 'model.layer.*' matches no Linear"));
 }
 
 TEST(LmCli, RefusesWhatItCannotUse) {

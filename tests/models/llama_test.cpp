@@ -1,13 +1,15 @@
 // The Llama model on the CPU against tests/models/llama_reference.h (double precision, straight from
 // HF's formulas): fp32 logits, and every parameter's gradient against central differences of the
-// reference's loss; grouped-query, tied and untied heads; bf16 and FP8 near fp32; and a few training
-// steps lowering the loss.
+// reference's loss; grouped-query, tied and untied heads; bf16 and FP8 near fp32; a few training
+// steps lowering the loss; and per-Linear recipes (each Linear as its rule says, mixed delayed, current
+// and block Linears training, repeatably).
 #include "models/llama.h"
 
 #include "base/error.h"
 #include "models/llama_reference.h"
 #include "optim/adam.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -316,6 +318,100 @@ TEST(Llama, RecomputationGivesTheSameBits) {
       // Evaluation after recomputed training: the same logits.
       EXPECT_EQ(values_of(recomputed.forward(b.tokens_t, false)), values_of(kept.forward(b.tokens_t, false))) << what;
     }
+  }
+}
+
+nn::LinearRecipes rules(std::vector<std::string> texts) { return nn::LinearRecipes::parse(texts); }
+
+// The slots of the scaling table whose names start with `module` + "/", and whether they scale currently.
+std::vector<bool> slots_of(Llama& m, const std::string& module) {
+  std::vector<bool> current;
+  const ops::ScalingTable* t = m.scaling();
+  if (t == nullptr) return current;
+  for (int i = 0; i < t->size(); ++i)
+    if (t->name(i).rfind(module + "/", 0) == 0) current.push_back(t->current(i));
+  return current;
+}
+
+ops::LinearPrecision precision_of(Llama& m, const std::string& path) {
+  for (nn::Linear* l : m.linears())
+    if (l->path() == path) return l->precision();
+  ADD_FAILURE() << "no Linear " << path;
+  return ops::LinearPrecision::Fp32;
+}
+
+// Training losses of `steps` steps of a fresh model in `precision` with `linears`.
+std::vector<double> train_losses(nn::Precision precision, const Fp8Recipe& recipe, const nn::LinearRecipes& linears,
+                                 int steps) {
+  const LlamaConfig config = tiny(false, 2);
+  const Batch b(config.vocab_size, 8);
+  Llama model(config, 17);
+  model.set_precision(precision, recipe, linears);
+  optim::Adam adam(model.parameter_set(), {.learning_rate = 1e-2f});
+  std::vector<double> losses;
+  for (int s = 0; s < steps; ++s) {
+    losses.push_back(mean_loss(model, b, true, 1.0f / static_cast<float>(b.counted())));
+    adam.step(model.context());
+  }
+  return losses;
+}
+
+TEST(LlamaLinearRecipes, EachLinearRunsWhatItsRuleSays) {
+  Llama model(tiny(false, 2), 3);
+  model.set_precision(nn::Precision::Fp8, {},
+                      rules({"model.layers.*.mlp.down_proj=bf16", "lm_head=fp8", "model.layers.0.self_attn.*=block",
+                             "model.layers.1.self_attn.k_proj=current", "model.layers.1.mlp.gate_proj=fp32"}));
+  using P = ops::LinearPrecision;
+  EXPECT_EQ(precision_of(model, "model.layers.0.mlp.down_proj"), P::Bf16);
+  EXPECT_EQ(precision_of(model, "model.layers.1.mlp.down_proj"), P::Bf16);
+  EXPECT_EQ(precision_of(model, "model.layers.0.self_attn.q_proj"), P::Fp8Block);
+  EXPECT_EQ(precision_of(model, "model.layers.0.self_attn.o_proj"), P::Fp8Block);
+  EXPECT_EQ(precision_of(model, "model.layers.1.self_attn.q_proj"), P::Fp8);
+  EXPECT_EQ(precision_of(model, "model.layers.1.mlp.gate_proj"), P::Fp32);
+  EXPECT_EQ(precision_of(model, "lm_head"), P::Fp8);
+  // bf16 and block Linears keep no slots; per-tensor FP8 ones three, each slot with its Linear's mode.
+  EXPECT_TRUE(slots_of(model, "model.layers.0.mlp.down_proj").empty());
+  EXPECT_TRUE(slots_of(model, "model.layers.0.self_attn.q_proj").empty());
+  EXPECT_EQ(slots_of(model, "lm_head"), std::vector<bool>({false, false, false}));
+  EXPECT_EQ(slots_of(model, "model.layers.1.self_attn.q_proj"), std::vector<bool>({false, false, false}));
+  EXPECT_EQ(slots_of(model, "model.layers.1.self_attn.k_proj"), std::vector<bool>({true, true, true}));
+  // layer 0: gate, up; layer 1: q, k, v, o, up (gate fp32, down bf16); the head.
+  EXPECT_EQ(model.scaling()->size(), 3 * (2 + 5 + 1));
+  EXPECT_EQ(model.fp8_state().size(), 2u * model.scaling()->size());
+
+  // The default policy without rules: FP8 projections, a bf16 head; a bf16 model's FP8 head.
+  model.set_precision(nn::Precision::Fp8);
+  EXPECT_EQ(precision_of(model, "lm_head"), P::Bf16);
+  EXPECT_EQ(model.scaling()->size(), 3 * 7 * 2);
+  model.set_precision(nn::Precision::Bf16, {.mode = ScalingMode::Current}, rules({"lm_head=fp8"}));
+  EXPECT_EQ(precision_of(model, "model.layers.0.mlp.up_proj"), P::Bf16);
+  EXPECT_EQ(slots_of(model, "lm_head"), std::vector<bool>({true, true, true}));
+  EXPECT_EQ(model.scaling()->size(), 3);
+  model.set_precision(nn::Precision::Bf16, {}, rules({"lm_head=bf16"}));
+  EXPECT_EQ(model.scaling(), nullptr);
+}
+
+TEST(LlamaLinearRecipes, MixedDelayedCurrentAndBlockLinearsTrainRepeatably) {
+  const nn::LinearRecipes mixed = rules({"*.self_attn.*=current", "*.mlp.*=block", "model.layers.1.mlp.down_proj=delayed",
+                                         "*.k_proj=bf16", "lm_head=delayed", "model.layers.0.mlp.up_proj=fp32"});
+  for (const ScalingLag lag : {ScalingLag::Te, ScalingLag::Keras}) {
+    const Fp8Recipe recipe{.lag = lag, .amax_history_length = 4};
+    const std::vector<double> losses = train_losses(nn::Precision::Fp8, recipe, mixed, 12);
+    for (double l : losses) ASSERT_TRUE(std::isfinite(l)) << l;
+    EXPECT_LT(losses.back(), 0.7 * losses.front());
+    EXPECT_EQ(train_losses(nn::Precision::Fp8, recipe, mixed, 12), losses);  // bit for bit
+    // Different rules are a different model: the rules take effect.
+    EXPECT_NE(train_losses(nn::Precision::Fp8, recipe, {}, 12), losses);
+  }
+}
+
+TEST(LlamaLinearRecipes, APatternMatchingNoLinearIsRefused) {
+  Llama model(tiny(true, 2), 3);
+  try {
+    model.set_precision(nn::Precision::Fp8, {}, rules({"lm_head=bf16", "model.layers.*.mlp.down=bf16"}));
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("pattern 'model.layers.*.mlp.down' matches no Linear"));
   }
 }
 

@@ -136,6 +136,30 @@ TEST(LmHealth, RecordingLeavesTrainingExactlyAsItIs) {
   }
 }
 
+// Per-Linear recipes: delayed and current slots in one table, each named with its mode, and recording
+// still leaves training as it is.
+TEST(LmHealth, MixedDelayedAndCurrentLinearsRecordTheirModes) {
+  const auto train = stream(2000, 5), validation = stream(400, 6);
+  testing::TempDir plain("lm_health_mixed_off"), recorded("lm_health_mixed_on");
+  MetricsLog plain_log(plain / "metrics.jsonl", false), recorded_log(recorded / "metrics.jsonl", false);
+  LmTrainOptions off = lm_options(plain.path(), recipes()[1], 0), on = lm_options(recorded.path(), recipes()[1], 2);
+  off.linears = on.linears = nn::LinearRecipes::parse(std::vector<std::string>{"*.mlp.*=current", "*.o_proj=block"});
+  off.metrics = &plain_log;
+  on.metrics = &recorded_log;
+  LmTrainResult a = train_lm(off, train, validation);
+  LmTrainResult b = train_lm(on, train, validation);
+  EXPECT_EQ(values(a.model.parameter_set().values()), values(b.model.parameter_set().values()));
+  const auto health = events(recorded / "metrics.jsonl", "health");
+  ASSERT_EQ(health.size(), 3u);
+  const ops::ScalingTable& table = *b.model.scaling();
+  EXPECT_EQ(table.size(), 3 * 6 * b.model.config().num_hidden_layers);  // o_proj keeps no slots
+  for (const nlohmann::json& e : health) {
+    expect_complete(e, table);
+    for (int i = 0; i < table.size(); ++i)
+      EXPECT_EQ(e["mode"][i], table.name(i).find(".mlp.") != std::string::npos ? "current" : "delayed") << table.name(i);
+  }
+}
+
 TEST(LmHealth, NothingRecordedWithoutPerTensorScales) {
   const auto train = stream(2000, 3), validation = stream(400, 4);
   testing::TempDir dir("lm_health_block");

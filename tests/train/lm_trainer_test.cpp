@@ -1,8 +1,8 @@
 // The LM training loop on the CPU with a tiny Llama and a synthetic corpus: the loss falls on a
 // learnable stream; a run stopped at a checkpoint and resumed ends with the weights of an
-// uninterrupted one, bit for bit; accumulating two micro-batches matches one batch of both;
-// recomputation and the loss in chunks train the same model; a checkpoint of another configuration is
-// refused; the saved HF directory loads back.
+// uninterrupted one, bit for bit (per-Linear recipes too); accumulating two micro-batches matches one
+// batch of both; recomputation and the loss in chunks train the same model; a checkpoint of another
+// configuration (or other per-Linear recipes) is refused; the saved HF directory loads back.
 #include "train/lm_trainer.h"
 
 #include "base/error.h"
@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
 #include <vector>
 
 namespace fp8kit::train {
@@ -91,6 +92,50 @@ TEST(LmTrainer, ResumeContinuesExactly) {
     LmTrainResult resumed = train_lm(full_schedule, train, validation);
     // The uninterrupted run's schedule decays over its 6 steps too.
     EXPECT_EQ(weights(resumed.model), weights(full.model)) << nn::name(precision);
+  }
+}
+
+// Delayed (keras lag), current and block Linears and a bf16 one in one model, and an FP8 head in a bf16
+// model: the scaling state of each, saved by module path, resumes exactly.
+TEST(LmTrainer, ResumeContinuesExactlyWithPerLinearRecipes) {
+  const auto train = corpus(3000, 3), validation = corpus(600, 4);
+  const std::vector<std::string> mixed = {"*.mlp.*=current", "model.layers.0.self_attn.*=block", "*.down_proj=bf16",
+                                          "lm_head=fp8"};
+  for (nn::Precision precision : {nn::Precision::Fp8, nn::Precision::Bf16}) {
+    testing::TempDir straight("lm_rules_straight"), stopped("lm_rules_stopped");
+    LmTrainOptions o = options(straight.path());
+    o.precision = precision;
+    o.recipe = {.lag = ScalingLag::Keras, .amax_history_length = 4};
+    o.linears = nn::LinearRecipes::parse(precision == nn::Precision::Fp8 ? mixed : std::vector<std::string>{"lm_head=fp8"});
+    LmTrainResult full = train_lm(o, train, validation);
+    ASSERT_NE(full.model.scaling(), nullptr);
+    o.out = stopped.path();
+    o.checkpoint_every = 3;
+    o.steps = 3;
+    o.adam.decay_steps = 6;
+    train_lm(o, train, validation);
+    o.steps = 6;
+    o.resume = true;
+    LmTrainResult resumed = train_lm(o, train, validation);
+    EXPECT_EQ(weights(resumed.model), weights(full.model)) << nn::name(precision);
+  }
+}
+
+TEST(LmTrainer, RefusesACheckpointOfOtherPerLinearRecipes) {
+  const auto train = corpus(3000, 7), validation = corpus(600, 8);
+  testing::TempDir dir("lm_rules_refuse");
+  LmTrainOptions o = options(dir.path());
+  o.precision = nn::Precision::Fp8;
+  o.steps = 2;
+  o.linears = nn::LinearRecipes::parse(std::vector<std::string>{"*.down_proj=current"});
+  train_lm(o, train, validation);
+  o.resume = true;
+  o.linears = nn::LinearRecipes::parse(std::vector<std::string>{"*.down_proj=delayed"});
+  try {
+    train_lm(o, train, validation);
+    FAIL() << "resumed a checkpoint of other per-Linear recipes";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--linear-recipe"), std::string::npos) << e.what();
   }
 }
 

@@ -50,26 +50,45 @@ cuda::QuantizeArgs quantize_args(ScalingTable& t, int s, const float* x, int64_t
   a.cols = cols;
   a.format = t.format(s);
   a.scale = t.cast_scale(s, training);
-  a.divide = t.divide();
+  a.divide = t.divide(s);
   a.q = q;
   a.q_t = q_t;
-  a.amax = training && !t.current() ? t.amax_slot(s, true) : nullptr;
+  a.amax = training && !t.current(s) ? t.amax_slot(s, true) : nullptr;
   return a;
 }
 
-// Current scaling, before `args` (of slots `slots`) are cast: their amaxes (a pass without outputs),
-// then their scales and the GEMMs' scale_invs, on the current lane.
-void current_scales(Context& c, ScalingTable& t, std::vector<cuda::QuantizeArgs> args, const std::vector<int>& slots,
-                    bool training) {
-  for (size_t k = 0; k < args.size(); ++k) {
-    args[k].q = nullptr;
-    args[k].q_t = nullptr;
-    args[k].amax = t.amax_slot(slots[k], training);
-    args[k].epilogue.y = nullptr;  // the cast after this pass writes the producer's activated output
-    args[k].epilogue.pre = nullptr;
+// The casts of `args` in one batched launch per scaling convention (keras-lag slots divide, the
+// others multiply: per-Linear recipes mix them in one model).
+void quantize_batch(Context& c, const std::vector<cuda::QuantizeArgs>& args) {
+  for (const bool divide : {false, true}) {
+    std::vector<cuda::QuantizeArgs> part;
+    for (const cuda::QuantizeArgs& a : args)
+      if (a.divide == divide) part.push_back(a);
+    if (!part.empty()) cuda::quantize_fp8_batch(part, stream(c));
   }
-  cuda::quantize_fp8_batch(args, stream(c));
-  t.current_scales(c, slots, training);
+}
+
+// Before `args` (of slots `slots`) are cast, for those of them that scale currently: their amaxes (a
+// pass without outputs), then their scales and the GEMMs' scale_invs, on the current lane. Delayed
+// slots are left as they are (a model's Linears may mix the two).
+void current_scales(Context& c, ScalingTable& t, const std::vector<cuda::QuantizeArgs>& args,
+                    const std::vector<int>& slots, bool training) {
+  std::vector<cuda::QuantizeArgs> passes;
+  std::vector<int> current;
+  for (size_t k = 0; k < args.size(); ++k) {
+    if (!t.current(slots[k])) continue;
+    cuda::QuantizeArgs a = args[k];
+    a.q = nullptr;
+    a.q_t = nullptr;
+    a.amax = t.amax_slot(slots[k], training);
+    a.epilogue.y = nullptr;  // the cast after this pass writes the producer's activated output
+    a.epilogue.pre = nullptr;
+    passes.push_back(a);
+    current.push_back(slots[k]);
+  }
+  if (passes.empty()) return;
+  cuda::quantize_fp8_batch(passes, stream(c));
+  t.current_scales(c, current, training);
 }
 
 void gemm(Context& c, int64_t m, int64_t n, int64_t k, const void* a, DType at, const void* b, DType bt, float* y,
@@ -182,8 +201,8 @@ void cuda_linear_prepare_weights(Context& c, std::span<LinearOp* const> linears,
                                   : quantize_args(t, l->slot + 1, f32(*l->w), l->in, l->out, u8(l->wc), u8(l->wc_t), training));
         slots.push_back(l->slot + 1);
       }
-      if (t.current()) current_scales(c, t, args, slots, training);
-      cuda::quantize_fp8_batch(args, stream(c));
+      current_scales(c, t, args, slots, training);
+      quantize_batch(c, args);
       if (training && t.recording())  // health statistics: the weights as this step's casts saw them
         for (LinearOp* l : linears) t.record(c, l->slot + 1, *l->w);
       break;
@@ -287,7 +306,7 @@ void cuda_linear_forward(Context& c, LinearOp& l, const Tensor& x, bool training
       cuda::QuantizeArgs args = quantize_args(t, l.slot, xp, M, K, u8(l.xc), u8(l.xc_t), training);
       args.epilogue = pending(producer);
       // Replaying (recomputation): the scale the step's first forward made.
-      if (t.current() && !(training && t.replaying())) current_scales(c, t, {args}, {l.slot}, training);
+      if (!(training && t.replaying())) current_scales(c, t, {args}, {l.slot}, training);
       if (cuda::quantize_fp8_gemm_fits(K, N)) {  // the quantization and the GEMM in one launch
         args.q = nullptr;  // only the transposed codes (wgrad's) are read after it
         cuda::quantize_fp8_gemm(args, u8(l.wc_t), t.format(l.slot + 1), N, t.gemm_scale_inv(l.slot),
@@ -438,7 +457,7 @@ void cuda_linear_backward(Context& c, std::span<const LinearGradient> group) {
           LinearOp& l = *group[k].linear;
           {
             const Context::OnLane lane(c, group[k].lane);
-            if (t.current()) current_scales(c, t, {args[k]}, {slots[k]}, true);
+            current_scales(c, t, {args[k]}, {slots[k]}, true);
             args[k].q = nullptr;  // only the transposed codes (wgrad's) are read after it
             cuda::quantize_fp8_gemm(args[k], u8(l.wc), ff, K, t.gemm_scale_inv(l.slot + 2),
                                     t.gemm_scale_inv(l.slot + 1), f32(l.dx), stream(c));
@@ -448,8 +467,8 @@ void cuda_linear_backward(Context& c, std::span<const LinearGradient> group) {
         }
         c.fork(Lane::Side);
       } else {
-        if (t.current()) current_scales(c, t, args, slots, true);
-        cuda::quantize_fp8_batch(args, stream(c));
+        current_scales(c, t, args, slots, true);
+        quantize_batch(c, args);
         for (size_t k = 0; k < group.size(); ++k) record_gradient(k);
         c.fork(Lane::Side);
         if (lanes) fork_lanes();

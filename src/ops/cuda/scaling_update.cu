@@ -17,7 +17,7 @@ constexpr int kThreads = 256;
 constexpr int64_t kMaxHistory = 8192;
 
 struct Options {
-  ScalingMode mode;
+  bool current;  // every tensor's mode when the batch has no per-tensor flags
   ScalingLag lag;
   AmaxAlgorithm algorithm;
   int margin;
@@ -60,7 +60,10 @@ __global__ void __launch_bounds__(kThreads) update_kernel(ScalingBatch b, Option
   const float before = recent ? window[0] : all;
   const float after = !push ? before : recent ? amax : max_nan(amax, kept);
   const float fp8_max = b.fp8_max[blockIdx.x];
-  if (o.mode == ScalingMode::Current) return;
+  if (b.current != nullptr ? b.current[blockIdx.x] != 0 : o.current) {  // the scale stays this step's own
+    b.scale_inv[blockIdx.x] = __fdiv_rn(1.0f, b.scale[blockIdx.x]);
+    return;
+  }
   if (o.lag == ScalingLag::Te) {
     const float scale =
         usable_amax(after) ? scale_from_amax(after, fp8_max, o.margin, o.power_of_two) : b.scale[blockIdx.x];
@@ -86,7 +89,7 @@ void update_scaling(const ScalingBatch& batch, const Fp8Recipe& recipe, cudaStre
                 " must be in [1, " + std::to_string(kMaxHistory) + "]");
   if (!batch.amax_history || !batch.amax || !batch.scale || !batch.scale_inv || !batch.fp8_max)
     throw Error("update_scaling: every array of the batch (amax_history, amax, scale, scale_inv, fp8_max) is required");
-  const Options o{recipe.mode, recipe.lag, recipe.amax_algorithm, recipe.scale_options.margin,
+  const Options o{recipe.mode == ScalingMode::Current, recipe.lag, recipe.amax_algorithm, recipe.scale_options.margin,
                   recipe.scale_options.power_of_two, recipe.skip_zero_amax};
   const size_t shared = static_cast<size_t>(batch.history_length) * sizeof(float);  // <= 32 KiB
   update_kernel<<<static_cast<unsigned>(batch.count), kThreads, shared, stream>>>(batch, o);

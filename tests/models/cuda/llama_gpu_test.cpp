@@ -1,8 +1,9 @@
 // The Llama model on the GPU against the same model on the CPU: the same weights (one seed) and
 // batch, one training step (losses, every gradient, the AdamW update with clipping), then two more
-// steps from a captured graph, in fp32, bf16, FP8 and FP8 with block scaling; the memory options
-// (loss chunks, recomputation) eager and captured; and the HF directory a GPU model saves loads back
-// on the CPU. The GPU's attention is cuDNN's flash attention with bf16 operands, so even fp32
+// steps from a captured graph, in fp32, bf16, FP8, FP8 with block scaling and per-Linear recipes mixing
+// delayed (keras lag), current, block, bf16 and fp32 Linears; the memory options (loss chunks,
+// recomputation) eager and captured; and the HF directory a GPU model saves loads back on the CPU.
+// The GPU's attention is cuDNN's flash attention with bf16 operands, so even fp32
 // differs from the CPU by bf16 rounding inside attention: tolerances are relative L2 errors over all
 // parameters together, with headroom over the errors first measured.
 #include "models/llama.h"
@@ -51,9 +52,10 @@ struct DeviceRun {
   std::vector<float> losses, grads, weights0, weights;
 };
 
-DeviceRun run(Device device, nn::Precision precision, const Fp8Recipe& recipe, const LlamaMemoryOptions& memory = {}) {
+DeviceRun run(Device device, nn::Precision precision, const Fp8Recipe& recipe, const nn::LinearRecipes& linears = {},
+             const LlamaMemoryOptions& memory = {}) {
   Llama model(config(), 3, device);
-  model.set_precision(precision, recipe);
+  model.set_precision(precision, recipe, linears);
   model.set_memory_options(memory);
   optim::Adam adam(model.parameter_set(), {.learning_rate = 1e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .epsilon = 1e-8f,
                                            .weight_decay = 0.1f, .warmup_steps = 2, .decay_steps = 10});
@@ -90,12 +92,22 @@ TEST(LlamaGpu, MatchesTheCpuModel) {
     nn::Precision precision;
     double losses, grads, update;
     ScalingMode mode = ScalingMode::Delayed;
+    std::vector<std::string> rules = {};
+    ScalingLag lag = ScalingLag::Te;
   };
+  // Groups (q | k, v; gate, up) and weight-cast batches that mix precisions, delayed slots beside
+  // current ones, keras lag's dividing casts beside multiplying ones, an FP8 head.
+  const std::vector<std::string> mixed = {"*.mlp.*=current", "model.layers.0.self_attn.*=block", "*.k_proj=bf16",
+                                          "*.down_proj=delayed", "model.layers.1.mlp.up_proj=fp32", "lm_head=fp8"};
   for (const Case k : {Case{nn::Precision::Fp32, 1e-3, 2e-2, 0.1}, Case{nn::Precision::Bf16, 5e-3, 5e-2, 0.2},
                        Case{nn::Precision::Fp8, 5e-3, 0.1, 0.3},
-                       Case{nn::Precision::Fp8, 5e-3, 0.1, 0.3, ScalingMode::Block}}) {
-    const Fp8Recipe recipe{.mode = k.mode};
-    const DeviceRun cpu = run(Device::Cpu, k.precision, recipe), gpu = run(Device::Cuda, k.precision, recipe);
+                       Case{nn::Precision::Fp8, 5e-3, 0.1, 0.3, ScalingMode::Block},
+                       Case{nn::Precision::Fp8, 5e-3, 0.1, 0.3, ScalingMode::Delayed, mixed, ScalingLag::Keras},
+                       Case{nn::Precision::Bf16, 5e-3, 0.1, 0.3, ScalingMode::Delayed, {"lm_head=current"}}}) {
+    const Fp8Recipe recipe{.mode = k.mode, .lag = k.lag};
+    const nn::LinearRecipes linears = nn::LinearRecipes::parse(k.rules);
+    const DeviceRun cpu = run(Device::Cpu, k.precision, recipe, linears),
+                    gpu = run(Device::Cuda, k.precision, recipe, linears);
     ASSERT_EQ(cpu.weights0, gpu.weights0);
     const double el = rel(gpu.losses, cpu.losses), eg = rel(gpu.grads, cpu.grads);
     std::vector<float> dc(cpu.weights.size()), dg(gpu.weights.size());
@@ -104,7 +116,8 @@ TEST(LlamaGpu, MatchesTheCpuModel) {
       dg[i] = gpu.weights[i] - gpu.weights0[i];
     }
     const double eu = rel(dg, dc);
-    const std::string what = std::string(nn::name(k.precision)) + (k.mode == ScalingMode::Block ? " block" : "");
+    const std::string what = std::string(nn::name(k.precision)) + (k.mode == ScalingMode::Block ? " block" : "") +
+                             (linears.empty() ? "" : " " + linears.describe());
     std::printf("%s: losses %.2e, gradients %.2e, 3-step update %.2e\n", what.c_str(), el, eg, eu);
     EXPECT_LT(el, k.losses) << what;
     EXPECT_LT(eg, k.grads) << what;
@@ -122,20 +135,20 @@ TEST(LlamaGpu, MemoryOptionsKeepTheResults) {
     const nn::Precision precision = recipe == nullptr ? nn::Precision::Bf16 : nn::Precision::Fp8;
     const Fp8Recipe r = recipe == nullptr ? Fp8Recipe{} : *recipe;
     const std::string what = std::string(nn::name(precision)) + " " + (recipe == nullptr ? "" : describe(r));
-    const DeviceRun plain = run(Device::Cuda, precision, r, {.loss_chunk_rows = 1 << 20});
-    const DeviceRun recomputed = run(Device::Cuda, precision, r, {.loss_chunk_rows = 1 << 20, .recompute = true});
+    const DeviceRun plain = run(Device::Cuda, precision, r, {}, {.loss_chunk_rows = 1 << 20});
+    const DeviceRun recomputed = run(Device::Cuda, precision, r, {}, {.loss_chunk_rows = 1 << 20, .recompute = true});
     EXPECT_EQ(recomputed.losses, plain.losses) << what;
     EXPECT_EQ(recomputed.grads, plain.grads) << what;
     EXPECT_EQ(recomputed.weights, plain.weights) << what;
-    const DeviceRun chunked = run(Device::Cuda, precision, r, {.loss_chunk_rows = 32});
-    const DeviceRun both = run(Device::Cuda, precision, r, {.loss_chunk_rows = 32, .recompute = true});
+    const DeviceRun chunked = run(Device::Cuda, precision, r, {}, {.loss_chunk_rows = 32});
+    const DeviceRun both = run(Device::Cuda, precision, r, {}, {.loss_chunk_rows = 32, .recompute = true});
     EXPECT_EQ(both.grads, chunked.grads) << what;
     EXPECT_EQ(both.weights, chunked.weights) << what;
     const double el = rel(chunked.losses, plain.losses), eg = rel(chunked.grads, plain.grads);
     std::printf("%s: loss in chunks against one pass: losses %.2e, gradients %.2e\n", what.c_str(), el, eg);
     EXPECT_LT(el, 1e-5) << what;
     EXPECT_LT(eg, precision == nn::Precision::Fp8 ? 1e-2 : 1e-3) << what;
-    const DeviceRun cpu = run(Device::Cpu, precision, r, {.loss_chunk_rows = 32, .recompute = true});
+    const DeviceRun cpu = run(Device::Cpu, precision, r, {}, {.loss_chunk_rows = 32, .recompute = true});
     EXPECT_LT(rel(both.losses, cpu.losses), 5e-3) << what;
     EXPECT_LT(rel(both.grads, cpu.grads), precision == nn::Precision::Fp8 ? 0.2 : 5e-2) << what;
   }

@@ -20,7 +20,9 @@ namespace {
 
 uint32_t bits(float x) { return std::bit_cast<uint32_t>(x); }
 
-void check_recipe(const Fp8Recipe& recipe, int64_t history_length, const std::string& what) {
+// per_tensor: the batch's per-tensor current flags (empty: none, recipe.mode for all).
+void check_recipe(const Fp8Recipe& recipe, int64_t history_length, const std::string& what,
+                  const std::vector<int32_t>& per_tensor = {}) {
   constexpr int64_t kTensors = 5;
   const Fp8Format formats[kTensors] = {Fp8Format::E4M3, Fp8Format::E4M3, Fp8Format::E5M2, Fp8Format::E4M3, Fp8Format::E5M2};
   std::vector<ScalingState> cpu(kTensors, ScalingState(history_length));
@@ -29,12 +31,19 @@ void check_recipe(const Fp8Recipe& recipe, int64_t history_length, const std::st
 
   DeviceBuffer<float> d_history(kTensors * history_length), d_amax(kTensors), d_scale(kTensors), d_scale_inv(kTensors),
       d_fp8_max(kTensors);
+  DeviceBuffer<int32_t> d_current(kTensors);
+  if (!per_tensor.empty()) d_current.upload(per_tensor);
   d_history.fill_bytes(0);
   d_scale.upload(scale);
   d_scale_inv.upload(scale_inv);
   d_fp8_max.upload(fp8_max);
   const ScalingBatch batch{kTensors, history_length, d_history.data(), d_amax.data(), d_scale.data(), d_scale_inv.data(),
-                           d_fp8_max.data()};
+                           d_fp8_max.data(), per_tensor.empty() ? nullptr : d_current.data()};
+  auto tensor_recipe = [&](int64_t i) {
+    Fp8Recipe r = recipe;
+    if (!per_tensor.empty()) r.mode = per_tensor[i] != 0 ? ScalingMode::Current : ScalingMode::Delayed;
+    return r;
+  };
 
   std::mt19937 rng(history_length * 31 + static_cast<int>(recipe.lag));
   std::uniform_real_distribution<float> log_amax(-12.0f, 12.0f);
@@ -49,8 +58,9 @@ void check_recipe(const Fp8Recipe& recipe, int64_t history_length, const std::st
     d_amax.upload(amax);
     update_scaling(batch, recipe);
     for (int64_t i = 0; i < kTensors; ++i) {
-      cpu[i].record_amax(amax[i], recipe, formats[i]);
-      if (recipe.mode == ScalingMode::Delayed && recipe.lag == ScalingLag::Te) cpu[i].scale_for_step(recipe, formats[i]);
+      const Fp8Recipe r = tensor_recipe(i);
+      cpu[i].record_amax(amax[i], r, formats[i]);
+      if (r.mode == ScalingMode::Delayed && r.lag == ScalingLag::Te) cpu[i].scale_for_step(r, formats[i]);
     }
     const std::vector<float> history = d_history.to_host(), got_scale = d_scale.to_host(), got_inv = d_scale_inv.to_host();
     for (int64_t i = 0; i < kTensors; ++i) {
@@ -58,9 +68,9 @@ void check_recipe(const Fp8Recipe& recipe, int64_t history_length, const std::st
       const auto window = cpu[i].amax_history.values();
       for (int64_t j = 0; j < history_length; ++j)
         ASSERT_EQ(bits(history[i * history_length + j]), bits(window[j])) << where << " slot " << j;
-      if (recipe.mode == ScalingMode::Current) continue;
+      // Current: the scale is the cast's (here the initial 1), scale_inv its inverse.
       ASSERT_EQ(bits(got_scale[i]), bits(cpu[i].scale)) << where << " scale";
-      ASSERT_EQ(bits(got_inv[i]), bits(cpu[i].scale_inv(recipe))) << where << " scale_inv";
+      ASSERT_EQ(bits(got_inv[i]), bits(cpu[i].scale_inv(tensor_recipe(i)))) << where << " scale_inv";
     }
   }
 }
@@ -90,6 +100,15 @@ TEST(CudaScalingUpdate, CurrentScalingOnlyRecords) {
   Fp8Recipe recipe;
   recipe.mode = ScalingMode::Current;
   check_recipe(recipe, 16, "current");
+}
+
+TEST(CudaScalingUpdate, PerTensorModesMixDelayedAndCurrent) {
+  FP8KIT_REQUIRE_GPU();
+  for (ScalingLag lag : {ScalingLag::Te, ScalingLag::Keras}) {
+    Fp8Recipe recipe;
+    recipe.lag = lag;
+    check_recipe(recipe, 16, lag == ScalingLag::Te ? "mixed te" : "mixed keras", {0, 1, 0, 1, 1});
+  }
 }
 
 TEST(CudaScalingUpdate, BadBatchesAreNamed) {
