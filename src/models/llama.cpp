@@ -98,17 +98,30 @@ struct Llama::Impl {
   bool trained_forward = false;
   Tensor embedded, d_x;  // [rows, hidden]
   std::vector<Tensor> backward_pool;  // the blocks' shared backward buffers
+  // Each part's parameters as [begin, end) of the registration order (the embedding's and the final
+  // norm's come first: built in the member initializers); the LM head's is empty when tied.
+  using Range = std::pair<size_t, size_t>;
+  Range embedding_params{0, 1}, norm_params{1, 2}, head_params;
+  std::vector<Range> block_params;
 
   Impl(const LlamaConfig& c, uint64_t seed, Device device)
       : config(c),
         context(device, seed),
         embedding(parameters, "model.embed_tokens", c.vocab_size, c.hidden_size),
         norm(parameters, "model.norm", c.hidden_size, static_cast<float>(c.rms_norm_eps)) {
-    for (int64_t i = 0; i < c.num_hidden_layers; ++i) blocks.emplace_back(parameters, c, i);
+    auto registered = [&] { return parameters.parameters().size(); };
+    FP8KIT_CHECK(registered() == norm_params.second, "the Llama's parameters are not registered in the expected order");
+    for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+      const size_t begin = registered();
+      blocks.emplace_back(parameters, c, i);
+      block_params.emplace_back(begin, registered());
+    }
+    head_params = {registered(), registered()};
     if (c.tie_word_embeddings) {
       lm_head.emplace(embedding.weight, "lm_head", c.hidden_size, c.vocab_size);
     } else {
       lm_head.emplace(parameters, "lm_head", c.hidden_size, c.vocab_size);
+      head_params.second = registered();
     }
     parameters.allocate(Device::Cpu);
     std::mt19937_64 rng(seed);
@@ -161,28 +174,39 @@ struct Llama::Impl {
     trained_forward = training;
   }
 
-  void backward(const Tensor& targets, float grad_scale, Tensor& losses) {
+  void backward(const Tensor& targets, float grad_scale, Tensor& losses, const BackwardHooks& hooks) {
     ops::Context& c = context;
+    auto final = [&](Range r) {
+      if (hooks.gradients_final && r.first < r.second) hooks.gradients_final(c, r.first, r.second);
+    };
     FP8KIT_CHECK(trained_forward, "backward() needs a preceding forward(training=true)");
     trained_forward = false;  // one backward per forward: the FP8 state moves once per step
     Tensor& logits = lm_head->op().y;
     ops::cross_entropy(c, logits, targets, grad_scale, losses, &logits);
     const Tensor& d_final = norm.backward(c, lm_head->backward(c, logits));
+    final(head_params);
+    final(norm_params);
     const Tensor* d_out = &d_final;  // the gradient of the residual stream after the block
-    for (auto b = blocks.rbegin(); b != blocks.rend(); ++b) {
-      const SharedBackwardBuffers lent(backward_pool, *b);
-      const Tensor& d_h2 = b->mlp.backward(c, *d_out);
-      ops::add(c, *d_out, b->post_attention_norm.backward(c, d_h2), false, b->d_mid);
-      const Tensor& d_h = b->attention.backward(c, b->d_mid);
-      ops::add(c, b->d_mid, b->input_norm.backward(c, d_h), false, d_x);
+    for (size_t i = blocks.size(); i-- > 0;) {
+      Block& b = blocks[i];
+      {
+        const SharedBackwardBuffers lent(backward_pool, b);
+        const Tensor& d_h2 = b.mlp.backward(c, *d_out);
+        ops::add(c, *d_out, b.post_attention_norm.backward(c, d_h2), false, b.d_mid);
+        const Tensor& d_h = b.attention.backward(c, b.d_mid);
+        ops::add(c, b.d_mid, b.input_norm.backward(c, d_h), false, d_x);
+      }
       d_out = &d_x;
+      final(block_params[i]);
     }
     embedding.backward(c, d_x.view(0, {batch, seq, config.hidden_size}));
     if (config.tie_word_embeddings) {  // the LM head's share of the tied weight's gradient
       c.join_all();
       ops::add(c, embedding.weight.grad, lm_head->tied_grad(), false, embedding.weight.grad);
     }
+    final(embedding_params);
     c.join_all();
+    if (scaling && hooks.before_scaling_update) hooks.before_scaling_update(c, *scaling);
     if (scaling) {
       c.fork(ops::Lane::Side);
       const ops::Context::OnLane side(c, ops::Lane::Side);
@@ -231,8 +255,8 @@ void Llama::loss(const Tensor& targets, Tensor& losses) {
   ops::cross_entropy(m.context, m.lm_head->op().y, targets, 1.0f, losses, nullptr);
 }
 
-void Llama::backward(const Tensor& targets, float grad_scale, Tensor& losses) {
-  impl_->backward(targets, grad_scale, losses);
+void Llama::backward(const Tensor& targets, float grad_scale, Tensor& losses, const BackwardHooks& hooks) {
+  impl_->backward(targets, grad_scale, losses, hooks);
 }
 nn::ParameterSet& Llama::parameter_set() { return impl_->parameters; }
 std::vector<nn::Parameter*> Llama::parameters() { return impl_->parameters.parameters(); }
