@@ -85,6 +85,7 @@ struct TrainArgs {
   int64_t max_shard_bytes = io::kHfDefaultMaxShardBytes;
   int procs = 1;                     // local processes to start (--procs / --gpus)
   std::string dist_backend = "auto";
+  int64_t dist_timeout = 300;  // seconds
 };
 
 // --procs N: this command again as the N ranks of a job on this host, without --procs.
@@ -120,7 +121,7 @@ void run_train(const TrainArgs& a) {
   if (rendezvous.world_size > 1) {
     const dist::Backend backend =
         a.dist_backend == "auto" ? dist::default_backend(device) : dist::parse_backend(a.dist_backend);
-    comm = dist::connect(rendezvous, backend);
+    comm = dist::connect(rendezvous, backend, {.timeout = std::chrono::seconds(a.dist_timeout)});
   }
   const bool lead = comm == nullptr || comm->rank() == 0;
   const Corpus corpus = imdb_corpus(a.data, a.limit);
@@ -395,6 +396,11 @@ void setup(CLI::App& app) {
                     "a data-parallel job's collectives: auto (nccl on cuda, tcp on the cpu), nccl or tcp")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "nccl", "tcp"}));
+  train->add_option("--dist-timeout", t->dist_timeout,
+                    "seconds a rank waits for the others (to connect, in a collective) before the job ends; more "
+                    "than rank 0 takes to write a checkpoint or learn the tokenizer")
+      ->capture_default_str()
+      ->check(whole_number(1, 1'000'000));
   train->add_option("--max-shard-size", t->max_shard_bytes,
                     "bytes of weights per model.safetensors shard, as transformers' max_shard_size")
       ->capture_default_str()
