@@ -322,11 +322,11 @@ LmTrainResult train_lm(const LmTrainOptions& o, std::span<const int32_t> train_s
   nn::HostState state(checkpoint_tensors(model, adam));
   const std::vector<io::MetadataRequirement> identity = run_identity(o);
   int64_t done = 0;
-  if (o.resume && !checkpoint.empty()) {
+  if (o.resume && (!checkpoint.empty() || o.comm != nullptr)) {
     // Rank 0 reads the checkpoint and broadcasts it: it holds the job's whole state (and the data
     // position is the step), so any number of ranks resumes it, and only rank 0 needs the file.
     uint8_t resumed = 0;
-    if (lead && std::filesystem::exists(checkpoint)) {
+    if (lead && !checkpoint.empty() && std::filesystem::exists(checkpoint)) {
       try {
         io::load_checkpoint(checkpoint, state.entries(), identity);
       } catch (const Error& e) {

@@ -1,6 +1,7 @@
 // Data-parallel LM training on the CPU over the tcp backend, ranks as forked processes: two ranks
 // match one process at the same global batch (bf16, and FP8 with delayed scaling, whose scales are the
-// same bits on both ranks); rank 0 alone writes, a checkpoint resumes on another number of ranks;
+// same bits on both ranks); rank 0 alone writes, a checkpoint resumes on another number of ranks (or
+// is refused on all of them);
 // a batch the ranks do not divide and a rank that dies end the job with a message on every rank.
 #include "train/lm_trainer.h"
 
@@ -203,6 +204,20 @@ TEST(LmDataParallel, ACheckpointResumesOnAnotherNumberOfRanks) {
   ASSERT_EQ(r0.losses.size(), 6u);  // the log holds the first run's three steps and the resumed three
   for (size_t i = 0; i < 6; ++i) EXPECT_NEAR(r0.losses[i], full.losses[i], 1e-5) << "step " << i + 1;
   EXPECT_TRUE(std::filesystem::is_empty(other.path()));
+
+  // A checkpoint of another run: rank 0 refuses it, and every rank ends with its reason.
+  const auto refused = train_on_ranks(2, [&](int rank) {
+    LmTrainOptions resumed = o;
+    resumed.steps = 6;
+    resumed.resume = true;
+    resumed.seed = 9;
+    if (rank == 1) resumed.out = "";
+    return resumed;
+  });
+  for (const auto& outcome : refused) {
+    EXPECT_FALSE(outcome.ok);
+    EXPECT_NE(outcome.text.find("--seed"), std::string::npos) << outcome.text;
+  }
 }
 
 TEST(LmDataParallel, ABatchTheRanksDoNotDivideIsRefusedOnEveryRank) {
