@@ -86,6 +86,7 @@ struct TrainArgs {
   int procs = 1;                     // local processes to start (--procs / --gpus)
   std::string dist_backend = "auto";
   int64_t dist_timeout = 300;  // seconds
+  bool zero1 = false;
 };
 
 // --procs N: this command again as the N ranks of a job on this host, without --procs.
@@ -153,6 +154,7 @@ void run_train(const TrainArgs& a) {
   o.device = device;
   o.peak_flops = device == Device::Cuda ? a.peak_tflops * 1e12 : 0.0;
   o.comm = comm.get();
+  o.zero1 = a.zero1;
   if (!lead) {  // rank 0 alone writes
     train::train_lm(o, train_stream, validation_stream);
     comm->barrier();  // until rank 0 has saved the model: a rank that ends early looks dead to it
@@ -396,6 +398,8 @@ void setup(CLI::App& app) {
                     "a data-parallel job's collectives: auto (nccl on cuda, tcp on the cpu), nccl or tcp")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "nccl", "tcp"}));
+  train->add_flag("--zero1", t->zero1,
+                 "in a data-parallel job, shard AdamW's moments and update across the processes (ZeRO-1)");
   train->add_option("--dist-timeout", t->dist_timeout,
                     "seconds a rank waits for the others (to connect, in a collective) before the job ends; more "
                     "than rank 0 takes to write a checkpoint or learn the tokenizer")

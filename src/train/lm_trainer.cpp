@@ -222,6 +222,14 @@ class LmStepper {
     }
     ops::clip_by_global_norm(c, grads, o_.clip, norm_);
     adam_.step(c);
+    if (adam_.m().numel() < grads.numel()) {  // ZeRO-1: every rank's updated shard of the parameters
+      c.follow_all(ops::Lane::Comm);
+      {
+        const ops::Context::OnLane lane(c, ops::Lane::Comm);
+        o_.comm->all_gather(c, model_.parameter_set().values());
+      }
+      c.join(ops::Lane::Comm);
+    }
     if (scaling != nullptr) scaling->set_recording(false);
   }
 
@@ -236,10 +244,42 @@ class LmStepper {
   exec::CapturedStep recording_step_{[this](ops::Context& c) { queue(c, true); }};
 };
 
-std::vector<nn::StateTensor> checkpoint_tensors(models::Llama& model, optim::Adam& adam) {
+// ZeRO-1's optimizer moments in the checkpoint's layout (the parameters' flat buffers), on the model's
+// device, only while a checkpoint is written or read: every rank's shard gathered, or a loaded
+// checkpoint's spread back to the shards.
+struct FullMoments {
+  Tensor m, v;
+  std::vector<Tensor> views;
+
+  FullMoments(const Tensor& values) : m(values.shape(), DType::F32, values.device()), v(m.shape(), DType::F32, m.device()) {}
+
+  // The shards of every rank into m and v (every rank calls it).
+  void gather(optim::Adam& adam, dist::Communicator& comm, ops::Context& c) {
+    for (auto [full, shard] : {std::pair{&m, &adam.m()}, std::pair{&v, &adam.v()}}) {
+      Tensor own = full->view(adam.shard_begin(), {shard->numel()});
+      ops::copy(c, *shard, own);
+      comm.all_gather(c, *full);
+    }
+    comm.wait(c);
+    c.synchronize();
+  }
+  // This rank's shard of m and v into the optimizer.
+  void scatter(optim::Adam& adam, ops::Context& c) {
+    for (auto [full, shard] : {std::pair{&m, &adam.m()}, std::pair{&v, &adam.v()}})
+      ops::copy(c, full->view(adam.shard_begin(), {shard->numel()}), *shard);
+    c.synchronize();
+  }
+};
+
+// The checkpoint's tensors: the weights, the optimizer's state (with ZeRO-1, `full`'s moments), the
+// FP8 state.
+std::vector<nn::StateTensor> checkpoint_tensors(models::Llama& model, optim::Adam& adam, FullMoments* full) {
   std::vector<nn::StateTensor> tensors;
   for (nn::Parameter* p : model.parameters()) tensors.push_back({p->name, p->shape, &p->value});
-  for (nn::StateTensor& t : adam.state()) tensors.push_back({"optimizer/" + t.name, t.shape, t.tensor, t.domain});
+  const std::vector<nn::StateTensor> optimizer =
+      full == nullptr ? adam.state()
+                      : optim::adam_state(model.parameter_set(), full->m, full->v, adam.iterations_tensor(), full->views);
+  for (const nn::StateTensor& t : optimizer) tensors.push_back({"optimizer/" + t.name, t.shape, t.tensor, t.domain});
   for (nn::StateTensor& t : model.fp8_state()) tensors.push_back(t);
   return tensors;
 }
@@ -314,18 +354,28 @@ LmTrainResult train_lm(const LmTrainOptions& o, std::span<const int32_t> train_s
   model.set_precision(o.precision, o.recipe);
   optim::AdamOptions adam_options = o.adam;
   if (adam_options.decay_steps == 0 && o.steps > adam_options.warmup_steps) adam_options.decay_steps = o.steps;
-  optim::Adam adam(model.parameter_set(), adam_options);
+  // ZeRO-1: this rank's AdamW covers its shard of the flat parameter buffers.
+  const int64_t elements = model.parameter_set().values().numel(), w = world_size(o.comm);
+  const bool sharded = o.zero1 && w > 1;
+  FP8KIT_CHECK(!sharded || elements % w == 0,
+               "--zero1: the {} parameter elements do not split into {} equal shards: use a world size that divides "
+               "them (a power of two up to 64 does)",
+               elements, w);
+  const int64_t shard = sharded ? elements / w : elements, shard_begin = sharded ? rank(o.comm) * shard : 0;
+  optim::Adam adam(model.parameter_set(), adam_options, shard_begin, shard_begin + shard);
+  std::optional<FullMoments> full;  // ZeRO-1's, while a checkpoint is read or written
 
   // Resume.
   const std::filesystem::path checkpoint =
       o.out.empty() ? std::filesystem::path() : o.out / fmt::format("checkpoint-{}.safetensors", nn::name(o.precision));
-  nn::HostState state(checkpoint_tensors(model, adam));
   const std::vector<io::MetadataRequirement> identity = run_identity(o);
   int64_t done = 0;
   if (o.resume && (!checkpoint.empty() || o.comm != nullptr)) {
     // Rank 0 reads the checkpoint and broadcasts it: it holds the job's whole state (and the data
     // position is the step), so any number of ranks resumes it, and only rank 0 needs the file.
     uint8_t resumed = 0;
+    if (sharded) full.emplace(model.parameter_set().values());
+    nn::HostState state(checkpoint_tensors(model, adam, full ? &*full : nullptr));
     if (lead && !checkpoint.empty() && std::filesystem::exists(checkpoint)) {
       try {
         io::load_checkpoint(checkpoint, state.entries(), identity);
@@ -339,10 +389,13 @@ LmTrainResult train_lm(const LmTrainOptions& o, std::span<const int32_t> train_s
     if (o.comm != nullptr) {
       resumed = static_cast<uint8_t>(o.comm->store().broadcast(std::as_bytes(std::span(&resumed, 1))).at(0));
       if (resumed != 0)
-        for (const nn::StateTensor& t : checkpoint_tensors(model, adam)) o.comm->broadcast(model.context(), *t.tensor);
+        for (const nn::StateTensor& t : checkpoint_tensors(model, adam, full ? &*full : nullptr))
+          o.comm->broadcast(model.context(), *t.tensor);
       o.comm->wait(model.context());
       model.context().synchronize();
     }
+    if (full && resumed != 0) full->scatter(adam, model.context());
+    full.reset();
     if (resumed != 0) {
       if (model.scaling() != nullptr) model.scaling()->restored(model.context());
       done = adam.iterations();
@@ -350,17 +403,22 @@ LmTrainResult train_lm(const LmTrainOptions& o, std::span<const int32_t> train_s
     }
   }
   auto save = [&](int64_t step) {
-    if (checkpoint.empty() || !lead) return;
+    if (checkpoint.empty()) return;
     model.context().synchronize();
-    state.pull();
-    io::Metadata metadata;
-    for (const auto& requirement : identity) metadata[requirement.key] = requirement.value;
-    metadata["step"] = std::to_string(step);
-    metadata["processes"] = std::to_string(world_size(o.comm));  // of the run that wrote it; any number resumes
-    metadata["data_order"] = "data::TokenWindows(stream, seq, seed), windows step * batch * accumulation on";
-    metadata["fp8kit_version"] = kVersion;
-    std::filesystem::create_directories(o.out);
-    io::save_checkpoint(checkpoint, state.entries(), metadata);
+    if (sharded) full.emplace(model.parameter_set().values()).gather(adam, *o.comm, model.context());
+    if (lead) {
+      nn::HostState state(checkpoint_tensors(model, adam, full ? &*full : nullptr));
+      state.pull();
+      io::Metadata metadata;
+      for (const auto& requirement : identity) metadata[requirement.key] = requirement.value;
+      metadata["step"] = std::to_string(step);
+      metadata["processes"] = std::to_string(w);  // of the run that wrote it; any number resumes it
+      metadata["data_order"] = "data::TokenWindows(stream, seq, seed), windows step * batch * accumulation on";
+      metadata["fp8kit_version"] = kVersion;
+      std::filesystem::create_directories(o.out);
+      io::save_checkpoint(checkpoint, state.entries(), metadata);
+    }
+    full.reset();
   };
 
   LmStepper stepper(model, adam, o);

@@ -43,7 +43,7 @@ struct LmTrainOptions {
   int64_t eval_batches = 20;   // validation micro-batches (0: the whole validation stream)
   int64_t checkpoint_every = 0;  // steps between checkpoints (0: at the end only)
   // Receives checkpoint-<precision>.safetensors (the whole training state) and, at the end,
-  // model-<precision>/ (an HF model directory). Empty: neither.
+  // model-<precision>/ (an HF model directory). Empty: neither (in a job: empty on every rank or on none).
   std::filesystem::path out;
   bool resume = false;
   Device device = Device::Cpu;
@@ -66,6 +66,11 @@ struct LmTrainOptions {
   // slice's.
   dist::Communicator* comm = nullptr;
   int64_t bucket_bytes = int64_t{25} << 20;
+  // ZeRO-1 (with comm): every rank's AdamW keeps the moments of, and updates, its 1 / world size shard
+  // of the flat parameter buffers (the world size must divide their element count), then the ranks
+  // all-gather the parameters. The gradients are all-reduced as without it (the clipping norm needs
+  // them all). Checkpoints gather the shards: the same files as without it.
+  bool zero1 = false;
 };
 
 struct LmEvaluation {

@@ -81,7 +81,7 @@ TEST(LmCli, TrainsAsTwoLocalProcessesAndResumesAlone) {
   const std::string out = (dir.path() / "run").string();
   const std::string common = " --config tiny --data " + make_tiny_imdb(dir.path(), "aclImdb", 12).string() +
                              " --out " + out + " --vocab-size 300 --seq 32 --warmup 1 --eval-batches 1";
-  CliResult r = run_cli("lm train --precision fp8 --steps 2 --batch 2 --procs 2" + common);
+  CliResult r = run_cli("lm train --precision fp8 --steps 2 --batch 2 --procs 2 --zero1" + common);
   ASSERT_EQ(r.exit_code, 0) << tail(r.output);
   EXPECT_THAT(r.output, HasSubstr("[rank 0] Data parallel: 2 processes (torchrun, tcp backend), 1 sequences"));
   EXPECT_THAT(r.output, ::testing::Not(HasSubstr("[rank 1] Llama")));  // rank 0 alone reports

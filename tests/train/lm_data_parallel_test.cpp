@@ -1,7 +1,7 @@
 // Data-parallel LM training on the CPU over the tcp backend, ranks as forked processes: two ranks
 // match one process at the same global batch (bf16, and FP8 with delayed scaling, whose scales are the
 // same bits on both ranks); rank 0 alone writes, a checkpoint resumes on another number of ranks (or
-// is refused on all of them);
+// is refused on all of them); ZeRO-1 gives the same updates and checkpoints;
 // a batch the ranks do not divide and a rank that dies end the job with a message on every rank.
 #include "train/lm_trainer.h"
 
@@ -17,6 +17,7 @@
 #include <chrono>
 #include <cmath>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <thread>
 #include <vector>
@@ -217,6 +218,40 @@ TEST(LmDataParallel, ACheckpointResumesOnAnotherNumberOfRanks) {
   for (const auto& outcome : refused) {
     EXPECT_FALSE(outcome.ok);
     EXPECT_NE(outcome.text.find("--seed"), std::string::npos) << outcome.text;
+  }
+}
+
+std::string file_bytes(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// ZeRO-1 shards AdamW elementwise: the same updates, bit for bit, and the same checkpoint file (the
+// shards gathered), which resumes with or without it.
+TEST(LmDataParallel, Zero1GivesTheSameUpdatesAndCheckpoints) {
+  testing::TempDir plain("dp_plain"), plain1("dp_plain1"), zero("dp_zero"), zero1("dp_zero1");
+  auto run = [&](bool sharded, int64_t steps, bool resume) {
+    return train_on_ranks(2, [&](int rank) {
+      LmTrainOptions o = options(sharded ? (rank == 0 ? zero.path() : zero1.path())
+                                         : (rank == 0 ? plain.path() : plain1.path()),
+                                 nn::Precision::Fp8);
+      o.zero1 = sharded;
+      o.steps = steps;
+      o.resume = resume;
+      o.adam.decay_steps = 6;
+      return o;
+    });
+  };
+  for (const bool resume : {false, true}) {
+    const int64_t steps = resume ? 6 : 3;
+    const auto a = run(false, steps, resume), b = run(true, steps, resume);
+    for (const auto& outcome : {a[0], a[1], b[0], b[1]}) ASSERT_TRUE(outcome.ok) << outcome.text;
+    EXPECT_EQ(parse(b[0].text).weights, parse(a[0].text).weights) << "resumed: " << resume;
+    EXPECT_EQ(parse(b[1].text).weights, parse(a[0].text).weights) << "resumed: " << resume;
+    EXPECT_EQ(parse(b[0].text).losses, parse(a[0].text).losses) << "resumed: " << resume;
+    const std::string file = "checkpoint-fp8.safetensors";
+    EXPECT_EQ(file_bytes(zero.path() / file), file_bytes(plain.path() / file)) << "resumed: " << resume;
+    EXPECT_FALSE(std::filesystem::exists(zero1.path() / file));
   }
 }
 
