@@ -2,7 +2,8 @@
 // all-reduces on the Comm lane and the FP8 amax reduction, captured as a CUDA graph, ends with the
 // single process's weights and FP8 state bit for bit (a sum or max over one rank is the identity, and
 // the GPU step is deterministic). Two GPUs (skipped with fewer): `lm train --gpus 2` against one GPU
-// at the same global batch, within the tolerance of the CPU tests' FP8 drift.
+// at the same global batch, within the tolerance of the CPU tests' FP8 drift, and with --zero1 the
+// same validation loss as without.
 #include "train/lm_trainer.h"
 
 #include <gtest/gtest.h>
@@ -101,6 +102,11 @@ TEST(LmDataParallelCuda, TwoGpusMatchOneAtTheSameGlobalBatch) {
   ASSERT_GT(a, 0) << one.output;
   ASSERT_GT(b, 0) << two.output;
   EXPECT_NEAR(b, a, 2e-3);
+  // ZeRO-1: the same updates, so the same validation loss.
+  const testing::CliResult zero1 =
+      testing::run_cli("lm train --gpus 2 --zero1 --out " + (dir.path() / "zero1").string() + common);
+  ASSERT_EQ(zero1.exit_code, 0) << zero1.output;
+  EXPECT_EQ(validation_loss(zero1.output), b);
 }
 
 }  // namespace
