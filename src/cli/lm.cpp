@@ -1,8 +1,9 @@
 // `fp8kit lm`: the Llama language model on the IMDB reviews as text. `lm train` learns (or reads) a
 // byte-level BPE tokenizer, trains in fp32, bf16 or FP8 on the train reviews with the test reviews
 // for validation, and saves an HF model directory, alone or as a data-parallel job (under torchrun,
-// srun or mpirun, or its own local processes with --procs); `lm eval` reports a model directory's validation
-// loss and perplexity (or a text file's), in a training precision or through the inference engine.
+// srun or mpirun, or its own local processes with --procs); `lm eval` reports a model directory's
+// validation loss and perplexity (or a text file's), in a training precision or through the
+// inference engine.
 // The inference subcommands are in lm_infer.cpp, `lm pack` in lm_pack.cpp.
 #include "base/error.h"
 #include "cli/command.h"

@@ -189,13 +189,11 @@ struct Llama::Impl {
     const Tensor* d_out = &d_final;  // the gradient of the residual stream after the block
     for (size_t i = blocks.size(); i-- > 0;) {
       Block& b = blocks[i];
-      {
-        const SharedBackwardBuffers lent(backward_pool, b);
-        const Tensor& d_h2 = b.mlp.backward(c, *d_out);
-        ops::add(c, *d_out, b.post_attention_norm.backward(c, d_h2), false, b.d_mid);
-        const Tensor& d_h = b.attention.backward(c, b.d_mid);
-        ops::add(c, b.d_mid, b.input_norm.backward(c, d_h), false, d_x);
-      }
+      const SharedBackwardBuffers lent(backward_pool, b);
+      const Tensor& d_h2 = b.mlp.backward(c, *d_out);
+      ops::add(c, *d_out, b.post_attention_norm.backward(c, d_h2), false, b.d_mid);
+      const Tensor& d_h = b.attention.backward(c, b.d_mid);
+      ops::add(c, b.d_mid, b.input_norm.backward(c, d_h), false, d_x);
       d_out = &d_x;
       final(block_params[i]);
     }
