@@ -1,7 +1,9 @@
 // `fp8kit lm`: the Llama language model on the IMDB reviews as text. `lm train` learns (or reads) a
 // byte-level BPE tokenizer, trains in fp32, bf16 or FP8 on the train reviews with the test reviews
-// for validation, and saves an HF model directory; `lm eval` reports a model directory's validation
-// loss and perplexity (or a text file's), in a training precision or through the inference engine.
+// for validation, and saves an HF model directory, alone or as a data-parallel job (under torchrun,
+// srun or mpirun, or its own local processes with --procs); `lm eval` reports a model directory's
+// validation loss and perplexity (or a text file's), in a training precision or through the
+// inference engine.
 // The inference subcommands are in lm_infer.cpp, `lm pack` in lm_pack.cpp.
 #include "base/error.h"
 #include "cli/command.h"
@@ -10,6 +12,8 @@
 #include "cli/recipe_options.h"
 #include "data/imdb.h"
 #include "data/token_windows.h"
+#include "dist/communicator.h"
+#include "dist/launch.h"
 #include "infer/perplexity.h"
 #include "models/llama_io.h"
 #include "ops/tensor_checks.h"
@@ -35,11 +39,15 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The tokenizer at `path`, or one learned on the training texts and written there.
-text::BpeTokenizer tokenizer_for(const fs::path& path, const Corpus& corpus, int64_t vocab_size) {
-  if (fs::exists(path)) return text::BpeTokenizer::load(path);
+// The tokenizer at `path` (exists: whether it did when the job started), or one learned on the
+// training texts; `lead` (a job's rank 0) writes it there. Every rank of a job learns the same one,
+// rather than reading a file that rank 0 may be writing.
+text::BpeTokenizer tokenizer_for(const fs::path& path, bool exists, const Corpus& corpus, int64_t vocab_size,
+                                 bool lead) {
+  if (exists) return text::BpeTokenizer::load(path);
   const auto start = std::chrono::steady_clock::now();
   text::BpeTokenizer tokenizer = text::learn_bpe(corpus.train, {.vocab_size = vocab_size});
+  if (!lead) return tokenizer;
   if (path.has_parent_path()) fs::create_directories(path.parent_path());
   tokenizer.save(path);
   fmt::print("Learned a byte-level BPE tokenizer of {} tokens in {:.1f}s: {}\n", tokenizer.vocab_size(),
@@ -79,7 +87,25 @@ struct TrainArgs {
   int64_t limit = 0;
   double peak_tflops = 989.0;
   int64_t max_shard_bytes = io::kHfDefaultMaxShardBytes;
+  int procs = 1;                     // local processes to start (--procs / --gpus)
+  std::string dist_backend = "auto";
+  int64_t dist_timeout = 300;  // seconds
+  bool zero1 = false;
 };
+
+// --procs N: this command again as the N ranks of a job on this host, without --procs.
+void launch_ranks(int procs) {
+  std::vector<std::string> argv = {dist::current_executable()};
+  const std::vector<std::string> args = dist::current_arguments();
+  for (size_t i = 1; i < args.size(); ++i) {
+    if (args[i] == "--procs" || args[i] == "--gpus") {
+      ++i;  // and its value
+    } else if (!args[i].starts_with("--procs=") && !args[i].starts_with("--gpus=")) {
+      argv.push_back(args[i]);
+    }
+  }
+  dist::launch_local(argv, {.processes = procs});
+}
 
 void run_train(const TrainArgs& a) {
   const Device device = parse_device(a.device);
@@ -87,9 +113,25 @@ void run_train(const TrainArgs& a) {
   const nn::Precision precision = nn::parse_precision(a.precision);
   const Fp8Recipe recipe = a.recipe.parse();
   const nn::LinearRecipes linears = nn::LinearRecipes::parse(a.linear_recipes);
-  const Corpus corpus = imdb_corpus(a.data, a.limit);
+  const dist::Rendezvous rendezvous = dist::read_rendezvous();
+  if (a.procs > 1) {
+    FP8KIT_CHECK(rendezvous.world_size == 1,
+                 "--procs starts the job's processes itself, but this one is rank {} of {} ({}): leave --procs out",
+                 rendezvous.rank, rendezvous.world_size, rendezvous.source);
+    launch_ranks(a.procs);
+    return;
+  }
   const fs::path tokenizer_path = a.tokenizer.empty() ? fs::path(a.out) / kTokenizerFile : fs::path(a.tokenizer);
-  const text::BpeTokenizer tokenizer = tokenizer_for(tokenizer_path, corpus, a.vocab_size);
+  const bool tokenizer_exists = fs::exists(tokenizer_path);  // before rank 0 can write it (after connect)
+  std::unique_ptr<dist::Communicator> comm;
+  if (rendezvous.world_size > 1) {
+    const dist::Backend backend =
+        a.dist_backend == "auto" ? dist::default_backend(device) : dist::parse_backend(a.dist_backend);
+    comm = dist::connect(rendezvous, backend, {.timeout = std::chrono::seconds(a.dist_timeout)});
+  }
+  const bool lead = comm == nullptr || comm->rank() == 0;
+  const Corpus corpus = imdb_corpus(a.data, a.limit);
+  const text::BpeTokenizer tokenizer = tokenizer_for(tokenizer_path, tokenizer_exists, corpus, a.vocab_size, lead);
   const std::vector<int32_t> train_stream = token_stream(tokenizer, corpus.train);
   const std::vector<int32_t> validation_stream = token_stream(tokenizer, corpus.validation);
 
@@ -118,6 +160,13 @@ void run_train(const TrainArgs& a) {
   o.resume = a.resume;
   o.device = device;
   o.peak_flops = device == Device::Cuda ? a.peak_tflops * 1e12 : 0.0;
+  o.comm = comm.get();
+  o.zero1 = a.zero1;
+  if (!lead) {  // rank 0 alone writes
+    train::train_lm(o, train_stream, validation_stream);
+    comm->barrier();  // until rank 0 has saved the model: a rank that ends early looks dead to it
+    return;
+  }
   fmt::print("Llama {}: {} parameters, {} layers, hidden {}, {} heads ({} kv), vocab {}; {} on {}\n", a.config,
              models::parameter_count(o.model), o.model.num_hidden_layers, o.model.hidden_size,
              o.model.num_attention_heads, o.model.num_key_value_heads, o.model.vocab_size, nn::name(precision),
@@ -125,6 +174,9 @@ void run_train(const TrainArgs& a) {
   fmt::print("Data: {} training tokens, {} validation tokens; {} tokens per step ({} x {} x {})\n",
              train_stream.size(), validation_stream.size(), a.accumulation * a.batch * a.seq, a.accumulation, a.batch,
              a.seq);
+  if (comm != nullptr)
+    fmt::print("Data parallel: {} processes ({}, {} backend), {} sequences of each micro-batch per process\n",
+               comm->world_size(), rendezvous.source, dist::name(comm->backend()), a.batch / comm->world_size());
 
   train::MetricsLog log(fs::path(a.out) / "metrics.jsonl", a.resume);
   nlohmann::json run = {{"event", "run"},        {"model", "llama"},          {"config", a.config},
@@ -132,7 +184,8 @@ void run_train(const TrainArgs& a) {
                         {"batch", a.batch},         {"accumulation", a.accumulation}, {"steps", a.steps},
                         {"lr", a.lr},               {"warmup", a.warmup},     {"weight_decay", a.weight_decay},
                         {"clip", a.clip},           {"seed", a.seed},         {"resume", a.resume},
-                         {"health_every", a.health_every}, {"recompute", a.recompute}};
+                         {"health_every", a.health_every}, {"recompute", a.recompute},
+                         {"processes", rendezvous.world_size}};
   if (precision == nn::Precision::Fp8 || !linears.empty()) run.update(a.recipe.json());  // "recipe": delayed or current
   if (!linears.empty()) run["linear_recipes"] = a.linear_recipes;
   log.write(run);
@@ -146,6 +199,7 @@ void run_train(const TrainArgs& a) {
              result.validation->loss, result.validation->perplexity, result.tokens_per_second,
              result.mfu > 0 ? fmt::format(", MFU {:.1f}%", 100 * result.mfu) : "", model_dir.string(),
              log.path().string());
+  if (comm != nullptr) comm->barrier();
 }
 
 // ---- lm eval / lm generate
@@ -356,6 +410,22 @@ void setup(CLI::App& app) {
   train->add_option("--peak-tflops", t->peak_tflops, "the GPU's dense bf16 peak, for MFU (H100 SXM: 989)")
       ->capture_default_str()
       ->check(real_number(1, 1e6));
+  train->add_option("--procs,--gpus", t->procs,
+                    "run as a data-parallel job of N processes on this host, started by this command (cuda: one "
+                    "per GPU; cpu: N processes sharing the cores); under torchrun, srun or mpirun leave it out")
+      ->capture_default_str()
+      ->check(whole_number(1, 1024));
+  train->add_option("--dist-backend", t->dist_backend,
+                    "a data-parallel job's collectives: auto (nccl on cuda, tcp on the cpu), nccl or tcp")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "nccl", "tcp"}));
+  train->add_flag("--zero1", t->zero1,
+                 "in a data-parallel job, shard AdamW's moments and update across the processes (ZeRO-1)");
+  train->add_option("--dist-timeout", t->dist_timeout,
+                    "seconds a rank waits for the others (to connect, in a collective) before the job ends; more "
+                    "than rank 0 takes to write a checkpoint or learn the tokenizer")
+      ->capture_default_str()
+      ->check(whole_number(1, 1'000'000));
   train->add_option("--max-shard-size", t->max_shard_bytes,
                     "bytes of weights per model.safetensors shard, as transformers' max_shard_size")
       ->capture_default_str()

@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <optional>
 #include <string_view>
 #include <thread>
@@ -158,6 +159,14 @@ std::vector<char*> pointers(std::vector<std::string>& strings) {
 }  // namespace
 
 std::string current_executable() { return std::filesystem::read_symlink("/proc/self/exe").string(); }
+
+std::vector<std::string> current_arguments() {
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  FP8KIT_CHECK(in.good(), "cannot read /proc/self/cmdline: launching local processes needs Linux's /proc");
+  std::vector<std::string> args;
+  for (std::string arg; std::getline(in, arg, '\0');) args.push_back(arg);
+  return args;
+}
 
 void launch_local(const std::vector<std::string>& argv, const LaunchOptions& options) {
   FP8KIT_CHECK(!argv.empty(), "launch_local: no command to run");

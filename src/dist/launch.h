@@ -29,5 +29,7 @@ void launch_local(const std::vector<std::string>& argv, const LaunchOptions& opt
 
 // This program's own path (/proc/self/exe), to launch copies of it.
 std::string current_executable();
+// This process's command line (/proc/self/cmdline), argv[0] first.
+std::vector<std::string> current_arguments();
 
 }  // namespace fp8kit::dist

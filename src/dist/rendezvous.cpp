@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cstdlib>
 #include <optional>
+#include <string_view>
 
 #include "base/error.h"
 
@@ -96,6 +97,11 @@ Rendezvous read_rendezvous(const EnvLookup& lookup) {
                "MASTER_ADDR is not set: a job of {} processes ({}) needs rank 0's host name or address in it",
                r.world_size, r.source);
   r.master_port = integer(lookup, "MASTER_PORT").value_or(kDefaultMasterPort);
+  // torchrun's agent hosts a TCP store of its own at MASTER_PORT, and says so in its workers'
+  // environment: rank 0's store listens on the next port.
+  if (const char* agent = lookup("TORCHELASTIC_USE_AGENT_STORE");
+      family == &kTorchrun && agent != nullptr && std::string_view(agent) == "True")
+    ++r.master_port;
   FP8KIT_CHECK(r.master_port >= 1 && r.master_port <= 65535, "MASTER_PORT={} is not a TCP port (1 to 65535)",
                r.master_port);
   return r;

@@ -30,7 +30,8 @@ using EnvLookup = std::function<const char*(const char*)>;
 //             SLURM_TASKS_PER_NODE's first count); MASTER_ADDR, else the first host of
 //             SLURM_JOB_NODELIST ("gpu[03-04,07]" -> "gpu03")
 //   Open MPI: OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK, _LOCAL_SIZE; MASTER_ADDR
-// MASTER_PORT defaults to kDefaultMasterPort. None set: world size 1. Throws fp8kit::Error naming the
+// MASTER_PORT defaults to kDefaultMasterPort; under torchrun with TORCHELASTIC_USE_AGENT_STORE=True
+// (its agent's own store holds MASTER_PORT) the port is MASTER_PORT + 1. None set: world size 1. Throws fp8kit::Error naming the
 // variable on a value that is not a number, a rank outside [0, world size), a missing MASTER_ADDR at
 // world size > 1, or a port outside [1, 65535].
 Rendezvous read_rendezvous(const EnvLookup& lookup);

@@ -139,17 +139,30 @@ struct Llama::Impl {
   Tensor head_grad_part;  // a chunk's share of the head weight's gradient (chunks after the first)
   std::vector<Tensor> backward_pool;  // the blocks' shared backward buffers
   std::vector<Tensor> step_pool;      // with recomputation, the blocks' shared step buffers
+  // Each part's parameters as [begin, end) of the registration order (the embedding's and the final
+  // norm's come first: built in the member initializers); the LM head's is empty when tied.
+  using Range = std::pair<size_t, size_t>;
+  Range embedding_params{0, 1}, norm_params{1, 2}, head_params;
+  std::vector<Range> block_params;
 
   Impl(const LlamaConfig& c, uint64_t seed, Device device)
       : config(c),
         context(device, seed),
         embedding(parameters, "model.embed_tokens", c.vocab_size, c.hidden_size),
         norm(parameters, "model.norm", c.hidden_size, static_cast<float>(c.rms_norm_eps)) {
-    for (int64_t i = 0; i < c.num_hidden_layers; ++i) blocks.emplace_back(parameters, c, i);
+    auto registered = [&] { return parameters.parameters().size(); };
+    FP8KIT_CHECK(registered() == norm_params.second, "the Llama's parameters are not registered in the expected order");
+    for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+      const size_t begin = registered();
+      blocks.emplace_back(parameters, c, i);
+      block_params.emplace_back(begin, registered());
+    }
+    head_params = {registered(), registered()};
     if (c.tie_word_embeddings) {
       lm_head.emplace(embedding.weight, "lm_head", c.hidden_size, c.vocab_size);
     } else {
       lm_head.emplace(parameters, "lm_head", c.hidden_size, c.vocab_size);
+      head_params.second = registered();
     }
     parameters.allocate(Device::Cpu);
     std::mt19937_64 rng(seed);
@@ -250,8 +263,11 @@ struct Llama::Impl {
     return d_x;
   }
 
-  void backward(const Tensor& targets, float grad_scale, Tensor& losses) {
+  void backward(const Tensor& targets, float grad_scale, Tensor& losses, const BackwardHooks& hooks) {
     ops::Context& c = context;
+    auto final = [&](Range r) {
+      if (hooks.gradients_final && r.first < r.second) hooks.gradients_final(c, r.first, r.second);
+    };
     FP8KIT_CHECK(trained_forward, "backward() needs a preceding forward(training=true)");
     trained_forward = false;  // one backward per forward: the FP8 state moves once per step
     const Tensor* d_head = nullptr;
@@ -263,30 +279,36 @@ struct Llama::Impl {
       d_head = &lm_head->backward(c, logits);
     }
     const Tensor& d_final = norm.backward(c, *d_head);
+    final(head_params);
+    final(norm_params);
     const Tensor* d_out = &d_final;  // the gradient of the residual stream after the block
-    for (auto b = blocks.rbegin(); b != blocks.rend(); ++b) {
+    for (size_t i = blocks.size(); i-- > 0;) {
+      Block& b = blocks[i];
       if (memory.recompute) {  // the step buffers' readers on the other lanes (the block after) are done
         for (const ops::Lane lane : {ops::Lane::Side, ops::Lane::A, ops::Lane::B}) c.join(lane);
       }
-      const SharedBuffers lent(backward_pool, b->backward_buffers());
-      const SharedBuffers lent_steps(step_pool, b->step_buffers(), memory.recompute);
+      const SharedBuffers lent(backward_pool, b.backward_buffers());
+      const SharedBuffers lent_steps(step_pool, b.step_buffers(), memory.recompute);
       if (memory.recompute) {
         if (scaling) scaling->set_replaying(true);
-        b->forward(c, *b->input, batch, seq, rope, true, bf16(), /*keep_output=*/false);
+        b.forward(c, *b.input, batch, seq, rope, true, bf16(), /*keep_output=*/false);
         if (scaling) scaling->set_replaying(false);
       }
-      const Tensor& d_h2 = b->mlp.backward(c, *d_out);
-      ops::add(c, *d_out, b->post_attention_norm.backward(c, d_h2), false, b->d_mid);
-      const Tensor& d_h = b->attention.backward(c, b->d_mid);
-      ops::add(c, b->d_mid, b->input_norm.backward(c, d_h), false, d_x);
+      const Tensor& d_h2 = b.mlp.backward(c, *d_out);
+      ops::add(c, *d_out, b.post_attention_norm.backward(c, d_h2), false, b.d_mid);
+      const Tensor& d_h = b.attention.backward(c, b.d_mid);
+      ops::add(c, b.d_mid, b.input_norm.backward(c, d_h), false, d_x);
       d_out = &d_x;
+      final(block_params[i]);
     }
     embedding.backward(c, d_x.view(0, {batch, seq, config.hidden_size}));
     if (config.tie_word_embeddings) {  // the LM head's share of the tied weight's gradient
       c.join_all();
       ops::add(c, embedding.weight.grad, lm_head->tied_grad(), false, embedding.weight.grad);
     }
+    final(embedding_params);
     c.join_all();
+    if (scaling && hooks.before_scaling_update) hooks.before_scaling_update(c, *scaling);
     if (scaling) {
       c.fork(ops::Lane::Side);
       const ops::Context::OnLane side(c, ops::Lane::Side);
@@ -366,8 +388,8 @@ void Llama::evaluate(const Tensor& tokens, const Tensor& targets, Tensor& losses
   impl_->chunked_head(targets, 1.0f, losses, false);
 }
 
-void Llama::backward(const Tensor& targets, float grad_scale, Tensor& losses) {
-  impl_->backward(targets, grad_scale, losses);
+void Llama::backward(const Tensor& targets, float grad_scale, Tensor& losses, const BackwardHooks& hooks) {
+  impl_->backward(targets, grad_scale, losses, hooks);
 }
 nn::ParameterSet& Llama::parameter_set() { return impl_->parameters; }
 std::vector<nn::Parameter*> Llama::parameters() { return impl_->parameters.parameters(); }

@@ -17,7 +17,9 @@
 #include "ops/scaling_table.h"
 #include "tensor/tensor.h"
 
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -44,6 +46,18 @@ struct LlamaMemoryOptions {
 
 // Chunks of about 64 MiB of f32 logits (whole multiples of 128 rows, at least 256 rows).
 int64_t default_loss_chunk_rows(int64_t vocab_size);
+
+// Where data-parallel training (train/lm_trainer.cpp) joins a backward, called while it is queued.
+struct BackwardHooks {
+  // The parameters [begin, end) of parameters()'s order have their final gradients of this backward
+  // once the work queued so far, on every lane, is done (Context::follow_all). Called as the backward
+  // reaches them (the LM head's and the final norm's, each block's from the last, the embedding's):
+  // every parameter once per backward.
+  std::function<void(ops::Context&, size_t begin, size_t end)> gradients_final;
+  // Before the FP8 scaling update, on Main with every lane joined: what it queues on Main comes before
+  // the update reads the table's amaxes().
+  std::function<void(ops::Context&, ops::ScalingTable&)> before_scaling_update;
+};
 
 class Llama {
  public:
@@ -86,7 +100,7 @@ class Llama {
   // After forward(training=true): the losses as loss(), then every gradient overwritten with the
   // gradient of grad_scale * sum(losses) (grad_scale = 1 / counted tokens of the whole step for a
   // mean), then the FP8 scaling update. The logits are overwritten by their gradient.
-  void backward(const Tensor& targets, float grad_scale, Tensor& losses);
+  void backward(const Tensor& targets, float grad_scale, Tensor& losses, const BackwardHooks& hooks = {});
 
   nn::ParameterSet& parameter_set();
   std::vector<nn::Parameter*> parameters();

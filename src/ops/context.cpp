@@ -38,6 +38,7 @@ void Context::advance_step() { ++step_; }
 void Context::fork(Lane) {}
 void Context::join(Lane) {}
 void Context::join_all() {}
+void Context::follow_all(Lane) {}
 void Context::record(Marker&) {}
 void Context::wait(const Marker&) {}
 void Context::synchronize() {}

@@ -14,9 +14,10 @@ namespace fp8kit::ops {
 
 // Branches of a step that may run at the same time on the GPU: Main carries what the next op waits
 // for; Side what nothing needs before the step ends (weight gradients); A and B independent
-// branches beside Main (e.g. key's and value's projections beside query's).
-enum class Lane : uint8_t { Main, Side, A, B };
-inline constexpr int kLanes = 4;
+// branches beside Main (e.g. key's and value's projections beside query's); Comm a data-parallel
+// job's collectives (all of them, in one order on every rank), beside the backward.
+enum class Lane : uint8_t { Main, Side, A, B, Comm };
+inline constexpr int kLanes = 5;
 
 class Context {
  public:
@@ -49,6 +50,10 @@ class Context {
   // Main waits for every lane forked since the last join_all: the end of a step (a captured graph
   // needs every branch joined, and only branches forked inside it).
   void join_all();
+  // `lane` waits for the work queued so far on Main and on every lane forked since the last join_all,
+  // without making Main wait (join_all joins it back): what `lane` queues next sees everything queued
+  // before, while the step goes on (a bucket of final gradients all-reduced beside the backward).
+  void follow_all(Lane lane);
   // A point in one lane's work that another lane waits for, without waiting for everything queued on
   // that lane (what join does): record() marks the current lane's work so far, wait() makes the
   // current lane wait for the last record(). Default-constructed; its event is made at the first

@@ -66,6 +66,9 @@ class ScalingTable {
   // followed by the next step's scale_for_step: the histories take this step's amaxes, the scales
   // (te lag), the multipliers (keras lag) move, and the amaxes are cleared.
   void update(Context& c);
+  // This step's amaxes that update() reads, [size()] f32 on the table's device: a data-parallel job
+  // max-reduces them across its ranks before every update, so that every rank keeps the same scales.
+  Tensor& amaxes() { return amax_; }
   // Evaluation with current scaling: clears the evaluation amaxes before a forward.
   void clear_evaluation_amaxes(ops::Context& c);
 

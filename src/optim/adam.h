@@ -2,7 +2,7 @@
 //   m += (g - m) (1 - b1);  v += (g^2 - v) (1 - b2);
 //   alpha = lr sqrt(1 - b2^t) / (1 - b1^t);  w -= alpha m / (sqrt(v) + eps),  t = iterations + 1.
 // The moments are laid out as the parameters' flat buffers, on their device, so a step is one op
-// over all of them (ops/adam.h).
+// over all of them (ops/adam.h); or, sharded (ZeRO-1), over one contiguous shard of those buffers.
 #pragma once
 
 #include "nn/parameter.h"
@@ -21,6 +21,9 @@ class Adam {
   // The parameters must be allocated (on their device) and outlive the optimizer; their order fixes
   // the order of state().
   explicit Adam(nn::ParameterSet& parameters, AdamOptions options = {});
+  // ZeRO-1's shard: the moments of elements [begin, end) of the flat buffers alone, and step()
+  // updates those parameter elements alone (the weight decay where they are decayed).
+  Adam(nn::ParameterSet& parameters, AdamOptions options, int64_t begin, int64_t end);
 
   // One update of every parameter from its current grad, queued on c (the parameters' device);
   // advance_step: the context's step moves on with it (the end of a training step).
@@ -32,13 +35,26 @@ class Adam {
   // "<param name>/m" and "<param name>/v" per parameter (parameter shape; v non-negative), then
   // "iterations" (shape {}, stored as float: exact up to 2^24 steps, a Domain::Count), on the
   // parameters' device. Writable, for checkpoint restore.
+  // Unsharded only: a sharded optimizer's checkpoint gathers the shards into full moments first.
   std::vector<nn::StateTensor> state();
+
+  // The shard's first element and its moments (the whole buffers unless sharded).
+  int64_t shard_begin() const { return begin_; }
+  Tensor& m() { return m_; }
+  Tensor& v() { return v_; }
+  Tensor& iterations_tensor() { return iterations_; }
 
  private:
   nn::ParameterSet& parameters_;
   AdamOptions options_;
-  Tensor m_, v_, iterations_;  // flat as the parameters; [1]
+  int64_t begin_ = 0;
+  Tensor m_, v_, iterations_;  // flat as the shard; [1]
   std::vector<Tensor> views_;  // state()'s
 };
+
+// state()'s entries ("<param name>/m", "<param name>/v", "iterations") over moments m and v laid out
+// as `parameters`' flat buffers; `views` keeps the per-parameter views (made once).
+std::vector<nn::StateTensor> adam_state(nn::ParameterSet& parameters, Tensor& m, Tensor& v, Tensor& iterations,
+                                        std::vector<Tensor>& views);
 
 }  // namespace fp8kit::optim

@@ -1,9 +1,11 @@
 // The LM training loop: a step (micro-batches, accumulation, clipping, AdamW) queued on the model's
-// context, captured once as a CUDA graph on the GPU; progress, validation, checkpoints and resume.
+// context, captured once as a CUDA graph on the GPU; progress, validation, checkpoints and resume; the
+// data-parallel collectives of a job's ranks.
 #include "train/lm_trainer.h"
 
 #include "base/error.h"
 #include "base/version.h"
+#include "dist/communicator.h"
 #include "exec/captured_step.h"
 #include "io/checkpoint.h"
 #include "ops/elementwise.h"
@@ -18,6 +20,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 
 namespace fp8kit::train {
 
@@ -44,33 +47,146 @@ void check_stream(std::span<const int32_t> stream, int64_t vocab, std::string_vi
                what, *lo, *hi, vocab);
 }
 
+int world_size(const dist::Communicator* comm) { return comm == nullptr ? 1 : comm->world_size(); }
+int rank(const dist::Communicator* comm) { return comm == nullptr ? 0 : comm->rank(); }
+
+// The sum of every rank's `local` in rank order, on every rank (host values over the store).
+double sum_over_ranks(dist::Communicator* comm, double local) {
+  if (world_size(comm) == 1) return local;
+  double sum = 0;
+  for (const auto& blob : comm->store().allgather(std::as_bytes(std::span(&local, 1)))) {
+    double v = 0;
+    std::memcpy(&v, blob.data(), sizeof v);
+    sum += v;
+  }
+  return sum;
+}
+
+// This rank's share of a micro-batch of `batch` sequences: [first, first + count).
+std::pair<int64_t, int64_t> rank_slice(int64_t batch, const dist::Communicator* comm) {
+  const int64_t w = world_size(comm);
+  FP8KIT_CHECK(batch % w == 0, "--batch {} is not divisible by the {} processes of the job: give a multiple of {}",
+               batch, w, w);
+  return {rank(comm) * (batch / w), batch / w};
+}
+
+// A data-parallel step's gradient all-reduce: the flat gradient buffer in buckets of about
+// bucket_bytes, each queued on Lane::Comm as soon as the backward has made every gradient in it final
+// (BackwardHooks::gradients_final), so that on the GPU it overlaps the rest of the backward. A sum:
+// every rank's loss is already scaled by 1 / the whole job's tokens of the step.
+class GradientReducer {
+ public:
+  GradientReducer(nn::ParameterSet& set, dist::Communicator& comm, int64_t bucket_bytes)
+      : grads_(set.grads()), comm_(comm), bucket_(std::max<int64_t>(1, bucket_bytes / 4)) {
+    // Each parameter's span of the flat buffer with the alignment gap after it (zeros on every rank),
+    // so that neighbours' spans merge into one all-reduce.
+    std::vector<int64_t> starts;
+    for (size_t i = 0; i < set.parameters().size(); ++i) starts.push_back(set.offset(i));
+    std::vector<int64_t> sorted = starts;
+    std::sort(sorted.begin(), sorted.end());
+    for (const int64_t start : starts) {
+      const auto next = std::upper_bound(sorted.begin(), sorted.end(), start);
+      spans_.emplace_back(start, next == sorted.end() ? grads_.numel() : *next);
+    }
+  }
+
+  // Before a step's last backward: `accumulated` (the earlier micro-batches' gradient sum, or null)
+  // is added into each bucket before its all-reduce.
+  void begin(const Tensor* accumulated) {
+    accumulated_ = accumulated;
+    reported_ = 0;
+  }
+
+  models::BackwardHooks hooks() {
+    return {.gradients_final = [this](ops::Context& c, size_t begin, size_t end) { ready(c, begin, end); },
+            .before_scaling_update = {}};
+  }
+
+ private:
+  void ready(ops::Context& c, size_t begin, size_t end) {
+    for (size_t i = begin; i < end; ++i) {
+      pending_.push_back(spans_[i]);
+      pending_elements_ += spans_[i].second - spans_[i].first;
+    }
+    reported_ += end - begin;
+    if (pending_elements_ >= bucket_ || reported_ == spans_.size()) flush(c);
+  }
+
+  void flush(ops::Context& c) {
+    std::sort(pending_.begin(), pending_.end());
+    std::vector<std::pair<int64_t, int64_t>> runs;
+    for (const auto& span : pending_) {
+      if (!runs.empty() && runs.back().second == span.first) {
+        runs.back().second = span.second;
+      } else {
+        runs.push_back(span);
+      }
+    }
+    c.follow_all(ops::Lane::Comm);
+    const ops::Context::OnLane lane(c, ops::Lane::Comm);
+    for (const auto& [first, last] : runs) {
+      Tensor bucket = grads_.view(first, {last - first});
+      if (accumulated_ != nullptr) ops::add(c, accumulated_->view(first, {last - first}), bucket, false, bucket);
+      comm_.all_reduce(c, bucket, dist::ReduceOp::Sum);
+    }
+    pending_.clear();
+    pending_elements_ = 0;
+  }
+
+  Tensor& grads_;
+  dist::Communicator& comm_;
+  int64_t bucket_;  // elements
+  std::vector<std::pair<int64_t, int64_t>> spans_, pending_;  // [first, last) elements of the buffer
+  int64_t pending_elements_ = 0;
+  size_t reported_ = 0;
+  const Tensor* accumulated_ = nullptr;
+};
+
+// Every rank's FP8 amaxes become their maximum before the scale update (as Transformer Engine's amax
+// reduction), queued on Lane::Comm behind the gradients' all-reduces.
+void reduce_amaxes(dist::Communicator& comm, ops::Context& c, ops::ScalingTable& table) {
+  c.follow_all(ops::Lane::Comm);
+  {
+    const ops::Context::OnLane lane(c, ops::Lane::Comm);
+    comm.all_reduce(c, table.amaxes(), dist::ReduceOp::Max);
+  }
+  c.join(ops::Lane::Comm);
+}
+
 // One optimizer step's work: `accumulation` micro-batches of forward and backward (gradients summed),
 // the global norm's clipping, AdamW. Its inputs live in tensors on the model's device that each
 // step refills, so the same captured graph serves every step.
 class LmStepper {
  public:
-  LmStepper(models::Llama& model, optim::Adam& adam, const LmTrainOptions& o) : model_(model), adam_(adam), o_(o) {
+  LmStepper(models::Llama& model, optim::Adam& adam, const LmTrainOptions& o)
+      : model_(model), adam_(adam), o_(o), local_batch_(rank_slice(o.batch, o.comm).second) {
     const Device d = model.device();
-    const int64_t rows = o.batch * o.seq;
-    tokens_ = Tensor({o.accumulation, o.batch, o.seq}, DType::I32, d);
+    const int64_t rows = local_batch_ * o.seq;
+    tokens_ = Tensor({o.accumulation, local_batch_, o.seq}, DType::I32, d);
     targets_ = Tensor({o.accumulation, rows}, DType::I32, d);
     losses_ = Tensor({o.accumulation, rows}, DType::F32, d);
     for (int64_t i = 0; i < o.accumulation; ++i) {
-      token_views_.push_back(tokens_.view(i * rows, {o.batch, o.seq}));
+      token_views_.push_back(tokens_.view(i * rows, {local_batch_, o.seq}));
       target_views_.push_back(targets_.view(i * rows, {rows}));
       loss_views_.push_back(losses_.view(i * rows, {rows}));
     }
     if (o.accumulation > 1) accumulated_ = Tensor(model.parameter_set().grads().shape(), DType::F32, d);
+    if (o.comm != nullptr) reducer_.emplace(model.parameter_set(), *o.comm, o.bucket_bytes);
   }
 
-  // Returns the step's mean loss and the gradients' global norm before clipping. record: the step
-  // also records the FP8 health statistics into the scaling table's records.
+  // This rank's windows of a step: its slice of every micro-batch.
+  int64_t local_batch() const { return local_batch_; }
+
+  // Returns the step's mean loss (over the whole job) and the gradients' global norm before clipping.
+  // record: the step also records the FP8 health statistics into the scaling table's records.
   std::pair<double, double> run(std::span<const int32_t> tokens, std::span<const int32_t> targets, bool record) {
     tokens_.copy_from_host(tokens.data());
     targets_.copy_from_host(targets.data());
     (record ? recording_step_ : step_).run(model_.context());
+    if (o_.comm != nullptr) o_.comm->wait(model_.context());  // a dead rank ends this instead of a hang
     model_.context().synchronize();
-    const double loss = sum_of(losses_) / static_cast<double>(losses_.numel());
+    const double loss = sum_over_ranks(o_.comm, sum_of(losses_)) /
+                        static_cast<double>(losses_.numel() * world_size(o_.comm));
     return {loss, norm_.numel() > 0 ? static_cast<double>(norm_.to(Device::Cpu).data<float>()[0]) : 0.0};
   }
 
@@ -79,37 +195,91 @@ class LmStepper {
     ops::ScalingTable* scaling = model_.scaling();
     if (scaling != nullptr) scaling->set_recording(record);
     Tensor& grads = model_.parameter_set().grads();
-    const float scale = 1.0f / static_cast<float>(losses_.numel());
+    // The mean over the whole job's tokens of the step: the ranks' gradients then sum to the mean's.
+    const float scale = 1.0f / static_cast<float>(losses_.numel() * world_size(o_.comm));
     for (int64_t i = 0; i < o_.accumulation; ++i) {
+      const bool last = i + 1 == o_.accumulation;
+      models::BackwardHooks hooks;
+      if (reducer_ && last) {
+        reducer_->begin(o_.accumulation > 1 ? &accumulated_ : nullptr);
+        hooks = reducer_->hooks();
+      }
+      if (o_.comm != nullptr)
+        hooks.before_scaling_update = [comm = o_.comm](ops::Context& c, ops::ScalingTable& table) {
+          reduce_amaxes(*comm, c, table);
+        };
       model_.forward(token_views_[i], true);
-      model_.backward(target_views_[i], scale, loss_views_[i]);
+      model_.backward(target_views_[i], scale, loss_views_[i], hooks);
       c.join_all();  // the FP8 scaling update lands before the next micro-batch reads the scales
       if (o_.accumulation == 1) continue;
       if (i == 0) {
         ops::copy(c, grads, accumulated_);
-      } else {
+      } else if (!last) {
         ops::add(c, accumulated_, grads, false, accumulated_);
+      } else if (!reducer_) {  // (the reducer adds each bucket before its all-reduce)
+        ops::add(c, accumulated_, grads, false, grads);
       }
     }
-    if (o_.accumulation > 1) ops::copy(c, accumulated_, grads);
     ops::clip_by_global_norm(c, grads, o_.clip, norm_);
     adam_.step(c);
+    if (adam_.m().numel() < grads.numel()) {  // ZeRO-1: every rank's updated shard of the parameters
+      c.follow_all(ops::Lane::Comm);
+      {
+        const ops::Context::OnLane lane(c, ops::Lane::Comm);
+        o_.comm->all_gather(c, model_.parameter_set().values());
+      }
+      c.join(ops::Lane::Comm);
+    }
     if (scaling != nullptr) scaling->set_recording(false);
   }
 
   models::Llama& model_;
   optim::Adam& adam_;
   const LmTrainOptions& o_;
+  int64_t local_batch_;
+  std::optional<GradientReducer> reducer_;
   Tensor tokens_, targets_, losses_, accumulated_, norm_;
   std::vector<Tensor> token_views_, target_views_, loss_views_;
   exec::CapturedStep step_{[this](ops::Context& c) { queue(c, false); }};
   exec::CapturedStep recording_step_{[this](ops::Context& c) { queue(c, true); }};
 };
 
-std::vector<nn::StateTensor> checkpoint_tensors(models::Llama& model, optim::Adam& adam) {
+// ZeRO-1's optimizer moments in the checkpoint's layout (the parameters' flat buffers), on the model's
+// device, only while a checkpoint is written or read: every rank's shard gathered, or a loaded
+// checkpoint's spread back to the shards.
+struct FullMoments {
+  Tensor m, v;
+  std::vector<Tensor> views;
+
+  FullMoments(const Tensor& values) : m(values.shape(), DType::F32, values.device()), v(m.shape(), DType::F32, m.device()) {}
+
+  // The shards of every rank into m and v (every rank calls it).
+  void gather(optim::Adam& adam, dist::Communicator& comm, ops::Context& c) {
+    for (auto [full, shard] : {std::pair{&m, &adam.m()}, std::pair{&v, &adam.v()}}) {
+      Tensor own = full->view(adam.shard_begin(), {shard->numel()});
+      ops::copy(c, *shard, own);
+      comm.all_gather(c, *full);
+    }
+    comm.wait(c);
+    c.synchronize();
+  }
+  // This rank's shard of m and v into the optimizer.
+  void scatter(optim::Adam& adam, ops::Context& c) {
+    for (auto [full, shard] : {std::pair{&m, &adam.m()}, std::pair{&v, &adam.v()}})
+      ops::copy(c, full->view(adam.shard_begin(), {shard->numel()}), *shard);
+    c.synchronize();
+  }
+};
+
+// The checkpoint's tensors: the weights, the optimizer's state (with ZeRO-1, `full`'s moments), the
+// FP8 state.
+std::vector<nn::StateTensor> checkpoint_tensors(models::Llama& model, optim::Adam& adam, FullMoments* full) {
   std::vector<nn::StateTensor> tensors;
   for (nn::Parameter* p : model.parameters()) tensors.push_back({p->name, p->shape, &p->value});
-  for (nn::StateTensor& t : adam.state()) tensors.push_back({"optimizer/" + t.name, t.shape, t.tensor, t.domain});
+  const std::vector<nn::StateTensor> optimizer =
+      full == nullptr ? adam.state()
+                      : optim::adam_state(model.parameter_set(), full->m, full->v, adam.iterations_tensor(), full->views);
+  for (const nn::StateTensor& t : optimizer) tensors.push_back({"optimizer/" + t.name, t.shape, t.tensor, t.domain});
   for (nn::StateTensor& t : model.fp8_state()) tensors.push_back(t);
   return tensors;
 }
@@ -148,22 +318,25 @@ std::vector<io::MetadataRequirement> run_identity(const LmTrainOptions& o) {
 
 }  // namespace
 
-LmEvaluation evaluate_lm(models::Llama& model, const data::TokenWindows& windows, int64_t batch, int64_t max_batches) {
+LmEvaluation evaluate_lm(models::Llama& model, const data::TokenWindows& windows, int64_t batch, int64_t max_batches,
+                         dist::Communicator* comm) {
   const int64_t batches = windows.evaluation_batches(batch, max_batches);
+  const auto [first, count] = rank_slice(batch, comm);
   const Device d = model.device();
-  Tensor tokens({batch, windows.seq()}, DType::I32, d), targets({batch * windows.seq()}, DType::I32, d), losses;
+  Tensor tokens({count, windows.seq()}, DType::I32, d), targets({count * windows.seq()}, DType::I32, d), losses;
   std::vector<int32_t> inputs, next;
   double sum = 0;
   for (int64_t b = 0; b < batches; ++b) {
     inputs.clear();
     next.clear();
-    windows.ordered_batch(b, batch, inputs, next);
+    for (int64_t w = first; w < first + count; ++w) windows.ordered_window(b * batch + w, inputs, next);
     tokens.copy_from_host(inputs.data());
     targets.copy_from_host(next.data());
     model.evaluate(tokens, targets, losses);
     model.context().synchronize();
     sum += sum_of(losses);
   }
+  sum = sum_over_ranks(comm, sum);
   LmEvaluation e;
   e.tokens = batches * batch * windows.seq();
   e.loss = sum / static_cast<double>(e.tokens);
@@ -175,6 +348,15 @@ LmTrainResult train_lm(const LmTrainOptions& o, std::span<const int32_t> train_s
                        std::span<const int32_t> validation_stream) {
   FP8KIT_CHECK(o.steps >= 0, "--steps must be at least 0, not {}", o.steps);
   FP8KIT_CHECK(o.batch > 0 && o.accumulation > 0, "--batch and --accumulation must be positive");
+  rank_slice(o.batch, o.comm);  // checks the divisibility before any work
+  FP8KIT_CHECK(o.comm == nullptr || o.comm->device() == o.device,
+               "the {} backend's collectives run on the {}, but the model is on the {}: use --dist-backend {}",
+               dist::name(o.comm->backend()), name(o.comm->device()), name(o.device),
+               dist::name(dist::default_backend(o.device)));
+  // Rank 0 alone writes (console, metrics, checkpoints).
+  const bool lead = rank(o.comm) == 0;
+  std::FILE* const console = lead ? o.console : nullptr;
+  MetricsLog* const metrics_log = lead ? o.metrics : nullptr;
   FP8KIT_CHECK(o.seq >= 1 && o.seq <= o.model.max_position_embeddings,
                "--seq {} must be in [1, max_position_embeddings = {}]", o.seq, o.model.max_position_embeddings);
   check_stream(train_stream, o.model.vocab_size, "training");
@@ -188,49 +370,89 @@ LmTrainResult train_lm(const LmTrainOptions& o, std::span<const int32_t> train_s
   model.set_memory_options(o.memory);
   optim::AdamOptions adam_options = o.adam;
   if (adam_options.decay_steps == 0 && o.steps > adam_options.warmup_steps) adam_options.decay_steps = o.steps;
-  optim::Adam adam(model.parameter_set(), adam_options);
+  // ZeRO-1: this rank's AdamW covers its shard of the flat parameter buffers.
+  const int64_t elements = model.parameter_set().values().numel(), w = world_size(o.comm);
+  const bool sharded = o.zero1 && w > 1;
+  FP8KIT_CHECK(!sharded || elements % w == 0,
+               "--zero1: the {} parameter elements do not split into {} equal shards: use a world size that divides "
+               "them (a power of two up to 64 does)",
+               elements, w);
+  const int64_t shard = sharded ? elements / w : elements, shard_begin = sharded ? rank(o.comm) * shard : 0;
+  optim::Adam adam(model.parameter_set(), adam_options, shard_begin, shard_begin + shard);
+  std::optional<FullMoments> full;  // ZeRO-1's, while a checkpoint is read or written
 
   // Resume.
   const std::filesystem::path checkpoint =
       o.out.empty() ? std::filesystem::path() : o.out / fmt::format("checkpoint-{}.safetensors", nn::name(o.precision));
-  nn::HostState state(checkpoint_tensors(model, adam));
   const std::vector<io::MetadataRequirement> identity = run_identity(o);
   int64_t done = 0;
-  if (o.resume && !checkpoint.empty() && std::filesystem::exists(checkpoint)) {
-    io::load_checkpoint(checkpoint, state.entries(), identity);
-    state.push();
-    if (model.scaling() != nullptr) model.scaling()->restored(model.context());
-    done = adam.iterations();
-    if (o.console != nullptr) fmt::print(o.console, "Resumed from {} at step {}\n", checkpoint.string(), done);
+  if (o.resume && (!checkpoint.empty() || o.comm != nullptr)) {
+    // Rank 0 reads the checkpoint and broadcasts it: it holds the job's whole state (and the data
+    // position is the step), so any number of ranks resumes it, and only rank 0 needs the file.
+    uint8_t resumed = 0;
+    if (sharded) full.emplace(model.parameter_set().values());
+    nn::HostState state(checkpoint_tensors(model, adam, full ? &*full : nullptr));
+    if (lead && !checkpoint.empty() && std::filesystem::exists(checkpoint)) {
+      try {
+        io::load_checkpoint(checkpoint, state.entries(), identity);
+      } catch (const Error& e) {
+        if (o.comm != nullptr) o.comm->store().abort(e.what());  // every rank ends with rank 0's reason
+        throw;
+      }
+      state.push();
+      resumed = 1;
+    }
+    if (o.comm != nullptr) {
+      resumed = static_cast<uint8_t>(o.comm->store().broadcast(std::as_bytes(std::span(&resumed, 1))).at(0));
+      if (resumed != 0)
+        for (const nn::StateTensor& t : checkpoint_tensors(model, adam, full ? &*full : nullptr))
+          o.comm->broadcast(model.context(), *t.tensor);
+      o.comm->wait(model.context());
+      model.context().synchronize();
+    }
+    if (full && resumed != 0) full->scatter(adam, model.context());
+    full.reset();
+    if (resumed != 0) {
+      if (model.scaling() != nullptr) model.scaling()->restored(model.context());
+      done = adam.iterations();
+      if (console != nullptr) fmt::print(console, "Resumed from {} at step {}\n", checkpoint.string(), done);
+    }
   }
   auto save = [&](int64_t step) {
     if (checkpoint.empty()) return;
     model.context().synchronize();
-    state.pull();
-    io::Metadata metadata;
-    for (const auto& requirement : identity) metadata[requirement.key] = requirement.value;
-    metadata["step"] = std::to_string(step);
-    metadata["data_order"] = "data::TokenWindows(stream, seq, seed), windows step * batch * accumulation on";
-    metadata["fp8kit_version"] = kVersion;
-    std::filesystem::create_directories(o.out);
-    io::save_checkpoint(checkpoint, state.entries(), metadata);
+    if (sharded) full.emplace(model.parameter_set().values()).gather(adam, *o.comm, model.context());
+    if (lead) {
+      nn::HostState state(checkpoint_tensors(model, adam, full ? &*full : nullptr));
+      state.pull();
+      io::Metadata metadata;
+      for (const auto& requirement : identity) metadata[requirement.key] = requirement.value;
+      metadata["step"] = std::to_string(step);
+      metadata["processes"] = std::to_string(w);  // of the run that wrote it; any number resumes it
+      metadata["data_order"] = "data::TokenWindows(stream, seq, seed), windows step * batch * accumulation on";
+      metadata["fp8kit_version"] = kVersion;
+      std::filesystem::create_directories(o.out);
+      io::save_checkpoint(checkpoint, state.entries(), metadata);
+    }
+    full.reset();
   };
 
   LmStepper stepper(model, adam, o);
   const int64_t rows = o.batch * o.seq, windows_per_step = o.batch * o.accumulation;
+  const int64_t first_window = rank_slice(o.batch, o.comm).first, local_batch = stepper.local_batch();
   const double tokens_per_step = static_cast<double>(rows * o.accumulation);
   const double flops_per_step = models::flops_per_token(o.model, o.seq) * tokens_per_step;
   // Health statistics need per-tensor FP8 scales (block scaling keeps no slots) and a log.
-  const bool health = o.health_every > 0 && o.metrics != nullptr && model.scaling() != nullptr &&
+  const bool health = o.health_every > 0 && metrics_log != nullptr && model.scaling() != nullptr &&
                       model.scaling()->size() > 0;
   std::vector<int32_t> inputs, targets;
-  ProgressBar progress(o.steps, o.console);
+  ProgressBar progress(o.steps, console);
   double seconds = 0, loss = NAN;
   int64_t timed_steps = 0, recordings = 0;
   auto validate = [&](int64_t step) {
-    result.validation = evaluate_lm(model, validation_windows, o.batch, o.eval_batches);
-    if (o.metrics != nullptr)
-      o.metrics->write({{"event", "validation"},
+    result.validation = evaluate_lm(model, validation_windows, o.batch, o.eval_batches, o.comm);
+    if (metrics_log != nullptr)
+      metrics_log->write({{"event", "validation"},
                         {"precision", nn::name(o.precision)},
                         {"step", step},
                         {"loss", result.validation->loss},
@@ -239,7 +461,9 @@ LmTrainResult train_lm(const LmTrainOptions& o, std::span<const int32_t> train_s
   for (int64_t step = done; step < o.steps; ++step) {
     inputs.clear();
     targets.clear();
-    for (int64_t w = 0; w < windows_per_step; ++w) train_windows.window(step * windows_per_step + w, inputs, targets);
+    for (int64_t i = 0; i < o.accumulation; ++i)
+      for (int64_t w = first_window; w < first_window + local_batch; ++w)
+        train_windows.window(step * windows_per_step + i * o.batch + w, inputs, targets);
     const auto start = Clock::now();
     const bool record = health && records_health(o.health_every, step + 1);
     const auto [step_loss, norm] = stepper.run(inputs, targets, record);
@@ -260,14 +484,14 @@ LmTrainResult train_lm(const LmTrainOptions& o, std::span<const int32_t> train_s
     std::vector<Metric> metrics = {{"loss", loss}, {"lr", lr, 6}, {"grad_norm", norm}, {"tok/s", tps, 0}};
     if (o.peak_flops > 0) metrics.push_back({"mfu %", 100 * result.mfu, 1});
     progress.update(step + 1, metrics);
-    if (o.metrics != nullptr)
-      o.metrics->write({{"event", "step"},   {"precision", nn::name(o.precision)}, {"step", step + 1},
+    if (metrics_log != nullptr)
+      metrics_log->write({{"event", "step"},   {"precision", nn::name(o.precision)}, {"step", step + 1},
                         {"loss", loss},      {"lr", lr},
                         {"grad_norm", norm}, {"tokens_per_second", tps}});
     if (record) {
       nlohmann::json event = health_event(*model.scaling(), model.scaling()->read_records(model.context()));
       event.update(nlohmann::json{{"precision", nn::name(o.precision)}, {"step", step + 1}});
-      o.metrics->write(event);
+      metrics_log->write(event);
     }
     const bool last = step + 1 == o.steps;
     if (o.eval_every > 0 && (step + 1) % o.eval_every == 0 && !last) validate(step + 1);

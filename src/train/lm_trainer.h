@@ -1,7 +1,8 @@
 // The training loop of the Llama language model on token streams: windows of seq + 1 tokens in a
 // seeded order, gradient accumulation, clipping by global norm, AdamW with warmup and cosine decay,
 // progress with tokens/s and model-FLOPs utilisation, validation loss and perplexity, an atomic
-// checkpoint that resumes the run exactly, and the model saved as a Hugging Face directory.
+// checkpoint that resumes the run exactly, and the model saved as a Hugging Face directory; alone or
+// as one rank of a data-parallel job (dist::Communicator).
 #pragma once
 
 #include "data/token_windows.h"
@@ -19,6 +20,10 @@
 #include <optional>
 #include <span>
 
+namespace fp8kit::dist {
+class Communicator;
+}
+
 namespace fp8kit::train {
 
 struct LmTrainOptions {
@@ -27,7 +32,7 @@ struct LmTrainOptions {
   Fp8Recipe recipe;  // used by FP8 Linears: all of them when precision is Fp8, or those `linears` makes FP8
   nn::LinearRecipes linears;  // per-Linear overrides of `precision` (models::Llama::set_precision)
   int64_t seq = 256;
-  int64_t batch = 16;        // sequences per micro-batch
+  int64_t batch = 16;        // sequences per micro-batch, of the whole job (every rank takes its slice)
   int64_t accumulation = 1;  // micro-batches per optimizer step
   // The LM head and loss in chunks of rows, activation recomputation (models/llama.h).
   models::LlamaMemoryOptions memory;
@@ -42,7 +47,7 @@ struct LmTrainOptions {
   int64_t eval_batches = 20;   // validation micro-batches (0: the whole validation stream)
   int64_t checkpoint_every = 0;  // steps between checkpoints (0: at the end only)
   // Receives checkpoint-<precision>.safetensors (the whole training state) and, at the end,
-  // model-<precision>/ (an HF model directory). Empty: neither.
+  // model-<precision>/ (an HF model directory). Empty: neither (in a job: empty on every rank or on none).
   std::filesystem::path out;
   bool resume = false;
   Device device = Device::Cpu;
@@ -54,6 +59,22 @@ struct LmTrainOptions {
   // step is its own captured graph, so the other steps run exactly as without it.
   int64_t health_every = 50;
   std::FILE* console = stdout;
+  // A data-parallel job's collectives (null: this process alone), on the model's device. Every rank
+  // trains on its own contiguous slice of batch / world size sequences of every micro-batch (the world
+  // size must divide batch), so that the windows of a step, the learning-rate schedule and the update
+  // are those of one process: gradients are summed across ranks (each rank's loss scaled by 1 / the
+  // step's tokens of the whole job), in buckets of about bucket_bytes beside the backward; FP8 amaxes
+  // are max-reduced before every scale update, so every rank keeps the same scales. Rank 0 alone
+  // writes metrics, console output and checkpoints, and resumes: it reads the checkpoint and
+  // broadcasts it, so a checkpoint resumes on any number of ranks. Health statistics are rank 0's
+  // slice's.
+  dist::Communicator* comm = nullptr;
+  int64_t bucket_bytes = int64_t{25} << 20;
+  // ZeRO-1 (with comm): every rank's AdamW keeps the moments of, and updates, its 1 / world size shard
+  // of the flat parameter buffers (the world size must divide their element count), then the ranks
+  // all-gather the parameters. The gradients are all-reduced as without it (the clipping norm needs
+  // them all). Checkpoints gather the shards: the same files as without it.
+  bool zero1 = false;
 };
 
 struct LmEvaluation {
@@ -63,8 +84,11 @@ struct LmEvaluation {
 };
 
 // The mean loss over up to max_batches micro-batches of `batch` windows of `windows` in stream order
-// (0: all), frozen FP8 scales, the LM head in the model's loss chunks (Llama::evaluate).
-LmEvaluation evaluate_lm(models::Llama& model, const data::TokenWindows& windows, int64_t batch, int64_t max_batches);
+// (0: all), frozen FP8 scales, the LM head in the model's loss chunks (Llama::evaluate). With `comm`,
+// every rank evaluates its slice of each micro-batch (the world size must divide batch) and every rank
+// returns the job's mean.
+LmEvaluation evaluate_lm(models::Llama& model, const data::TokenWindows& windows, int64_t batch, int64_t max_batches,
+                         dist::Communicator* comm = nullptr);
 
 struct LmTrainResult {
   models::Llama model;

@@ -1,6 +1,7 @@
 // `fp8kit lm` end to end on a tiny generated aclImdb folder: train (learning the tokenizer, writing
 // the metrics, checkpoint and HF model directory), resume, eval, greedy generation that repeats with
-// the same model, compare; per-Linear recipes; and one-line errors for what a user gets wrong.
+// the same model, compare; per-Linear recipes; a data-parallel job of local processes (--procs) resumed
+// alone; and one-line errors for what a user gets wrong.
 #include "cli/run_cli.h"
 #include "common/temp_dir.h"
 #include "common/tiny_imdb.h"
@@ -148,6 +149,26 @@ TEST(LmCli, TrainsAndEvaluatesWithPerLinearRecipes) {
   r = run_cli("lm train --precision fp8 --steps 1 --linear-recipe 'model.layer.*=bf16'" + common);
   EXPECT_NE(r.exit_code, 0);
   EXPECT_THAT(r.output, HasSubstr("error: Linear recipe pattern 'model.layer.*' matches no Linear"));
+}
+
+TEST(LmCli, TrainsAsTwoLocalProcessesAndResumesAlone) {
+  const TempDir dir("lm_cli_procs");
+  const std::string out = (dir.path() / "run").string();
+  const std::string common = " --config tiny --data " + make_tiny_imdb(dir.path(), "aclImdb", 12).string() +
+                             " --out " + out + " --vocab-size 300 --seq 32 --warmup 1 --eval-batches 1";
+  CliResult r = run_cli("lm train --precision fp8 --steps 2 --batch 2 --procs 2 --zero1" + common);
+  ASSERT_EQ(r.exit_code, 0) << tail(r.output);
+  EXPECT_THAT(r.output, HasSubstr("[rank 0] Data parallel: 2 processes (torchrun, tcp backend), 1 sequences"));
+  EXPECT_THAT(r.output, ::testing::Not(HasSubstr("[rank 1] Llama")));  // rank 0 alone reports
+  for (const char* file : {"tokenizer.json", "metrics.jsonl", "checkpoint-fp8.safetensors", "model-fp8/config.json"})
+    EXPECT_TRUE(std::filesystem::exists(std::filesystem::path(out) / file)) << file;
+  r = run_cli("lm train --precision fp8 --steps 3 --batch 2 --resume" + common);
+  ASSERT_EQ(r.exit_code, 0) << tail(r.output);
+  EXPECT_THAT(r.output, HasSubstr("at step 2"));
+
+  r = run_cli("lm train --precision fp8 --steps 3 --procs 2 --batch 3" + common);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.output, HasSubstr("error: --batch 3 is not divisible by the 2 processes of the job"));
 }
 
 TEST(LmCli, RefusesWhatItCannotUse) {

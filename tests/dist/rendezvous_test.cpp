@@ -42,6 +42,14 @@ TEST(Rendezvous, Torchrun) {
   EXPECT_EQ(r.master_port, 1234);
 }
 
+TEST(Rendezvous, UnderTorchrunsAgentStoreTheNextPort) {
+  Vars vars = {{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "node7"}, {"MASTER_PORT", "1234"},
+               {"TORCHELASTIC_USE_AGENT_STORE", "True"}};
+  EXPECT_EQ(read(vars).master_port, 1235);
+  vars["TORCHELASTIC_USE_AGENT_STORE"] = "False";
+  EXPECT_EQ(read(vars).master_port, 1234);
+}
+
 TEST(Rendezvous, SlurmTakesRankZerosHostFromTheNodeList) {
   const Rendezvous r = read({{"SLURM_PROCID", "3"}, {"SLURM_NTASKS", "4"}, {"SLURM_LOCALID", "1"},
                              {"SLURM_TASKS_PER_NODE", "2(x2)"}, {"SLURM_JOB_NODELIST", "gpu[03-04]"}});

@@ -48,8 +48,19 @@ void Context::join(Lane lane) {
 }
 
 void Context::join_all() {
-  for (Lane lane : {Lane::Side, Lane::A, Lane::B}) join(lane);
+  for (Lane lane : {Lane::Side, Lane::A, Lane::B, Lane::Comm}) join(lane);
   forked_ = {};
+}
+
+void Context::follow_all(Lane lane) {
+  if (cuda_ == nullptr) return;
+  for (int from = 0; from < kLanes; ++from) {
+    if (from == static_cast<int>(lane) || (from != 0 && !forked_[from])) continue;
+    const cudaEvent_t event = cuda_->events[from].get();
+    FP8KIT_CUDA_CHECK(cudaEventRecord(event, cuda_->streams[from].get()));
+    FP8KIT_CUDA_CHECK(cudaStreamWaitEvent(stream(*this, lane), event, 0));
+  }
+  forked_[static_cast<int>(lane)] = true;
 }
 
 void Context::record(Marker& marker) {

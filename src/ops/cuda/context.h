@@ -26,7 +26,7 @@ struct Context::Cuda {
   cuda::DeviceBuffer<uint64_t> step{1};
   cuda::SdpaGraphsPtr sdpa;  // made at the first SDPA call; last, so its cuDNN handles go before the streams
 
-  Cuda() : events{cuda::Event(), cuda::Event(), cuda::Event(), cuda::Event()} {}
+  Cuda() : events{cuda::Event(), cuda::Event(), cuda::Event(), cuda::Event(), cuda::Event()} {}
 };
 
 // The current lane's stream, cuBLASLt context, and the device step counter.
