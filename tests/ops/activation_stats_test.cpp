@@ -41,7 +41,7 @@ void accumulate_reference(const std::vector<float>& x, int64_t cols, std::vector
 
 TEST(ActivationStats, AccumulatesChannelAmaxAndHistogram) {
   for (const DType dtype : {DType::F32, DType::Bf16}) {
-    for (const auto [rows, cols] : {std::pair<int64_t, int64_t>{1, 1}, {7, 33}, {300, 300}}) {
+    for (const auto& [rows, cols] : {std::pair<int64_t, int64_t>{1, 1}, {7, 33}, {300, 300}}) {
       Context c;
       Tensor amax({cols}, DType::F32), hist({kHistogramBins}, DType::I32);
       std::vector<float> want_amax(cols, 0.0f);

@@ -73,7 +73,7 @@ TEST(SwigluOp, ErrorsNameTheOpTheTensorAndTheFix) {
 // swiglu on a fused gate/up row: swiglu_forward's bf16 bits of the split halves (gates of +-30, exp
 // overflowing for -100), threaded rows too; its fp8 outputs are quantize's of that.
 TEST(SwigluFused, IsSwigluForwardOfTheHalvesRoundedToBf16) {
-  for (const auto [rows, ffn] : {std::pair<int64_t, int64_t>{1, 1}, {5, 37}, {70, 1000}}) {
+  for (const auto& [rows, ffn] : {std::pair<int64_t, int64_t>{1, 1}, {5, 37}, {70, 1000}}) {
     auto values = testing::random_vector(rows * 2 * ffn, 7, -30, 30);
     values[0] = -100.0f;
     Context c;
