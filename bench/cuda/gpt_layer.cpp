@@ -15,6 +15,7 @@
 //        (default) or 0]
 #include "base/error.h"
 #include "exec/captured_step.h"
+#include "run_timing.h"
 #include "models/gpt_layer.h"
 #include "ops/cuda/context.h"
 #include "ops/init.h"
@@ -34,24 +35,6 @@
 using namespace fp8kit;
 
 namespace {
-
-// Seconds per run of `run` (queued on c): the median of 3 rounds of `runs`, after 3 warm-up runs
-// (the first eager, the second captured).
-double time_runs(ops::Context& c, int runs, const std::function<void()>& run) {
-  for (int i = 0; i < 3; ++i) run();
-  c.synchronize();
-  const cuda::Event begin(true), end(true);
-  std::vector<double> seconds;
-  for (int round = 0; round < 3; ++round) {
-    FP8KIT_CUDA_CHECK(cudaEventRecord(begin.get(), ops::stream(c)));
-    for (int i = 0; i < runs; ++i) run();
-    FP8KIT_CUDA_CHECK(cudaEventRecord(end.get(), ops::stream(c)));
-    c.synchronize();
-    seconds.push_back(cuda::elapsed_ms(begin, end) / 1e3 / runs);
-  }
-  std::sort(seconds.begin(), seconds.end());
-  return seconds[1];
-}
 
 std::vector<float> host(const Tensor& t) {
   const Tensor h = t.to(Device::Cpu);
@@ -111,13 +94,13 @@ int main(int argc, char** argv) try {
     const Tensor *y = nullptr, *dx = nullptr;
     if (time_forward) {
       exec::CapturedStep forward([&](ops::Context&) { layer.forward(x, B, T, true); });
-      run.forward = time_runs(c, runs, [&] { forward.run(c); });
+      run.forward = bench::time_runs(c, runs, [&] { forward.run(c); }, 3);
     }
     exec::CapturedStep step([&](ops::Context&) {
       y = &layer.forward(x, B, T, true);
       dx = &layer.backward(dy);
     });
-    run.step = time_runs(c, runs, [&] { step.run(c); });
+    run.step = bench::time_runs(c, runs, [&] { step.run(c); }, 3);
     run.y = host(*y);
     run.dx = host(*dx);
     if (x_host.empty()) {

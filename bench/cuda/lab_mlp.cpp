@@ -7,6 +7,7 @@
 // at 16384.
 // Usage: bench_cuda_lab_mlp [runs per round, default 100] [rows..., default 32 16384]
 #include "exec/captured_step.h"
+#include "run_timing.h"
 #include "models/mlp.h"
 #include "ops/cuda/context.h"
 #include "ops/init.h"
@@ -30,23 +31,6 @@ Fp8Recipe lab_recipe() {
   r.amax_history_length = 16;
   r.amax_algorithm = AmaxAlgorithm::MostRecent;
   return r;
-}
-
-// Seconds per run of `run` (queued on c): the median of 3 rounds.
-double time_runs(ops::Context& c, int runs, const std::function<void()>& run) {
-  for (int i = 0; i < 10; ++i) run();
-  c.synchronize();
-  const cuda::Event begin(true), end(true);
-  std::vector<double> seconds;
-  for (int round = 0; round < 3; ++round) {
-    FP8KIT_CUDA_CHECK(cudaEventRecord(begin.get(), ops::stream(c)));
-    for (int i = 0; i < runs; ++i) run();
-    FP8KIT_CUDA_CHECK(cudaEventRecord(end.get(), ops::stream(c)));
-    c.synchronize();
-    seconds.push_back(cuda::elapsed_ms(begin, end) / 1e3 / runs);
-  }
-  std::sort(seconds.begin(), seconds.end());
-  return seconds[1];
 }
 
 }  // namespace
@@ -73,14 +57,14 @@ int main(int argc, char** argv) try {
       ops::fill_normal(c, x, 1.0f, 2);
       ops::fill_normal(c, y, 1.0f, 3);
       exec::CapturedStep step([&](ops::Context&) { model.train_step(x, y); });
-      train[k] = time_runs(c, runs, [&] { step.run(c); });
+      train[k] = bench::time_runs(c, runs, [&] { step.run(c); });
       loss[k] = model.loss().to(Device::Cpu).data<float>()[0];
 
       Tensor xb({rows, config.input}, DType::Bf16, Device::Cuda), out;
       ops::fill_normal(c, xb, 1.0f, 4);
       model.prepare_inference(xb);
       exec::CapturedStep forward([&](ops::Context&) { model.infer(xb, out); });
-      infer[k] = time_runs(c, runs, [&] { forward.run(c); });
+      infer[k] = bench::time_runs(c, runs, [&] { forward.run(c); });
     }
     const double r = static_cast<double>(rows);
     std::printf("lab_mlp %6lld rows train: bf16 %.4f ms/step, fp8 %.4f ms/step, fp8/bf16 speedup %.3fx "

@@ -6,6 +6,7 @@
 #include "train/lm_trainer.h"
 
 #include "common/temp_dir.h"
+#include "common/tiny_llama.h"
 #include "dist/communicator.h"
 #include "dist/ranks.h"
 
@@ -28,33 +29,12 @@ namespace {
 using namespace std::chrono_literals;
 using testing::run_ranks;
 
-models::LlamaConfig tiny(bool tied) {
-  models::LlamaConfig c = models::llama_preset("tiny", 23);
-  c.hidden_size = 32;
-  c.intermediate_size = 64;
-  c.head_dim = 8;
-  c.max_position_embeddings = 32;
-  c.tie_word_embeddings = tied;
-  return c;
-}
-
-// A stream whose next token is mostly the last one plus 1, else random.
-std::vector<int32_t> corpus(size_t n, uint32_t seed) {
-  std::vector<int32_t> s = {1, 2};
-  uint32_t x = seed;
-  while (s.size() < n) {
-    x = x * 1664525u + 1013904223u;
-    const int32_t next = (x >> 28) == 0 ? static_cast<int32_t>((x >> 8) % 23) : (s.back() + 1) % 23;
-    s.push_back(next);
-  }
-  return s;
-}
-
-const std::vector<int32_t> kTrain = corpus(3000, 11), kValidation = corpus(600, 12);
+const std::vector<int32_t> kTrain = testing::learnable_stream(3000, 11), kValidation = testing::learnable_stream(600, 12);
 
 LmTrainOptions options(const std::filesystem::path& out, nn::Precision precision) {
   LmTrainOptions o;
-  o.model = tiny(precision != nn::Precision::Fp8);
+  o.model = testing::tiny_llama();
+  o.model.tie_word_embeddings = precision != nn::Precision::Fp8;
   o.precision = precision;
   o.recipe.mode = ScalingMode::Delayed;
   o.seq = 16;

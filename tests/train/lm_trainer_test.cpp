@@ -7,6 +7,7 @@
 
 #include "base/error.h"
 #include "common/temp_dir.h"
+#include "common/tiny_llama.h"
 #include "models/llama_io.h"
 
 #include <gtest/gtest.h>
@@ -18,30 +19,9 @@
 namespace fp8kit::train {
 namespace {
 
-models::LlamaConfig tiny() {
-  models::LlamaConfig c = models::llama_preset("tiny", 23);
-  c.hidden_size = 32;
-  c.intermediate_size = 64;
-  c.head_dim = 8;
-  c.max_position_embeddings = 32;
-  return c;
-}
-
-// A stream whose next token is mostly the last one plus 1 (learnable in a few steps), else random.
-std::vector<int32_t> corpus(size_t n, uint32_t seed) {
-  std::vector<int32_t> s = {1, 2};
-  uint32_t x = seed;
-  while (s.size() < n) {
-    x = x * 1664525u + 1013904223u;
-    const int32_t next = (x >> 28) == 0 ? static_cast<int32_t>((x >> 8) % 23) : (s.back() + 1) % 23;
-    s.push_back(next);
-  }
-  return s;
-}
-
 LmTrainOptions options(const std::filesystem::path& out) {
   LmTrainOptions o;
-  o.model = tiny();
+  o.model = testing::tiny_llama();
   o.precision = nn::Precision::Fp32;
   o.seq = 16;
   o.batch = 4;
@@ -60,7 +40,7 @@ std::vector<float> weights(models::Llama& m) {
 }
 
 TEST(LmTrainer, LossFallsOnALearnableStream) {
-  const auto train = corpus(4000, 1), validation = corpus(1000, 2);
+  const auto train = testing::learnable_stream(4000, 1), validation = testing::learnable_stream(1000, 2);
   testing::TempDir dir("lm_loss");
   LmTrainOptions o = options(dir.path());
   o.steps = 40;
@@ -75,7 +55,7 @@ TEST(LmTrainer, LossFallsOnALearnableStream) {
 }
 
 TEST(LmTrainer, ResumeContinuesExactly) {
-  const auto train = corpus(3000, 3), validation = corpus(600, 4);
+  const auto train = testing::learnable_stream(3000, 3), validation = testing::learnable_stream(600, 4);
   for (nn::Precision precision : {nn::Precision::Fp32, nn::Precision::Fp8}) {
     testing::TempDir straight("lm_straight"), stopped("lm_stopped");
     LmTrainOptions o = options(straight.path());
@@ -98,7 +78,7 @@ TEST(LmTrainer, ResumeContinuesExactly) {
 // Delayed (keras lag), current and block Linears and a bf16 one in one model, and an FP8 head in a bf16
 // model: the scaling state of each, saved by module path, resumes exactly.
 TEST(LmTrainer, ResumeContinuesExactlyWithPerLinearRecipes) {
-  const auto train = corpus(3000, 3), validation = corpus(600, 4);
+  const auto train = testing::learnable_stream(3000, 3), validation = testing::learnable_stream(600, 4);
   const std::vector<std::string> mixed = {"*.mlp.*=current", "model.layers.0.self_attn.*=block", "*.down_proj=bf16",
                                           "lm_head=fp8"};
   for (nn::Precision precision : {nn::Precision::Fp8, nn::Precision::Bf16}) {
@@ -122,7 +102,7 @@ TEST(LmTrainer, ResumeContinuesExactlyWithPerLinearRecipes) {
 }
 
 TEST(LmTrainer, RefusesACheckpointOfOtherPerLinearRecipes) {
-  const auto train = corpus(3000, 7), validation = corpus(600, 8);
+  const auto train = testing::learnable_stream(3000, 7), validation = testing::learnable_stream(600, 8);
   testing::TempDir dir("lm_rules_refuse");
   LmTrainOptions o = options(dir.path());
   o.precision = nn::Precision::Fp8;
@@ -140,7 +120,7 @@ TEST(LmTrainer, RefusesACheckpointOfOtherPerLinearRecipes) {
 }
 
 TEST(LmTrainer, AccumulationMatchesOneLargerBatch) {
-  const auto train = corpus(3000, 5), validation = corpus(600, 6);
+  const auto train = testing::learnable_stream(3000, 5), validation = testing::learnable_stream(600, 6);
   testing::TempDir a("lm_acc"), b("lm_big");
   LmTrainOptions o = options(a.path());
   o.steps = 2;
@@ -159,7 +139,7 @@ TEST(LmTrainer, AccumulationMatchesOneLargerBatch) {
 // recomputation trains the same weights bit for bit; the loss in chunks the same within float32
 // rounding (Llama.ChunkedLossMatchesOnePass says why).
 TEST(LmTrainer, MemoryOptionsTrainTheSameModel) {
-  const auto train = corpus(3000, 7), validation = corpus(600, 8);
+  const auto train = testing::learnable_stream(3000, 7), validation = testing::learnable_stream(600, 8);
   for (nn::Precision precision : {nn::Precision::Bf16, nn::Precision::Fp8}) {
     testing::TempDir dir("lm_memory");
     LmTrainOptions o = options(dir.path());
@@ -184,7 +164,7 @@ TEST(LmTrainer, MemoryOptionsTrainTheSameModel) {
 }
 
 TEST(LmTrainer, RefusesACheckpointOfAnotherRunAndSavesALoadableModel) {
-  const auto train = corpus(3000, 7), validation = corpus(600, 8);
+  const auto train = testing::learnable_stream(3000, 7), validation = testing::learnable_stream(600, 8);
   testing::TempDir dir("lm_refuse");
   LmTrainOptions o = options(dir.path());
   o.steps = 2;

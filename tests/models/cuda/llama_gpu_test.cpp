@@ -99,7 +99,7 @@ TEST(LlamaGpu, MatchesTheCpuModel) {
   // current ones, keras lag's dividing casts beside multiplying ones, an FP8 head.
   const std::vector<std::string> mixed = {"*.mlp.*=current", "model.layers.0.self_attn.*=block", "*.k_proj=bf16",
                                           "*.down_proj=delayed", "model.layers.1.mlp.up_proj=fp32", "lm_head=fp8"};
-  for (const Case k : {Case{nn::Precision::Fp32, 1e-3, 2e-2, 0.1}, Case{nn::Precision::Bf16, 5e-3, 5e-2, 0.2},
+  for (const Case& k : {Case{nn::Precision::Fp32, 1e-3, 2e-2, 0.1}, Case{nn::Precision::Bf16, 5e-3, 5e-2, 0.2},
                        Case{nn::Precision::Fp8, 5e-3, 0.1, 0.3},
                        Case{nn::Precision::Fp8, 5e-3, 0.1, 0.3, ScalingMode::Block},
                        Case{nn::Precision::Fp8, 5e-3, 0.1, 0.3, ScalingMode::Delayed, mixed, ScalingLag::Keras},

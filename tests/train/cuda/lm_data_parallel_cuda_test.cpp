@@ -16,22 +16,12 @@
 #include "cli/run_cli.h"
 #include "common/temp_dir.h"
 #include "common/tiny_imdb.h"
+#include "common/tiny_llama.h"
 #include "dist/communicator.h"
 #include "ops/cuda/gpu_test.h"
 
 namespace fp8kit::train {
 namespace {
-
-std::vector<int32_t> corpus(size_t n, uint32_t seed) {
-  std::vector<int32_t> s = {1, 2};
-  uint32_t x = seed;
-  while (s.size() < n) {
-    x = x * 1664525u + 1013904223u;
-    const int32_t next = (x >> 28) == 0 ? static_cast<int32_t>((x >> 8) % 23) : (s.back() + 1) % 23;
-    s.push_back(next);
-  }
-  return s;
-}
 
 std::vector<float> host_values(const Tensor& t) {
   const Tensor host = t.to(Device::Cpu);
@@ -42,7 +32,7 @@ TEST(LmDataParallelCuda, OneRankThroughNcclIsTheSingleProcessBitForBit) {
   FP8KIT_REQUIRE_GPU();
   if (!dist::nccl_available()) GTEST_SKIP() << "this build has no NCCL";
   auto comm = dist::connect(dist::Rendezvous{}, dist::Backend::Nccl, {.timeout = std::chrono::seconds(60)});
-  const auto train = corpus(3000, 21), validation = corpus(600, 22);
+  const auto train = testing::learnable_stream(3000, 21), validation = testing::learnable_stream(600, 22);
   for (const bool tied : {true, false}) {
     for (const nn::Precision precision : {nn::Precision::Bf16, nn::Precision::Fp8}) {
       testing::TempDir dir("dp_cuda");
