@@ -116,8 +116,9 @@ TEST(LlamaGpu, MatchesTheCpuModel) {
       dg[i] = gpu.weights[i] - gpu.weights0[i];
     }
     const double eu = rel(dg, dc);
-    const std::string what = std::string(nn::name(k.precision)) + (k.mode == ScalingMode::Block ? " block" : "") +
-                             (linears.empty() ? "" : " " + linears.describe());
+    std::string what(nn::name(k.precision));
+    if (k.mode == ScalingMode::Block) what.append(" block");
+    if (!linears.empty()) what.append(" ").append(linears.describe());  // (appends: GCC 12's -Wrestrict)
     std::printf("%s: losses %.2e, gradients %.2e, 3-step update %.2e\n", what.c_str(), el, eg, eu);
     EXPECT_LT(el, k.losses) << what;
     EXPECT_LT(eg, k.grads) << what;
