@@ -217,13 +217,15 @@ void bench_gemm(const Options& options) {
     texts = {"8192x8192x8192", "4096x4096x4096", "16384x4096x4096", "16384x16384x4096", "2048x3072x768", "32x3072x768"};
   const std::vector<Shape> shapes = parse_shapes(texts, 3);
   GemmContext context(GemmOptions{.autotune = options.autotune});
+  GemmContext cublaslt_blocks(GemmOptions{.autotune = options.autotune, .block_kernel = false});
   fmt::print("y[M,N] = a[M,K] . b[N,K]^T, bf16 output; TFLOP/s: median (best) of {} batches after {} warm-up; {}\n",
              options.repeats, options.warmup, options.autotune ? "autotuned" : "heuristic's first algorithm");
-  fmt::print("E4M3 operands; scales per tensor, per row x per row (row), 1x128 groups x 128x128 blocks (block,\n"
-             "split accumulation: cuBLASLt runs block scales with it only); * = cuBLASLt refused the scale modes and\n"
-             "GemmContext's fallback ran (an unscaled GEMM + scaling pass per row, one GEMM per 128 of k for blocks)\n");
-  fmt::print("{:>18} {:>5} {:>16} {:>16} {:>16} {:>16} {:>16} {:>9} {:>11}\n", "MxNxK", "sets", "bf16", "fp8 fast acc",
-             "fp8 split acc", "fp8 row fast", "fp8 block", "fp8/bf16", "block/bf16");
+  fmt::print("E4M3 operands; scales per tensor, per row x per row (row), 1x128 groups x 128x128 blocks (block: fp8kit's\n"
+             "kernel, fp32 promotion every 128 of k; block cuBLASLt: its split accumulation, its only mode for block\n"
+             "scales); * = cuBLASLt refused the scale modes and GemmContext's fallback ran (an unscaled GEMM + scaling\n"
+             "pass per row, one GEMM per 128 of k for blocks); # = the block row ran on cuBLASLt, not fp8kit's kernel\n");
+  fmt::print("{:>18} {:>5} {:>16} {:>16} {:>16} {:>16} {:>16} {:>16} {:>9} {:>11}\n", "MxNxK", "sets", "bf16",
+             "fp8 fast acc", "fp8 split acc", "fp8 row fast", "fp8 block", "block cuBLASLt", "fp8/bf16", "block/bf16");
   for (const Shape& s : shapes) {
     const double flops = 2.0 * s.m * s.n * s.k;
     // Small problems fit in the 50 MB L2: rotate among input sets so every GEMM reads from memory.
@@ -234,7 +236,7 @@ void bench_gemm(const Options& options) {
     const int iters = options.iters > 0 ? options.iters : static_cast<int>(std::clamp(20e-3 * 1e15 / flops, 3.0, 1000.0));
 
     // scaling: ScaleMode::Scalar per tensor, OuterVec per row, Vec128 the block-scaled GEMM.
-    const auto tflops = [&](DType type, bool fast, ScaleMode scaling = ScaleMode::Scalar) {
+    const auto tflops = [&](DType type, bool fast, ScaleMode scaling = ScaleMode::Scalar, GemmContext* on = nullptr) {
       const Timing t = time_batches(iters, options.warmup, options.repeats, [&](int i) {
         GemmBuffers& g = buffers[i % sets];
         GemmArgs args;
@@ -254,7 +256,7 @@ void bench_gemm(const Options& options) {
           args.b_scale_mode = scaling == ScaleMode::OuterVec ? ScaleMode::OuterVec : ScaleMode::Block128;
         }
         args.fast_accumulation = type != DType::Bf16 && fast;
-        context.gemm(args);
+        (on != nullptr ? *on : context).gemm(args);
       });
       return std::pair{flops / (t.median_ms * 1e-3) / 1e12, flops / (t.best_ms * 1e-3) / 1e12};
     };
@@ -264,11 +266,16 @@ void bench_gemm(const Options& options) {
     const auto bf16 = tflops(DType::Bf16, false), fast = tflops(DType::E4M3, true), split = tflops(DType::E4M3, false);
     const size_t before_row = context.fallback_gemms();
     const auto row = tflops(DType::E4M3, true, ScaleMode::OuterVec);
-    const size_t before_block = context.fallback_gemms();
+    const size_t before_block = context.fallback_gemms(), before_kernel = context.block_kernel_gemms();
     const auto block = tflops(DType::E4M3, false, ScaleMode::Vec128);
     const bool row_fallback = before_block != before_row, block_fallback = context.fallback_gemms() != before_block;
-    fmt::print("{:>18} {:>5} {:>16} {:>16} {:>16} {:>16} {:>16} {:>9.2f} {:>11.2f}\n", fmt::format("{}x{}x{}", s.m, s.n, s.k),
-               sets, cell(bf16), cell(fast), cell(split), cell(row, row_fallback), cell(block, block_fallback), fast.first / bf16.first,
+    const bool block_cublaslt = context.block_kernel_gemms() == before_kernel;
+    const size_t before_cublaslt = cublaslt_blocks.fallback_gemms();
+    const auto cublaslt_block = tflops(DType::E4M3, false, ScaleMode::Vec128, &cublaslt_blocks);
+    const std::string block_cell = (block_cublaslt && !block_fallback ? "#" : "") + cell(block, block_fallback);
+    fmt::print("{:>18} {:>5} {:>16} {:>16} {:>16} {:>16} {:>16} {:>16} {:>9.2f} {:>11.2f}\n",
+               fmt::format("{}x{}x{}", s.m, s.n, s.k), sets, cell(bf16), cell(fast), cell(split), cell(row, row_fallback),
+               block_cell, cell(cublaslt_block, cublaslt_blocks.fallback_gemms() != before_cublaslt), fast.first / bf16.first,
                block.first / bf16.first);
   }
 }

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "ops/cuda/block_gemm.h"
 #include "ops/cuda/gemm_scales.h"
 #include "runtime/cuda/check.h"
 #include "runtime/cuda/stream.h"
@@ -508,6 +509,10 @@ void GemmContext::gemm(const GemmArgs& args, cudaStream_t stream) {
       return dispatch(g, stream);
     case ScaleMode::Vec128:
     case ScaleMode::Block128:  // (validate: a is Vec128)
+      if (options_.block_kernel && block_gemm_runs(g)) {
+        ++block_kernel_gemms_;
+        return block_gemm(g, stream);
+      }
       try {
         return matmul_block_scaled(g, stream);
       } catch (const NoAlgorithm&) {

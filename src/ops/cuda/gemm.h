@@ -95,6 +95,9 @@ struct GemmOptions {
   // result's last bits.
   bool autotune = false;
   int candidates = 8;
+  // Vec128 x Block128 products run on fp8kit's own kernel (block_gemm.h) where it runs them; false:
+  // on cuBLASLt's scale modes (for comparisons).
+  bool block_kernel = true;
 };
 
 // Not thread-safe and not for concurrent streams (one workspace): one context per stream.
@@ -110,6 +113,7 @@ class GemmContext {
   size_t cached_plans() const { return plans_.size(); }
   size_t autotuned_plans() const { return autotuned_; }  // plans whose algorithm was chosen by timing
   size_t fallback_gemms() const { return fallbacks_; }   // scaled GEMMs run by a fallback, not cuBLASLt's scale modes
+  size_t block_kernel_gemms() const { return block_kernel_gemms_; }  // block-scaled GEMMs run by block_gemm.h
 
   static constexpr size_t kWorkspaceBytes = size_t{32} << 20;
 
@@ -146,6 +150,7 @@ class GemmContext {
   std::map<PlanKey, std::unique_ptr<Plan>> plans_;
   size_t autotuned_ = 0;
   size_t fallbacks_ = 0;
+  size_t block_kernel_gemms_ = 0;
   bool outer_vec_refused_ = false;  // cuBLASLt had no OuterVec algorithm: the fallback runs them
 };
 

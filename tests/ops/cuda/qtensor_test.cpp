@@ -104,8 +104,9 @@ struct GemmShape3 {
   int64_t m, n, k;
 };
 // Aligned; k and n off cuBLASLt's multiples of 16 (the padded path); partial 128-blocks in every
-// dimension; one row.
-const GemmShape3 kGemmShapes[] = {{64, 48, 256}, {217, 300, 300}, {130, 140, 384}, {1, 256, 512}, {256, 512, 1024}};
+// dimension; one row; partial tiles and 128-blocks that the own block kernel (block_gemm.h) takes.
+const GemmShape3 kGemmShapes[] = {{64, 48, 256},   {217, 300, 300},  {130, 140, 384},
+                                  {1, 256, 512},   {256, 512, 1024}, {132, 400, 304}};
 
 TEST(QTensorOnBothBackends, MatmulAgreesWithTheExactCpuProduct) {
   FP8KIT_REQUIRE_GPU();
@@ -153,7 +154,7 @@ TEST(QTensorOnBothBackends, AlignedScaledGemmsRunOnCublasLtScaleModes) {
   const int64_t m = 256, n = 512, k = 1024;
   const Tensor x = host_tensor(random_normal(m * k, 4), {m, k}).to(Device::Cuda);
   const Tensor w = host_tensor(random_normal(n * k, 5), {n, k}).to(Device::Cuda);
-  cuda::GemmContext context;
+  cuda::GemmContext context({.block_kernel = false});
   Tensor y({m, n}, DType::Bf16, Device::Cuda);
   cuda::GemmArgs args;
   args.m = m, args.n = n, args.k = k;
@@ -174,7 +175,64 @@ TEST(QTensorOnBothBackends, AlignedScaledGemmsRunOnCublasLtScaleModes) {
   args.a_scale_mode = cuda::ScaleMode::Vec128, args.b_scale_mode = cuda::ScaleMode::Block128;
   context.gemm(args);
   EXPECT_EQ(context.fallback_gemms(), 0u) << "cuBLASLt refused VEC128_32F x BLK128x128_32F scales";
+  EXPECT_EQ(context.block_kernel_gemms(), 0u);
   FP8KIT_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+// The own block-scaled kernel (block_gemm.h) against cuBLASLt's scale modes, for what the Linear's
+// three GEMMs ask of it: E4M3 x E4M3 (fprop), E5M2 x E4M3 (dgrad, wgrad), E4M3 x E5M2; y f32 or bf16;
+// a bias; accumulating into y. Partial tiles in m and n, a partial 128-block in k. Both sum the same
+// exact products of each 128-wide slice of k in fp32 and scale each slice once, in different orders:
+// 2^-12 of sum |term| bounds them (the exact-product test above), plus a bf16 ulp of y.
+TEST(QTensorOnBothBackends, OwnBlockKernelAgreesWithCublasLt) {
+  FP8KIT_REQUIRE_GPU();
+  const int64_t m = 260, n = 656, k = 1040;  // 6 x 3 tiles of 128 rows x 256 columns: the last pair's partner past n
+  std::vector<float> xv = random_normal(m * k, 6), wv = random_normal(n * k, 7), bv = random_normal(n, 8);
+  for (int64_t i = 0; i < m * k; ++i) xv[i] *= std::ldexp(1.0f, static_cast<int>(i / k % 3 + i % k / 128 % 4));
+  for (int64_t i = 0; i < n * k; ++i) wv[i] *= std::ldexp(1.0f, -static_cast<int>(i / k / 128 % 3));
+  const Tensor x = host_tensor(xv, {m, k}).to(Device::Cuda), w = host_tensor(wv, {n, k}).to(Device::Cuda);
+  const Tensor bias = host_tensor(bv, {n}, DType::Bf16).to(Device::Cuda);
+  const std::pair<Fp8Format, Fp8Format> formats[] = {
+      {Fp8Format::E4M3, Fp8Format::E4M3}, {Fp8Format::E5M2, Fp8Format::E4M3}, {Fp8Format::E4M3, Fp8Format::E5M2}};
+  for (const auto& [fa, fb] : formats) {
+    const QTensor xb = quantize(x, {.format = fa, .granularity = Granularity::Block1x128});
+    const QTensor wb = quantize(w, {.format = fb, .granularity = Granularity::Block128x128});
+    Tensor x_scales({(k + 127) / 128, m}, DType::F32, Device::Cuda);  // Vec128's layout
+    cuda::transpose_scales(xb.scale_inv.device_data<float>(), m, (k + 127) / 128, x_scales.device_data<float>());
+    // sum_l |term| per output, from the dequantized operands.
+    const std::vector<float> xa = float_values(dequantize(xb)), wa = float_values(dequantize(wb));
+    std::vector<double> magnitude(m * n, 0.0);
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j)
+        for (int64_t l = 0; l < k; ++l) magnitude[i * n + j] += std::fabs(static_cast<double>(xa[i * k + l]) * wa[j * k + l]);
+    for (const DType y_type : {DType::F32, DType::Bf16}) {
+      for (const bool accumulate : {false, true}) {
+        std::vector<float> results[2];
+        for (const bool own : {true, false}) {
+          cuda::GemmContext context({.block_kernel = own});
+          Tensor y = host_tensor(random_normal(m * n, 9), {m, n}, y_type).to(Device::Cuda);
+          cuda::GemmArgs args;
+          args.m = m, args.n = n, args.k = k;
+          args.a = xb.codes.device_data<std::byte>(), args.a_type = xb.codes.dtype();
+          args.b = wb.codes.device_data<std::byte>(), args.b_type = wb.codes.dtype();
+          args.y = y.device_data<std::byte>(), args.y_type = y_type;
+          args.a_scale_inv = x_scales.device_data<float>(), args.b_scale_inv = wb.scale_inv.device_data<float>();
+          args.a_scale_mode = cuda::ScaleMode::Vec128, args.b_scale_mode = cuda::ScaleMode::Block128;
+          args.epilogue = cuda::Epilogue::Bias, args.bias = bias.device_data<std::byte>();
+          args.accumulate = accumulate;
+          context.gemm(args);
+          EXPECT_EQ(context.block_kernel_gemms(), own ? 1u : 0u);
+          results[own ? 0 : 1] = float_values(y);
+        }
+        for (int64_t i = 0; i < m * n; ++i) {
+          const double tol = (y_type == DType::Bf16 ? 0x1p-7 : 0.0) * std::fabs(results[1][i]) + 0x1p-12 * magnitude[i];
+          ASSERT_NEAR(results[0][i], results[1][i], tol)
+              << name(fa) << " x " << name(fb) << " -> " << name(y_type) << (accumulate ? " accumulating" : "")
+              << " at " << i / n << "," << i % n;
+        }
+      }
+    }
+  }
 }
 
 TEST(QTensorOnBothBackends, UnsupportedPairsAndFastAccumulationAreRefused) {
