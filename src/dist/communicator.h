@@ -67,8 +67,8 @@ class Communicator {
   // ZeRO-1's halves, in place over a tensor of world_size() equal shards (numel divisible by the world
   // size; shard r is elements [r n / W, (r + 1) n / W)). reduce_scatter: this rank's shard becomes the
   // sum or max over the ranks of that shard (the gradients its optimizer state covers); the other
-  // shards' contents are unspecified after it (tcp leaves them as they were). all_gather: shard r of every
-  // rank becomes rank r's shard (the parameters each rank updated). Queued on c's current lane.
+  // shards' contents are unspecified after it (tcp leaves them as they were). all_gather: shard r of
+  // every rank becomes rank r's shard (the parameters each rank updated). Queued on c's current lane.
   virtual void reduce_scatter(ops::Context& c, Tensor& tensor, ReduceOp op) = 0;
   virtual void all_gather(ops::Context& c, Tensor& tensor) = 0;
   // Waits for the collectives queued on c's current lane so far (nccl: polls NCCL's asynchronous
