@@ -214,11 +214,15 @@ TEST(LmDataParallel, ACheckpointResumesOnAnotherNumberOfRanks) {
 // ZeRO-1 on `world` ranks against the plain data-parallel run and one process at the same global
 // batch, with clipping active every step: the gradients reach the optimizer reduce-scattered (the
 // all-reduces carry the amaxes and the norm's sums of squares alone), and the ranks end with the same
-// bits. The norm sums the shards' sums of squares in float, so the clipping factor, and through it the
-// weights, differ from the unsharded run's in the last bits: the tolerances of the tests above.
-void expect_zero1_matches(int world, nn::Precision precision, double loss_tolerance, double weight_tolerance) {
+// bits. The norm sums the shards' sums of squares in float, so the clipping factor can differ from the
+// unsharded run's in the last bit, which later steps carry as far as the ranks' summation order's
+// difference from one process: the tolerances of the tests above.
+void expect_zero1_matches(int world, nn::Precision precision, double loss_tolerance, double weight_tolerance,
+                          int64_t hidden = 32) {
   testing::TempDir one("dp_z_one"), plain("dp_z_plain"), zero("dp_z_zero"), others("dp_z_others");
   LmTrainOptions o = options(one.path(), precision);
+  o.model.hidden_size = hidden;
+  o.model.head_dim = hidden / 4;
   o.batch = 2 * world;
   o.clip = 0.05f;
   const Outcome alone = train(o, nullptr);
@@ -257,7 +261,7 @@ void expect_zero1_matches(int world, nn::Precision precision, double loss_tolera
   ASSERT_EQ(b[0].losses.size(), alone.losses.size());
   for (size_t i = 0; i < alone.losses.size(); ++i) {
     EXPECT_GT(b[0].norms[i], o.clip) << "step " << i + 1;  // clipped
-    EXPECT_NEAR(b[0].norms[i], a[0].norms[i], 1e-5 * a[0].norms[i]) << "step " << i + 1;
+    EXPECT_NEAR(b[0].norms[i], a[0].norms[i], 1e-3 * a[0].norms[i]) << "step " << i + 1;
     EXPECT_NEAR(b[0].losses[i], a[0].losses[i], loss_tolerance) << "step " << i + 1;
     EXPECT_NEAR(b[0].losses[i], alone.losses[i], loss_tolerance) << "step " << i + 1;
   }
@@ -268,16 +272,17 @@ void expect_zero1_matches(int world, nn::Precision precision, double loss_tolera
   for (int r = 1; r < world; ++r) EXPECT_FALSE(std::filesystem::exists(others.path() / std::to_string(r)));
 }
 
-// Measured: ZeRO-1's losses and weights equal the plain run's bits; both within 1.2e-7 of one process.
+// Measured: ZeRO-1's losses and weights are the plain run's bits; both within 1.2e-7 of one process.
 TEST(LmDataParallel, Zero1ReduceScattersAndMatchesOneProcessOnTwoRanksInFp8) {
   expect_zero1_matches(2, nn::Precision::Fp8, 1e-3, 1e-2);
 }
 
-// Three ranks (the parameter elements do not split into three: the last few are all-reduced, rank 0
-// updates them). Measured: ZeRO-1's weights within 1.5e-8 of the plain run's, whose three row slices
-// put them 5.7e-5 from one process's (losses 4e-5).
+// Three ranks: the 50944 parameter elements of hidden size 64 do not split into three, and the one
+// left over, all-reduced and rank 0's to update, is a weight (the final norm fills its span). Measured:
+// the plain run's three row slices put its weights 1.7e-4 from one process's (losses 3.9e-5); ZeRO-1's
+// are its bits for three steps, then a last-bit norm difference puts them 1e-5 away (losses 2.7e-5).
 TEST(LmDataParallel, Zero1ReduceScattersAndMatchesOneProcessOnThreeRanksInBf16) {
-  expect_zero1_matches(3, nn::Precision::Bf16, 2e-4, 2e-4);
+  expect_zero1_matches(3, nn::Precision::Bf16, 2e-4, 5e-4, 64);
 }
 
 // A checkpoint holds the whole moments (the shards gathered): one written with ZeRO-1 on three ranks
