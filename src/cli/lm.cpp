@@ -420,7 +420,8 @@ void setup(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "nccl", "tcp"}));
   train->add_flag("--zero1", t->zero1,
-                 "in a data-parallel job, shard AdamW's moments and update across the processes (ZeRO-1)");
+                 "in a data-parallel job, reduce-scatter the gradients and shard AdamW's moments and update across the "
+                 "processes, then all-gather the parameters (ZeRO-1)");
   train->add_option("--dist-timeout", t->dist_timeout,
                     "seconds a rank waits for the others (to connect, in a collective) before the job ends; more "
                     "than rank 0 takes to write a checkpoint or learn the tokenizer")

@@ -26,14 +26,21 @@ Backend default_backend(Device device) { return device == Device::Cuda ? Backend
 
 bool nccl_available() { return FP8KIT_HAVE_NCCL != 0; }
 
-void check_collective_tensor(const Communicator& comm, const Tensor& tensor, std::string_view call, bool sharded) {
-  FP8KIT_CHECK(tensor.device() == comm.device(), "{}: the tensor is on the {}, but the {} backend reduces {} tensors",
-               call, name(tensor.device()), name(comm.backend()), name(comm.device()));
+std::string_view name(Collective call) {
+  constexpr std::string_view names[] = {"all_reduce", "broadcast", "reduce_scatter", "all_gather"};
+  return names[static_cast<int>(call)];
+}
+
+void Communicator::prepare(Collective call, const Tensor& tensor) {
+  FP8KIT_CHECK(tensor.device() == device(), "{}: the tensor is on the {}, but the {} backend reduces {} tensors",
+               name(call), name(tensor.device()), name(backend()), name(device()));
   FP8KIT_CHECK(tensor.dtype() == DType::F32 || tensor.dtype() == DType::Bf16,
-               "{}: the tensor is {}; only f32 and bf16 tensors are reduced", call, name(tensor.dtype()));
-  FP8KIT_CHECK(!sharded || tensor.numel() % comm.world_size() == 0,
+               "{}: the tensor is {}; only f32 and bf16 tensors are reduced", name(call), name(tensor.dtype()));
+  const bool sharded = call == Collective::ReduceScatter || call == Collective::AllGather;
+  FP8KIT_CHECK(!sharded || tensor.numel() % world_size() == 0,
                "{}: {} elements do not split into {} equal shards: pad the flat buffer to a multiple of the world "
-               "size", call, tensor.numel(), comm.world_size());
+               "size", name(call), tensor.numel(), world_size());
+  traffic_.elements[static_cast<int>(call)] += tensor.numel();
 }
 
 namespace {
@@ -65,38 +72,30 @@ class TcpCommunicator final : public Communicator {
   Device device() const override { return Device::Cpu; }
 
   void all_reduce(ops::Context&, Tensor& tensor, ReduceOp op) override {
-    check_collective_tensor(*this, tensor, "all_reduce");
-    if (world_size() == 1) return;
+    prepare(Collective::AllReduce, tensor);
     std::span<std::byte> bytes(tensor.data<std::byte>(), tensor.nbytes());
-    std::vector<Store::Blob> all = store().gather(bytes);
-    if (rank() == 0) {
-      for (size_t r = 1; r < all.size(); ++r)
-        if (all[r].size() != bytes.size())
-          store().abort(fmt::format("all_reduce: rank {} reduces {} bytes where rank 0 reduces {}: every rank must "
-                                    "reduce the same tensors in the same order", r, all[r].size(), bytes.size()));
-      if (tensor.dtype() == DType::F32)
-        reduce_in_rank_order<float>(all, op, [](float v) { return v; }, [](float v) { return v; });
-      else
-        reduce_in_rank_order<uint16_t>(all, op, bf16_to_float, float_to_bf16);
-    }
-    receive_from_rank0(rank() == 0 ? std::span<const std::byte>(all[0]) : std::span<const std::byte>(), bytes,
-                       "all_reduce");
+    const Store::Blob sum = reduce(bytes, tensor.dtype(), op, Collective::AllReduce);
+    std::memcpy(bytes.data(), sum.data(), bytes.size());
   }
 
   void broadcast(ops::Context&, Tensor& tensor) override {
-    check_collective_tensor(*this, tensor, "broadcast");
+    prepare(Collective::Broadcast, tensor);
     std::span<std::byte> bytes(tensor.data<std::byte>(), tensor.nbytes());
-    receive_from_rank0(bytes, bytes, "broadcast");
+    const Store::Blob result = receive_from_rank0(bytes, bytes.size(), Collective::Broadcast);
+    std::memcpy(bytes.data(), result.data(), bytes.size());
   }
 
-  // The whole tensor reduced: its own shard is what reduce_scatter promises.
-  void reduce_scatter(ops::Context& c, Tensor& tensor, ReduceOp op) override {
-    check_collective_tensor(*this, tensor, "reduce_scatter", true);
-    all_reduce(c, tensor, op);
+  // The whole tensor reduced, of which this rank keeps its shard alone (as NCCL promises no more).
+  void reduce_scatter(ops::Context&, Tensor& tensor, ReduceOp op) override {
+    prepare(Collective::ReduceScatter, tensor);
+    const size_t shard = tensor.nbytes() / static_cast<size_t>(world_size()), own = shard * static_cast<size_t>(rank());
+    std::span<std::byte> bytes(tensor.data<std::byte>(), tensor.nbytes());
+    const Store::Blob sum = reduce(bytes, tensor.dtype(), op, Collective::ReduceScatter);
+    std::memcpy(bytes.data() + own, sum.data() + own, shard);
   }
 
   void all_gather(ops::Context&, Tensor& tensor) override {
-    check_collective_tensor(*this, tensor, "all_gather", true);
+    prepare(Collective::AllGather, tensor);
     if (world_size() == 1) return;
     const size_t shard = tensor.nbytes() / static_cast<size_t>(world_size());
     std::byte* data = tensor.data<std::byte>();
@@ -112,13 +111,31 @@ class TcpCommunicator final : public Communicator {
   void wait(ops::Context&) override {}
 
  private:
-  // Rank 0's `data` into every rank's `out`, which must be as large.
-  void receive_from_rank0(std::span<const std::byte> data, std::span<std::byte> out, std::string_view call) {
-    const Store::Blob result = store().broadcast(data);
-    if (result.size() != out.size())
+  // Every rank's `bytes` reduced in rank order, on every rank.
+  Store::Blob reduce(std::span<const std::byte> bytes, DType dtype, ReduceOp op, Collective call) {
+    if (world_size() == 1) return {bytes.begin(), bytes.end()};
+    std::vector<Store::Blob> all = store().gather(bytes);
+    if (rank() == 0) {
+      for (size_t r = 1; r < all.size(); ++r)
+        if (all[r].size() != bytes.size())
+          store().abort(fmt::format("{}: rank {} reduces {} bytes where rank 0 reduces {}: every rank must reduce "
+                                    "the same tensors in the same order", name(call), r, all[r].size(), bytes.size()));
+      if (dtype == DType::F32)
+        reduce_in_rank_order<float>(all, op, [](float v) { return v; }, [](float v) { return v; });
+      else
+        reduce_in_rank_order<uint16_t>(all, op, bf16_to_float, float_to_bf16);
+    }
+    return receive_from_rank0(rank() == 0 ? std::span<const std::byte>(all[0]) : std::span<const std::byte>(),
+                              bytes.size(), call);
+  }
+
+  // Rank 0's `data` on every rank, which must pass `size` bytes as rank 0 does.
+  Store::Blob receive_from_rank0(std::span<const std::byte> data, size_t size, Collective call) {
+    Store::Blob result = store().broadcast(data);
+    if (result.size() != size)
       store().abort(fmt::format("{}: rank {} has {} bytes where rank 0 has {}: every rank must pass the same "
-                                "tensors in the same order", call, rank(), out.size(), result.size()));
-    std::memcpy(out.data(), result.data(), out.size());
+                                "tensors in the same order", name(call), rank(), size, result.size()));
+    return result;
   }
 };
 

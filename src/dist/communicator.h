@@ -26,6 +26,17 @@ bool nccl_available();
 
 enum class ReduceOp : uint8_t { Sum, Max };
 
+enum class Collective : uint8_t { AllReduce, Broadcast, ReduceScatter, AllGather };
+std::string_view name(Collective call);  // "all_reduce", ...
+
+// The elements of the tensors this rank has passed to each collective (the whole tensor, also for
+// reduce_scatter and all_gather), by Collective. A ring moves (W - 1) / W of them per rank and call
+// for reduce_scatter and all_gather, twice that for all_reduce.
+struct Traffic {
+  int64_t elements[4] = {};
+  int64_t operator[](Collective call) const { return elements[static_cast<int>(call)]; }
+};
+
 struct CommunicatorOptions {
   // The store's timeout (connecting, host-side calls), NCCL's initialization and wait()'s: past it,
   // the call throws (NCCL: after aborting the communicator) instead of hanging.
@@ -56,8 +67,8 @@ class Communicator {
   // ZeRO-1's halves, in place over a tensor of world_size() equal shards (numel divisible by the world
   // size; shard r is elements [r n / W, (r + 1) n / W)). reduce_scatter: this rank's shard becomes the
   // sum or max over the ranks of that shard (the gradients its optimizer state covers); the other
-  // shards' contents are unspecified after it (tcp reduces them too). all_gather: shard r of every
-  // rank becomes rank r's shard (the parameters each rank updated). Queued on c's current lane.
+  // shards' contents are unspecified after it (tcp leaves them as they were). all_gather: shard r of
+  // every rank becomes rank r's shard (the parameters each rank updated). Queued on c's current lane.
   virtual void reduce_scatter(ops::Context& c, Tensor& tensor, ReduceOp op) = 0;
   virtual void all_gather(ops::Context& c, Tensor& tensor) = 0;
   // Waits for the collectives queued on c's current lane so far (nccl: polls NCCL's asynchronous
@@ -71,19 +82,22 @@ class Communicator {
   void barrier() { store_->barrier(); }
   Store& store() { return *store_; }
 
+  // What the collectives called so far were given (what a data-parallel step sends, for tests).
+  const Traffic& traffic() const { return traffic_; }
+
  protected:
   Communicator(const Rendezvous& r, std::unique_ptr<Store> store) : rendezvous_(r), store_(std::move(store)) {}
+
+  // For the backends, first in every collective: throws when `tensor` cannot go through `call`
+  // (another device, a dtype other than f32 or bf16; reduce_scatter and all_gather: a numel the world
+  // size does not divide), then counts it in traffic().
+  void prepare(Collective call, const Tensor& tensor);
 
  private:
   Rendezvous rendezvous_;
   std::unique_ptr<Store> store_;
+  Traffic traffic_;
 };
-
-// Throws when `tensor` cannot go through comm's collectives (another device, a dtype other than f32
-// or bf16; with `sharded`, a numel the world size does not divide); `call` names the call in the
-// message. For the backends.
-void check_collective_tensor(const Communicator& comm, const Tensor& tensor, std::string_view call,
-                             bool sharded = false);
 
 // Joins the job that `r` describes (read_rendezvous()): connects the store, then the backend. nccl
 // first makes GPU local_rank the current device (GPU 0 when only one is visible), so call it before

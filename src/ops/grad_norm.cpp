@@ -15,7 +15,8 @@
 
 namespace fp8kit::ops {
 
-void clip_by_global_norm(Context& c, Tensor& grads, float max_norm, Tensor& norm) {
+void clip_by_global_norm(Context& c, Tensor& grads, float max_norm, Tensor& norm,
+                         const std::function<void(Tensor& sum_of_squares)>& reduce_sum_of_squares) {
   constexpr std::string_view op = "clip_by_global_norm";
   check_tensor(c, grads, grads.shape(), DType::F32, op, "grads");
   FP8KIT_CHECK(std::isfinite(max_norm), "{}: max_norm must be finite (0 or less: no clipping), got {}", op, max_norm);
@@ -25,13 +26,23 @@ void clip_by_global_norm(Context& c, Tensor& grads, float max_norm, Tensor& norm
 #if FP8KIT_HAVE_CUDA
     const int64_t doubles = cuda::grad_norm_workspace(grads.numel());
     auto* workspace = static_cast<double*>(c.scratch(static_cast<size_t>(doubles) * sizeof(double)));
-    cuda::clip_by_global_norm(grads.device_data<float>(), grads.numel(), max_norm, norm.device_data<float>(), workspace,
-                              stream(c));
+    const bool sharded = static_cast<bool>(reduce_sum_of_squares);
+    cuda::sum_of_squares(grads.device_data<float>(), grads.numel(), !sharded, norm.device_data<float>(), workspace,
+                         stream(c));
+    if (sharded) reduce_sum_of_squares(norm);
+    cuda::clip_to_norm(grads.device_data<float>(), grads.numel(), max_norm, norm.device_data<float>(), sharded,
+                       stream(c));
 #endif
     return;
   }
   float* g = grads.data<float>();
-  const float total = cpu::global_norm(g, grads.numel());
+  const double sum = cpu::sum_of_squares(g, grads.numel());
+  float total = static_cast<float>(std::sqrt(sum));
+  if (reduce_sum_of_squares) {
+    norm.data<float>()[0] = static_cast<float>(sum);
+    reduce_sum_of_squares(norm);
+    total = static_cast<float>(std::sqrt(static_cast<double>(norm.data<float>()[0])));
+  }
   norm.data<float>()[0] = total;
   cpu::clip_to_norm(g, grads.numel(), total, max_norm);
 }

@@ -3,38 +3,33 @@
 
 #include "base/error.h"
 
-#include <algorithm>
-
 namespace fp8kit::optim {
 
 Adam::Adam(nn::ParameterSet& parameters, AdamOptions options)
-    : Adam(parameters, options, 0, parameters.values().numel()) {}
+    : Adam(parameters.values(), parameters.grads(), parameters.decayed_end(), options) {
+  parameters_ = &parameters;
+}
 
-Adam::Adam(nn::ParameterSet& parameters, AdamOptions options, int64_t begin, int64_t end)
-    : parameters_(parameters), options_(options), begin_(begin) {
+Adam::Adam(Tensor& values, const Tensor& grads, int64_t decayed, AdamOptions options)
+    : values_(values), grads_(grads), decayed_(decayed), options_(options) {
   ops::check_adam_options(options);
-  const int64_t n = parameters.values().numel();
-  FP8KIT_CHECK(0 <= begin && begin <= end && end <= n, "Adam's shard [{}, {}) is outside the {} parameter elements",
-               begin, end, n);
-  const Device device = parameters.device();
-  m_ = Tensor({end - begin}, DType::F32, device);
-  v_ = Tensor({end - begin}, DType::F32, device);
-  iterations_ = Tensor({1}, DType::F32, device);
+  FP8KIT_CHECK(0 <= decayed && decayed <= values.numel(), "Adam: {} decayed elements of {} values", decayed,
+               values.numel());
+  m_ = Tensor({values.numel()}, DType::F32, values.device());
+  v_ = Tensor({values.numel()}, DType::F32, values.device());
+  iterations_ = Tensor({1}, DType::F32, values.device());
 }
 
 void Adam::step(ops::Context& c, bool advance_step) {
-  const int64_t n = m_.numel(), decayed = std::clamp<int64_t>(parameters_.decayed_end() - begin_, 0, n);
-  Tensor values = parameters_.values().view(begin_, {n});
-  const Tensor grads = parameters_.grads().view(begin_, {n});
-  ops::adam_step(c, options_, iterations_, values, grads, m_, v_, advance_step, decayed);
+  ops::adam_step(c, options_, iterations_, values_, grads_, m_, v_, advance_step, decayed_);
 }
 
 int64_t Adam::iterations() const { return static_cast<int64_t>(iterations_.to(Device::Cpu).data<float>()[0]); }
 
 std::vector<nn::StateTensor> Adam::state() {
-  FP8KIT_CHECK(m_.numel() == parameters_.values().numel(),
+  FP8KIT_CHECK(parameters_ != nullptr,
                "a sharded Adam's state is its shard: gather the shards into full moments (adam_state) instead");
-  return adam_state(parameters_, m_, v_, iterations_, views_);
+  return adam_state(*parameters_, m_, v_, iterations_, views_);
 }
 
 std::vector<nn::StateTensor> adam_state(nn::ParameterSet& parameters, Tensor& m, Tensor& v, Tensor& iterations,

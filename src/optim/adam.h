@@ -2,7 +2,8 @@
 //   m += (g - m) (1 - b1);  v += (g^2 - v) (1 - b2);
 //   alpha = lr sqrt(1 - b2^t) / (1 - b1^t);  w -= alpha m / (sqrt(v) + eps),  t = iterations + 1.
 // The moments are laid out as the parameters' flat buffers, on their device, so a step is one op
-// over all of them (ops/adam.h); or, sharded (ZeRO-1), over one contiguous shard of those buffers.
+// over all of them (ops/adam.h); or, sharded (ZeRO-1), over a process's shard of those buffers, gathered
+// into tensors of its own.
 #pragma once
 
 #include "nn/parameter.h"
@@ -21,9 +22,10 @@ class Adam {
   // The parameters must be allocated (on their device) and outlive the optimizer; their order fixes
   // the order of state().
   explicit Adam(nn::ParameterSet& parameters, AdamOptions options = {});
-  // ZeRO-1's shard: the moments of elements [begin, end) of the flat buffers alone, and step()
-  // updates those parameter elements alone (the weight decay where they are decayed).
-  Adam(nn::ParameterSet& parameters, AdamOptions options, int64_t begin, int64_t end);
+  // ZeRO-1's shard: step() updates `values` (some elements of a model's flat parameter buffer, in a
+  // flat f32 tensor of their own) from `grads` (theirs, the same shape), the first `decayed` of them
+  // with the weight decay; the moments are these elements' alone. Both must outlive the optimizer.
+  Adam(Tensor& values, const Tensor& grads, int64_t decayed, AdamOptions options);
 
   // One update of every parameter from its current grad, queued on c (the parameters' device);
   // advance_step: the context's step moves on with it (the end of a training step).
@@ -38,17 +40,18 @@ class Adam {
   // Unsharded only: a sharded optimizer's checkpoint gathers the shards into full moments first.
   std::vector<nn::StateTensor> state();
 
-  // The shard's first element and its moments (the whole buffers unless sharded).
-  int64_t shard_begin() const { return begin_; }
+  // The moments, laid out as the values the optimizer updates (the flat buffers unless sharded).
   Tensor& m() { return m_; }
   Tensor& v() { return v_; }
   Tensor& iterations_tensor() { return iterations_; }
 
  private:
-  nn::ParameterSet& parameters_;
+  nn::ParameterSet* parameters_ = nullptr;  // unless sharded
+  Tensor& values_;
+  const Tensor& grads_;
+  int64_t decayed_;
   AdamOptions options_;
-  int64_t begin_ = 0;
-  Tensor m_, v_, iterations_;  // flat as the shard; [1]
+  Tensor m_, v_, iterations_;  // values_'s shape; [1]
   std::vector<Tensor> views_;  // state()'s
 };
 

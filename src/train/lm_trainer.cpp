@@ -70,31 +70,81 @@ std::pair<int64_t, int64_t> rank_slice(int64_t batch, const dist::Communicator* 
   return {rank(comm) * (batch / w), batch / w};
 }
 
-// A data-parallel step's gradient all-reduce: the flat gradient buffer in buckets of about
-// bucket_bytes, each queued on Lane::Comm as soon as the backward has made every gradient in it final
-// (BackwardHooks::gradients_final), so that on the GPU it overlaps the rest of the backward. A sum:
-// every rank's loss is already scaled by 1 / the whole job's tokens of the step.
+using Range = std::pair<int64_t, int64_t>;  // [first, last) elements of the flat parameter buffers
+
+// Each parameter's span of the flat buffers, in parameters()'s order: its elements and the alignment
+// gap after it (zeros on every rank), so that neighbours' spans tile the buffers.
+std::vector<Range> parameter_spans(nn::ParameterSet& set) {
+  std::vector<int64_t> starts;
+  for (size_t i = 0; i < set.parameters().size(); ++i) starts.push_back(set.offset(i));
+  std::vector<int64_t> sorted = starts;
+  std::sort(sorted.begin(), sorted.end());
+  std::vector<Range> spans;
+  for (const int64_t start : starts) {
+    const auto next = std::upper_bound(sorted.begin(), sorted.end(), start);
+    spans.emplace_back(start, next == sorted.end() ? set.grads().numel() : *next);
+  }
+  return spans;
+}
+
+// The buckets of a data-parallel step's gradient reduction: the flat buffers cut, in order, at the end
+// of the first span that makes a bucket at least `elements` long, rounded up to a multiple of
+// `multiple` (ZeRO-1's world size), so that every bucket splits into equal shards; but the last
+// elements past the buffers' last such multiple (fewer than `multiple`) make a bucket of their own.
+std::vector<Range> gradient_buckets(const std::vector<Range>& spans, int64_t total, int64_t elements,
+                                    int64_t multiple) {
+  std::vector<Range> sorted = spans, buckets;
+  std::sort(sorted.begin(), sorted.end());
+  const int64_t even = total / multiple * multiple;
+  int64_t first = 0;
+  for (const auto& [begin, end] : sorted) {
+    if (end <= first || (end - first < elements && end < total)) continue;
+    const int64_t last = std::min(even, (end + multiple - 1) / multiple * multiple);
+    if (last <= first) continue;
+    buckets.emplace_back(first, last);
+    first = last;
+  }
+  if (first < total) buckets.emplace_back(first, total);
+  return buckets;
+}
+
+// `collectives` queued on Lane::Comm behind everything queued so far, Main waiting for them.
+template <typename F>
+void on_comm_lane(ops::Context& c, F&& collectives) {
+  c.follow_all(ops::Lane::Comm);
+  {
+    const ops::Context::OnLane lane(c, ops::Lane::Comm);
+    collectives();
+  }
+  c.join(ops::Lane::Comm);
+}
+
+// A data-parallel step's gradient reduction: each bucket of the flat gradient buffer queued on
+// Lane::Comm as soon as the backward has made every gradient in it final
+// (BackwardHooks::gradients_final), so that on the GPU it overlaps the rest of the backward. A sum,
+// all-reduced, or with ZeRO-1 reduce-scattered (every rank receives the sums of its slice of the
+// bucket alone; a bucket of fewer elements than ranks is all-reduced): every rank's loss is already
+// scaled by 1 / the whole job's tokens of the step.
 class GradientReducer {
  public:
-  GradientReducer(nn::ParameterSet& set, dist::Communicator& comm, int64_t bucket_bytes)
-      : grads_(set.grads()), comm_(comm), bucket_(std::max<int64_t>(1, bucket_bytes / 4)) {
-    // Each parameter's span of the flat buffer with the alignment gap after it (zeros on every rank),
-    // so that neighbours' spans merge into one all-reduce.
-    std::vector<int64_t> starts;
-    for (size_t i = 0; i < set.parameters().size(); ++i) starts.push_back(set.offset(i));
-    std::vector<int64_t> sorted = starts;
-    std::sort(sorted.begin(), sorted.end());
-    for (const int64_t start : starts) {
-      const auto next = std::upper_bound(sorted.begin(), sorted.end(), start);
-      spans_.emplace_back(start, next == sorted.end() ? grads_.numel() : *next);
-    }
+  GradientReducer(nn::ParameterSet& set, dist::Communicator& comm, std::vector<Range> buckets, bool scatter)
+      : grads_(set.grads()), comm_(comm), buckets_(std::move(buckets)), scatter_(scatter) {
+    const std::vector<Range> spans = parameter_spans(set);
+    overlaps_.resize(spans.size());
+    parameters_.assign(buckets_.size(), 0);
+    for (size_t i = 0; i < spans.size(); ++i)
+      for (size_t b = 0; b < buckets_.size(); ++b)
+        if (spans[i].first < buckets_[b].second && buckets_[b].first < spans[i].second) {
+          overlaps_[i].push_back(b);
+          ++parameters_[b];
+        }
   }
 
   // Before a step's last backward: `accumulated` (the earlier micro-batches' gradient sum, or null)
-  // is added into each bucket before its all-reduce.
+  // is added into each bucket before its reduction.
   void begin(const Tensor* accumulated) {
     accumulated_ = accumulated;
-    reported_ = 0;
+    pending_ = parameters_;
   }
 
   models::BackwardHooks hooks() {
@@ -104,53 +154,91 @@ class GradientReducer {
 
  private:
   void ready(ops::Context& c, size_t begin, size_t end) {
-    for (size_t i = begin; i < end; ++i) {
-      pending_.push_back(spans_[i]);
-      pending_elements_ += spans_[i].second - spans_[i].first;
-    }
-    reported_ += end - begin;
-    if (pending_elements_ >= bucket_ || reported_ == spans_.size()) flush(c);
-  }
-
-  void flush(ops::Context& c) {
-    std::sort(pending_.begin(), pending_.end());
-    std::vector<std::pair<int64_t, int64_t>> runs;
-    for (const auto& span : pending_) {
-      if (!runs.empty() && runs.back().second == span.first) {
-        runs.back().second = span.second;
-      } else {
-        runs.push_back(span);
-      }
-    }
+    std::vector<size_t> due;  // the buckets whose last parameter this is
+    for (size_t i = begin; i < end; ++i)
+      for (const size_t b : overlaps_[i])
+        if (--pending_[b] == 0) due.push_back(b);
+    if (due.empty()) return;
     c.follow_all(ops::Lane::Comm);
     const ops::Context::OnLane lane(c, ops::Lane::Comm);
-    for (const auto& [first, last] : runs) {
+    for (const size_t b : due) {
+      const auto [first, last] = buckets_[b];
       Tensor bucket = grads_.view(first, {last - first});
       if (accumulated_ != nullptr) ops::add(c, accumulated_->view(first, {last - first}), bucket, false, bucket);
-      comm_.all_reduce(c, bucket, dist::ReduceOp::Sum);
+      if (scatter_ && (last - first) % comm_.world_size() == 0) comm_.reduce_scatter(c, bucket, dist::ReduceOp::Sum);
+      else comm_.all_reduce(c, bucket, dist::ReduceOp::Sum);
     }
-    pending_.clear();
-    pending_elements_ = 0;
   }
 
   Tensor& grads_;
   dist::Communicator& comm_;
-  int64_t bucket_;  // elements
-  std::vector<std::pair<int64_t, int64_t>> spans_, pending_;  // [first, last) elements of the buffer
-  int64_t pending_elements_ = 0;
-  size_t reported_ = 0;
+  std::vector<Range> buckets_;
+  bool scatter_;
+  std::vector<std::vector<size_t>> overlaps_;  // per parameter: the buckets its span overlaps
+  std::vector<int> parameters_, pending_;      // per bucket: the parameters it overlaps; those not final yet
   const Tensor* accumulated_ = nullptr;
 };
 
-// Every rank's FP8 amaxes become their maximum before the scale update (as Transformer Engine's amax
-// reduction), queued on Lane::Comm behind the gradients' all-reduces.
-void reduce_amaxes(dist::Communicator& comm, ops::Context& c, ops::ScalingTable& table) {
-  c.follow_all(ops::Lane::Comm);
-  {
-    const ops::Context::OnLane lane(c, ops::Lane::Comm);
-    comm.all_reduce(c, table.amaxes(), dist::ReduceOp::Max);
+// ZeRO-1's shard of the flat buffers on this rank: its 1 / world size slice of every gradient bucket
+// (slice r of a bucket is what its reduce_scatter sums on rank r; rank 0 takes the whole of a bucket
+// that does not split evenly), gathered in bucket order (the flat order: the decayed elements lead)
+// into tensors of its own, the values and gradients that its AdamW updates.
+class Zero1Shard {
+ public:
+  Zero1Shard(const std::vector<Range>& buckets, nn::ParameterSet& set, int rank, int world) : buckets_(buckets) {
+    int64_t elements = 0;
+    for (const auto& [first, last] : buckets_) {
+      const bool even = (last - first) % world == 0;
+      const int64_t slice = even ? (last - first) / world : rank == 0 ? last - first : 0;
+      const int64_t begin = even ? first + rank * slice : first;
+      slices_.emplace_back(begin, begin + slice);
+      decayed_ += std::clamp<int64_t>(set.decayed_end() - begin, 0, slice);
+      elements += slice;
+    }
+    values = Tensor({elements}, DType::F32, set.device());
+    grads = Tensor({elements}, DType::F32, set.device());
   }
-  c.join(ops::Lane::Comm);
+
+  int64_t decayed() const { return decayed_; }
+
+  // This rank's slices of `flat` (laid out as the flat buffers) into `shard` (laid out as the shard).
+  void to_shard(ops::Context& c, const Tensor& flat, Tensor& shard) const {
+    int64_t at = 0;
+    for (const auto& [first, last] : slices_) {
+      Tensor into = shard.view(at, {last - first});
+      ops::copy(c, flat.view(first, {last - first}), into);
+      at += last - first;
+    }
+  }
+  // And back: `shard` into this rank's slices of `flat`.
+  void from_shard(ops::Context& c, const Tensor& shard, Tensor& flat) const {
+    int64_t at = 0;
+    for (const auto& [first, last] : slices_) {
+      Tensor into = flat.view(first, {last - first});
+      ops::copy(c, shard.view(at, {last - first}), into);
+      at += last - first;
+    }
+  }
+  // Every rank's slices of `flat` into every rank's.
+  void all_gather(dist::Communicator& comm, ops::Context& c, Tensor& flat) const {
+    for (const auto& [first, last] : buckets_) {
+      Tensor bucket = flat.view(first, {last - first});
+      if ((last - first) % comm.world_size() == 0) comm.all_gather(c, bucket);
+      else comm.broadcast(c, bucket);  // rank 0's
+    }
+  }
+
+  Tensor values, grads;
+
+ private:
+  std::vector<Range> buckets_, slices_;
+  int64_t decayed_ = 0;
+};
+
+// Every rank's FP8 amaxes become their maximum before the scale update (as Transformer Engine's amax
+// reduction), queued on Lane::Comm behind the gradients' reductions.
+void reduce_amaxes(dist::Communicator& comm, ops::Context& c, ops::ScalingTable& table) {
+  on_comm_lane(c, [&] { comm.all_reduce(c, table.amaxes(), dist::ReduceOp::Max); });
 }
 
 // One optimizer step's work: `accumulation` micro-batches of forward and backward (gradients summed),
@@ -158,8 +246,10 @@ void reduce_amaxes(dist::Communicator& comm, ops::Context& c, ops::ScalingTable&
 // step refills, so the same captured graph serves every step.
 class LmStepper {
  public:
-  LmStepper(models::Llama& model, optim::Adam& adam, const LmTrainOptions& o)
-      : model_(model), adam_(adam), o_(o), local_batch_(rank_slice(o.batch, o.comm).second) {
+  // buckets: the gradient reduction's (with o.comm); zero: ZeRO-1's shard, which `adam` updates, or null.
+  LmStepper(models::Llama& model, optim::Adam& adam, const LmTrainOptions& o, std::vector<Range> buckets,
+            Zero1Shard* zero)
+      : model_(model), adam_(adam), o_(o), local_batch_(rank_slice(o.batch, o.comm).second), zero_(zero) {
     const Device d = model.device();
     const int64_t rows = local_batch_ * o.seq;
     tokens_ = Tensor({o.accumulation, local_batch_, o.seq}, DType::I32, d);
@@ -171,7 +261,7 @@ class LmStepper {
       loss_views_.push_back(losses_.view(i * rows, {rows}));
     }
     if (o.accumulation > 1) accumulated_ = Tensor(model.parameter_set().grads().shape(), DType::F32, d);
-    if (o.comm != nullptr) reducer_.emplace(model.parameter_set(), *o.comm, o.bucket_bytes);
+    if (o.comm != nullptr) reducer_.emplace(model.parameter_set(), *o.comm, std::move(buckets), zero != nullptr);
   }
 
   // This rank's windows of a step: its slice of every micro-batch.
@@ -220,15 +310,21 @@ class LmStepper {
         ops::add(c, accumulated_, grads, false, grads);
       }
     }
-    ops::clip_by_global_norm(c, grads, o_.clip, norm_);
-    adam_.step(c);
-    if (adam_.m().numel() < grads.numel()) {  // ZeRO-1: every rank's updated shard of the parameters
-      c.follow_all(ops::Lane::Comm);
-      {
-        const ops::Context::OnLane lane(c, ops::Lane::Comm);
-        o_.comm->all_gather(c, model_.parameter_set().values());
-      }
-      c.join(ops::Lane::Comm);
+    // ZeRO-1: this rank's shard of the gradients (the sums its reduce-scatters received), clipped by
+    // the whole gradient's norm, updates its shard of the parameters; then every rank's to every rank.
+    if (zero_ == nullptr) {
+      ops::clip_by_global_norm(c, grads, o_.clip, norm_);
+      adam_.step(c);
+    } else {
+      Tensor& values = model_.parameter_set().values();
+      zero_->to_shard(c, grads, zero_->grads);
+      zero_->to_shard(c, values, zero_->values);
+      ops::clip_by_global_norm(c, zero_->grads, o_.clip, norm_, [&](Tensor& sum_of_squares) {
+        on_comm_lane(c, [&] { o_.comm->all_reduce(c, sum_of_squares, dist::ReduceOp::Sum); });
+      });
+      adam_.step(c);
+      zero_->from_shard(c, zero_->values, values);
+      on_comm_lane(c, [&] { zero_->all_gather(*o_.comm, c, values); });
     }
     if (scaling != nullptr) scaling->set_recording(false);
   }
@@ -237,6 +333,7 @@ class LmStepper {
   optim::Adam& adam_;
   const LmTrainOptions& o_;
   int64_t local_batch_;
+  Zero1Shard* zero_;
   std::optional<GradientReducer> reducer_;
   Tensor tokens_, targets_, losses_, accumulated_, norm_;
   std::vector<Tensor> token_views_, target_views_, loss_views_;
@@ -254,19 +351,17 @@ struct FullMoments {
   FullMoments(const Tensor& values) : m(values.shape(), DType::F32, values.device()), v(m.shape(), DType::F32, m.device()) {}
 
   // The shards of every rank into m and v (every rank calls it).
-  void gather(optim::Adam& adam, dist::Communicator& comm, ops::Context& c) {
+  void gather(optim::Adam& adam, const Zero1Shard& zero, dist::Communicator& comm, ops::Context& c) {
     for (auto [full, shard] : {std::pair{&m, &adam.m()}, std::pair{&v, &adam.v()}}) {
-      Tensor own = full->view(adam.shard_begin(), {shard->numel()});
-      ops::copy(c, *shard, own);
-      comm.all_gather(c, *full);
+      zero.from_shard(c, *shard, *full);
+      zero.all_gather(comm, c, *full);
     }
     comm.wait(c);
     c.synchronize();
   }
   // This rank's shard of m and v into the optimizer.
-  void scatter(optim::Adam& adam, ops::Context& c) {
-    for (auto [full, shard] : {std::pair{&m, &adam.m()}, std::pair{&v, &adam.v()}})
-      ops::copy(c, full->view(adam.shard_begin(), {shard->numel()}), *shard);
+  void scatter(optim::Adam& adam, const Zero1Shard& zero, ops::Context& c) {
+    for (auto [full, shard] : {std::pair{&m, &adam.m()}, std::pair{&v, &adam.v()}}) zero.to_shard(c, *full, *shard);
     c.synchronize();
   }
 };
@@ -370,15 +465,17 @@ LmTrainResult train_lm(const LmTrainOptions& o, std::span<const int32_t> train_s
   model.set_memory_options(o.memory);
   optim::AdamOptions adam_options = o.adam;
   if (adam_options.decay_steps == 0 && o.steps > adam_options.warmup_steps) adam_options.decay_steps = o.steps;
-  // ZeRO-1: this rank's AdamW covers its shard of the flat parameter buffers.
-  const int64_t elements = model.parameter_set().values().numel(), w = world_size(o.comm);
+  // ZeRO-1: this rank's AdamW covers its shard of the flat parameter buffers, a slice of every
+  // gradient bucket.
+  nn::ParameterSet& parameters = model.parameter_set();
+  const int64_t elements = parameters.values().numel(), w = world_size(o.comm);
   const bool sharded = o.zero1 && w > 1;
-  FP8KIT_CHECK(!sharded || elements % w == 0,
-               "--zero1: the {} parameter elements do not split into {} equal shards: use a world size that divides "
-               "them (a power of two up to 64 does)",
-               elements, w);
-  const int64_t shard = sharded ? elements / w : elements, shard_begin = sharded ? rank(o.comm) * shard : 0;
-  optim::Adam adam(model.parameter_set(), adam_options, shard_begin, shard_begin + shard);
+  std::vector<Range> buckets = gradient_buckets(parameter_spans(parameters), elements,
+                                                std::max<int64_t>(1, o.bucket_bytes / 4), sharded ? w : 1);
+  std::optional<Zero1Shard> zero;
+  if (sharded) zero.emplace(buckets, parameters, rank(o.comm), w);
+  optim::Adam adam = zero ? optim::Adam(zero->values, zero->grads, zero->decayed(), adam_options)
+                          : optim::Adam(parameters, adam_options);
   std::optional<FullMoments> full;  // ZeRO-1's, while a checkpoint is read or written
 
   // Resume.
@@ -390,7 +487,7 @@ LmTrainResult train_lm(const LmTrainOptions& o, std::span<const int32_t> train_s
     // Rank 0 reads the checkpoint and broadcasts it: it holds the job's whole state (and the data
     // position is the step), so any number of ranks resumes it, and only rank 0 needs the file.
     uint8_t resumed = 0;
-    if (sharded) full.emplace(model.parameter_set().values());
+    if (zero) full.emplace(parameters.values());
     nn::HostState state(checkpoint_tensors(model, adam, full ? &*full : nullptr));
     if (lead && !checkpoint.empty() && std::filesystem::exists(checkpoint)) {
       try {
@@ -410,7 +507,7 @@ LmTrainResult train_lm(const LmTrainOptions& o, std::span<const int32_t> train_s
       o.comm->wait(model.context());
       model.context().synchronize();
     }
-    if (full && resumed != 0) full->scatter(adam, model.context());
+    if (full && resumed != 0) full->scatter(adam, *zero, model.context());
     full.reset();
     if (resumed != 0) {
       if (model.scaling() != nullptr) model.scaling()->restored(model.context());
@@ -421,7 +518,7 @@ LmTrainResult train_lm(const LmTrainOptions& o, std::span<const int32_t> train_s
   auto save = [&](int64_t step) {
     if (checkpoint.empty()) return;
     model.context().synchronize();
-    if (sharded) full.emplace(model.parameter_set().values()).gather(adam, *o.comm, model.context());
+    if (zero) full.emplace(parameters.values()).gather(adam, *zero, *o.comm, model.context());
     if (lead) {
       nn::HostState state(checkpoint_tensors(model, adam, full ? &*full : nullptr));
       state.pull();
@@ -437,7 +534,7 @@ LmTrainResult train_lm(const LmTrainOptions& o, std::span<const int32_t> train_s
     full.reset();
   };
 
-  LmStepper stepper(model, adam, o);
+  LmStepper stepper(model, adam, o, std::move(buckets), zero ? &*zero : nullptr);
   const int64_t rows = o.batch * o.seq, windows_per_step = o.batch * o.accumulation;
   const int64_t first_window = rank_slice(o.batch, o.comm).first, local_batch = stepper.local_batch();
   const double tokens_per_step = static_cast<double>(rows * o.accumulation);

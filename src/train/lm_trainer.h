@@ -63,17 +63,20 @@ struct LmTrainOptions {
   // trains on its own contiguous slice of batch / world size sequences of every micro-batch (the world
   // size must divide batch), so that the windows of a step, the learning-rate schedule and the update
   // are those of one process: gradients are summed across ranks (each rank's loss scaled by 1 / the
-  // step's tokens of the whole job), in buckets of about bucket_bytes beside the backward; FP8 amaxes
-  // are max-reduced before every scale update, so every rank keeps the same scales. Rank 0 alone
-  // writes metrics, console output and checkpoints, and resumes: it reads the checkpoint and
-  // broadcasts it, so a checkpoint resumes on any number of ranks. Health statistics are rank 0's
-  // slice's.
+  // step's tokens of the whole job), in buckets of about bucket_bytes of the flat gradient buffer, each
+  // as soon as the backward has finished its gradients; FP8 amaxes are max-reduced before every scale
+  // update, so every rank keeps the same scales. Rank 0 alone writes metrics, console output and
+  // checkpoints, and resumes: it reads the checkpoint and broadcasts it, so a checkpoint resumes on
+  // any number of ranks. Health statistics are rank 0's slice's.
   dist::Communicator* comm = nullptr;
   int64_t bucket_bytes = int64_t{25} << 20;
-  // ZeRO-1 (with comm): every rank's AdamW keeps the moments of, and updates, its 1 / world size shard
-  // of the flat parameter buffers (the world size must divide their element count), then the ranks
-  // all-gather the parameters. The gradients are all-reduced as without it (the clipping norm needs
-  // them all). Checkpoints gather the shards: the same files as without it.
+  // ZeRO-1 (with comm): the gradient buckets are reduce-scattered instead of all-reduced, so that each
+  // rank receives the sums of its 1 / world size slice of every bucket alone (half an all-reduce's
+  // traffic); its AdamW keeps the moments of, and updates, that shard (the gradients clipped by the
+  // whole gradient's norm: the shards' sums of squares all-reduced); then the ranks all-gather the
+  // parameters. The last few elements of flat buffers that the world size does not divide are
+  // all-reduced and rank 0's to update. Checkpoints gather the shards: the same files as without it,
+  // which resume with or without it, on any number of ranks.
   bool zero1 = false;
 };
 

@@ -117,13 +117,16 @@ TEST(TcpCommunicator, ReduceScatterAndAllGatherShards) {
     const int first = 2 * r.rank;
     for (int i = first; i < first + 2; ++i) params.data<float>()[i] = -grads.data<float>()[i];
     comm->all_gather(c, params);
-    return fmt::format("{} {} | {}", grads.data<float>()[first], grads.data<float>()[first + 1],
-                       fmt::join(params.span<float>(), " "));
+    const Traffic& traffic = comm->traffic();
+    return fmt::format("{} | {} | {} {} {}", fmt::join(grads.span<float>(), " "), fmt::join(params.span<float>(), " "),
+                       traffic[Collective::ReduceScatter], traffic[Collective::AllGather],
+                       traffic[Collective::AllReduce]);
   });
-  // Shard r of the sum: (1 + 2 + 3) * (i + 1).
-  EXPECT_EQ(outcomes[0].text, "6 12 | -6 -12 -18 -24 -30 -36");
-  EXPECT_EQ(outcomes[1].text, "18 24 | -6 -12 -18 -24 -30 -36");
-  EXPECT_EQ(outcomes[2].text, "30 36 | -6 -12 -18 -24 -30 -36");
+  // Shard r of the sum: (1 + 2 + 3) * (i + 1); the other shards keep the rank's own values (which NCCL
+  // does not promise). Each call counts the whole tensor's elements.
+  EXPECT_EQ(outcomes[0].text, "6 12 3 4 5 6 | -6 -12 -18 -24 -30 -36 | 6 6 0");
+  EXPECT_EQ(outcomes[1].text, "2 4 18 24 10 12 | -6 -12 -18 -24 -30 -36 | 6 6 0");
+  EXPECT_EQ(outcomes[2].text, "3 6 9 12 30 36 | -6 -12 -18 -24 -30 -36 | 6 6 0");
 }
 
 TEST(TcpCommunicator, ShardsMustSplitEvenly) {

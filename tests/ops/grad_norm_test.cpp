@@ -1,6 +1,7 @@
 // clip_by_global_norm: the norm against a double sum over one and several pieces (and an empty
 // buffer), the same bits at any thread count; clipping to max_norm (PyTorch's factor), nothing when the
-// norm is below it or max_norm is 0; the argument errors.
+// norm is below it or max_norm is 0; a sharded gradient clipped by the whole one's norm; the argument
+// errors.
 #include "ops/grad_norm.h"
 
 #include "common/error_of.h"
@@ -58,6 +59,32 @@ TEST(GradNorm, ClipsToMaxNormAsPyTorch) {
   clip_by_global_norm(c, grads, 100.0f, norm);
   EXPECT_TRUE(testing::same_bits(grads.span<float>(), clipped));
   EXPECT_NEAR(norm.data<float>()[0], 1.5f, 1e-5f);
+}
+
+// Two shards, each given the other's sum of squares where a job all-reduces them: the whole
+// gradient's norm (up to the sum's rounding to float) and the whole gradient's clipping, on each.
+TEST(GradNorm, ShardsAreClippedByTheWholeGradientsNorm) {
+  const int64_t n = 70000, half = 30000;
+  const auto g = testing::random_vector(n, 3);
+  Context c;
+  Tensor whole = testing::host_tensor(g, {n}), whole_norm;
+  clip_by_global_norm(c, whole, 1.5f, whole_norm);
+  const double sums[] = {cpu::sum_of_squares(g.data(), half), cpu::sum_of_squares(g.data() + half, n - half)};
+  for (int shard = 0; shard < 2; ++shard) {
+    const int64_t first = shard == 0 ? 0 : half, count = shard == 0 ? half : n - half;
+    Tensor grads = testing::host_tensor(std::vector<float>(g.begin() + first, g.begin() + first + count), {count}),
+           norm;
+    int calls = 0;
+    clip_by_global_norm(c, grads, 1.5f, norm, [&](Tensor& sum) {
+      EXPECT_EQ(sum.data<float>()[0], static_cast<float>(sums[shard]));
+      sum.data<float>()[0] += static_cast<float>(sums[1 - shard]);
+      ++calls;
+    });
+    EXPECT_EQ(calls, 1);
+    EXPECT_NEAR(norm.data<float>()[0], whole_norm.data<float>()[0], 2e-7 * whole_norm.data<float>()[0]);
+    for (int64_t i = 0; i < count; ++i)
+      ASSERT_NEAR(grads.data<float>()[i], whole.data<float>()[first + i], 4e-7 * std::abs(g[first + i])) << i;
+  }
 }
 
 TEST(GradNormOp, ErrorsNameTheOpTheTensorAndTheFix) {

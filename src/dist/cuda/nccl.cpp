@@ -46,7 +46,7 @@ class NcclCommunicator final : public Communicator {
   Device device() const override { return Device::Cuda; }
 
   void all_reduce(ops::Context& c, Tensor& tensor, ReduceOp op) override {
-    check_collective_tensor(*this, tensor, "all_reduce");
+    prepare(Collective::AllReduce, tensor);
     require_live();
     void* p = tensor.device_data<std::byte>();
     settle(ncclAllReduce(p, p, tensor.numel(), dtype(tensor), op == ReduceOp::Sum ? ncclSum : ncclMax, comm_,
@@ -55,7 +55,7 @@ class NcclCommunicator final : public Communicator {
   }
 
   void broadcast(ops::Context& c, Tensor& tensor) override {
-    check_collective_tensor(*this, tensor, "broadcast");
+    prepare(Collective::Broadcast, tensor);
     require_live();
     void* p = tensor.device_data<std::byte>();
     settle(ncclBroadcast(p, p, tensor.numel(), dtype(tensor), 0, comm_, ops::stream(c)), "ncclBroadcast");
@@ -63,7 +63,7 @@ class NcclCommunicator final : public Communicator {
 
   // In place as NCCL defines it: this rank's shard is the receive buffer inside the send buffer.
   void reduce_scatter(ops::Context& c, Tensor& tensor, ReduceOp op) override {
-    check_collective_tensor(*this, tensor, "reduce_scatter", true);
+    prepare(Collective::ReduceScatter, tensor);
     require_live();
     const size_t count = static_cast<size_t>(tensor.numel() / world_size());
     std::byte* p = tensor.device_data<std::byte>();
@@ -73,7 +73,7 @@ class NcclCommunicator final : public Communicator {
   }
 
   void all_gather(ops::Context& c, Tensor& tensor) override {
-    check_collective_tensor(*this, tensor, "all_gather", true);
+    prepare(Collective::AllGather, tensor);
     require_live();
     const size_t count = static_cast<size_t>(tensor.numel() / world_size());
     std::byte* p = tensor.device_data<std::byte>();

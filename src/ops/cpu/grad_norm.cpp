@@ -7,7 +7,7 @@
 
 namespace fp8kit::ops::cpu {
 
-float global_norm(const float* g, int64_t n) {
+double sum_of_squares(const float* g, int64_t n) {
   const int64_t pieces = (n + kGradNormPiece - 1) / kGradNormPiece;
   // The calling thread's scratch (kept between calls: a step allocates nothing); the team reaches it
   // through `partial`, never by name.
@@ -23,8 +23,10 @@ float global_norm(const float* g, int64_t n) {
   }
   double total = 0.0;
   for (const double s : sums) total += s;
-  return static_cast<float>(std::sqrt(total));
+  return total;
 }
+
+float global_norm(const float* g, int64_t n) { return static_cast<float>(std::sqrt(sum_of_squares(g, n))); }
 
 void clip_to_norm(float* g, int64_t n, float norm, float max_norm) {
   if (!(max_norm > 0.0f)) return;

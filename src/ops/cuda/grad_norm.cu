@@ -1,5 +1,5 @@
 // Global gradient norm kernels: partial sums of squares per piece (double, a block tree), one block
-// adding the pieces and taking the root, then a scaling pass that reads the factor on the device.
+// adding the pieces (and taking the root), then a scaling pass that reads the factor on the device.
 #include "ops/cuda/grad_norm.h"
 
 #include <string>
@@ -29,12 +29,14 @@ __global__ void piece_kernel(const float* g, int64_t n, double* partials) {
   if (threadIdx.x == 0) partials[blockIdx.x] = s;
 }
 
-__global__ void norm_kernel(const double* partials, int64_t pieces, float* norm) {
+__global__ void sum_kernel(const double* partials, int64_t pieces, bool root, float* out) {
   double s = 0.0;
   for (int64_t p = threadIdx.x; p < pieces; p += blockDim.x) s += partials[p];
   s = block_sum(s);
-  if (threadIdx.x == 0) *norm = static_cast<float>(sqrt(s));
+  if (threadIdx.x == 0) *out = static_cast<float>(root ? sqrt(s) : s);
 }
+
+__global__ void root_kernel(float* norm) { *norm = static_cast<float>(sqrt(static_cast<double>(*norm))); }
 
 __global__ void clip_kernel(float* g, int64_t n, const float* norm, float max_norm) {
   const float factor = __fdiv_rn(max_norm, __fadd_rn(*norm, 1e-6f));
@@ -47,7 +49,7 @@ __global__ void clip_kernel(float* g, int64_t n, const float* norm, float max_no
 
 int64_t grad_norm_workspace(int64_t n) { return (n + kPiece - 1) / kPiece; }
 
-void clip_by_global_norm(float* g, int64_t n, float max_norm, float* norm, double* workspace, cudaStream_t stream) {
+void sum_of_squares(const float* g, int64_t n, bool root, float* out, double* workspace, cudaStream_t stream) {
   if (n < 0 || n >= (int64_t{1} << 31) * kThreads)
     throw Error("clip_by_global_norm: " + std::to_string(n) + " elements are too many for one launch");
   const int64_t pieces = grad_norm_workspace(n);
@@ -55,8 +57,15 @@ void clip_by_global_norm(float* g, int64_t n, float max_norm, float* norm, doubl
     piece_kernel<<<static_cast<unsigned>(pieces), kThreads, 0, stream>>>(g, n, workspace);
     check_launch("clip_by_global_norm");
   }
-  norm_kernel<<<1, kFinalThreads, 0, stream>>>(workspace, pieces, norm);
+  sum_kernel<<<1, kFinalThreads, 0, stream>>>(workspace, pieces, root, out);
   check_launch("clip_by_global_norm");
+}
+
+void clip_to_norm(float* g, int64_t n, float max_norm, float* norm, bool root, cudaStream_t stream) {
+  if (root) {
+    root_kernel<<<1, 1, 0, stream>>>(norm);
+    check_launch("clip_by_global_norm");
+  }
   if (max_norm > 0.0f && n > 0) {
     clip_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(g, n, norm, max_norm);
     check_launch("clip_by_global_norm");

@@ -2,8 +2,8 @@
 // all-reduces on the Comm lane and the FP8 amax reduction, captured as a CUDA graph, ends with the
 // single process's weights and FP8 state bit for bit (a sum or max over one rank is the identity, and
 // the GPU step is deterministic). Two GPUs (skipped with fewer): `lm train --gpus 2` against one GPU
-// at the same global batch, within the tolerance of the CPU tests' FP8 drift, and with --zero1 the
-// same validation loss as without.
+// at the same global batch, within the tolerance of the CPU tests' FP8 drift, and with --zero1 (the
+// gradients reduce-scattered) as without it, within that tolerance too.
 #include "train/lm_trainer.h"
 
 #include <gtest/gtest.h>
@@ -92,11 +92,12 @@ TEST(LmDataParallelCuda, TwoGpusMatchOneAtTheSameGlobalBatch) {
   ASSERT_GT(a, 0) << one.output;
   ASSERT_GT(b, 0) << two.output;
   EXPECT_NEAR(b, a, 2e-3);
-  // ZeRO-1: the same updates, so the same validation loss.
+  // ZeRO-1: the same updates up to the clipping norm's rounding (the shards' sums of squares added in
+  // float), which FP8's roundings can carry as far as the ranks' summation order.
   const testing::CliResult zero1 =
       testing::run_cli("lm train --gpus 2 --zero1 --out " + (dir.path() / "zero1").string() + common);
   ASSERT_EQ(zero1.exit_code, 0) << zero1.output;
-  EXPECT_EQ(validation_loss(zero1.output), b);
+  EXPECT_NEAR(validation_loss(zero1.output), b, 2e-3);
 }
 
 }  // namespace
