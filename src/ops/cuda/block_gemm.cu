@@ -22,7 +22,9 @@
 #include <string>
 
 #include "base/error.h"
+#include "ops/cuda/aligned.h"
 #include "runtime/cuda/check.h"
+#include "runtime/cuda/device_info.h"
 
 namespace fp8kit::cuda {
 namespace {
@@ -369,15 +371,6 @@ CUtensorMap tensor_map(const void* data, CUtensorMapDataType type, size_t elemen
   return map;
 }
 
-int device_attribute(cudaDeviceAttr attribute) {
-  int device = 0, value = 0;
-  FP8KIT_CUDA_CHECK(cudaGetDevice(&device));
-  FP8KIT_CUDA_CHECK(cudaDeviceGetAttribute(&value, attribute, device));
-  return value;
-}
-
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
 template <Formats F, bool YBf16>
 void launch(const GemmArgs& g, cudaStream_t stream) {
   const int k_blocks = static_cast<int>((g.k + kBlockK - 1) / kBlockK);
@@ -385,7 +378,7 @@ void launch(const GemmArgs& g, cudaStream_t stream) {
   static std::once_flag configured;
   std::call_once(configured, [] {
     FP8KIT_CUDA_CHECK(cudaFuncSetAttribute(block_gemm_kernel<F, YBf16>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           device_attribute(cudaDevAttrMaxSharedMemoryPerBlockOptin)));
+                                           current_device_attribute(cudaDevAttrMaxSharedMemoryPerBlockOptin)));
   });
   const CUtensorMap a = tensor_map(g.a, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, g.m, g.k, kBlockM / kCluster, kBlockK,
                                    CU_TENSOR_MAP_SWIZZLE_128B);
@@ -408,7 +401,7 @@ void launch(const GemmArgs& g, cudaStream_t stream) {
   // As many clusters as fit at once (GPCs may leave an SM without a partner), each walking pairs.
   static const int resident = [&] {
     cudaLaunchConfig_t probe = config;
-    probe.gridDim = dim3(device_attribute(cudaDevAttrMultiProcessorCount) / kCluster * kCluster);
+    probe.gridDim = dim3(current_device_attribute(cudaDevAttrMultiProcessorCount) / kCluster * kCluster);
     probe.dynamicSmemBytes = shared_bytes(64);
     int clusters = 0;
     FP8KIT_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, block_gemm_kernel<F, YBf16>, &probe));
@@ -435,10 +428,10 @@ bool block_gemm_runs(const GemmArgs& g) {
          (g.y_type == DType::F32 || g.y_type == DType::Bf16) &&
          (g.epilogue == Epilogue::None || g.epilogue == Epilogue::Bias) && g.m > 0 && g.m % 4 == 0 &&
          g.n > 0 && g.n % 16 == 0 && g.k > 0 && g.k % 16 == 0 && g.m < (int64_t{1} << 31) && g.n < (int64_t{1} << 31) &&
-         aligned16(g.a) && aligned16(g.b) && aligned16(g.a_scale_inv) && aligned16(g.y) &&
-         reinterpret_cast<uintptr_t>(g.bias) % 8 == 0 &&
+         aligned(g.a, 16) && aligned(g.b, 16) && aligned(g.a_scale_inv, 16) && aligned(g.y, 16) &&
+         aligned(g.bias, 8) &&
          shared_bytes(static_cast<int>((g.k + kBlockK - 1) / kBlockK)) <=
-             static_cast<size_t>(device_attribute(cudaDevAttrMaxSharedMemoryPerBlockOptin));
+             static_cast<size_t>(current_device_attribute(cudaDevAttrMaxSharedMemoryPerBlockOptin));
 }
 
 void block_gemm(const GemmArgs& g, cudaStream_t stream) {

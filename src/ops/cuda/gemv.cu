@@ -11,9 +11,11 @@
 #include <string>
 
 #include "base/error.h"
+#include "ops/cuda/aligned.h"
 #include "ops/cuda/fp8_cast.cuh"
 #include "runtime/cuda/check.h"
 #include "runtime/cuda/dependent_launch.cuh"
+#include "runtime/cuda/device_info.h"
 
 namespace fp8kit::cuda {
 namespace {
@@ -195,15 +197,6 @@ __global__ void __launch_bounds__(32 * Warps) gemv_kernel(const Params p) {
   }
 }
 
-int current_device_attribute(cudaDeviceAttr attribute) {
-  int device = 0, value = 0;
-  FP8KIT_CUDA_CHECK(cudaGetDevice(&device));
-  FP8KIT_CUDA_CHECK(cudaDeviceGetAttribute(&value, attribute, device));
-  return value;
-}
-
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
 size_t shared_bytes(int64_t m, int64_t k) { return static_cast<size_t>(m * k) * 2; }
 
 // How many blocks of gemv_kernel<M, W, Warps> an SM holds with `smem` bytes of a (the kernel allowed
@@ -259,8 +252,8 @@ bool gemv_fits(const GemmArgs& g) {
   return g.m >= 1 && g.m <= kGemvMaxRows && g.n >= 1 && g.k >= 16 && g.k % 16 == 0 && (bf16 || fp8) &&
          (g.y_type == DType::Bf16 || g.y_type == DType::F32) && (fp8 || (g.a_scale_inv == nullptr && g.b_scale_inv == nullptr)) &&
          plain(g.a_scale_mode) && plain(g.b_scale_mode) && (g.epilogue == Epilogue::None || g.epilogue == Epilogue::Bias) &&
-         (g.epilogue == Epilogue::None) == (g.bias == nullptr) && !g.accumulate && g.y != nullptr && aligned16(g.a) &&
-         aligned16(g.b) && g.a != nullptr && g.b != nullptr &&
+         (g.epilogue == Epilogue::None) == (g.bias == nullptr) && !g.accumulate && g.y != nullptr && aligned(g.a, 16) &&
+         aligned(g.b, 16) && g.a != nullptr && g.b != nullptr &&
          shared_bytes(g.m, g.k) <= static_cast<size_t>(current_device_attribute(cudaDevAttrMaxSharedMemoryPerBlockOptin));
 }
 

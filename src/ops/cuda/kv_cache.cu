@@ -19,6 +19,7 @@
 #include "ops/rope_pair.h"
 #include "runtime/cuda/check.h"
 #include "runtime/cuda/dependent_launch.cuh"
+#include "runtime/cuda/device_info.h"
 
 namespace fp8kit::cuda {
 namespace {
@@ -382,9 +383,7 @@ int heads_per_block(const KvShape& s) {
 // Keys per block: 256, halved (down to 32) while the grid would have fewer than two blocks per SM, so
 // that a small batch still spreads over the GPU.
 int chunk_for(const KvShape& s, int64_t batch) {
-  int device = 0, sms = 0;
-  FP8KIT_CUDA_CHECK(cudaGetDevice(&device));
-  FP8KIT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const int sms = current_device_attribute(cudaDevAttrMultiProcessorCount);
   const int64_t blocks_per_chunk = batch * s.heads / heads_per_block(s);
   int chunk = kMaxChunk;
   while (chunk > kMinChunk && blocks_per_chunk * ((s.capacity + chunk - 1) / chunk) < 2 * sms &&

@@ -1,9 +1,12 @@
 // CUDA device query: which GPU fp8kit runs on and whether it has FP8 tensor cores.
 #include "runtime/cuda/device_info.h"
 
+#include "runtime/cuda/check.h"
+
 #include <cuda_runtime.h>
 
 #include "base/error.h"
+#include "runtime/cuda/check.h"
 
 namespace fp8kit::cuda {
 
@@ -21,6 +24,13 @@ std::vector<DeviceInfo> list_devices() {
                        prop.totalGlobalMem, static_cast<size_t>(prop.l2CacheSize)});
   }
   return devices;
+}
+
+int current_device_attribute(cudaDeviceAttr attribute) {
+  int device = 0, value = 0;
+  FP8KIT_CUDA_CHECK(cudaGetDevice(&device));
+  FP8KIT_CUDA_CHECK(cudaDeviceGetAttribute(&value, attribute, device));
+  return value;
 }
 
 }  // namespace fp8kit::cuda

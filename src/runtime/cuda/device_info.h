@@ -1,6 +1,8 @@
 // CUDA device query: which GPU fp8kit runs on and whether it has FP8 tensor cores.
 #pragma once
 
+#include <cuda_runtime.h>
+
 #include <cstddef>
 #include <string>
 #include <vector>
@@ -20,5 +22,8 @@ struct DeviceInfo {
 
 // All visible devices; empty when there is no GPU or no driver (never throws for that).
 std::vector<DeviceInfo> list_devices();
+
+// An attribute of the current device (SM count, shared memory per block, ...); throws on a CUDA error.
+int current_device_attribute(cudaDeviceAttr attribute);
 
 }  // namespace fp8kit::cuda
