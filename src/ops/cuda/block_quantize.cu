@@ -1,12 +1,13 @@
 // Block-scaled FP8 quantization kernels (block_quantize.h), each one read of x from DRAM:
 //
-// Group (1 x G, G = 32, 64, 128): a block of 256 threads per 32 rows x 128 columns (warp w rows
-// 4w .. 4w + 3, lane l columns 4l .. 4l + 3: one 16-byte load of fp32 or 8 of bf16 per row, the 4
-// rows' loads in flight before the first is used); per row, the G / 4 lanes of a group reduce its
-// amax with xor shuffles and cast it from registers. (A warp walking a whole row, 4 chunks of 128
-// columns in flight, reached 80-81% of the copy's bandwidth at 16384 x 4096; this, 81-85%; 16 rows
-// per warp, as Tile128 holds them, 69%: each row's shuffles and scale divisions wait on its loads.)
-//
+// Group (1 x G, G = 32, 64, 128): a block of 256 threads per 8 rows x 512 columns, a warp per row
+// (lane l: columns 4l .. 4l + 3 of each chunk of 128, one 16-byte load of fp32 or 8 of bf16, the 4
+// chunks' loads in flight before the first is used). The G / 4 lanes of a group reduce its amax with
+// xor shuffles and cast it from registers. (A warp walking the whole row, 4 chunks in flight at a
+// time, reached 80-81% of the copy's bandwidth at 16384 x 4096, 32 x 128 or 16 x 256 tiles per block
+// the same as this within 2%, 128 x 128 (16 rows per warp, as Tile128) 69%: each row's shuffles and
+// scale divisions wait on its loads. The 1 x 32 groups' scales and amaxes add 5% to the bytes.)
+
 // Row (1 x cols): a block of 256 threads per row (thread t: columns 4t .. 4t + 3 of each 1024), the
 // first 8 chunks of 1024 held in registers while the block reduces the row's amax, so rows of up to
 // 8192 columns are read once; longer rows re-read the rest for the cast.
@@ -35,7 +36,7 @@ namespace {
 
 constexpr int kThreads = 256, kWarps = kThreads / 32;
 constexpr int kGroupChunk = 128;         // columns per block (Group)
-constexpr int kGroupRows = 4;            // rows per warp (Group): 2, 4, 8 measured alike, 16 slower
+constexpr int kGroupChunks = 4;          // chunks of a row per warp (Group)
 constexpr int kRowChunk = 4 * kThreads;  // columns per block step (Row)
 constexpr int kRowKept = 8;              // chunks of a row held in registers (Row)
 constexpr int kTile = 128;               // Tile128's rows and columns
@@ -116,30 +117,29 @@ __device__ __forceinline__ void store_codes(const Params& p, int64_t row, int64_
 }
 
 __device__ __forceinline__ void store_block(const Params& p, int64_t block, float amax, float scale) {
-  p.scale_inv[block] = __fdiv_rn(1.0f, scale);
+  p.scale_inv[block] = __frcp_rn(scale);  // 1 / scale, correctly rounded as the division
   p.amax[block] = amax;
 }
 
 template <typename T, Fp8Format F, int G>
 __global__ void __launch_bounds__(kThreads) group_kernel(Params p) {
-  constexpr int kRows = kGroupRows;
   constexpr int lanes = G / 4;  // lanes per group
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t row0 = static_cast<int64_t>(blockIdx.y) * kRows * kWarps + warp * kRows;
-  const int64_t col = static_cast<int64_t>(blockIdx.x) * kGroupChunk + 4 * lane;
-  Raw<T> raw[kRows];
+  const int64_t row = static_cast<int64_t>(blockIdx.y) * kWarps + threadIdx.x / 32;
+  const int64_t col0 = static_cast<int64_t>(blockIdx.x) * kGroupChunks * kGroupChunk + 4 * (threadIdx.x % 32);
+  Raw<T> raw[kGroupChunks];
 #pragma unroll
-  for (int r = 0; r < kRows; ++r) raw[r] = load_raw<T>(p, row0 + r, col);
+  for (int c = 0; c < kGroupChunks; ++c) raw[c] = load_raw<T>(p, row, col0 + c * kGroupChunk);
 #pragma unroll
-  for (int r = 0; r < kRows; ++r) {
+  for (int c = 0; c < kGroupChunks; ++c) {
+    const int64_t col = col0 + c * kGroupChunk;
     float v[4];
-    to_floats(raw[r], v);
+    to_floats(raw[c], v);
     uint32_t amax = raise_amax(0, v);
 #pragma unroll
     for (int offset = lanes / 2; offset > 0; offset /= 2) amax = max(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, offset));
     const float a = __uint_as_float(amax), scale = current_scale(p, a);
-    store_codes(p, row0 + r, col, encode_row<F, false>(v, scale));
-    if (lane % lanes == 0 && row0 + r < p.rows && col < p.cols) store_block(p, (row0 + r) * p.grid_cols + col / G, a, scale);
+    store_codes(p, row, col, encode_row<F, false>(v, scale));
+    if (threadIdx.x % lanes == 0 && row < p.rows && col < p.cols) store_block(p, row * p.grid_cols + col / G, a, scale);
   }
 }
 
@@ -261,8 +261,8 @@ template <typename T, Fp8Format F>
 void launch(const Params& p, BlockKind kind, int group, cudaStream_t stream) {
   switch (kind) {
     case BlockKind::Group: {
-      const dim3 grid(static_cast<unsigned>((p.cols + kGroupChunk - 1) / kGroupChunk),
-                      static_cast<unsigned>((p.rows + kGroupRows * kWarps - 1) / (kGroupRows * kWarps)));
+      const dim3 grid(static_cast<unsigned>((p.cols + kGroupChunks * kGroupChunk - 1) / (kGroupChunks * kGroupChunk)),
+                      static_cast<unsigned>((p.rows + kWarps - 1) / kWarps));
       if (group == 32) group_kernel<T, F, 32><<<grid, kThreads, 0, stream>>>(p);
       if (group == 64) group_kernel<T, F, 64><<<grid, kThreads, 0, stream>>>(p);
       if (group == 128) group_kernel<T, F, 128><<<grid, kThreads, 0, stream>>>(p);

@@ -14,7 +14,8 @@ __device__ __forceinline__ bool usable_amax(float amax) { return amax > 0.0f && 
 // numerics/scale.cpp's scale_from_amax for a usable amax: (fp8_max / amax) / 2^margin, FLT_MAX when
 // that overflows, optionally rounded down to a power of two.
 __device__ __forceinline__ float scale_from_amax(float amax, float fp8_max, int margin, bool power_of_two) {
-  float scale = __fdiv_rn(__fdiv_rn(fp8_max, amax), ldexpf(1.0f, margin));
+  float scale = __fdiv_rn(fp8_max, amax);
+  if (margin != 0) scale = __fdiv_rn(scale, ldexpf(1.0f, margin));  // (/ 2^0 changes no bit: skipped)
   if (isinf(scale)) scale = FLT_MAX;
   if (power_of_two) scale = __uint_as_float(__float_as_uint(scale) & 0xFF800000u);
   return scale;
