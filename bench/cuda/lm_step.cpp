@@ -9,7 +9,8 @@
 // Also the GPU memory in use after the first steps (cudaMemGetInfo: the model, its optimizer state,
 // every buffer of a step, the libraries' workspaces), for the memory options (models/llama.h).
 // Usage: bench_cuda_lm_step [preset, default gpt2-small] [batch, default 16] [seq, default 1024]
-//        [steps per round, default 10] [vocab, default 8192] [precision: bf16, fp8 or both (default)]
+//        [steps per round, default 10] [vocab, default 8192] [precision: bf16, fp8, fp8-block (block
+//        scaling: 1 x 128 activations and gradients, 128 x 128 weights) or both (default: bf16 and fp8)]
 //        [health interval in steps, default 50; 0: not measured]
 //        [memory: chunked (default: the loss in chunks), whole (one pass) or recompute (chunks too)]
 #include "exec/captured_step.h"
@@ -50,12 +51,19 @@ int main(int argc, char** argv) try {
               static_cast<long long>(T), static_cast<long long>(B * T));
   struct Run {
     nn::Precision precision;
+    Fp8Recipe recipe{};
+    std::string label;
     std::vector<double> seconds;
     double loss = 0, used_gib = 0;
   };
   std::vector<Run> runs;
-  for (nn::Precision p : {nn::Precision::Bf16, nn::Precision::Fp8})
-    if (argc <= 6 || std::string(argv[6]) == "both" || nn::parse_precision(argv[6]) == p) runs.push_back({p, {}});
+  const std::string which = argc > 6 ? argv[6] : "both";
+  if (which == "fp8-block") {
+    runs.push_back({nn::Precision::Fp8, {.mode = ScalingMode::Block}, "fp8 block"});
+  } else {
+    for (nn::Precision p : {nn::Precision::Bf16, nn::Precision::Fp8})
+      if (which == "both" || nn::parse_precision(which) == p) runs.push_back({p, {}, std::string(nn::name(p))});
+  }
   const int64_t health_every = argc > 7 ? std::atoll(argv[7]) : 50;
   const std::string memory = argc > 8 ? argv[8] : "chunked";
   if (memory != "chunked" && memory != "whole" && memory != "recompute") {
@@ -69,7 +77,7 @@ int main(int argc, char** argv) try {
   for (auto& v : ids) v = static_cast<int32_t>(rng() % vocab);
   for (Run& run : runs) {
     models::Llama model(config, 1, Device::Cuda);
-    model.set_precision(run.precision);
+    model.set_precision(run.precision, run.recipe);
     model.set_memory_options(memory_options);
     optim::Adam adam(model.parameter_set(), {.learning_rate = 3e-4f, .beta1 = 0.9f, .beta2 = 0.95f,
                                              .epsilon = 1e-8f, .weight_decay = 0.1f, .warmup_steps = 10});
@@ -99,7 +107,8 @@ int main(int argc, char** argv) try {
       c.synchronize();
       run.seconds.push_back(cuda::elapsed_ms(begin, end) / 1e3 / steps);
     }
-    if (run.precision == nn::Precision::Fp8 && health_every > 0 && model.scaling() != nullptr) {
+    if (run.precision == nn::Precision::Fp8 && health_every > 0 && model.scaling() != nullptr &&
+        model.scaling()->size() > 0) {
       // Host-timed, synchronized steps: plain ones, and recording ones with their read-back and event.
       exec::CapturedStep recording([&](ops::Context& context) { queue(context, true); });
       for (int s = 0; s < 2; ++s) recording.run(c);
@@ -139,7 +148,7 @@ int main(int argc, char** argv) try {
     std::sort(run.seconds.begin(), run.seconds.end());
     const double s = run.seconds[1];
     std::printf("lm_step %s %s (%s): %.1f ms/step, %.0f tokens/s, MFU %.1f%%, loss %.4f, GPU memory in use %.2f GiB\n",
-                preset.c_str(), nn::name(run.precision).data(), memory.c_str(), s * 1e3,
+                preset.c_str(), run.label.c_str(), memory.c_str(), s * 1e3,
                 static_cast<double>(B * T) / s, 100.0 * flops_per_step / s / kPeak, run.loss, run.used_gib);
   }
   if (runs.size() == 2)

@@ -9,7 +9,9 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstdlib>
 #include <cstring>
+#include <string_view>
 #include <vector>
 
 #include "base/error.h"
@@ -181,6 +183,9 @@ struct GemmContext::Plan {
 
 GemmContext::GemmContext(GemmOptions options) : options_(options), workspace_(kWorkspaceBytes), scale_slots_(12) {
   FP8KIT_CHECK(options.candidates >= 1, "GemmOptions: candidates must be at least 1, not {}", options.candidates);
+  // FP8KIT_BLOCK_GEMM=cublaslt: block-scaled GEMMs on cuBLASLt (a whole program's, for comparisons).
+  if (const char* v = std::getenv("FP8KIT_BLOCK_GEMM"); v != nullptr && std::string_view(v) == "cublaslt")
+    options_.block_kernel = false;
   FP8KIT_CUBLAS_CHECK(cublasLtCreate(&handle_), "creating the cuBLASLt handle");
 }
 

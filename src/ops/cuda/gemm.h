@@ -95,8 +95,8 @@ struct GemmOptions {
   // result's last bits.
   bool autotune = false;
   int candidates = 8;
-  // Vec128 x Block128 products run on fp8kit's own kernel (block_gemm.h) where it runs them; false:
-  // on cuBLASLt's scale modes (for comparisons).
+  // Vec128 x Block128 products run on fp8kit's own kernel (block_gemm.h) where it runs them; false
+  // (or the environment's FP8KIT_BLOCK_GEMM=cublaslt): on cuBLASLt's scale modes (for comparisons).
   bool block_kernel = true;
 };
 
