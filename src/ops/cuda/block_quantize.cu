@@ -3,10 +3,9 @@
 // Group (1 x G, G = 32, 64, 128): a block of 256 threads per 8 rows x 512 columns, a warp per row
 // (lane l: columns 4l .. 4l + 3 of each chunk of 128, one 16-byte load of fp32 or 8 of bf16, the 4
 // chunks' loads in flight before the first is used). The G / 4 lanes of a group reduce its amax with
-// xor shuffles and cast it from registers. (A warp walking the whole row, 4 chunks in flight at a
-// time, reached 80-81% of the copy's bandwidth at 16384 x 4096, 32 x 128 or 16 x 256 tiles per block
-// the same as this within 2%, 128 x 128 (16 rows per warp, as Tile128) 69%: each row's shuffles and
-// scale divisions wait on its loads. The 1 x 32 groups' scales and amaxes add 5% to the bytes.)
+// xor shuffles and cast it from registers; then the row segment's amaxes and scales are gathered into
+// the first lanes, one contiguous store per array. (Stored by each group's first lane, 4-byte writes
+// scattered across blocks, they held 1 x 32 at 84% of the copy's bandwidth; gathered, 91-93%.)
 
 // Row (1 x cols): a block of 256 threads per row (thread t: columns 4t .. 4t + 3 of each 1024), the
 // first 8 chunks of 1024 held in registers while the block reduces the row's amax, so rows of up to
@@ -123,24 +122,37 @@ __device__ __forceinline__ void store_block(const Params& p, int64_t block, floa
 
 template <typename T, Fp8Format F, int G>
 __global__ void __launch_bounds__(kThreads) group_kernel(Params p) {
-  constexpr int lanes = G / 4;  // lanes per group
+  constexpr int lanes = G / 4;                    // lanes per group
+  constexpr int per_chunk = kGroupChunk / G;      // groups per chunk
+  constexpr int groups = kGroupChunks * per_chunk;  // groups of the warp's row segment
+  const int lane = threadIdx.x % 32;
   const int64_t row = static_cast<int64_t>(blockIdx.y) * kWarps + threadIdx.x / 32;
-  const int64_t col0 = static_cast<int64_t>(blockIdx.x) * kGroupChunks * kGroupChunk + 4 * (threadIdx.x % 32);
+  const int64_t first = static_cast<int64_t>(blockIdx.x) * kGroupChunks * kGroupChunk;  // the segment's first column
   Raw<T> raw[kGroupChunks];
 #pragma unroll
-  for (int c = 0; c < kGroupChunks; ++c) raw[c] = load_raw<T>(p, row, col0 + c * kGroupChunk);
+  for (int c = 0; c < kGroupChunks; ++c) raw[c] = load_raw<T>(p, row, first + c * kGroupChunk + 4 * lane);
+  float amaxes[kGroupChunks], scales[kGroupChunks];
 #pragma unroll
   for (int c = 0; c < kGroupChunks; ++c) {
-    const int64_t col = col0 + c * kGroupChunk;
     float v[4];
     to_floats(raw[c], v);
     uint32_t amax = raise_amax(0, v);
 #pragma unroll
     for (int offset = lanes / 2; offset > 0; offset /= 2) amax = max(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, offset));
-    const float a = __uint_as_float(amax), scale = current_scale(p, a);
-    store_codes(p, row, col, encode_row<F, false>(v, scale));
-    if (threadIdx.x % lanes == 0 && row < p.rows && col < p.cols) store_block(p, row * p.grid_cols + col / G, a, scale);
+    amaxes[c] = __uint_as_float(amax);
+    scales[c] = current_scale(p, amaxes[c]);
+    store_codes(p, row, first + c * kGroupChunk + 4 * lane, encode_row<F, false>(v, scales[c]));
   }
+  // The segment's groups' amaxes and scales gathered into lanes 0 .. groups - 1 (group j from chunk
+  // j / per_chunk's lane (j % per_chunk) * lanes), so that each array gets one contiguous store.
+  const int c_of = lane / per_chunk, source = lane % per_chunk * lanes;
+  float a = 0.0f, scale = 1.0f;
+#pragma unroll
+  for (int c = 0; c < kGroupChunks; ++c) {
+    const float ac = __shfl_sync(0xFFFFFFFFu, amaxes[c], source), sc = __shfl_sync(0xFFFFFFFFu, scales[c], source);
+    if (c == c_of) a = ac, scale = sc;
+  }
+  if (lane < groups && row < p.rows && first + lane * G < p.cols) store_block(p, row * p.grid_cols + first / G + lane, a, scale);
 }
 
 // The block's maximum of each thread's `amax`, in every thread.
