@@ -20,8 +20,9 @@ CausalSelfAttention::CausalSelfAttention(ParameterSet& parameters, const std::st
 
 void CausalSelfAttention::set_precision(Precision precision, ops::ScalingTable* scaling) {
   for (Linear* l : linears()) l->set_precision(precision, scaling);
-  // bf16 on the GPU: key and value share query's cast of x.
-  key.op().input_of = value.op().input_of = precision == Precision::Bf16 ? &query.op() : nullptr;
+  // key and value share query's GEMM operands of x (bf16 on the GPU, block-scaled on both devices).
+  for (Linear* l : {&key, &value})
+    l->op().input_of = ops::shares_input_operands(query.op(), l->op()) ? &query.op() : nullptr;
 }
 
 const Tensor& CausalSelfAttention::forward(ops::Context& c, const Tensor& x, int64_t batch, int64_t seq,

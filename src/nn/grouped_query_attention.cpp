@@ -35,10 +35,9 @@ void GroupedQueryAttention::set_precision(Precision precision, ops::ScalingTable
 }
 
 void GroupedQueryAttention::share_inputs() {
-  // bf16 on the GPU: key and value share query's cast of x.
-  const bool bf16 = q_proj.precision() == ops::LinearPrecision::Bf16;
+  // key and value share query's GEMM operands of x (bf16 on the GPU, block-scaled on both devices).
   for (Linear* l : {&k_proj, &v_proj})
-    l->op().input_of = bf16 && l->precision() == ops::LinearPrecision::Bf16 ? &q_proj.op() : nullptr;
+    l->op().input_of = ops::shares_input_operands(q_proj.op(), l->op()) ? &q_proj.op() : nullptr;
 }
 
 const Tensor& GroupedQueryAttention::forward(ops::Context& c, const Tensor& x, int64_t batch, int64_t seq,

@@ -17,8 +17,7 @@ void SwiGluMlp::set_precision(Precision precision, ops::ScalingTable* scaling) {
 }
 
 void SwiGluMlp::share_inputs() {
-  const bool bf16 = gate_proj.precision() == ops::LinearPrecision::Bf16 && up_proj.precision() == ops::LinearPrecision::Bf16;
-  up_proj.op().input_of = bf16 ? &gate_proj.op() : nullptr;
+  up_proj.op().input_of = ops::shares_input_operands(gate_proj.op(), up_proj.op()) ? &gate_proj.op() : nullptr;
 }
 
 const Tensor& SwiGluMlp::forward(ops::Context& c, const Tensor& x, bool training, bool bf16,

@@ -9,6 +9,7 @@ namespace fp8kit {
 struct ScaleOptions {
   int margin = 0;             // leave 2^margin headroom
   bool power_of_two = false;  // round the scale down to a power of two
+  bool operator==(const ScaleOptions&) const = default;
 };
 
 // Delayed scaling: (fp8_max / amax) / 2^margin. amax 0, inf or NaN keeps `previous`; a result that

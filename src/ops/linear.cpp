@@ -266,10 +266,23 @@ void linear_prepare_weights(Context& c, std::span<LinearOp* const> linears, bool
 
 void linear_prepare_input(Context& c, LinearOp& l, const Tensor& x, bool training) {
   check_linear(c, l);
+  if (l.precision == LinearPrecision::Fp8Block) {
+    FP8KIT_CHECK(x.numel() % l.in == 0, "linear: the input has {} values, not rows of {}", x.numel(), l.in);
+    linear_block_prepare_input(c, l, x, training);
+    return;
+  }
   if (!c.is_cuda() || l.precision != LinearPrecision::Bf16) return;
 #if FP8KIT_HAVE_CUDA
   cuda_linear_prepare_input(c, l, x, training);
 #endif
+}
+
+bool shares_input_operands(const LinearOp& a, const LinearOp& b) {
+  if (a.precision != b.precision) return false;
+  if (a.precision == LinearPrecision::Bf16) return true;
+  return a.precision == LinearPrecision::Fp8Block &&
+         a.block_recipe.forward_format == b.block_recipe.forward_format &&
+         a.block_recipe.scale_options == b.block_recipe.scale_options;
 }
 
 void linear_forward(Context& c, LinearOp& l, const Tensor& x, bool training, const LinearOutput& next,

@@ -61,8 +61,9 @@ struct LinearOp {
   Tensor* b = nullptr;   // [out], or null: no bias (and then no activation and no bias gradient)
   Tensor* dw = nullptr;
   Tensor* db = nullptr;  // null: no bias gradient (no bias, or one that is not trained)
-  // Bf16 on the GPU: the Linear whose input cast this one shares (query's for key and value: the same
-  // x), forwarded before it; null: its own.
+  // The Linear whose GEMM operands of the input this one shares (query's for key and value: the same
+  // x), prepared before both forwards (linear_prepare_input); null: its own. Bf16 on the GPU (the bf16
+  // cast), Fp8Block on both devices (the 1 x 128 quantizations); shares_input_operands says when.
   LinearOp* input_of = nullptr;
 
   // Set by linear_prepare_input: the input whose GEMM operand is made already (bf16 on the GPU), until
@@ -99,10 +100,15 @@ struct LinearOutput {
 // one launch for all on the GPU. Before their forwards, at every step's start.
 void linear_prepare_weights(Context& c, std::span<LinearOp* const> linears, bool training);
 
-// Makes l's GEMM operand of x ahead of its forward (the GPU's bf16 cast, x's own copy and, when
-// training, its transpose), so that Linears sharing it (input_of) can run their GEMMs side by side
-// from the start; a no-op where the forward has nothing to prepare.
+// Makes l's GEMM operands of x ahead of its forward (the GPU's bf16 cast, x's own copy and, when
+// training, its transpose; Fp8Block's 1 x 128 quantizations of x and, when training, of x^T), so that
+// Linears sharing them (input_of) can run their GEMMs side by side from the start; a no-op where the
+// forward has nothing to prepare.
 void linear_prepare_input(Context& c, LinearOp& l, const Tensor& x, bool training);
+
+// Whether `b` can take `a`'s GEMM operands of an input they share (b.input_of = &a): both bf16, or both
+// block-scaled with the same format and scale options (the same quantizations).
+bool shares_input_operands(const LinearOp& a, const LinearOp& b);
 
 // l.y = act(x W + b), then `next`. x: [rows, in] f32 on the context's device. training: the FP8
 // amaxes enter the scaling table (current scaling: scales from this x; neither while the table is

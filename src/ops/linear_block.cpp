@@ -2,6 +2,7 @@
 // GEMMs, queued on the context, the same calls on the CPU and the GPU.
 #include "ops/linear_block.h"
 
+#include "base/error.h"
 #include "ops/matmul.h"
 #include "ops/quantize.h"
 #include "ops/tensor_checks.h"
@@ -39,6 +40,17 @@ void transpose_f32(Context& c, const Tensor& x, int64_t rows, int64_t cols, Tens
     for (int64_t k = 0; k < cols; ++k) o[k * rows + r] = in[r * cols + k];
 }
 
+// l.xq = x quantized 1 x 128 along in; when training, l.xq_t = x^T quantized 1 x 128 along the rows.
+void quantize_input(Context& c, LinearOp& l, const Tensor& x, bool training) {
+  const int64_t rows = x.numel() / l.in;
+  const Tensor matrix = x.view(0, {rows, l.in});
+  const QuantSpec spec = groups(l, l.block_recipe.forward_format);
+  quantize(c, matrix, spec, l.xq);
+  if (!training) return;
+  transpose_f32(c, matrix, rows, l.in, l.xc_t);
+  quantize(c, l.xc_t, spec, l.xq_t);
+}
+
 }  // namespace
 
 void linear_block_prepare_weights(Context& c, LinearOp& l) {
@@ -49,15 +61,20 @@ void linear_block_prepare_weights(Context& c, LinearOp& l) {
   transpose(c, l.wq, l.wq_t);
 }
 
+void linear_block_prepare_input(Context& c, LinearOp& l, const Tensor& x, bool training) {
+  quantize_input(c, l, x, training);
+  l.prepared_input = &x;
+}
+
 void linear_block_forward(Context& c, LinearOp& l, const Tensor& x, bool training) {
-  const Tensor rows = x.view(0, {l.rows, l.in});
-  const QuantSpec spec = groups(l, l.block_recipe.forward_format);
-  quantize(c, rows, spec, l.xq);
+  LinearOp& owner = l.input_of != nullptr ? *l.input_of : l;
+  if (owner.prepared_input != &x) {  // (not marked prepared: a later forward of new values quantizes again)
+    FP8KIT_CHECK(l.input_of == nullptr,
+                 "linear: a Linear sharing another's input quantization must see the same input, prepared first");
+    quantize_input(c, l, x, training);
+  }
   // fprop's b is W [out, in]: the stored OutIn weight, or an InOut one's transpose.
-  matmul(c, l.xq, out_in(l) ? l.wq : l.wq_t, l.y);
-  if (!training) return;
-  transpose_f32(c, rows, l.rows, l.in, l.xc_t);
-  quantize(c, l.xc_t, spec, l.xq_t);
+  matmul(c, owner.xq, out_in(l) ? l.wq : l.wq_t, l.y);
 }
 
 void linear_block_backward(Context& c, LinearOp& l, const Tensor& g, bool input_gradient) {
@@ -71,12 +88,13 @@ void linear_block_backward(Context& c, LinearOp& l, const Tensor& g, bool input_
   const Context::OnLane side(c, Lane::Side);
   transpose_f32(c, g, l.rows, l.out, l.gc_t);
   quantize(c, l.gc_t, spec, l.gq_t);
+  const QTensor& x_t = (l.input_of != nullptr ? *l.input_of : l).xq_t;
   if (out_in(l)) {  // dW [out, in] = g^T x
     Tensor dw = l.dw->view(0, {l.out, l.in});
-    matmul(c, l.gq_t, l.xq_t, dw);
+    matmul(c, l.gq_t, x_t, dw);
   } else {  // dW [in, out] = x^T g
     Tensor dw = l.dw->view(0, {l.in, l.out});
-    matmul(c, l.xq_t, l.gq_t, dw);
+    matmul(c, x_t, l.gq_t, dw);
   }
 }
 

@@ -11,13 +11,18 @@ namespace fp8kit::ops {
 // blocks transposed (the other layout's operand).
 void linear_block_prepare_weights(Context& c, LinearOp& l);
 
-// l.y [rows, out] f32 = q(x) q(W) (before the bias and activation), x quantized 1 x 128 along in; when
-// training also x^T quantized 1 x 128 along the rows, for the wgrad.
+// l.xq: x quantized 1 x 128 along in; when training also l.xq_t: x^T quantized 1 x 128 along the
+// rows, for the wgrad. Sets l.prepared_input (linear_prepare_input's, for Linears sharing x).
+void linear_block_prepare_input(Context& c, LinearOp& l, const Tensor& x, bool training);
+
+// l.y [rows, out] f32 = q(x) q(W) (before the bias and activation), from x's quantizations: those of
+// l.input_of, or l's own (made first unless prepared).
 void linear_block_forward(Context& c, LinearOp& l, const Tensor& x, bool training);
 
 // From g [rows, out] (dy back through the activation and dropout): l.dx = q(g) q(W)^T on the current
 // lane (g 1 x 128 along out, W's blocks transposed), then l.dw = q(x)^T q(g) (or its transpose for
-// OutIn) on Lane::Side, from x and g quantized 1 x 128 along the rows. input_gradient false: no dx.
+// OutIn) on Lane::Side, from x (l.input_of's, where shared) and g quantized 1 x 128 along the rows.
+// input_gradient false: no dx.
 void linear_block_backward(Context& c, LinearOp& l, const Tensor& g, bool input_gradient = true);
 
 }  // namespace fp8kit::ops

@@ -391,6 +391,41 @@ TEST(LlamaLinearRecipes, EachLinearRunsWhatItsRuleSays) {
   EXPECT_EQ(model.scaling(), nullptr);
 }
 
+// Block-scaled key and value projections take query's 1 x 128 quantizations of x, and up_proj
+// gate_proj's (input_of, as bf16 shares its cast on the GPU): the same bytes as their own, so a step
+// gives the same losses and gradients bit for bit as Linears quantizing x each for itself.
+TEST(Llama, BlockScaledProjectionsShareTheirInputsQuantizations) {
+  const LlamaConfig config = tiny(false, 2);
+  const Batch b(config.vocab_size, 8);
+  auto step = [&](bool share) {
+    Llama model(config, 21);
+    model.set_precision(nn::Precision::Fp8, {.mode = ScalingMode::Block});
+    int shared = 0;
+    for (nn::Linear* l : model.linears()) {
+      shared += l->op().input_of != nullptr;
+      if (!share) l->op().input_of = nullptr;
+    }
+    EXPECT_EQ(shared, 2 * 3);  // per layer: key, value, up
+    Tensor losses;
+    model.forward(b.tokens_t, true);
+    model.backward(b.targets_t, 1.0f / static_cast<float>(b.counted()), losses);
+    const Tensor& g = model.parameter_set().grads();
+    std::vector<float> out(losses.span<float>().begin(), losses.span<float>().end());
+    out.insert(out.end(), g.data<float>(), g.data<float>() + g.numel());
+    return out;
+  };
+  const std::vector<float> shared = step(true), own = step(false);
+  ASSERT_EQ(shared.size(), own.size());
+  EXPECT_EQ(std::memcmp(shared.data(), own.data(), shared.size() * sizeof(float)), 0);
+  // Mixed recipes share only between Linears that quantize alike.
+  Llama model(config, 21);
+  model.set_precision(nn::Precision::Fp8, {}, rules({"*.self_attn.*=block", "*.v_proj=bf16", "*.up_proj=block"}));
+  for (nn::Linear* l : model.linears()) {
+    const std::string name = l->name();
+    EXPECT_EQ(l->op().input_of != nullptr, name == "k_proj") << l->path();
+  }
+}
+
 TEST(LlamaLinearRecipes, MixedDelayedCurrentAndBlockLinearsTrainRepeatably) {
   const nn::LinearRecipes mixed = rules({"*.self_attn.*=current", "*.mlp.*=block", "model.layers.1.mlp.down_proj=delayed",
                                          "*.k_proj=bf16", "lm_head=delayed", "model.layers.0.mlp.up_proj=fp32"});
