@@ -202,23 +202,9 @@ class Zero1Shard {
   int64_t decayed() const { return decayed_; }
 
   // This rank's slices of `flat` (laid out as the flat buffers) into `shard` (laid out as the shard).
-  void to_shard(ops::Context& c, const Tensor& flat, Tensor& shard) const {
-    int64_t at = 0;
-    for (const auto& [first, last] : slices_) {
-      Tensor into = shard.view(at, {last - first});
-      ops::copy(c, flat.view(first, {last - first}), into);
-      at += last - first;
-    }
-  }
+  void to_shard(ops::Context& c, const Tensor& flat, Tensor& shard) const { copy_slices(c, flat, shard, true); }
   // And back: `shard` into this rank's slices of `flat`.
-  void from_shard(ops::Context& c, const Tensor& shard, Tensor& flat) const {
-    int64_t at = 0;
-    for (const auto& [first, last] : slices_) {
-      Tensor into = flat.view(first, {last - first});
-      ops::copy(c, shard.view(at, {last - first}), into);
-      at += last - first;
-    }
-  }
+  void from_shard(ops::Context& c, const Tensor& shard, Tensor& flat) const { copy_slices(c, shard, flat, false); }
   // Every rank's slices of `flat` into every rank's.
   void all_gather(dist::Communicator& comm, ops::Context& c, Tensor& flat) const {
     for (const auto& [first, last] : buckets_) {
@@ -231,6 +217,17 @@ class Zero1Shard {
   Tensor values, grads;
 
  private:
+  // Each slice between its place in the flat buffers and its place in the shard, either way.
+  void copy_slices(ops::Context& c, const Tensor& from, Tensor& to, bool to_shard) const {
+    int64_t at = 0;
+    for (const auto& [first, last] : slices_) {
+      const int64_t n = last - first, from_at = to_shard ? first : at, to_at = to_shard ? at : first;
+      Tensor into = to.view(to_at, {n});
+      ops::copy(c, from.view(from_at, {n}), into);
+      at += n;
+    }
+  }
+
   std::vector<Range> buckets_, slices_;
   int64_t decayed_ = 0;
 };

@@ -371,6 +371,26 @@ CUtensorMap tensor_map(const void* data, CUtensorMapDataType type, size_t elemen
   return map;
 }
 
+// The current device's facts the kernel depends on, read once (block_gemm_runs asks on every GEMM).
+struct DeviceFacts {
+  bool hopper = false;  // compute capability 9.0, what sm_90a code runs on
+  size_t shared_optin = 0;  // shared memory a block may opt in to
+};
+const DeviceFacts& device_facts() {
+  static const DeviceFacts facts = [] {
+    DeviceFacts f;
+    int device = 0, major = 0, minor = 0, shared = 0;
+    if (cudaGetDevice(&device) != cudaSuccess) return f;  // no GPU: the kernel runs nothing
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device);
+    cudaDeviceGetAttribute(&shared, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+    f.hopper = major == 9 && minor == 0;
+    f.shared_optin = static_cast<size_t>(shared);
+    return f;
+  }();
+  return facts;
+}
+
 template <Formats F, bool YBf16>
 void launch(const GemmArgs& g, cudaStream_t stream) {
   const int k_blocks = static_cast<int>((g.k + kBlockK - 1) / kBlockK);
@@ -378,7 +398,7 @@ void launch(const GemmArgs& g, cudaStream_t stream) {
   static std::once_flag configured;
   std::call_once(configured, [] {
     FP8KIT_CUDA_CHECK(cudaFuncSetAttribute(block_gemm_kernel<F, YBf16>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           current_device_attribute(cudaDevAttrMaxSharedMemoryPerBlockOptin)));
+                                           static_cast<int>(device_facts().shared_optin)));
   });
   const CUtensorMap a = tensor_map(g.a, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, g.m, g.k, kBlockM / kCluster, kBlockK,
                                    CU_TENSOR_MAP_SWIZZLE_128B);
@@ -414,24 +434,17 @@ void launch(const GemmArgs& g, cudaStream_t stream) {
 }  // namespace
 
 bool block_gemm_runs(const GemmArgs& g) {
-  static const bool hopper = [] {
-    int device = 0, major = 0, minor = 0;
-    if (cudaGetDevice(&device) != cudaSuccess) return false;
-    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
-    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device);
-    return major == 9 && minor == 0;
-  }();
+  const DeviceFacts& device = device_facts();
   const bool formats = (g.a_type == DType::E4M3 || g.a_type == DType::E5M2) &&
                        (g.b_type == DType::E4M3 || g.b_type == DType::E5M2) &&
                        !(g.a_type == DType::E5M2 && g.b_type == DType::E5M2);
-  return hopper && formats && g.a_scale_mode == ScaleMode::Vec128 && g.b_scale_mode == ScaleMode::Block128 &&
+  return device.hopper && formats && g.a_scale_mode == ScaleMode::Vec128 && g.b_scale_mode == ScaleMode::Block128 &&
          (g.y_type == DType::F32 || g.y_type == DType::Bf16) &&
          (g.epilogue == Epilogue::None || g.epilogue == Epilogue::Bias) && g.m > 0 && g.m % 4 == 0 &&
          g.n > 0 && g.n % 16 == 0 && g.k > 0 && g.k % 16 == 0 && g.m < (int64_t{1} << 31) && g.n < (int64_t{1} << 31) &&
          aligned(g.a, 16) && aligned(g.b, 16) && aligned(g.a_scale_inv, 16) && aligned(g.y, 16) &&
          aligned(g.bias, 8) &&
-         shared_bytes(static_cast<int>((g.k + kBlockK - 1) / kBlockK)) <=
-             static_cast<size_t>(current_device_attribute(cudaDevAttrMaxSharedMemoryPerBlockOptin));
+         shared_bytes(static_cast<int>((g.k + kBlockK - 1) / kBlockK)) <= device.shared_optin;
 }
 
 void block_gemm(const GemmArgs& g, cudaStream_t stream) {
