@@ -341,8 +341,8 @@ struct LlamaEngine::Impl {
   // The forward of `rows` tokens in a.tokens at a.positions of a.slots. Prefill (batch prompts from
   // position 0, packed one after the other, each a.lengths tokens, at most seq) when seq > 0, else a
   // decode step (one token per slot, a.lengths cached tokens after it). A prefill of rows < batch *
-  // seq prompts (of different lengths) attends on copies padded to seq: row b * seq + t of the
-  // padded rows is packed row a.pad_rows[b * seq + t], packed row r padded row a.packed_rows[r].
+  // seq (prompts of different lengths) attends on copies padded to seq: padded row b * seq + t is
+  // packed row a.pad_rows[b * seq + t], and packed row r is padded row a.packed_rows[r].
   void forward(Activations& a, int64_t rows, int64_t batch, int64_t seq, bool all_positions) {
     const bool prefill = seq > 0;
     const bool calibrating = calibration != nullptr && prefill;
