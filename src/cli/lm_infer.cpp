@@ -90,22 +90,10 @@ void run_calibrate(const CalibrateArgs& a) {
                              a.text.empty() ? "the IMDB train reviews" : a.text);
   engine.record_calibration(&stats);
   const auto start = Clock::now();
-  // Full-length prompts in batches, shorter ones one by one (a prefill's sequences share a length).
-  std::vector<int32_t> batch;
-  int64_t in_batch = 0;
-  for (const std::vector<int32_t>& p : prompts) {
-    if (static_cast<int64_t>(p.size()) < a.seq) {
-      engine.prefill(p, 1, static_cast<int64_t>(p.size()));
-      continue;
-    }
-    batch.insert(batch.end(), p.begin(), p.end());
-    if (++in_batch == a.batch) {
-      engine.prefill(batch, in_batch, a.seq);
-      batch.clear();
-      in_batch = 0;
-    }
-  }
-  if (in_batch > 0) engine.prefill(batch, in_batch, a.seq);
+  // Batches of --batch prompts, whatever their lengths, one prefill each.
+  const std::span<const std::vector<int32_t>> all(prompts);
+  for (size_t i = 0; i < all.size(); i += static_cast<size_t>(a.batch))
+    engine.prefill(all.subspan(i, std::min(all.size() - i, static_cast<size_t>(a.batch))));
   engine.record_calibration(nullptr);
   quant::save_calibration(a.out, stats);
   fmt::print("Calibrated {} activations over {} prompts ({} tokens) in {:.1f}s: {}\n", stats.activations.size(),

@@ -1,4 +1,4 @@
-// The generation loop: prefill per prompt, batched decode steps, greedy or sampled choices.
+// The generation loop: one prefill of every prompt, batched decode steps, greedy or sampled choices.
 #include "infer/generate.h"
 
 #include "base/error.h"
@@ -33,17 +33,15 @@ std::vector<std::vector<int32_t>> generate(LlamaEngine& engine, std::span<const 
     return ids;
   };
 
-  engine.reset_slots();
-  std::vector<int32_t> next(static_cast<size_t>(batch));
   for (int64_t i = 0; i < batch; ++i) {
     const std::vector<int32_t>& prompt = prompts[static_cast<size_t>(i)];
     FP8KIT_CHECK(!prompt.empty(), "generate: prompt {} is empty", i);
     FP8KIT_CHECK(static_cast<int64_t>(prompt.size()) + options.max_new_tokens <= engine.options().max_seq,
                  "generate: prompt {} has {} tokens; with {} new ones it exceeds the KV cache's {} per sequence", i,
                  prompt.size(), options.max_new_tokens, engine.options().max_seq);
-    next[static_cast<size_t>(i)] =
-        choose(engine.prefill(prompt, 1, static_cast<int64_t>(prompt.size()), i))[0];
   }
+  engine.reset_slots();
+  std::vector<int32_t> next = choose(engine.prefill(prompts));
   std::vector<std::vector<int32_t>> out(static_cast<size_t>(batch));
   std::vector<bool> done(static_cast<size_t>(batch), false);
   int64_t active = batch;

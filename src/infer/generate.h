@@ -1,6 +1,7 @@
-// Generation with the inference engine: every prompt prefilled into a slot of its own, then all of
-// them decoded together one token per step (a captured CUDA graph per step on the GPU), greedy on the
-// device or sampled on the host (infer/sampler.h), each token handed to a callback as it comes.
+// Generation with the inference engine: every prompt prefilled into a slot of its own (all in one
+// forward, whatever their lengths), then all of them decoded together one token per step (a captured
+// CUDA graph per step on the GPU), greedy on the device or sampled on the host (infer/sampler.h), each
+// token handed to a callback as it comes.
 #pragma once
 
 #include "infer/llama_engine.h"

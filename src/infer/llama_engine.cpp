@@ -32,6 +32,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace fp8kit::infer {
 
@@ -69,8 +70,10 @@ struct Block {
 // pointers to them, so no other forward may resize them).
 struct Activations {
   Tensor tokens, positions, slots, lengths, last_rows;  // i32, on the device
+  Tensor pad_rows, packed_rows;                         // i32: a ragged prefill's maps (Impl::prefill)
   Tensor residual, delta, hidden, last, logits;
   Tensor qkv, q, k, v, attn, lse, gate_up;
+  Tensor q_pad, k_pad, v_pad, attn_pad;  // a ragged prefill's attention, padded
   std::array<Tensor, kGemms> x;  // bf16 inputs of bf16 GEMMs
   std::array<QTensor, kGemms> xq;
 };
@@ -335,9 +338,11 @@ struct LlamaEngine::Impl {
   }
 
 
-  // The forward of `rows` tokens in a.tokens at a.positions of a.slots. Prefill (batch sequences of
-  // `seq` tokens each, from position 0) when seq > 0, else a decode step (one token per slot, a.lengths
-  // cached tokens after it).
+  // The forward of `rows` tokens in a.tokens at a.positions of a.slots. Prefill (batch prompts from
+  // position 0, packed one after the other, each a.lengths tokens, at most seq) when seq > 0, else a
+  // decode step (one token per slot, a.lengths cached tokens after it). A prefill of rows < batch *
+  // seq (prompts of different lengths) attends on copies padded to seq: padded row b * seq + t is
+  // packed row a.pad_rows[b * seq + t], and packed row r is padded row a.packed_rows[r].
   void forward(Activations& a, int64_t rows, int64_t batch, int64_t seq, bool all_positions) {
     const bool prefill = seq > 0;
     const bool calibrating = calibration != nullptr && prefill;
@@ -359,8 +364,18 @@ struct LlamaEngine::Impl {
           record(attention + "v_cache", a.v);
         }
         const ops::SdpaShape shape{batch, seq, heads, config.num_key_value_heads, config.head_dim, true};
-        ops::sdpa_forward(c, shape, a.q.view(0, {batch, seq, a.q.dim(1)}), a.k.view(0, {batch, seq, a.k.dim(1)}),
-                          a.v.view(0, {batch, seq, a.v.dim(1)}), true, a.attn, a.lse);
+        if (rows == batch * seq) {
+          ops::sdpa_forward(c, shape, a.q.view(0, {batch, seq, a.q.dim(1)}), a.k.view(0, {batch, seq, a.k.dim(1)}),
+                            a.v.view(0, {batch, seq, a.v.dim(1)}), true, a.attn, a.lse);
+        } else {
+          ops::gather_rows(c, a.q, a.pad_rows, a.q_pad);
+          ops::gather_rows(c, a.k, a.pad_rows, a.k_pad);
+          ops::gather_rows(c, a.v, a.pad_rows, a.v_pad);
+          ops::sdpa_forward(c, shape, a.q_pad.view(0, {batch, seq, a.q.dim(1)}),
+                            a.k_pad.view(0, {batch, seq, a.k.dim(1)}), a.v_pad.view(0, {batch, seq, a.v.dim(1)}), true,
+                            a.attn_pad, a.lse, &a.lengths);
+          ops::gather_rows(c, a.attn_pad.view(0, {batch * seq, a.q.dim(1)}), a.packed_rows, a.attn);
+        }
       } else {
         ops::kv_append(c, rope, a.qkv, a.positions, a.slots, heads, b.cache, a.q, nullptr, nullptr);
         ops::decode_attention(c, a.q, b.cache, a.slots, a.lengths, heads, 0.0f, a.attn);
@@ -378,7 +393,7 @@ struct LlamaEngine::Impl {
     }
     ops::add_rms_norm(c, a.residual, &a.delta, norm, eps, {.bf16 = &a.hidden});
     const Tensor* h = &a.hidden;
-    if (!all_positions && seq > 1) {
+    if (!all_positions && rows > batch) {
       ops::gather_rows(c, a.hidden, a.last_rows, a.last);
       h = &a.last;
     }
@@ -406,10 +421,61 @@ struct LlamaEngine::Impl {
     }
   }
 
-  void check_tokens(std::span<const int32_t> tokens) const {
+  // `where` prefixes the message (e.g. "prefill: prompt 2: ").
+  void check_tokens(std::span<const int32_t> tokens, std::string_view where = "") const {
     for (size_t i = 0; i < tokens.size(); ++i)
-      FP8KIT_CHECK(tokens[i] >= 0 && tokens[i] < config.vocab_size, "token {} at {} is outside the vocabulary [0, {})",
-                   tokens[i], i, config.vocab_size);
+      FP8KIT_CHECK(tokens[i] >= 0 && tokens[i] < config.vocab_size,
+                   "{}token {} at {} is outside the vocabulary [0, {})", where, tokens[i], i, config.vocab_size);
+  }
+
+  // Prompts of `prompt_lengths` tokens each (>= 1, at most max_seq), packed one after the other in
+  // `tokens` (ids checked), into the slots from first_slot on, in one forward: the GEMMs, norms and
+  // KV appends on the packed rows; attention as it is for prompts of one length, else padded to a
+  // multiple of 64 tokens (so that few cuDNN graphs serve many batches) with the lengths masking.
+  const Tensor& prefill(std::span<const int32_t> tokens, std::span<const int64_t> prompt_lengths, int64_t first_slot,
+                        bool all_positions) {
+    const auto batch = static_cast<int64_t>(prompt_lengths.size());
+    FP8KIT_CHECK(first_slot >= 0 && first_slot + batch <= options.max_batch,
+                 "prefill: slots [{}, {}) outside the engine's {} (raise max_batch)", first_slot, first_slot + batch,
+                 options.max_batch);
+    const int64_t longest = *std::max_element(prompt_lengths.begin(), prompt_lengths.end());
+    const bool ragged =
+        std::any_of(prompt_lengths.begin(), prompt_lengths.end(), [&](int64_t n) { return n != longest; });
+    const int64_t seq = ragged ? (longest + 63) / 64 * 64 : longest;
+    const auto rows = static_cast<int64_t>(tokens.size());
+    std::vector<int32_t> positions, slots, packed_rows, last, sizes;
+    std::vector<int32_t> pad_rows(static_cast<size_t>(ragged ? batch * seq : 0));
+    int64_t row = 0;
+    for (int64_t b = 0; b < batch; ++b) {
+      const int64_t n = prompt_lengths[static_cast<size_t>(b)];
+      for (int64_t t = 0; t < n; ++t) {
+        positions.push_back(static_cast<int32_t>(t));
+        slots.push_back(static_cast<int32_t>(first_slot + b));
+        if (ragged) packed_rows.push_back(static_cast<int32_t>(b * seq + t));
+      }
+      // Padding copies the prompt's first row: finite values, which the attention masks.
+      for (int64_t t = 0; ragged && t < seq; ++t)
+        pad_rows[static_cast<size_t>(b * seq + t)] = static_cast<int32_t>(row + (t < n ? t : 0));
+      row += n;
+      last.push_back(static_cast<int32_t>(row - 1));
+      sizes.push_back(static_cast<int32_t>(n));
+    }
+    Activations& a = prefill_buffers;
+    a.tokens = i32_tensor(tokens, device());
+    a.positions = i32_tensor(positions, device());
+    a.slots = i32_tensor(slots, device());
+    a.lengths = i32_tensor(sizes, device());
+    a.last_rows = i32_tensor(last, device());
+    if (ragged) {
+      a.pad_rows = i32_tensor(pad_rows, device());
+      a.packed_rows = i32_tensor(packed_rows, device());
+    }
+    forward(a, rows, batch, seq, all_positions);
+    c.synchronize();  // the logits are ready, and the statistics readable, on return
+    std::copy(prompt_lengths.begin(), prompt_lengths.end(), lengths.begin() + first_slot);
+    if (calibration != nullptr) drain_calibration(batch, rows);
+    after_forward();
+    return a.logits;
   }
 
   // After every forward of an FP8 WarmUp engine: at the end of the warm-up, the static scales.
@@ -431,7 +497,7 @@ struct LlamaEngine::Impl {
     decode_steps.clear();  // their graphs quantized per token
   }
 
-  void drain_calibration(int64_t batch, int64_t seq) {
+  void drain_calibration(int64_t prompts, int64_t tokens) {
     const Tensor zero_counts({kHistogramBins}, DType::I32);
     for (Recorded& r : recorded) {
       const Tensor amax = r.amax.to(Device::Cpu), counts = r.histogram.to(Device::Cpu);
@@ -441,8 +507,8 @@ struct LlamaEngine::Impl {
       calibration->activations[r.name].merge(batch_stats);
       r.histogram.copy_from(zero_counts);  // the i32 counts restart (the amax keeps its max)
     }
-    calibration->prompts += batch;
-    calibration->tokens += batch * seq;
+    calibration->prompts += prompts;
+    calibration->tokens += tokens;
   }
 };
 
@@ -597,29 +663,30 @@ const Tensor& LlamaEngine::prefill(std::span<const int32_t> tokens, int64_t batc
   Impl& m = *impl_;
   FP8KIT_CHECK(batch >= 1 && seq >= 1 && static_cast<int64_t>(tokens.size()) == batch * seq,
                "prefill: {} tokens for {} sequences of {}", tokens.size(), batch, seq);
-  FP8KIT_CHECK(first_slot >= 0 && first_slot + batch <= m.options.max_batch,
-               "prefill: slots [{}, {}) outside the engine's {} (raise max_batch)", first_slot, first_slot + batch,
-               m.options.max_batch);
   FP8KIT_CHECK(seq <= m.options.max_seq, "prefill: {} tokens per sequence exceed the KV cache's {} (raise max_seq)",
                seq, m.options.max_seq);
   m.check_tokens(tokens);
-  std::vector<int32_t> positions(tokens.size()), slots(tokens.size()), last(static_cast<size_t>(batch));
-  for (int64_t r = 0; r < batch * seq; ++r) {
-    positions[static_cast<size_t>(r)] = static_cast<int32_t>(r % seq);
-    slots[static_cast<size_t>(r)] = static_cast<int32_t>(first_slot + r / seq);
+  const std::vector<int64_t> lengths(static_cast<size_t>(batch), seq);
+  return m.prefill(tokens, lengths, first_slot, all_positions);
+}
+
+const Tensor& LlamaEngine::prefill(std::span<const std::vector<int32_t>> prompts, int64_t first_slot,
+                                   bool all_positions) {
+  Impl& m = *impl_;
+  FP8KIT_CHECK(!prompts.empty(), "prefill: no prompts");
+  std::vector<int32_t> tokens;
+  std::vector<int64_t> lengths;
+  for (size_t p = 0; p < prompts.size(); ++p) {
+    const auto n = static_cast<int64_t>(prompts[p].size());
+    FP8KIT_CHECK(n >= 1, "prefill: prompt {} is empty", p);
+    FP8KIT_CHECK(n <= m.options.max_seq,
+                 "prefill: prompt {} has {} tokens, more than the KV cache's {} per sequence (raise max_seq)", p, n,
+                 m.options.max_seq);
+    m.check_tokens(prompts[p], fmt::format("prefill: prompt {}: ", p));
+    tokens.insert(tokens.end(), prompts[p].begin(), prompts[p].end());
+    lengths.push_back(n);
   }
-  for (int64_t b = 0; b < batch; ++b) last[static_cast<size_t>(b)] = static_cast<int32_t>(b * seq + seq - 1);
-  Activations& a = m.prefill_buffers;
-  a.tokens = i32_tensor(tokens, m.device());
-  a.positions = i32_tensor(positions, m.device());
-  a.slots = i32_tensor(slots, m.device());
-  a.last_rows = i32_tensor(last, m.device());
-  m.forward(a, batch * seq, batch, seq, all_positions);
-  m.c.synchronize();  // the logits are ready, and the statistics readable, on return
-  for (int64_t b = 0; b < batch; ++b) m.lengths[static_cast<size_t>(first_slot + b)] = seq;
-  if (m.calibration != nullptr) m.drain_calibration(batch, seq);
-  m.after_forward();
-  return a.logits;
+  return m.prefill(tokens, lengths, first_slot, all_positions);
 }
 
 const Tensor& LlamaEngine::decode(std::span<const int32_t> tokens) {

@@ -1,6 +1,7 @@
 // The Llama architecture served for inference, on the CPU (the exact reference) or a CUDA GPU: bf16
 // activations end to end, the q/k/v and gate/up projections fused into one GEMM each, a KV cache of a
-// sequence per slot (bf16, or E4M3 with per-tensor or per-KV-head scales), batched prefill and decode.
+// sequence per slot (bf16, or E4M3 with per-tensor or per-KV-head scales), batched prefill (prompts of
+// different lengths in one forward) and decode.
 // Weights come from a bf16 HF directory (the baseline), a packed FP8 directory (quant/packed_model.h:
 // E4M3 codes copied as they are, never dequantized), or random values made on the device (benchmarks).
 // FP8 projections multiply E4M3 activations, quantized by the op that makes them (the norm, SwiGLU,
@@ -88,6 +89,13 @@ class LlamaEngine {
   // last token, or with all_positions [batch * seq, vocab] (for perplexity), on the engine's device,
   // computed (the engine's context is synchronized on return, as for decode).
   const Tensor& prefill(std::span<const int32_t> tokens, int64_t batch, int64_t seq, int64_t first_slot = 0,
+                        bool all_positions = false);
+  // Prompts of any lengths (each non-empty, at most max_seq; host ids, checked) into slots
+  // [first_slot, first_slot + prompts.size()), in one forward on their packed tokens (no padding but
+  // in the attention, each prompt attending to itself only). Returns the logits [prompts, vocab] f32
+  // of each prompt's last token, or with all_positions those of every token, [total tokens, vocab],
+  // prompt after prompt. The logits are those of prefilling each prompt alone (on the CPU, the bits).
+  const Tensor& prefill(std::span<const std::vector<int32_t>> prompts, int64_t first_slot = 0,
                         bool all_positions = false);
   // One token for each of the slots [0, batch), appended after the tokens each already holds. tokens:
   // [batch] host ids. Returns the logits [batch, vocab] f32. On the GPU every batch size's step is one

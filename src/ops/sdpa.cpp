@@ -47,24 +47,28 @@ DType check_qkv(const Context& c, const SdpaShape& s, const Tensor& q, const Ten
 }  // namespace
 
 void sdpa_forward(Context& c, const SdpaShape& shape, const Tensor& q, const Tensor& k, const Tensor& v,
-                  bool bf16_out, Tensor& out, Tensor& lse) {
+                  bool bf16_out, Tensor& out, Tensor& lse, const Tensor* lengths) {
   constexpr std::string_view op = "sdpa_forward";
   const SdpaShape s = checked(shape, op);
   const DType dtype = check_qkv(c, s, q, k, v, op);
+  if (lengths != nullptr) check_tensor(c, *lengths, {s.batch}, DType::I32, op, "lengths");
   prepare_output(c, out, {s.batch, s.seq, s.heads * s.head_dim}, dtype, op, "out (q's dtype)");
   prepare_output(c, lse, {s.batch, s.heads, s.seq}, DType::F32, op, "lse");
   if (c.is_cuda()) {
 #if FP8KIT_HAVE_CUDA
-    cuda_sdpa_forward(c, s, q, k, v, out, lse);
+    cuda_sdpa_forward(c, s, q, k, v, out, lse, lengths);
 #endif
     return;
   }
+  const int32_t* n = lengths != nullptr ? lengths->data<int32_t>() : nullptr;
+  for (int64_t b = 0; n != nullptr && b < s.batch; ++b)
+    FP8KIT_CHECK(n[b] >= 1 && n[b] <= s.seq, "{}: lengths[{}] = {} is outside [1, seq = {}]", op, b, n[b], s.seq);
   if (dtype == DType::Bf16) {
     cpu::sdpa_forward(s, q.data<uint16_t>(), k.data<uint16_t>(), v.data<uint16_t>(), true, out.data<uint16_t>(),
-                      lse.data<float>());
+                      lse.data<float>(), n);
   } else {
     cpu::sdpa_forward(s, q.data<float>(), k.data<float>(), v.data<float>(), bf16_out, out.data<float>(),
-                      lse.data<float>());
+                      lse.data<float>(), n);
   }
 }
 

@@ -22,8 +22,14 @@ struct SdpaShape {
 // lse [batch, heads, seq] f32 (resized): each row's natural log-sum-exp of its scaled scores, what the
 // backward needs to recompute the probabilities. out is resized (a default Tensor() becomes one, of
 // q's dtype). bf16_out rounds out to bf16 values (always so on the GPU).
+// lengths (optional; i32 [batch] on the context's device, each in [1, seq], checked on the CPU only;
+// the backward has none): sequences of different lengths padded to seq (e.g. prompts batched for a
+// prefill). Sequence b is its first lengths[b] rows, attended to as if alone (the CPU's bits are
+// those of a call with seq = lengths[b]); its keys and values past that are masked (any finite
+// values), and its rows of out and lse past it are unspecified (the CPU writes zeros). On the GPU,
+// cuDNN's padding mask.
 void sdpa_forward(Context& c, const SdpaShape& shape, const Tensor& q, const Tensor& k, const Tensor& v,
-                  bool bf16_out, Tensor& out, Tensor& lse);
+                  bool bf16_out, Tensor& out, Tensor& lse, const Tensor* lengths = nullptr);
 
 // dq, dk, dv (resized, q's dtype) from the forward's inputs, out, lse and dout [batch, seq, heads *
 // head_dim]; dk and dv sum over the query heads of their kv group. GPU workspace (and the bf16 copies

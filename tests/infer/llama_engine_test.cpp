@@ -1,6 +1,7 @@
 // The inference engine on the CPU: its bf16 prefill against the training model's bf16 forward (the
-// same weights), decode steps against prefills of the whole sequence, the FP8 KV cache near the bf16
-// one, generation against a hand-run greedy loop, calibration's records, and its refusals.
+// same weights), decode steps against prefills of the whole sequence, prompts of different lengths
+// prefilled together against each alone, the FP8 KV cache near the bf16 one, generation against a
+// hand-run greedy loop, calibration's records, and its refusals.
 #include "infer/generate.h"
 #include "infer/llama_engine.h"
 #include "models/llama.h"
@@ -103,6 +104,39 @@ TEST(LlamaEngine, DecodeStepsContinueAPrefillAsAPrefillOfTheWholeSequenceWould) 
   }
 }
 
+// Prompts of different lengths prefilled in one forward: the logits of each prompt prefilled alone,
+// the same bits (every GEMM row and the attention sum as they would alone), and the KV cache those
+// prefills leave: the decode steps after them agree to the bit too.
+TEST(LlamaEngine, PromptsOfDifferentLengthsPrefillTogetherAsEachAlone) {
+  SavedModel saved(tiny_config());
+  const std::vector<std::vector<int32_t>> prompts{random_tokens(5, 61, 11), random_tokens(1, 61, 12),
+                                                  random_tokens(9, 61, 13)};
+  for (DType kv : {DType::Bf16, DType::E4M3}) {
+    const EngineOptions o{.max_batch = 4, .max_seq = 32, .kv_cache = kv, .default_kv_scale = 0.01f};
+    LlamaEngine together = LlamaEngine::from_hf(saved.dir.path(), Device::Cpu, o);
+    LlamaEngine alone = LlamaEngine::from_hf(saved.dir.path(), Device::Cpu, o);
+    const std::vector<float> got = float_values(together.prefill(prompts));
+    std::vector<float> want, want_all;
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      const auto n = static_cast<int64_t>(prompts[i].size());
+      const std::vector<float> all = float_values(alone.prefill(prompts[i], 1, n, 3, true));  // (slot 3: unused)
+      want_all.insert(want_all.end(), all.begin(), all.end());
+      const std::vector<float> last = float_values(alone.prefill(prompts[i], 1, n, static_cast<int64_t>(i)));
+      want.insert(want.end(), last.begin(), last.end());
+      EXPECT_EQ(together.slot_length(static_cast<int64_t>(i)), n);
+    }
+    EXPECT_EQ(got, want) << name(kv);
+    for (int step = 0; step < 3; ++step) {
+      const std::vector<int32_t> next = random_tokens(3, 61, 14 + static_cast<uint32_t>(step));
+      EXPECT_EQ(float_values(together.decode(next)), float_values(alone.decode(next))) << name(kv) << " " << step;
+    }
+    // Every position's logits, prompt after prompt, into slots from 1 on (the LM head's GEMM of other
+    // shape sums in another order).
+    EXPECT_LT(max_abs_diff(float_values(together.prefill(prompts, 1, true)), want_all), 1e-5) << name(kv);
+    EXPECT_EQ(together.slot_length(3), 9);
+  }
+}
+
 TEST(LlamaEngine, AnFp8KvCacheStaysNearTheBf16One) {
   SavedModel saved(tiny_config());
   const std::vector<int32_t> tokens = random_tokens(2 * 16, 61, 3);
@@ -144,9 +178,10 @@ TEST(LlamaEngine, CalibrationRecordsEveryProjectionInputAndTheKvCache) {
   engine.record_calibration(&stats);
   engine.prefill(random_tokens(2 * 16, 61, 6), 2, 16);
   engine.prefill(random_tokens(7, 61, 7), 1, 7);
+  engine.prefill(std::vector<std::vector<int32_t>>{random_tokens(3, 61, 8), random_tokens(4, 61, 9)});
   engine.record_calibration(nullptr);
-  EXPECT_EQ(stats.prompts, 3);
-  EXPECT_EQ(stats.tokens, 39);
+  EXPECT_EQ(stats.prompts, 5);
+  EXPECT_EQ(stats.tokens, 46);  // a ragged prefill's padding is not recorded
   for (const char* name : {"q_proj", "k_proj", "v_proj", "o_proj", "k_cache", "v_cache"}) {
     const auto it = stats.activations.find(std::string("model.layers.1.self_attn.") + name);
     ASSERT_NE(it, stats.activations.end()) << name;
@@ -154,7 +189,7 @@ TEST(LlamaEngine, CalibrationRecordsEveryProjectionInputAndTheKvCache) {
     uint64_t counted = 0;
     for (uint64_t n : it->second.histogram) counted += n;
     const uint64_t channels = it->second.channel_amax.size();
-    EXPECT_EQ(counted, 39 * channels) << name;
+    EXPECT_EQ(counted, 46 * channels) << name;
   }
   for (const char* name : {"gate_proj", "up_proj", "down_proj"})
     EXPECT_EQ(stats.activations.count(std::string("model.layers.0.mlp.") + name), 1u) << name;
@@ -243,6 +278,17 @@ TEST(LlamaEngine, RefusesWhatItCannotServe) {
             "prefill: 9 tokens per sequence exceed the KV cache's 8 (raise max_seq)");
   EXPECT_EQ(error_of([&] { engine.prefill(random_tokens(6, 61, 1), 3, 2); }),
             "prefill: slots [0, 3) outside the engine's 2 (raise max_batch)");
+  using Prompts = std::vector<std::vector<int32_t>>;
+  EXPECT_EQ(error_of([&] { engine.prefill(Prompts{}); }), "prefill: no prompts");
+  EXPECT_EQ(error_of([&] { engine.prefill(Prompts{{1, 2}, {}}); }), "prefill: prompt 1 is empty");
+  EXPECT_EQ(error_of([&] { engine.prefill(Prompts{{1}, {2}, {3}}); }),
+            "prefill: slots [0, 3) outside the engine's 2 (raise max_batch)");
+  EXPECT_EQ(error_of([&] { engine.prefill(Prompts{{1}}, 2); }),
+            "prefill: slots [2, 3) outside the engine's 2 (raise max_batch)");
+  EXPECT_EQ(error_of([&] { engine.prefill(Prompts{random_tokens(9, 61, 1), {1}}); }),
+            "prefill: prompt 0 has 9 tokens, more than the KV cache's 8 per sequence (raise max_seq)");
+  EXPECT_EQ(error_of([&] { engine.prefill(Prompts{{1}, {2, 61}}); }),
+            "prefill: prompt 1: token 61 at 1 is outside the vocabulary [0, 61)");
   EXPECT_EQ(error_of([&] { engine.decode(std::vector<int32_t>{1}); }),
             "decode: slot 0 is empty (prefill its prompt first)");
   engine.prefill(random_tokens(8, 61, 1), 1, 8);

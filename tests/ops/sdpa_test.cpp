@@ -1,7 +1,8 @@
 // Grouped-query SDPA on the CPU against a naive double-precision reference over the full score
 // matrix (forward, lse and the analytic backward), over awkward shapes (one query, partial tiles,
 // head dims off the vector width, GQA ratios 1, 2, 4, causal or not); the backward also by finite
-// differences; bf16 tensors; bits independent of the thread count; the errors.
+// differences; bf16 tensors; sequences of different lengths padded to one against each alone; bits
+// independent of the thread count; the errors.
 #include "ops/sdpa.h"
 
 #include "common/error_of.h"
@@ -169,6 +170,50 @@ TEST(Sdpa, Bf16TensorsAndBf16Outputs) {
   }
 }
 
+// Sequences of different lengths padded to one seq: each the bits of a call on it alone (its first
+// lengths[b] rows), its padding rows of out and lse zero, whatever the padding holds.
+TEST(Sdpa, LengthsAttendToEachSequenceAsIfAlone) {
+  Context c;
+  const std::vector<int32_t> n = {130, 1, 70};
+  Tensor lengths({3}, DType::I32);
+  std::copy(n.begin(), n.end(), lengths.data<int32_t>());
+  for (DType dtype : {DType::F32, DType::Bf16}) {
+    for (bool causal : {true, false}) {
+      const SdpaShape s{.batch = 3, .seq = 130, .heads = 4, .kv_heads = 2, .head_dim = 16, .causal = causal};
+      const Inputs in = inputs(s, dtype, 5);
+      Tensor out, lse;
+      sdpa_forward(c, s, in.tq, in.tk, in.tv, false, out, lse, &lengths);
+      const std::vector<float> got = testing::float_values(out), got_lse = testing::float_values(lse);
+      const int64_t qw = s.heads * s.head_dim, kw = s.kv_heads * s.head_dim;
+      for (int64_t b = 0; b < s.batch; ++b) {
+        const int64_t len = n[static_cast<size_t>(b)];
+        SdpaShape alone = s;
+        alone.batch = 1;
+        alone.seq = len;
+        auto rows = [&](const std::vector<float>& x, int64_t width) {
+          const auto first = x.begin() + b * s.seq * width;
+          return testing::host_tensor(std::vector<float>(first, first + len * width), {1, len, width}, dtype);
+        };
+        Tensor want, want_lse;
+        sdpa_forward(c, alone, rows(in.q, qw), rows(in.k, kw), rows(in.v, kw), false, want, want_lse);
+        const std::vector<float> w = testing::float_values(want), w_lse = testing::float_values(want_lse);
+        const std::string what = describe(s) + " " + std::string(name(dtype)) + ", sequence " + std::to_string(b);
+        const auto out_b = got.begin() + b * s.seq * qw;
+        EXPECT_EQ(std::vector<float>(out_b, out_b + len * qw), w) << what;
+        EXPECT_EQ(std::vector<float>(out_b + len * qw, out_b + s.seq * qw), std::vector<float>((s.seq - len) * qw))
+            << what;
+        for (int64_t h = 0; h < s.heads; ++h) {
+          const auto lse_bh = got_lse.begin() + (b * s.heads + h) * s.seq;
+          EXPECT_EQ(std::vector<float>(lse_bh, lse_bh + len), std::vector<float>(w_lse.begin() + h * len,
+                                                                                 w_lse.begin() + (h + 1) * len))
+              << what << " head " << h;
+          EXPECT_EQ(std::vector<float>(lse_bh + len, lse_bh + s.seq), std::vector<float>(s.seq - len)) << what;
+        }
+      }
+    }
+  }
+}
+
 TEST(Sdpa, BackwardMatchesFiniteDifferences) {
   Context c;
   for (const SdpaShape& s : {SdpaShape{.batch = 1, .seq = 9, .heads = 4, .kv_heads = 2, .head_dim = 8},
@@ -235,6 +280,13 @@ TEST(Sdpa, ErrorsNameTheOpTheTensorAndTheFix) {
               HasSubstr("sdpa_forward: head_dim 300 is above the supported 256"));
   EXPECT_THAT(error_of([&] { sdpa_forward(c, s, Tensor({2, 3, 16}, DType::I32), k, v, false, out, lse); }),
               HasSubstr("sdpa_forward: q must be f32 or bf16, got i32"));
+  Tensor lengths({2}, DType::I32);
+  lengths.data<int32_t>()[0] = 3;
+  EXPECT_THAT(error_of([&] { sdpa_forward(c, s, q, k, v, false, out, lse, &lengths); }),
+              HasSubstr("sdpa_forward: lengths[1] = 0 is outside [1, seq = 3]"));
+  const Tensor three({3}, DType::I32);
+  EXPECT_THAT(error_of([&] { sdpa_forward(c, s, q, k, v, false, out, lse, &three); }),
+              HasSubstr("sdpa_forward: lengths must be [2], got [3]"));
   sdpa_forward(c, s, q, k, v, false, out, lse);
   Tensor dq, dk, dv;
   EXPECT_THAT(error_of([&] { sdpa_backward(c, s, q, k, v, out, Tensor({2, 3, 4}, DType::F32), q, dq, dk, dv); }),

@@ -89,9 +89,11 @@ void add_products_transposed(const float* __restrict w, int64_t rows, int64_t co
 }
 
 // Where one task's tiles live: the element offset of row r of head h in a [batch, seq, heads * D]
-// tensor, and how many keys of the tile at j0 query row i (absolute) sees.
+// tensor, and how many keys of the tile at j0 query row i (absolute) sees. A sequence of n tokens
+// (lengths[b], else seq) has the rows and key tiles of a call with seq = n.
 struct Layout {
   const SdpaShape& s;
+  const int32_t* lengths = nullptr;
   int64_t tiles = (s.seq + kTile - 1) / kTile;
   int64_t group = s.heads / s.kv_heads;
 
@@ -99,12 +101,16 @@ struct Layout {
   int64_t kv_offset(int64_t b, int64_t r, int64_t h) const {
     return ((b * s.seq + r) * s.kv_heads + h) * s.head_dim;
   }
-  int64_t rows(int64_t tile) const { return std::min(kTile, s.seq - tile * kTile); }
+  int64_t length(int64_t b) const { return lengths != nullptr ? lengths[b] : s.seq; }
+  // Rows of the tile in a sequence of n (0 for a tile past its end).
+  int64_t rows(int64_t tile, int64_t n) const { return std::clamp<int64_t>(n - tile * kTile, 0, kTile); }
+  int64_t rows(int64_t tile) const { return rows(tile, s.seq); }
   int64_t visible(int64_t i, int64_t j0, int64_t cols) const {
     return s.causal ? std::clamp<int64_t>(i - j0 + 1, 0, cols) : cols;
   }
-  // The key tiles that query tile `it` sees: [0, last_key_tile].
-  int64_t last_key_tile(int64_t it) const { return s.causal ? it : tiles - 1; }
+  // The key tiles that query tile `it` of a sequence of n sees: [0, last_key_tile].
+  int64_t last_key_tile(int64_t it, int64_t n) const { return s.causal ? it : (n + kTile - 1) / kTile - 1; }
+  int64_t last_key_tile(int64_t it) const { return last_key_tile(it, s.seq); }
 };
 
 // p[i][j] = exp(s[i][j] - lse[i]) for the keys row i0 + i sees, else 0: the probabilities again.
@@ -128,8 +134,9 @@ void score_gradients(const float* __restrict p, int64_t rows, const float* delta
 }  // namespace
 
 template <typename T>
-void sdpa_forward(const SdpaShape& s, const T* q, const T* k, const T* v, bool bf16_out, T* out, float* lse) {
-  const Layout L{s};
+void sdpa_forward(const SdpaShape& s, const T* q, const T* k, const T* v, bool bf16_out, T* out, float* lse,
+                  const int32_t* lengths) {
+  const Layout L{s, lengths};
   const int64_t D = s.head_dim, tasks = s.batch * s.heads * L.tiles;
 #pragma omp parallel
   {
@@ -138,13 +145,18 @@ void sdpa_forward(const SdpaShape& s, const T* q, const T* k, const T* v, bool b
 #pragma omp for schedule(dynamic, 1)
     for (int64_t task = 0; task < tasks; ++task) {
       const int64_t it = task % L.tiles, h = task / L.tiles % s.heads, b = task / L.tiles / s.heads;
-      const int64_t i0 = it * kTile, rows = L.rows(it), kvh = h / L.group;
+      const int64_t n = L.length(b), i0 = it * kTile, rows = L.rows(it, n), kvh = h / L.group;
+      for (int64_t i = rows; i < L.rows(it); ++i) {  // padding past the sequence's end
+        std::fill_n(out + L.q_offset(b, i0 + i, h), D, T{});
+        lse[(b * s.heads + h) * s.seq + i0 + i] = 0.0f;
+      }
+      if (rows == 0) continue;
       load_rows(q + L.q_offset(b, i0, h), s.heads * D, rows, D, s.scale, qt.data());
       std::fill(row_max.begin(), row_max.end(), -INFINITY);
       std::fill(sum.begin(), sum.end(), 0.0f);
       std::fill(acc.begin(), acc.end(), 0.0f);
-      for (int64_t jt = 0; jt <= L.last_key_tile(it); ++jt) {
-        const int64_t j0 = jt * kTile, cols = L.rows(jt);
+      for (int64_t jt = 0; jt <= L.last_key_tile(it, n); ++jt) {
+        const int64_t j0 = jt * kTile, cols = L.rows(jt, n);
         load_rows_transposed(k + L.kv_offset(b, j0, kvh), s.kv_heads * D, cols, D, kt.data());
         load_rows(v + L.kv_offset(b, j0, kvh), s.kv_heads * D, cols, D, 1.0f, vt.data());
         products(qt.data(), rows, kt.data(), D, p.data());
@@ -249,9 +261,10 @@ void sdpa_backward(const SdpaShape& s, const T* q, const T* k, const T* v, const
   }
 }
 
-template void sdpa_forward<float>(const SdpaShape&, const float*, const float*, const float*, bool, float*, float*);
+template void sdpa_forward<float>(const SdpaShape&, const float*, const float*, const float*, bool, float*, float*,
+                                  const int32_t*);
 template void sdpa_forward<uint16_t>(const SdpaShape&, const uint16_t*, const uint16_t*, const uint16_t*, bool,
-                                     uint16_t*, float*);
+                                     uint16_t*, float*, const int32_t*);
 template void sdpa_backward<float>(const SdpaShape&, const float*, const float*, const float*, const float*,
                                    const float*, const float*, float*, float*, float*);
 template void sdpa_backward<uint16_t>(const SdpaShape&, const uint16_t*, const uint16_t*, const uint16_t*,

@@ -9,8 +9,10 @@ namespace fp8kit::ops::cpu {
 
 // T: float, or uint16_t for bf16 bits (read as floats, written rounded to nearest even). Layouts as
 // in ops/sdpa.h; s.scale must be resolved (non-zero). bf16_out rounds float outputs to bf16 values.
+// lengths: [batch] tokens per sequence, each in [1, s.seq], or null (every sequence s.seq long).
 template <typename T>
-void sdpa_forward(const SdpaShape& s, const T* q, const T* k, const T* v, bool bf16_out, T* out, float* lse);
+void sdpa_forward(const SdpaShape& s, const T* q, const T* k, const T* v, bool bf16_out, T* out, float* lse,
+                  const int32_t* lengths = nullptr);
 
 // FlashAttention-2's backward from the forward's lse: D = rowsum(dout * out), P = exp(scale q.k - lse),
 // dS = P (dout.v - D). Two passes, so that every gradient is summed by one task: dq per query tile,

@@ -2,6 +2,8 @@
 // lse; backward from them), described as cudnn-frontend graphs. q, k, v, out and their gradients are
 // [batch, seq, heads, head_dim] (BSHD), which cuDNN takes as dims [b, h, s, d] with strides
 // [s*h*d, d, h*d, 1]; k and v have kv_heads heads (cuDNN's GQA); lse is Stats [b, h, s, 1] f32.
+// Sequences padded to seq (a forward with lengths) take cuDNN's padding mask, the lengths being
+// both its seq_len_q and seq_len_kv ([b, 1, 1, 1] i32).
 #include "ops/cuda/sdpa.h"
 
 #include "base/error.h"
@@ -26,10 +28,10 @@ namespace fp8kit::cuda {
 
 namespace {
 
-enum Uid : int64_t { kQ = 1, kK, kV, kO, kStats, kDO, kDQ, kDK, kDV };
+enum Uid : int64_t { kQ = 1, kK, kV, kO, kStats, kDO, kDQ, kDK, kDV, kSeqLenQ, kSeqLenKV };
 
-// Lane, backward, batch, seq, heads, kv_heads, head_dim, causal, scale's bits.
-using GraphKey = std::tuple<int, bool, int64_t, int64_t, int64_t, int64_t, int64_t, bool, uint32_t>;
+// Lane, backward, batch, seq, heads, kv_heads, head_dim, causal, scale's bits, padded (lengths given).
+using GraphKey = std::tuple<int, bool, int64_t, int64_t, int64_t, int64_t, int64_t, bool, uint32_t, bool>;
 
 struct Built {
   std::shared_ptr<fe::graph::Graph> graph;
@@ -40,9 +42,9 @@ void check_cudnn(cudnnStatus_t status, const char* call) {
   FP8KIT_CHECK(status == CUDNN_STATUS_SUCCESS, "cuDNN: {} failed: {}", call, cudnnGetErrorString(status));
 }
 
-std::string describe(const ops::SdpaShape& s) {
-  return fmt::format("batch {} seq {} heads {} kv_heads {} head_dim {}{}", s.batch, s.seq, s.heads, s.kv_heads,
-                     s.head_dim, s.causal ? " causal" : "");
+std::string describe(const ops::SdpaShape& s, bool padded) {
+  return fmt::format("batch {} seq {} heads {} kv_heads {} head_dim {}{}{}", s.batch, s.seq, s.heads, s.kv_heads,
+                     s.head_dim, s.causal ? " causal" : "", padded ? " padded (lengths)" : "");
 }
 
 }  // namespace
@@ -114,13 +116,26 @@ void set_scale_and_mask(Attributes& attributes, const ops::SdpaShape& s) {
   }
 }
 
-std::shared_ptr<fe::graph::Graph> forward_graph(const ops::SdpaShape& s) {
+std::shared_ptr<fe::graph::Graph> forward_graph(const ops::SdpaShape& s, bool padded) {
   auto graph = new_graph();
   auto q = graph->tensor(bshd(s, s.heads, "Q", kQ));
   auto k = graph->tensor(bshd(s, s.kv_heads, "K", kK));
   auto v = graph->tensor(bshd(s, s.kv_heads, "V", kV));
   auto attributes = fe::graph::SDPA_attributes().set_name("sdpa").set_generate_stats(true);
   set_scale_and_mask(attributes, s);
+  if (padded) {
+    auto seq_len = [&](const char* name, Uid uid) {
+      return graph->tensor(fe::graph::Tensor_attributes()
+                               .set_name(name)
+                               .set_uid(uid)
+                               .set_dim({s.batch, 1, 1, 1})
+                               .set_stride({1, 1, 1, 1})
+                               .set_data_type(fe::DataType_t::INT32));
+    };
+    attributes.set_padding_mask(true)
+        .set_seq_len_q(seq_len("seq_len_q", kSeqLenQ))
+        .set_seq_len_kv(seq_len("seq_len_kv", kSeqLenKV));
+  }
   auto [o, lse] = graph->sdpa(q, k, v, attributes);
   const auto o_layout = bshd(s, s.heads, "O", kO);
   o->set_output(true).set_uid(kO).set_dim(o_layout.get_dim()).set_stride(o_layout.get_stride());
@@ -178,24 +193,24 @@ bool deterministic(const ops::SdpaShape& s) {
   return wanted && s.batch * s.heads * round_up(s.seq, 64) * round_up(s.seq, 128) * 2 <= kMaxDeterministicWorkspace;
 }
 
-// The graph of (lane, direction, shape), built at its first call. A backward that cuDNN has no
-// deterministic algorithm for takes its default.
-const Built& graph_for(ops::Context& c, const ops::SdpaShape& s, bool backward) {
+// The graph of (lane, direction, shape, padding), built at its first call. A backward that cuDNN has
+// no deterministic algorithm for takes its default.
+const Built& graph_for(ops::Context& c, const ops::SdpaShape& s, bool backward, bool padded) {
   cudnnHandle_t h = handle(c);
   const GraphKey key{static_cast<int>(c.lane()), backward, s.batch, s.seq, s.heads, s.kv_heads, s.head_dim, s.causal,
-                     std::bit_cast<uint32_t>(s.scale)};
+                     std::bit_cast<uint32_t>(s.scale), padded};
   auto& graphs = c.cuda().sdpa->graphs;
   if (auto it = graphs.find(key); it != graphs.end()) return it->second;
   const std::string_view op = backward ? "sdpa_backward" : "sdpa_forward";
   Built built;
-  built.graph = backward ? backward_graph(s, deterministic(s)) : forward_graph(s);
+  built.graph = backward ? backward_graph(s, deterministic(s)) : forward_graph(s, padded);
   fe::error_t status = build(*built.graph, h);
   if (backward && deterministic(s) && !status.is_good()) {
     built.graph = backward_graph(s, false);
     status = build(*built.graph, h);
   }
-  FP8KIT_CHECK(status.is_good(), "{}: cuDNN has no fused attention for {} (bf16, cuDNN {}): {}", op, describe(s),
-               cudnnGetVersion(), status.get_message());
+  FP8KIT_CHECK(status.is_good(), "{}: cuDNN has no fused attention for {} (bf16, cuDNN {}): {}", op,
+               describe(s, padded), cudnnGetVersion(), status.get_message());
   FP8KIT_CHECK(built.graph->get_workspace_size(built.workspace).is_good(), "{}: cuDNN's workspace size", op);
   return graphs.emplace(key, std::move(built)).first->second;
 }
@@ -239,8 +254,8 @@ void execute(ops::Context& c, const Built& built, std::unordered_map<int64_t, vo
 namespace fp8kit::ops {
 
 void cuda_sdpa_forward(Context& c, const SdpaShape& s, const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out,
-                       Tensor& lse) {
-  const cuda::Built& built = cuda::graph_for(c, s, false);
+                       Tensor& lse, const Tensor* lengths) {
+  const cuda::Built& built = cuda::graph_for(c, s, false, lengths != nullptr);
   const bool copies = q.dtype() == DType::F32;
   const size_t bf16_bytes = (2 * q.numel() + 2 * k.numel()) * sizeof(uint16_t) + 4 * 256;
   cuda::Scratch scratch{static_cast<std::byte*>(c.scratch(cuda::aligned(built.workspace) + (copies ? bf16_bytes : 0)))};
@@ -249,6 +264,10 @@ void cuda_sdpa_forward(Context& c, const SdpaShape& s, const Tensor& q, const Te
       {cuda::kQ, cuda::bf16_data(c, scratch, q, true)},     {cuda::kK, cuda::bf16_data(c, scratch, k, true)},
       {cuda::kV, cuda::bf16_data(c, scratch, v, true)},     {cuda::kO, cuda::bf16_data(c, scratch, out, false)},
       {cuda::kStats, lse.device_data<float>()}};
+  if (lengths != nullptr) {
+    void* n = const_cast<int32_t*>(lengths->device_data<int32_t>());
+    pack.insert({{cuda::kSeqLenQ, n}, {cuda::kSeqLenKV, n}});
+  }
   cuda::execute(c, built, pack, workspace, "sdpa_forward");
   cuda::finish(c, pack[cuda::kO], out);
 }
@@ -261,7 +280,7 @@ void cuda_sdpa_backward(Context& c, const SdpaShape& s, const Tensor& q, const T
                                    dv.device_data<std::byte>(), stream(c));
     return;
   }
-  const cuda::Built& built = cuda::graph_for(c, s, true);
+  const cuda::Built& built = cuda::graph_for(c, s, true, false);
   const bool copies = q.dtype() == DType::F32;
   const size_t bf16_bytes = (4 * q.numel() + 4 * k.numel()) * sizeof(uint16_t) + 8 * 256;
   cuda::Scratch scratch{static_cast<std::byte*>(c.scratch(cuda::aligned(built.workspace) + (copies ? bf16_bytes : 0)))};

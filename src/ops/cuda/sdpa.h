@@ -32,8 +32,9 @@ namespace fp8kit::ops {
 
 // bf16 tensors go to cuDNN as they are; f32 ones are cast to bf16 copies in the lane's scratch (and
 // the results cast back), so f32 outputs hold bf16 values. The workspace is the lane's scratch too.
+// lengths (or null): the graph with cuDNN's padding mask, the lengths its seq_len_q and seq_len_kv.
 void cuda_sdpa_forward(Context& c, const SdpaShape& s, const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out,
-                       Tensor& lse);
+                       Tensor& lse, const Tensor* lengths);
 void cuda_sdpa_backward(Context& c, const SdpaShape& s, const Tensor& q, const Tensor& k, const Tensor& v,
                         const Tensor& out, const Tensor& lse, const Tensor& dout, Tensor& dq, Tensor& dk, Tensor& dv);
 

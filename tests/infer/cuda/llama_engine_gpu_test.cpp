@@ -1,15 +1,18 @@
 // The inference engine on the GPU against the same engine on the CPU: a saved model served in bf16
 // (bf16 and E4M3 KV caches) and packed to FP8 (per tensor with static scales, per channel with
-// dynamic ones), prefill logits and decode steps replayed from captured graphs; greedy generation
-// agreeing with the CPU's. The GPU's attention (cuDNN, the decode kernel) and GEMMs sum in other orders,
-// so logits are compared by relative L2 error.
+// dynamic ones), prefill logits and decode steps replayed from captured graphs; prompts of different
+// lengths prefilled together near each alone; greedy generation agreeing with the CPU's. The GPU's
+// attention (cuDNN, the decode kernel) and GEMMs sum in other orders, so logits are compared by
+// relative L2 error.
 #include "infer/generate.h"
 #include "infer/llama_engine.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "common/host_tensors.h"
@@ -92,6 +95,47 @@ TEST(LlamaEngineGpu, PrefillAndCapturedDecodeStepsMatchTheCpu) {
     }
     EXPECT_EQ(gpu.slot_length(1), 45);
   }
+}
+
+// Prompts of different lengths prefilled in one forward on the GPU (attention through cuDNN's padding
+// mask): near each prompt prefilled alone (other GEMM shapes and attention graphs: not the same
+// bits), and the decode steps after them too; the saved model also near the CPU's ragged prefill, and
+// a random one with a prompt of 2048 tokens.
+TEST(LlamaEngineGpu, PromptsOfDifferentLengthsPrefillTogetherAsEachAlone) {
+  FP8KIT_REQUIRE_GPU();
+  models::LlamaConfig long_config = config();
+  long_config.max_position_embeddings = 4096;
+  const EngineOptions o{.max_batch = 3};
+  auto check = [&](LlamaEngine together, LlamaEngine alone, const std::vector<std::vector<int32_t>>& prompts,
+                   LlamaEngine* cpu) {
+    const std::vector<float> got = float_values(together.prefill(prompts));
+    std::vector<float> want;
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      const auto n = static_cast<int64_t>(prompts[i].size());
+      const std::vector<float> last = float_values(alone.prefill(prompts[i], 1, n, static_cast<int64_t>(i)));
+      want.insert(want.end(), last.begin(), last.end());
+    }
+    const std::string what = "longest prompt " + std::to_string(prompts.back().size());
+    EXPECT_LT(relative_l2(got, want), 0.02) << what;
+    if (cpu != nullptr) {
+      EXPECT_LT(relative_l2(got, float_values(cpu->prefill(prompts))), 0.02) << what;
+    }
+    for (int step = 0; step < 3; ++step) {
+      const std::vector<int32_t> next = random_tokens(3, 300, 20 + static_cast<uint32_t>(step));
+      const std::vector<float> stepped = float_values(together.decode(next));
+      EXPECT_LT(relative_l2(stepped, float_values(alone.decode(next))), 0.02) << what << " step " << step;
+      if (cpu != nullptr) {
+        EXPECT_LT(relative_l2(stepped, float_values(cpu->decode(next))), 0.02) << what;
+      }
+    }
+  };
+  const std::filesystem::path dir = models_dir().dir / "bf16";
+  LlamaEngine cpu = LlamaEngine::open(dir, Device::Cpu, o);
+  check(LlamaEngine::open(dir, Device::Cuda, o), LlamaEngine::open(dir, Device::Cuda, o),
+        {random_tokens(5, 300, 21), random_tokens(1, 300, 22), random_tokens(100, 300, 23)}, &cpu);
+  check(LlamaEngine::random(long_config, {}, 4, Device::Cuda, o),
+        LlamaEngine::random(long_config, {}, 4, Device::Cuda, o),
+        {random_tokens(700, 300, 24), random_tokens(1, 300, 25), random_tokens(2048, 300, 26)}, nullptr);
 }
 
 TEST(LlamaEngineGpu, GreedyGenerationMostlyAgreesWithTheCpu) {
