@@ -23,12 +23,13 @@ std::vector<std::vector<int32_t>> generate(LlamaEngine& engine, std::span<const 
     s.seed += static_cast<uint64_t>(i);  // each prompt its own stream, as if generated alone
     samplers.emplace_back(s);
   }
-  auto choose = [&](const Tensor& logits) {
+  // The next ids of prompts [first, first + rows of logits).
+  auto choose = [&](const Tensor& logits, size_t first = 0) {
     if (device_argmax) return engine.argmax(logits);
     const Tensor host = logits.to(Device::Cpu);
     std::vector<int32_t> ids(static_cast<size_t>(logits.dim(0)));
     for (size_t i = 0; i < ids.size(); ++i)
-      ids[i] = samplers[i].next(
+      ids[i] = samplers[first + i].next(
           host.span<float>().subspan(i * static_cast<size_t>(vocab), static_cast<size_t>(choices)));
     return ids;
   };
@@ -41,7 +42,18 @@ std::vector<std::vector<int32_t>> generate(LlamaEngine& engine, std::span<const 
                  prompt.size(), options.max_new_tokens, engine.options().max_seq);
   }
   engine.reset_slots();
-  std::vector<int32_t> next = choose(engine.prefill(prompts));
+  // Prompts prefill together, as many at a time as fit the token budget (at least one).
+  std::vector<int32_t> next;
+  for (size_t first = 0; first < prompts.size();) {
+    size_t end = first + 1;
+    int64_t tokens = static_cast<int64_t>(prompts[first].size());
+    while (end < prompts.size() && tokens + static_cast<int64_t>(prompts[end].size()) <= options.prefill_tokens)
+      tokens += static_cast<int64_t>(prompts[end++].size());
+    const std::vector<int32_t> ids =
+        choose(engine.prefill(prompts.subspan(first, end - first), static_cast<int64_t>(first)), first);
+    next.insert(next.end(), ids.begin(), ids.end());
+    first = end;
+  }
   std::vector<std::vector<int32_t>> out(static_cast<size_t>(batch));
   std::vector<bool> done(static_cast<size_t>(batch), false);
   int64_t active = batch;

@@ -1,5 +1,5 @@
-// Generation with the inference engine: every prompt prefilled into a slot of its own (all in one
-// forward, whatever their lengths), then all of them decoded together one token per step (a captured
+// Generation with the inference engine: every prompt prefilled into a slot of its own (together,
+// whatever their lengths, in forwards of up to a token budget), then all of them decoded together one token per step (a captured
 // CUDA graph per step on the GPU), greedy on the device or sampled on the host (infer/sampler.h), each
 // token handed to a callback as it comes.
 #pragma once
@@ -20,6 +20,9 @@ struct GenerationOptions {
   int32_t eos = -1;          // a sequence ends at this token (not included); -1: none
   int64_t vocabulary = 0;    // choose among the first N ids only (a tokenizer smaller than the padded
                              // embedding); 0: all
+  // Prompts prefill together in forwards of at most this many tokens (a longer prompt alone): bounds
+  // the prefill's activations (at Llama-3-8B's shapes some 100 KiB per token).
+  int64_t prefill_tokens = 16384;
 };
 
 // The new tokens of each prompt (at most engine.options().max_batch prompts, each non-empty and

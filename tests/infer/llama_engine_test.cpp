@@ -171,6 +171,19 @@ TEST(LlamaEngine, GreedyGenerationIsTheArgmaxOfEachStep) {
   }
 }
 
+TEST(LlamaEngine, GenerationSplitsItsPrefillByTheTokenBudgetWithTheSameTokens) {
+  SavedModel saved(tiny_config());
+  LlamaEngine engine = LlamaEngine::from_hf(saved.dir.path(), Device::Cpu, {.max_batch = 3, .max_seq = 40});
+  const std::vector<std::vector<int32_t>> prompts{random_tokens(5, 61, 4), random_tokens(8, 61, 5),
+                                                  random_tokens(3, 61, 6)};
+  const GenerationOptions together{.max_new_tokens = 5, .sampling = {.temperature = 0.8f, .seed = 3}};
+  GenerationOptions split = together;
+  split.prefill_tokens = 9;  // {5}, then {8}, then {3}: a forward each
+  EXPECT_EQ(generate(engine, prompts, together), generate(engine, prompts, split));
+  split.prefill_tokens = 0;  // every prompt alone
+  EXPECT_EQ(generate(engine, prompts, together), generate(engine, prompts, split));
+}
+
 TEST(LlamaEngine, CalibrationRecordsEveryProjectionInputAndTheKvCache) {
   SavedModel saved(tiny_config());
   LlamaEngine engine = LlamaEngine::from_hf(saved.dir.path(), Device::Cpu, {.max_batch = 2, .max_seq = 16});
