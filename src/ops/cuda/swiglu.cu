@@ -1,5 +1,5 @@
-// SwiGLU kernels: a thread per element, the CPU core's operations in its order, each rounded
-// explicitly (no contraction), with the accurate expf.
+// SwiGLU kernels: the CPU core's operations in its order, each rounded explicitly (no contraction),
+// with the accurate expf.
 #include "ops/cuda/swiglu.h"
 
 #include <string>
@@ -20,10 +20,47 @@ __device__ __forceinline__ float swiglu_value(float g, float u) {
   return __fmul_rn(__fdiv_rn(g, __fadd_rn(1.0f, expf(-g))), u);
 }
 
+// The training kernels' threads take 4 elements each, as one 16-byte load per operand where every
+// pointer allows it (these f32 passes over [rows, ffn] are bound by memory), else one element.
+template <int Width>
+__device__ __forceinline__ void load(const float* p, int64_t at, float (&v)[Width]) {
+  if constexpr (Width == 4) {
+    const float4 q = *reinterpret_cast<const float4*>(p + at);
+    v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
+  } else {
+    v[0] = p[at];
+  }
+}
+template <int Width>
+__device__ __forceinline__ void store(float* p, int64_t at, const float (&v)[Width]) {
+  if constexpr (Width == 4) {
+    *reinterpret_cast<float4*>(p + at) = make_float4(v[0], v[1], v[2], v[3]);
+  } else {
+    p[at] = v[0];
+  }
+}
+
+// Thread t's elements [Width t, Width t + Width) of n, or the scalar rest at the end: f(at, width).
+template <int Width, typename F>
+__device__ __forceinline__ void elements(int64_t n, F&& f) {
+  const int64_t at = Width * (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x);
+  if (at + Width <= n) {
+    f.template operator()<Width>(at);
+  } else {
+    for (int64_t i = at; i < n; ++i) f.template operator()<1>(i);
+  }
+}
+
+template <int Width>
 __global__ void forward_kernel(int64_t n, const float* gate, const float* up, bool bf16, float* out) {
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= n) return;
-  out[i] = maybe_bf16(swiglu_value(gate[i], up[i]), bf16);
+  elements<Width>(n, [&]<int W>(int64_t at) {
+    float g[W], u[W], y[W];
+    load(gate, at, g);
+    load(up, at, u);
+#pragma unroll
+    for (int k = 0; k < W; ++k) y[k] = maybe_bf16(swiglu_value(g[k], u[k]), bf16);
+    store(out, at, y);
+  });
 }
 
 // ops::swiglu: a row's thread t holds its vectors t, t + count, ... (Chunks of them; RowThread) of the
@@ -62,16 +99,35 @@ __global__ void __launch_bounds__(kRowKernelThreads) fused_kernel(int64_t ffn, c
   if (out.kind == OutKind::PerRow) row_done<Blocks>();  // only the row's amax was read across the cluster
 }
 
+template <int Width>
 __global__ void backward_kernel(int64_t n, const float* gate, const float* up, const float* dout, float* dgate,
                                 float* dup) {
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= n) return;
-  const float g = gate[i], u = up[i], d = dout[i];
-  const float denominator = __fadd_rn(1.0f, expf(-g));
-  const float sig = __fdiv_rn(1.0f, denominator), silu = __fdiv_rn(g, denominator);
-  const float dsilu = __fmul_rn(sig, __fadd_rn(1.0f, __fmul_rn(g, __fsub_rn(1.0f, sig))));
-  dgate[i] = __fmul_rn(__fmul_rn(d, u), dsilu);
-  dup[i] = __fmul_rn(d, silu);
+  elements<Width>(n, [&]<int W>(int64_t at) {
+    float g[W], u[W], d[W], dg[W], du[W];
+    load(gate, at, g);
+    load(up, at, u);
+    load(dout, at, d);
+#pragma unroll
+    for (int k = 0; k < W; ++k) {
+      const float denominator = __fadd_rn(1.0f, expf(-g[k]));
+      const float sig = __fdiv_rn(1.0f, denominator), silu = __fdiv_rn(g[k], denominator);
+      const float dsilu = __fmul_rn(sig, __fadd_rn(1.0f, __fmul_rn(g[k], __fsub_rn(1.0f, sig))));
+      dg[k] = __fmul_rn(__fmul_rn(d[k], u[k]), dsilu);
+      du[k] = __fmul_rn(d[k], silu);
+    }
+    store(dgate, at, dg);
+    store(dup, at, du);
+  });
+}
+
+// Launches kernel<4> over quads of n where every pointer is 16-byte aligned, else kernel<1>.
+template <typename Kernel4, typename Kernel1, typename... Args>
+void launch_elements(Kernel4 four, Kernel1 one, int64_t n, bool vectors, cudaStream_t stream, Args... args) {
+  if (vectors) {
+    four<<<blocks_for((n + 3) / 4, kThreads), kThreads, 0, stream>>>(n, args...);
+  } else {
+    one<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(n, args...);
+  }
 }
 
 void check_count(int64_t n, const char* what) {
@@ -84,7 +140,8 @@ void check_count(int64_t n, const char* what) {
 void swiglu_forward(int64_t n, const float* gate, const float* up, bool bf16, float* out, cudaStream_t stream) {
   if (n == 0) return;
   check_count(n, "swiglu_forward");
-  forward_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(n, gate, up, bf16, out);
+  launch_elements(forward_kernel<4>, forward_kernel<1>, n, aligned(gate, 16) && aligned(up, 16) && aligned(out, 16),
+                  stream, gate, up, bf16, out);
   check_launch("swiglu_forward");
 }
 
@@ -109,7 +166,8 @@ void swiglu_backward(int64_t n, const float* gate, const float* up, const float*
                      cudaStream_t stream) {
   if (n == 0) return;
   check_count(n, "swiglu_backward");
-  backward_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(n, gate, up, dout, dgate, dup);
+  const bool vectors = aligned(gate, 16) && aligned(up, 16) && aligned(dout, 16) && aligned(dgate, 16) && aligned(dup, 16);
+  launch_elements(backward_kernel<4>, backward_kernel<1>, n, vectors, stream, gate, up, dout, dgate, dup);
   check_launch("swiglu_backward");
 }
 
