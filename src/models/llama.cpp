@@ -75,8 +75,6 @@ struct Block {
   std::vector<Tensor*> backward_buffers() {
     std::vector<Tensor*> all = attention.backward_buffers();
     for (Tensor* t : mlp.backward_buffers()) all.push_back(t);
-    all.push_back(&input_norm.dx_buffer());
-    all.push_back(&post_attention_norm.dx_buffer());
     all.push_back(&d_mid);
     return all;
   }
@@ -295,9 +293,9 @@ struct Llama::Impl {
         if (scaling) scaling->set_replaying(false);
       }
       const Tensor& d_h2 = b.mlp.backward(c, *d_out);
-      ops::add(c, *d_out, b.post_attention_norm.backward(c, d_h2), false, b.d_mid);
+      b.post_attention_norm.backward(c, d_h2, *d_out, b.d_mid);  // + the residual stream's gradient
       const Tensor& d_h = b.attention.backward(c, b.d_mid);
-      ops::add(c, b.d_mid, b.input_norm.backward(c, d_h), false, d_x);
+      b.input_norm.backward(c, d_h, b.d_mid, d_x);
       d_out = &d_x;
       final(block_params[i]);
     }

@@ -19,4 +19,8 @@ const Tensor& RmsNorm::backward(ops::Context& c, const Tensor& dy) {
   return dx_;
 }
 
+void RmsNorm::backward(ops::Context& c, const Tensor& dy, const Tensor& residual, Tensor& out) {
+  ops::rms_norm_backward(c, *x_, weight.value, rstd_, dy, out, weight.grad, &residual);
+}
+
 }  // namespace fp8kit::nn

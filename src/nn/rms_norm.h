@@ -19,9 +19,10 @@ class RmsNorm {
   const Tensor& forward(ops::Context& c, const Tensor& x, bool bf16);
   // Returns dx; the weight's gradient is overwritten.
   const Tensor& backward(ops::Context& c, const Tensor& dy);
+  // out = residual + dx (a pre-norm block's residual stream and its branch, added in the same pass);
+  // the weight's gradient is overwritten.
+  void backward(ops::Context& c, const Tensor& dy, const Tensor& residual, Tensor& out);
 
-  // backward()'s dx, which a model may share between layers.
-  Tensor& dx_buffer() { return dx_; }
   // What forward() writes for backward() (the output and the statistics), which a model that
   // recomputes activations may share between layers as well.
   std::vector<Tensor*> step_buffers() { return {&out_, &rstd_}; }

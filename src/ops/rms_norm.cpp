@@ -3,6 +3,7 @@
 #include "ops/rms_norm.h"
 
 #include "base/error.h"
+#include "ops/cpu/elementwise.h"
 #include "ops/cpu/rms_norm.h"
 #include "ops/tensor_checks.h"
 
@@ -45,13 +46,14 @@ void rms_norm_forward(Context& c, const Tensor& x, const Tensor& weight, float e
 }
 
 void rms_norm_backward(Context& c, const Tensor& x, const Tensor& weight, const Tensor& rstd, const Tensor& dout,
-                       Tensor& dx, Tensor& dweight) {
+                       Tensor& dx, Tensor& dweight, const Tensor* residual) {
   constexpr std::string_view op = "rms_norm_backward";
   const Rows s = check_x(c, x, weight, op);
   check_tensor(c, rstd, {s.rows}, DType::F32, op, "rstd (rms_norm_forward's)");
   check_tensor(c, dout, {s.rows, s.dim}, DType::F32, op, "dout");
-  FP8KIT_CHECK(!dx.shares_storage(x) && !dx.shares_storage(dout), "{}: dx must be a tensor of its own (not x or dout)",
-               op);
+  if (residual != nullptr) check_tensor(c, *residual, {s.rows, s.dim}, DType::F32, op, "residual (dout's shape)");
+  FP8KIT_CHECK(!dx.shares_storage(x) && !dx.shares_storage(dout) && (residual == nullptr || !dx.shares_storage(*residual)),
+               "{}: dx must be a tensor of its own (not x, dout or residual)", op);
   prepare_output(c, dx, {s.rows, s.dim}, DType::F32, op, "dx");
   prepare_output(c, dweight, {s.dim}, DType::F32, op, "dweight");
   if (c.is_cuda()) {
@@ -59,13 +61,15 @@ void rms_norm_backward(Context& c, const Tensor& x, const Tensor& weight, const 
     const int64_t floats = cuda::rms_norm_backward_workspace(s.rows, s.dim);
     auto* workspace = static_cast<float*>(c.scratch(static_cast<size_t>(floats) * sizeof(float)));
     cuda::rms_norm_backward(s.rows, s.dim, x.device_data<float>(), weight.device_data<float>(),
-                            rstd.device_data<float>(), dout.device_data<float>(), dx.device_data<float>(),
+                            rstd.device_data<float>(), dout.device_data<float>(),
+                            residual != nullptr ? residual->device_data<float>() : nullptr, dx.device_data<float>(),
                             dweight.device_data<float>(), workspace, stream(c));
 #endif
     return;
   }
   cpu::rms_norm_backward_dx(s.rows, s.dim, x.data<float>(), weight.data<float>(), rstd.data<float>(),
                             dout.data<float>(), dx.data<float>());
+  if (residual != nullptr) cpu::add(residual->span<float>(), dx.span<float>(), false, dx.span<float>());
   cpu::rms_norm_backward_weight(s.rows, s.dim, x.data<float>(), rstd.data<float>(), dout.data<float>(),
                                 dweight.data<float>());
 }

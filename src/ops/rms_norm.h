@@ -16,12 +16,14 @@ namespace fp8kit::ops {
 void rms_norm_forward(Context& c, const Tensor& x, const Tensor& weight, float eps, bool bf16_out, Tensor& out,
                       Tensor& rstd);
 
-// dx [rows, dim] from dout [rows, dim] (resized; a tensor of its own, not x or dout); dweight [dim]
-// overwritten with the sum over rows of dout * x * rstd, summed in a fixed order of row pieces
+// dx [rows, dim] from dout [rows, dim] (resized; a tensor of its own, not x, dout or residual); dweight
+// [dim] overwritten with the sum over rows of dout * x * rstd, summed in a fixed order of row pieces
 // (ops/piece_order.h, ops::cpu::kRmsNormWeightOrder) on both devices: the same bits given the same rstd.
-// GPU workspace: the lane's scratch.
+// residual [rows, dim] (or null): dx = residual + the norm's gradient, each element rounded as ops::add
+// rounds it (a pre-norm block's residual stream, added in the same pass on the GPU). GPU workspace: the
+// lane's scratch.
 void rms_norm_backward(Context& c, const Tensor& x, const Tensor& weight, const Tensor& rstd, const Tensor& dout,
-                       Tensor& dx, Tensor& dweight);
+                       Tensor& dx, Tensor& dweight, const Tensor* residual = nullptr);
 
 // Inference's residual step and the next norm in one pass: residual, delta [rows, dim] bf16 (delta may
 // be null), weight [dim] f32. With delta, residual = bf16(residual + delta) (float32 sum), in place;

@@ -9,6 +9,7 @@
 #include "cpu_op_test.h"
 #include "numerics/cast.h"
 #include "ops/cpu/rms_norm.h"
+#include "ops/elementwise.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -106,6 +107,22 @@ TEST(RmsNormOp, MatchesTheCpuCoreBitForBit) {
   }
 }
 
+TEST(RmsNormOp, AResidualGradientIsAddedAsAddWouldAddIt) {
+  const Shape s{37, 32};
+  const auto x = testing::random_vector(s.rows * s.dim, 1, -3, 5), w = testing::random_vector(s.dim, 2, 0.5f, 1.5f),
+             d = testing::random_vector(s.rows * s.dim, 4), r = testing::random_vector(s.rows * s.dim, 5);
+  Context c;
+  const Tensor xt = testing::host_tensor(x, {s.rows, s.dim}), wt = testing::host_tensor(w, {s.dim}),
+               dt = testing::host_tensor(d, {s.rows, s.dim}), rt = testing::host_tensor(r, {s.rows, s.dim});
+  Tensor out, rstd, dx, dweight, fused, fused_dweight, sum;
+  rms_norm_forward(c, xt, wt, 1e-6f, false, out, rstd);
+  rms_norm_backward(c, xt, wt, rstd, dt, dx, dweight);
+  add(c, rt, dx, false, sum);
+  rms_norm_backward(c, xt, wt, rstd, dt, fused, fused_dweight, &rt);
+  EXPECT_TRUE(testing::same_bits(fused.span<float>(), sum.span<float>()));
+  EXPECT_TRUE(testing::same_bits(fused_dweight.span<float>(), dweight.span<float>()));
+}
+
 TEST(RmsNormOp, ErrorsNameTheOpTheTensorAndTheFix) {
   using testing::error_of;
   using ::testing::HasSubstr;
@@ -123,7 +140,13 @@ TEST(RmsNormOp, ErrorsNameTheOpTheTensorAndTheFix) {
   Tensor dout({4, 8}, DType::F32);
   Tensor alias = dout.view(0, {4, 8});
   EXPECT_THAT(error_of([&] { rms_norm_backward(c, x, w, rstd, dout, alias, dweight); }),
-              HasSubstr("rms_norm_backward: dx must be a tensor of its own (not x or dout)"));
+              HasSubstr("rms_norm_backward: dx must be a tensor of its own (not x, dout or residual)"));
+  Tensor residual({4, 8}, DType::F32), short_residual({3, 8}, DType::F32);
+  Tensor residual_alias = residual.view(0, {4, 8});
+  EXPECT_THAT(error_of([&] { rms_norm_backward(c, x, w, rstd, dout, residual_alias, dweight, &residual); }),
+              HasSubstr("rms_norm_backward: dx must be a tensor of its own (not x, dout or residual)"));
+  EXPECT_THAT(error_of([&] { rms_norm_backward(c, x, w, rstd, dout, dx, dweight, &short_residual); }),
+              HasSubstr("rms_norm_backward: residual (dout's shape) must be [4, 8], got [3, 8]"));
 }
 
 // add_rms_norm: residual = bf16(residual + delta) in place, out = rms_norm_forward's bf16 bits of that

@@ -135,10 +135,10 @@ __global__ void __launch_bounds__(kRowKernelThreads)
   row_done<Blocks>();
 }
 
-// dx = rstd (dout weight - x k), k = rstd^2 mean(dout weight x).
+// dx = rstd (dout weight - x k) (+ residual), k = rstd^2 mean(dout weight x).
 template <int V>
 __global__ void dx_kernel(int64_t dim, const float* x, const float* weight, const float* rstd, const float* dout,
-                          float* dx) {
+                          const float* residual, float* dx) {
   const int64_t r = blockIdx.x, n = dim / V;
   const auto* xr = reinterpret_cast<const Floats<V>*>(x + r * dim);
   const auto* gr = reinterpret_cast<const Floats<V>*>(dout + r * dim);
@@ -157,6 +157,11 @@ __global__ void dx_kernel(int64_t dim, const float* x, const float* weight, cons
     Floats<V> y;
 #pragma unroll
     for (int k = 0; k < V; ++k) y.v[k] = rs * (g.v[k] * b.v[k] - a.v[k] * scale);
+    if (residual != nullptr) {  // ops::add's rounding, after the norm's value is rounded
+      const Floats<V> res = reinterpret_cast<const Floats<V>*>(residual + r * dim)[j];
+#pragma unroll
+      for (int k = 0; k < V; ++k) y.v[k] = __fadd_rn(res.v[k], y.v[k]);
+    }
     d[j] = y;
   }
 }
@@ -235,7 +240,8 @@ void rms_norm_forward(int64_t rows, int64_t dim, float eps, const float* x, cons
 int64_t rms_norm_backward_workspace(int64_t rows, int64_t dim) { return piece_count(rows, kPieceRows) * dim; }
 
 void rms_norm_backward(int64_t rows, int64_t dim, const float* x, const float* weight, const float* rstd,
-                       const float* dout, float* dx, float* dweight, float* workspace, cudaStream_t stream) {
+                       const float* dout, const float* residual, float* dx, float* dweight, float* workspace,
+                       cudaStream_t stream) {
   check_shape(rows, dim, "rms_norm_backward");
   if (rows == 0) {
     FP8KIT_CUDA_CHECK(cudaMemsetAsync(dweight, 0, dim * sizeof(float), stream));
@@ -247,10 +253,10 @@ void rms_norm_backward(int64_t rows, int64_t dim, const float* x, const float* w
   check_launch("rms_norm_backward");
   add_pieces<1>(pieces, dim, workspace, {{dweight}}, stream);
   const unsigned blocks = static_cast<unsigned>(rows);
-  if (vectorizable(dim, {x, weight, dout, dx})) {
-    dx_kernel<4><<<blocks, row_threads(dim / 4, kMaxThreads), 0, stream>>>(dim, x, weight, rstd, dout, dx);
+  if (vectorizable(dim, {x, weight, dout, dx, residual})) {
+    dx_kernel<4><<<blocks, row_threads(dim / 4, kMaxThreads), 0, stream>>>(dim, x, weight, rstd, dout, residual, dx);
   } else {
-    dx_kernel<1><<<blocks, row_threads(dim, kMaxThreads), 0, stream>>>(dim, x, weight, rstd, dout, dx);
+    dx_kernel<1><<<blocks, row_threads(dim, kMaxThreads), 0, stream>>>(dim, x, weight, rstd, dout, residual, dx);
   }
   check_launch("rms_norm_backward");
 }

@@ -14,11 +14,13 @@ namespace fp8kit::cuda {
 // sum of squares is a block tree (~1e-6 relative of the CPU's sequential sum).
 void rms_norm_forward(int64_t rows, int64_t dim, float eps, const float* x, const float* weight, bool bf16_out,
                       float* out, float* rstd, cudaStream_t stream);
-// dx [rows, dim] and dweight [dim] overwritten (dx must not alias x or dout). dweight is summed in
-// exactly ops::cpu::rms_norm_backward_weight's order: the CPU's bits given the same rstd. workspace:
-// rms_norm_backward_workspace(rows, dim) floats of device scratch.
+// dx [rows, dim] and dweight [dim] overwritten (dx must not alias x, dout or residual); residual (null:
+// none) is added to dx, rounded once. dweight is summed in exactly ops::cpu::rms_norm_backward_weight's
+// order: the CPU's bits given the same rstd. workspace: rms_norm_backward_workspace(rows, dim) floats of
+// device scratch.
 void rms_norm_backward(int64_t rows, int64_t dim, const float* x, const float* weight, const float* rstd,
-                       const float* dout, float* dx, float* dweight, float* workspace, cudaStream_t stream);
+                       const float* dout, const float* residual, float* dx, float* dweight, float* workspace,
+                       cudaStream_t stream);
 int64_t rms_norm_backward_workspace(int64_t rows, int64_t dim);
 
 // Inference's residual step (ops::add_rms_norm): residual [rows, dim] bf16 += delta [rows, dim] bf16

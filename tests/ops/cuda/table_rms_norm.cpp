@@ -44,9 +44,11 @@ const RegisterOps rows([](std::vector<OpCase>& t) {
                    1e-5, bf16 ? 1e-2 : 1e-5});
     }
     // The backward from the CPU core's rstd of x: the same inputs on both devices. Output 0: dx
-    // (a block tree on the GPU), output 1: dweight (the CPU's order).
-    for (const int output : {0, 1}) {
-      t.push_back({fmt::format("rms_norm_backward/{}/{}", shape, output == 0 ? "dx" : "dweight"),
+    // (a block tree on the GPU), output 1: dweight (the CPU's order), output 2: dx + a residual's
+    // gradient (added in the dx pass on the GPU).
+    for (const int output : {0, 1, 2}) {
+      static constexpr const char* kOutputs[] = {"dx", "dweight", "dx_plus_residual"};
+      t.push_back({fmt::format("rms_norm_backward/{}/{}", shape, kOutputs[output]),
                    [=](ops::Context& c) {
                      const std::vector<float> x = x_values(s), weight = weight_values(s);
                      std::vector<float> out(x.size()), rstd(s.rows);
@@ -56,14 +58,16 @@ const RegisterOps rows([](std::vector<OpCase>& t) {
                      const Tensor wt = device_tensor(weight, {s.dim}, c.device());
                      const Tensor rt = device_tensor(rstd, {s.rows}, c.device());
                      const Tensor dout = device_tensor(random_values(s.rows * s.dim, 14), {s.rows, s.dim}, c.device());
+                     const Tensor residual =
+                         device_tensor(random_values(s.rows * s.dim, 15), {s.rows, s.dim}, c.device());
                      std::vector<Tensor> grads(2);
-                     ops::rms_norm_backward(c, xt, wt, rt, dout, grads[0], grads[1]);
+                     ops::rms_norm_backward(c, xt, wt, rt, dout, grads[0], grads[1], output == 2 ? &residual : nullptr);
                      c.synchronize();
                      std::vector<Tensor> result;
-                     result.push_back(std::move(grads[output]));
+                     result.push_back(std::move(grads[output == 1 ? 1 : 0]));
                      return result;
                    },
-                   output == 0 ? 1e-5 : 0.0, output == 0 ? 1e-4 : 0.0});
+                   output == 1 ? 0.0 : 1e-5, output == 1 ? 0.0 : 1e-4});
     }
   }
 });
