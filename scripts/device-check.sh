@@ -108,18 +108,23 @@ cd $build
 ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
 # The GPU time per kernel name in an ncu CSV (--metrics gpu__time_duration.sum --csv --page raw) of
 # `steps` steps: the total per step, then the 40 largest.
-ncu_summary() {  # csv, steps
+ncu_summary() {  # csv, steps ("first": the launches up to the first step's AdamW, inclusive)
   python3 - "$1" "$2" <<'PY'
 import csv, sys, collections
 rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 5]
-steps = int(sys.argv[2])
+first = sys.argv[2] == "first"
+steps = 1 if first else int(sys.argv[2])
 head = rows[0]; name = head.index("Kernel Name"); t = head.index("gpu__time_duration.sum")
-total = collections.Counter(); count = collections.Counter()
+total = collections.Counter(); count = collections.Counter(); adam = False; launches = 0
 for r in rows[2:]:
+    is_adam = "adam" in r[name].lower()
+    if first and adam and not is_adam: break
+    adam = adam or is_adam
+    launches += 1
     try: total[r[name][:90]] += float(r[t].replace(",", "")); count[r[name][:90]] += 1  # ncu writes 53,600
     except ValueError: pass
 all_ns = sum(total.values())
-print(f"ncu: {all_ns / steps / 1e6:.2f} ms of kernels per step ({len(rows) - 2} launches in {steps} steps)")
+print(f"ncu: {all_ns / steps / 1e6:.2f} ms of kernels per step ({launches} launches in {steps} steps)")
 for k, v in total.most_common(40): print(f"{v / steps / 1e6:8.3f} ms/step {count[k] // steps:4d}x {k}")
 PY
 }
@@ -172,15 +177,17 @@ if [ "$mode" = lm ]; then
     timeout 200 ./bench/bench_cuda_lm_step "$preset" "$batch" "$seq" 5 8192 both 50 "${memory:-chunked}" 2>&1 |
       tee -a "$summary"
   done
-  # PROFILE="preset:batch:seq:precision ...": per-kernel GPU times (ncu) of one precision's steps (2 to
-  # build the graph, then 3 timed), summed by kernel name, the 40 largest.
+  # PROFILE="preset:batch:seq:precision ...": per-kernel GPU times (ncu) of one precision's first step
+  # (eager, before the graph; launches up to its AdamW), summed by kernel name, the 40 largest.
+  # PROFILE_LAUNCHES (default 2500) must cover a step: ncu replays each launch, about 0.1 s apiece.
   for profile in ${PROFILE:-}; do
     IFS=: read -r preset batch seq precision <<<"$profile"
     note "profile $profile:"
-    timeout 300 "${ncu:-ncu}" --clock-control none --metrics gpu__time_duration.sum --csv --page raw \
-      ./bench/bench_cuda_lm_step "$preset" "$batch" "$seq" 1 8192 "$precision" >"$OUT/ncu.csv" 2>"$OUT/ncu.log" ||
+    timeout 330 "${ncu:-ncu}" --clock-control none --metrics gpu__time_duration.sum --csv --page raw \
+      --launch-count "${PROFILE_LAUNCHES:-2500}" \
+      ./bench/bench_cuda_lm_step "$preset" "$batch" "$seq" 1 8192 "$precision" 0 >"$OUT/ncu.csv" 2>"$OUT/ncu.log" ||
       note "FAIL: ncu (ncu.log)"
-    ncu_summary "$OUT/ncu.csv" 5 | tee -a "$summary"
+    ncu_summary "$OUT/ncu.csv" first | tee -a "$summary"
   done
   # LM_QUALITY=1 (with the data): the 25m model on IMDB text for 3 seeds in bf16 and each FP8 recipe
   # (LM_RUNS, "precision:recipe[:formats] ..."; LM_STEPS steps each, the same data order per seed), then
