@@ -11,6 +11,7 @@ namespace fp8kit::exec {
 #if FP8KIT_HAVE_CUDA
 struct CapturedStep::Graph {
   cuda::Graph graph;
+  uint64_t steps_per_run = 0;  // how far one run advances the context's step
 };
 #else
 struct CapturedStep::Graph {};
@@ -34,10 +35,10 @@ void CapturedStep::run(ops::Context& context) {
         step_(context);
         context.join_all();
       });
-      steps_per_run_ = context.step() - before;
+      graph->steps_per_run = context.step() - before;
       graph_ = std::move(graph);
     } else {
-      context.count_steps(steps_per_run_);
+      context.count_steps(graph_->steps_per_run);
     }
     graph_->graph.launch(main);
     ++runs_;

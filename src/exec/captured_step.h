@@ -27,7 +27,6 @@ class CapturedStep {
   struct Graph;
   std::function<void(ops::Context&)> step_;
   int runs_ = 0;
-  uint64_t steps_per_run_ = 0;  // how far one run advances the context's step
   std::unique_ptr<Graph> graph_;
 };
 
