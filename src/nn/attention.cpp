@@ -20,7 +20,8 @@ CausalSelfAttention::CausalSelfAttention(ParameterSet& parameters, const std::st
 
 void CausalSelfAttention::set_precision(Precision precision, ops::ScalingTable* scaling) {
   for (Linear* l : linears()) l->set_precision(precision, scaling);
-  // key and value share query's GEMM operands of x (bf16 on the GPU, block-scaled on both devices).
+  // key and value share query's GEMM operands of x (bf16 on the GPU; delayed FP8 and block-scaled on
+  // both devices: ops::shares_input_operands).
   for (Linear* l : {&key, &value})
     l->op().input_of = ops::shares_input_operands(query.op(), l->op()) ? &query.op() : nullptr;
 }

@@ -35,7 +35,8 @@ void GroupedQueryAttention::set_precision(Precision precision, ops::ScalingTable
 }
 
 void GroupedQueryAttention::share_inputs() {
-  // key and value share query's GEMM operands of x (bf16 on the GPU, block-scaled on both devices).
+  // key and value share query's GEMM operands of x (bf16 on the GPU; delayed FP8 and block-scaled on
+  // both devices: ops::shares_input_operands).
   for (Linear* l : {&k_proj, &v_proj})
     l->op().input_of = ops::shares_input_operands(q_proj.op(), l->op()) ? &q_proj.op() : nullptr;
 }

@@ -25,7 +25,7 @@ class GroupedQueryAttention {
                         int64_t kv_heads, int64_t head_dim, bool bias = false);
   void set_precision(Precision precision, ops::ScalingTable* scaling);
   // After the Linears' precisions were set one by one (per-Linear recipes): which share q_proj's
-  // operand of x (bf16 on the GPU, where q_proj is bf16 too).
+  // operands of x (ops::shares_input_operands: bf16, delayed FP8 or block-scaled as q_proj is).
   void share_inputs();
 
   // x: [batch * seq, hidden], unchanged until backward; rope: the model's table (ops/rope.h), or null:

@@ -18,7 +18,7 @@ class SwiGluMlp {
   SwiGluMlp(ParameterSet& parameters, const std::string& name, int64_t hidden, int64_t ffn);
   void set_precision(Precision precision, ops::ScalingTable* scaling);
   // After the Linears' precisions were set one by one (per-Linear recipes): whether up_proj shares
-  // gate_proj's operand of x (bf16 on the GPU, where both are).
+  // gate_proj's operands of x (ops::shares_input_operands: both bf16, delayed FP8 or block-scaled alike).
   void share_inputs();
 
   // x: [rows, hidden], unchanged until backward; `next`: what follows down_proj (the residual sum).

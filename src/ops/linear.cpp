@@ -5,6 +5,7 @@
 #include "base/error.h"
 #include "numerics/cast.h"
 #include "numerics/convert.h"
+#include "ops/cuda/quantize_gemm_fits.h"
 #include "ops/gemm.h"
 #include "ops/linear_block.h"
 #include "ops/tensor_checks.h"
@@ -54,6 +55,14 @@ float cast_fp8(ScalingTable& t, int s, std::span<const float> x, bool training, 
   if (amax_slot != nullptr && training) *amax_slot = tensor_amax;
   decode_fp8(codes.span<uint8_t>(), format, values.span<float>());
   return *t.gemm_scale_inv(s);
+}
+
+// Whether an FP8 Linear's cast of x can be made ahead of its forward and shared: a delayed input slot
+// (the same scale every Linear of x holds), and a shape the GPU's forward does not quantize and multiply
+// in one launch (whose codes only its own GEMM reads).
+bool fp8_input_shareable(const LinearOp& l) {
+  return l.precision == LinearPrecision::Fp8 && l.scaling != nullptr && l.slot >= 0 && !l.scaling->current(l.slot) &&
+         !cuda::quantize_fp8_gemm_fits(l.in, l.out);
 }
 
 // The health statistics of what slot s's training cast just quantized, while the table records them.
@@ -125,11 +134,19 @@ void cpu_forward(Context& c, LinearOp& l, const Tensor& x, bool training, const 
       gemm_f32(shape, 1.0f, l.xc.data<float>(), l.wc.data<float>(), 0.0f, y);
       break;
     case LinearPrecision::Fp8: {
-      // x's codes in xc_t, their exact values in xc (decoded once for fprop and wgrad).
-      const float x_scale_inv = cast_fp8(*l.scaling, l.slot, x.span<float>(), training, l.xc_t, l.xc, c);
+      // x's codes in xc_t, their exact values in xc (decoded once for fprop and wgrad): cast here, by
+      // linear_prepare_input, or by the Linear whose cast this one shares (its slot takes the amax).
+      const LinearOp& in = l.input_of != nullptr ? *l.input_of : l;
+      if (&in == &l && l.prepared_input != &x) {
+        cast_fp8(*l.scaling, l.slot, x.span<float>(), training, l.xc_t, l.xc, c);
+      } else {
+        FP8KIT_CHECK(in.prepared_input == &x,
+                     "linear: a Linear sharing another's input cast must see the same input, prepared first");
+        if (&in != &l && training) l.scaling->copy_amax(c, in.slot, l.slot);
+      }
       record_health(c, l, l.slot, x, training);
-      gemm_f32(shape, x_scale_inv * *l.scaling->gemm_scale_inv(l.slot + 1), l.xc.data<float>(), l.wc.data<float>(),
-               0.0f, y);
+      gemm_f32(shape, *l.scaling->gemm_scale_inv(in.slot) * *l.scaling->gemm_scale_inv(l.slot + 1),
+               in.xc.data<float>(), l.wc.data<float>(), 0.0f, y);
       break;
     }
     case LinearPrecision::Fp8Block:
@@ -228,11 +245,12 @@ void cpu_backward(Context& c, const LinearGradient& lg) {
     case LinearPrecision::Fp8: {
       const float g_scale_inv = cast_fp8(*l.scaling, l.slot + 2, l.g.span<float>(), true, l.gc_t, l.gc, c);
       record_health(c, l, l.slot + 2, l.g, true);
-      const float x_scale_inv = *l.scaling->gemm_scale_inv(l.slot);
+      const LinearOp& in = l.input_of != nullptr ? *l.input_of : l;  // whose cast of x the forward read
+      const float x_scale_inv = *l.scaling->gemm_scale_inv(in.slot);
       const float w_scale_inv = *l.scaling->gemm_scale_inv(l.slot + 1);
       if (lg.input_gradient)
         gemm_f32(dgrad, g_scale_inv * w_scale_inv, l.gc.data<float>(), l.wc.data<float>(), 0.0f, dx);
-      wgrad(x_scale_inv * g_scale_inv, l.xc.data<float>(), l.gc.data<float>());
+      wgrad(x_scale_inv * g_scale_inv, in.xc.data<float>(), l.gc.data<float>());
       break;
     }
     case LinearPrecision::Fp8Block:
@@ -266,12 +284,18 @@ void linear_prepare_weights(Context& c, std::span<LinearOp* const> linears, bool
 
 void linear_prepare_input(Context& c, LinearOp& l, const Tensor& x, bool training) {
   check_linear(c, l);
+  FP8KIT_CHECK(x.numel() % l.in == 0, "linear: the input has {} values, not rows of {}", x.numel(), l.in);
   if (l.precision == LinearPrecision::Fp8Block) {
-    FP8KIT_CHECK(x.numel() % l.in == 0, "linear: the input has {} values, not rows of {}", x.numel(), l.in);
     linear_block_prepare_input(c, l, x, training);
     return;
   }
-  if (!c.is_cuda() || l.precision != LinearPrecision::Bf16) return;
+  const bool fp8 = fp8_input_shareable(l);
+  if (fp8 && !c.is_cuda()) {  // the forward's cast, its amax recorded as the forward would
+    cast_fp8(*l.scaling, l.slot, x.span<float>(), training, l.xc_t, l.xc, c);
+    l.prepared_input = &x;
+    return;
+  }
+  if (!c.is_cuda() || (l.precision != LinearPrecision::Bf16 && !fp8)) return;
 #if FP8KIT_HAVE_CUDA
   cuda_linear_prepare_input(c, l, x, training);
 #endif
@@ -280,6 +304,9 @@ void linear_prepare_input(Context& c, LinearOp& l, const Tensor& x, bool trainin
 bool shares_input_operands(const LinearOp& a, const LinearOp& b) {
   if (a.precision != b.precision) return false;
   if (a.precision == LinearPrecision::Bf16) return true;
+  if (a.precision == LinearPrecision::Fp8)
+    return fp8_input_shareable(a) && fp8_input_shareable(b) && a.scaling == b.scaling &&
+           a.scaling->format(a.slot) == b.scaling->format(b.slot);
   return a.precision == LinearPrecision::Fp8Block &&
          a.block_recipe.forward_format == b.block_recipe.forward_format &&
          a.block_recipe.scale_options == b.block_recipe.scale_options;

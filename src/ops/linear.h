@@ -63,11 +63,14 @@ struct LinearOp {
   Tensor* db = nullptr;  // null: no bias gradient (no bias, or one that is not trained)
   // The Linear whose GEMM operands of the input this one shares (query's for key and value: the same
   // x), prepared before both forwards (linear_prepare_input); null: its own. Bf16 on the GPU (the bf16
-  // cast), Fp8Block on both devices (the 1 x 128 quantizations); shares_input_operands says when.
+  // cast), Fp8 on both devices (the delayed-scaled codes and their transposes: the GEMMs take the
+  // owner's scale_inv, equal to this one's, and this one's input slot the owner's amax, as its own
+  // cast would have recorded it), Fp8Block on both devices (the 1 x 128 quantizations);
+  // shares_input_operands says when.
   LinearOp* input_of = nullptr;
 
-  // Set by linear_prepare_input: the input whose GEMM operand is made already (bf16 on the GPU), until
-  // the next linear_prepare_weights (a step's start).
+  // Set by linear_prepare_input: the input whose GEMM operand is made already (bf16 on the GPU, FP8
+  // codes that may be shared), until the next linear_prepare_weights (a step's start).
   const Tensor* prepared_input = nullptr;
   // Set by the forward: its input (which must stay unchanged until the backward), rows, output
   // y [rows, out] (after the activation) and, by the backward, dx [rows, in]. GELU: pre [rows, out],
@@ -101,13 +104,18 @@ struct LinearOutput {
 void linear_prepare_weights(Context& c, std::span<LinearOp* const> linears, bool training);
 
 // Makes l's GEMM operands of x ahead of its forward (the GPU's bf16 cast, x's own copy and, when
-// training, its transpose; Fp8Block's 1 x 128 quantizations of x and, when training, of x^T), so that
-// Linears sharing them (input_of) can run their GEMMs side by side from the start; a no-op where the
-// forward has nothing to prepare.
+// training, its transpose; an FP8 Linear's delayed-scaled cast of x, its amax recorded as its forward
+// would, unless the GPU quantizes and multiplies in one launch there; Fp8Block's 1 x 128
+// quantizations of x and, when training, of x^T), so that Linears sharing them (input_of) can run
+// their GEMMs side by side from the start; a no-op where the forward has nothing to prepare.
 void linear_prepare_input(Context& c, LinearOp& l, const Tensor& x, bool training);
 
-// Whether `b` can take `a`'s GEMM operands of an input they share (b.input_of = &a): both bf16, or both
-// block-scaled with the same format and scale options (the same quantizations).
+// Whether `b` can take `a`'s GEMM operands of an input they share (b.input_of = &a): both bf16; both
+// FP8 with input slots of one scaling table (one recipe: lag, margin, amax history and algorithm),
+// delayed (a current scale is x's own, made in a pass of its own) and of one format, so the same
+// codes and scales every step, and shapes the GPU does not quantize and multiply in one launch (whose
+// codes only its own GEMM reads); or both block-scaled with the same format and scale options (the
+// same quantizations). Sharing or not gives the same bits on either device.
 bool shares_input_operands(const LinearOp& a, const LinearOp& b);
 
 // l.y = act(x W + b), then `next`. x: [rows, in] f32 on the context's device. training: the FP8

@@ -89,6 +89,19 @@ float* ScalingTable::amax_slot(int slot, bool training) {
   return current(slot) ? eval_amax_.device_data<float>() + slot : nullptr;
 }
 
+void ScalingTable::copy_amax(ops::Context& c, int from, int to) {
+  if (replaying_) return;
+  float* amax = amax_.device_data<float>();
+  if (c.is_cuda()) {
+#if FP8KIT_HAVE_CUDA
+    FP8KIT_CUDA_CHECK(
+        cudaMemcpyAsync(amax + to, amax + from, sizeof(float), cudaMemcpyDeviceToDevice, ops::stream(c)));
+#endif
+    return;
+  }
+  amax[to] = amax[from];
+}
+
 float* ScalingTable::gemm_scale_inv(int slot) { return gemm_scale_inv_.device_data<float>() + kGemmStride * slot; }
 
 void ScalingTable::current_scales(ops::Context& c, std::span<const int> slots, bool training) {

@@ -55,6 +55,10 @@ class ScalingTable {
   // Where a cast records the tensor's amax (training: this step's, consumed by update(), unless
   // replaying; evaluation with current scaling: the evaluation copy; otherwise null).
   float* amax_slot(int slot, bool training);
+  // Slot `to`'s amax of this training step is slot `from`'s (a cast of one input shared by two delayed
+  // slots of one format, ops/linear.h's input_of), as to's own cast would have recorded it, so that
+  // their histories and scales stay equal: after from's cast; nothing while replaying.
+  void copy_amax(Context& c, int from, int to);
   // 1 / scale of the data cast with cast_scale(slot) (keras lag: the multiplier), in a 16-byte aligned
   // slot as cuBLASLt wants it; current scaling writes it with the scale.
   float* gemm_scale_inv(int slot);

@@ -7,6 +7,7 @@
 
 #include "base/error.h"
 #include "models/llama_reference.h"
+#include "ops/scaling_table.h"
 #include "optim/adam.h"
 
 #include <gmock/gmock.h>
@@ -424,6 +425,62 @@ TEST(Llama, BlockScaledProjectionsShareTheirInputsQuantizations) {
     const std::string name = l->name();
     EXPECT_EQ(l->op().input_of != nullptr, name == "k_proj") << l->path();
   }
+}
+
+// FP8 projections with delayed scaling (te and keras lag): key and value take query's cast of x, and
+// up_proj gate_proj's (input_of), their input slots the owner's amax: three training steps give the same
+// losses, weights, scaling state (amax histories, scales) and health statistics bit for bit as Linears
+// casting x each for itself, with and without recomputation (whose replayed forwards record nothing).
+// Hidden 160: shapes the GPU does not quantize and multiply in one launch (narrow ones share nothing).
+TEST(Llama, Fp8DelayedProjectionsShareTheirInputsQuantizations) {
+  LlamaConfig config = tiny(false, 2);
+  config.hidden_size = 160;
+  const Batch b(config.vocab_size, 8);
+  auto train = [&](const Fp8Recipe& recipe, bool recompute, bool share) {
+    Llama model(config, 21);
+    model.set_precision(nn::Precision::Fp8, recipe);
+    model.set_memory_options({.recompute = recompute});
+    model.scaling()->set_recording(true);
+    int shared = 0;
+    for (nn::Linear* l : model.linears()) {
+      shared += l->op().input_of != nullptr;
+      if (!share) l->op().input_of = nullptr;
+    }
+    EXPECT_EQ(shared, 2 * 3);  // per layer: key, value, up
+    optim::Adam adam(model.parameter_set(), {.learning_rate = 1e-2f});
+    std::vector<float> out;
+    for (int s = 0; s < 3; ++s) {
+      Tensor losses;
+      model.forward(b.tokens_t, true);
+      model.backward(b.targets_t, 1.0f / static_cast<float>(b.counted()), losses);
+      adam.step(model.context());
+      out.insert(out.end(), losses.span<float>().begin(), losses.span<float>().end());
+    }
+    const Tensor& w = model.parameter_set().values();
+    out.insert(out.end(), w.data<float>(), w.data<float>() + w.numel());
+    for (const nn::StateTensor& t : model.fp8_state())
+      out.insert(out.end(), t.tensor->data<float>(), t.tensor->data<float>() + t.tensor->numel());
+    for (const ops::QuantStats& q : model.scaling()->read_records(model.context())) {
+      float words[ops::kQuantStatsWords];
+      std::memcpy(words, &q.raw, sizeof(words));
+      out.insert(out.end(), words, words + ops::kQuantStatsWords);
+    }
+    return out;
+  };
+  for (const ScalingLag lag : {ScalingLag::Te, ScalingLag::Keras}) {
+    const Fp8Recipe recipe{.lag = lag, .amax_history_length = 4};
+    for (const bool recompute : {false, true}) {
+      const std::vector<float> shared = train(recipe, recompute, true), own = train(recipe, recompute, false);
+      ASSERT_EQ(shared.size(), own.size());
+      EXPECT_EQ(std::memcmp(shared.data(), own.data(), shared.size() * sizeof(float)), 0)
+          << (lag == ScalingLag::Te ? "te" : "keras") << " lag, recompute " << recompute;
+    }
+  }
+  // Current scaling computes each Linear's scale from x in a pass of its own: nothing shared.
+  Llama model(config, 21);
+  model.set_precision(nn::Precision::Fp8, {}, rules({"*.k_proj=current", "*.mlp.*=current"}));
+  for (nn::Linear* l : model.linears())
+    EXPECT_EQ(l->op().input_of != nullptr, l->name() == "v_proj") << l->path();
 }
 
 TEST(LlamaLinearRecipes, MixedDelayedCurrentAndBlockLinearsTrainRepeatably) {

@@ -1,6 +1,7 @@
 // The Linear op's GELU on the CPU: y = gelu(pre) with pre = x W + b kept (mixed bf16: pre as the ReLU
 // path rounds it, y rounded again), a deferred GELU applied by its consumer as its own epilogue would
-// (the lab's MLP), and a backward without the input gradient giving the same weight gradients.
+// (the lab's MLP), a backward without the input gradient giving the same weight gradients, and which
+// FP8 Linears share an input's cast.
 #include "ops/linear.h"
 
 #include "common/gradient_check.h"
@@ -11,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include <deque>
 #include <vector>
 
 namespace fp8kit::ops {
@@ -99,6 +101,45 @@ TEST(LinearGelu, BackwardWithoutInputGradientLeavesDxAndGivesTheSameWeightGradie
     }
     EXPECT_TRUE(testing::same_bits(grads[0], grads[1]));
   }
+}
+
+// FP8 Linears [in -> out] with their three slots in a table (the input slot in `input_format`, scaled
+// as `mode` says; the parameters are not needed to decide sharing).
+struct Fp8Linears {
+  std::deque<LinearOp> all;  // LinearOp does not move
+  const LinearOp& add(ScalingTable& table, int64_t in, int64_t out, ScalingMode mode = ScalingMode::Delayed,
+                      Fp8Format input_format = Fp8Format::E4M3, LinearPrecision precision = LinearPrecision::Fp8) {
+    LinearOp& l = all.emplace_back();
+    l.in = in;
+    l.out = out;
+    l.precision = precision;
+    l.scaling = &table;
+    l.slot = table.add("inputs", input_format, mode);
+    table.add("kernel", Fp8Format::E4M3, mode);
+    table.add("outputs_grad", Fp8Format::E5M2, mode);
+    return l;
+  }
+};
+
+// FP8 Linears share an input's cast where their input slots make the same codes and scales every
+// step: delayed, one format, one table (one recipe), and shapes the GPU does not quantize and
+// multiply in one launch.
+TEST(LinearFp8, SharesAnInputsCastBetweenDelayedSlotsThatScaleAlike) {
+  ScalingTable table, other({.amax_history_length = 16});
+  Fp8Linears l;
+  const LinearOp& query = l.add(table, 160, 64);
+  EXPECT_TRUE(shares_input_operands(query, l.add(table, 160, 32)));
+  EXPECT_FALSE(shares_input_operands(query, l.add(table, 160, 32, ScalingMode::Current)));
+  EXPECT_FALSE(shares_input_operands(l.add(table, 160, 64, ScalingMode::Current),
+                                     l.add(table, 160, 32, ScalingMode::Current)));
+  EXPECT_FALSE(shares_input_operands(query, l.add(table, 160, 32, ScalingMode::Delayed, Fp8Format::E5M2)));
+  EXPECT_FALSE(shares_input_operands(query, l.add(other, 160, 32)));  // another amax history length
+  EXPECT_FALSE(shares_input_operands(
+      query, l.add(table, 160, 32, ScalingMode::Delayed, Fp8Format::E4M3, LinearPrecision::Bf16)));
+  // The GPU quantizes and multiplies x [rows, 64] . [64, n] in one launch for n <= 64: that cast is its own.
+  EXPECT_TRUE(shares_input_operands(l.add(table, 64, 128), l.add(table, 64, 256)));
+  EXPECT_FALSE(shares_input_operands(l.add(table, 64, 128), l.add(table, 64, 64)));
+  EXPECT_FALSE(shares_input_operands(l.add(table, 64, 64), l.add(table, 64, 128)));
 }
 
 }  // namespace

@@ -220,10 +220,18 @@ cuda::LinearEpilogue deferred_epilogue(LinearOp& l) {
 
 void cuda_linear_prepare_input(Context& c, LinearOp& l, const Tensor& x, bool training) {
   const int64_t M = x.numel() / l.in, K = l.in;
-  sized(l.xc, M, K, DType::Bf16);
-  sized(l.xc_t, K, M, DType::Bf16);
-  const cuda::Bf16Cast cast{f32(x), M, K, b16(l.xc), training ? b16(l.xc_t) : nullptr};
-  cuda::float_to_bf16_transposed({&cast, 1}, stream(c));
+  if (l.precision == LinearPrecision::Fp8) {  // a delayed slot's cast, as the forward's (no producer)
+    ScalingTable& t = *l.scaling;
+    sized(l.xc, M, K, dtype_of(t.format(l.slot)));
+    sized(l.xc_t, K, M, dtype_of(t.format(l.slot)));
+    cuda::quantize_fp8(quantize_args(t, l.slot, f32(x), M, K, u8(l.xc), training ? u8(l.xc_t) : nullptr, training),
+                       stream(c));
+  } else {
+    sized(l.xc, M, K, DType::Bf16);
+    sized(l.xc_t, K, M, DType::Bf16);
+    const cuda::Bf16Cast cast{f32(x), M, K, b16(l.xc), training ? b16(l.xc_t) : nullptr};
+    cuda::float_to_bf16_transposed({&cast, 1}, stream(c));
+  }
   l.prepared_input = &x;
 }
 
@@ -301,20 +309,29 @@ void cuda_linear_forward(Context& c, LinearOp& l, const Tensor& x, bool training
     case LinearPrecision::Fp8: {
       ScalingTable& t = *l.scaling;
       const Fp8Format f = t.format(l.slot);
-      sized(l.xc, M, K, dtype_of(f));
-      sized(l.xc_t, K, M, dtype_of(f));
-      cuda::QuantizeArgs args = quantize_args(t, l.slot, xp, M, K, u8(l.xc), u8(l.xc_t), training);
-      args.epilogue = pending(producer);
-      // Replaying (recomputation): the scale the step's first forward made.
-      if (!(training && t.replaying())) current_scales(c, t, {args}, {l.slot}, training);
-      if (cuda::quantize_fp8_gemm_fits(K, N)) {  // the quantization and the GEMM in one launch
-        args.q = nullptr;  // only the transposed codes (wgrad's) are read after it
-        cuda::quantize_fp8_gemm(args, u8(l.wc_t), t.format(l.slot + 1), N, t.gemm_scale_inv(l.slot),
-                                t.gemm_scale_inv(l.slot + 1), f32(l.y), stream(c));
-        break;
+      // x's codes for fprop and, transposed, for wgrad: quantized here, by linear_prepare_input, or by
+      // the Linear whose quantization this one shares (its slot takes that cast's amax).
+      LinearOp& in = l.input_of != nullptr ? *l.input_of : l;
+      if (&in == &l && l.prepared_input != &x) {
+        sized(l.xc, M, K, dtype_of(f));
+        sized(l.xc_t, K, M, dtype_of(f));
+        cuda::QuantizeArgs args = quantize_args(t, l.slot, xp, M, K, u8(l.xc), u8(l.xc_t), training);
+        args.epilogue = pending(producer);
+        // Replaying (recomputation): the scale the step's first forward made.
+        if (!(training && t.replaying())) current_scales(c, t, {args}, {l.slot}, training);
+        if (cuda::quantize_fp8_gemm_fits(K, N)) {  // the quantization and the GEMM in one launch
+          args.q = nullptr;  // only the transposed codes (wgrad's) are read after it
+          cuda::quantize_fp8_gemm(args, u8(l.wc_t), t.format(l.slot + 1), N, t.gemm_scale_inv(l.slot),
+                                  t.gemm_scale_inv(l.slot + 1), f32(l.y), stream(c));
+          break;
+        }
+        cuda::quantize_fp8(args, stream(c));
+      } else {
+        FP8KIT_CHECK(in.prepared_input == &x,
+                     "linear: a Linear sharing another's input quantization must see the same input, prepared first");
+        if (&in != &l && training) t.copy_amax(c, in.slot, l.slot);
       }
-      cuda::quantize_fp8(args, stream(c));
-      fp8_gemm(c, M, N, K, u8(l.xc), f, u8(l.wc_t), t.format(l.slot + 1), f32(l.y), t.gemm_scale_inv(l.slot),
+      fp8_gemm(c, M, N, K, u8(in.xc), f, u8(l.wc_t), t.format(l.slot + 1), f32(l.y), t.gemm_scale_inv(in.slot),
                t.gemm_scale_inv(l.slot + 1), true);
       break;
     }
@@ -485,8 +502,10 @@ void cuda_linear_backward(Context& c, std::span<const LinearGradient> group) {
           }
           c.join(g.lane);
         }
+        LinearOp& in = l.input_of != nullptr ? *l.input_of : l;  // whose codes of x the forward read
         const Context::OnLane lane(c, wgrad_lane(g.lane));
-        wgrad(c, l, l.xc_t, l.gc_t, dtype_of(t.format(s)), dtype_of(fb), t.gemm_scale_inv(s), t.gemm_scale_inv(s + 2));
+        wgrad(c, l, in.xc_t, l.gc_t, dtype_of(t.format(s)), dtype_of(fb), t.gemm_scale_inv(in.slot),
+              t.gemm_scale_inv(s + 2));
       }
       return;
     }

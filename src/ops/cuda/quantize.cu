@@ -389,6 +389,9 @@ constexpr int kMaxGemmWords = 4;      // w's bytes per thread / 4: n * k <= 4096
 constexpr int kMaxGemmN = 4 * kThreads * kMaxGemmWords / kSmallTile;  // n at k = 32
 constexpr int kPad = 16;  // bytes after each row of codes and of w in shared memory: no bank conflicts
 constexpr int kCodesStride = kMaxGemmK + kPad;
+static_assert(kSmallTile == kQuantizeGemmTile && kMaxGemmK == kQuantizeGemmMaxK &&
+                  4 * kThreads * kMaxGemmWords == kQuantizeGemmMaxWeights,
+              "quantize_fp8_gemm_fits (ops/cuda/quantize_gemm_fits.h) says which shapes this kernel takes");
 
 // d += a b for one m16n8k32 tile of FP8 codes (A row-major 16 x 32, B "col" = w rows 8 x 32).
 template <Fp8Format A, Fp8Format B>
@@ -539,10 +542,6 @@ void quantize_fp8_batch(std::span<const QuantizeArgs> args, cudaStream_t stream)
     }
     check_launch("quantize_fp8_batch");
   }
-}
-
-bool quantize_fp8_gemm_fits(int64_t k, int64_t n) {
-  return k > 0 && k % kSmallTile == 0 && k <= kMaxGemmK && n > 0 && n % 8 == 0 && n * k <= 4 * kThreads * kMaxGemmWords;
 }
 
 void quantize_fp8_gemm(const QuantizeArgs& x, const uint8_t* w, Fp8Format w_format, int64_t n,

@@ -10,6 +10,7 @@
 
 #include "numerics/format.h"
 #include "ops/cuda/linear_epilogue.h"
+#include "ops/cuda/quantize_gemm_fits.h"
 #include "tensor/tensor.h"
 
 namespace fp8kit::cuda {
@@ -47,10 +48,9 @@ void quantize_fp8_batch(std::span<const QuantizeArgs> args, cudaStream_t stream 
 // (*x_scale_inv * *w_scale_inv) * q(x) . w^T, w [n, x.cols] row-major codes in w_format (GemmArgs'
 // TN b), on the tensor cores (mma.sync m16n8k32, fp32 accumulation; scale pointers may be null: 1).
 // One launch instead of two for the small K of a narrow model's Linears, whose time is latency:
-// needs quantize_fp8_gemm_fits(x.cols, n) and an f32 x; q, q_t, amax, scale_inv, epilogue and
-// gradient are quantize_fp8's, bit for bit. The GEMM's scale_invs are read during the launch, so
+// needs quantize_fp8_gemm_fits(x.cols, n) (ops/cuda/quantize_gemm_fits.h) and an f32 x; q, q_t,
+// amax, scale_inv, epilogue and gradient are quantize_fp8's, bit for bit. The GEMM's scale_invs are read during the launch, so
 // neither can be x.scale_inv (written during it), and y must not overlap x, q, q_t or epilogue.y.
-bool quantize_fp8_gemm_fits(int64_t k, int64_t n);
 void quantize_fp8_gemm(const QuantizeArgs& x, const uint8_t* w, Fp8Format w_format, int64_t n,
                        const float* x_scale_inv, const float* w_scale_inv, float* y, cudaStream_t stream = nullptr);
 

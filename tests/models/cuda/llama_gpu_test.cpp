@@ -2,7 +2,8 @@
 // batch, one training step (losses, every gradient, the AdamW update with clipping), then two more
 // steps from a captured graph, in fp32, bf16, FP8, FP8 with block scaling and per-Linear recipes mixing
 // delayed (keras lag), current, block, bf16 and fp32 Linears; the memory options (loss chunks,
-// recomputation) eager and captured; and the HF directory a GPU model saves loads back on the CPU.
+// recomputation) eager and captured; FP8 Linears sharing their input's cast or not; and the HF
+// directory a GPU model saves loads back on the CPU.
 // The GPU's attention is cuDNN's flash attention with bf16 operands, so even fp32
 // differs from the CPU by bf16 rounding inside attention: tolerances are relative L2 errors over all
 // parameters together, with headroom over the errors first measured.
@@ -47,16 +48,19 @@ LlamaConfig config() {
   return c;
 }
 
-// One device's run: an eager step, then two captured ones.
+// One device's run: an eager step, then two captured ones; `scaling`: the FP8 state after them.
 struct DeviceRun {
-  std::vector<float> losses, grads, weights0, weights;
+  std::vector<float> losses, grads, weights0, weights, scaling;
 };
 
+// share false: every Linear casts its input for itself (no input_of).
 DeviceRun run(Device device, nn::Precision precision, const Fp8Recipe& recipe, const nn::LinearRecipes& linears = {},
-             const LlamaMemoryOptions& memory = {}) {
-  Llama model(config(), 3, device);
+             const LlamaMemoryOptions& memory = {}, const LlamaConfig& shape = config(), bool share = true) {
+  Llama model(shape, 3, device);
   model.set_precision(precision, recipe, linears);
   model.set_memory_options(memory);
+  if (!share)
+    for (nn::Linear* l : model.linears()) l->op().input_of = nullptr;
   optim::Adam adam(model.parameter_set(), {.learning_rate = 1e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .epsilon = 1e-8f,
                                            .weight_decay = 0.1f, .warmup_steps = 2, .decay_steps = 10});
   const int64_t B = 2, T = 48;
@@ -83,6 +87,10 @@ DeviceRun run(Device device, nn::Precision precision, const Fp8Recipe& recipe, c
   for (int s = 0; s < 2; ++s) captured.run(model.context());
   model.context().synchronize();
   r.weights = host(model.parameter_set().values());
+  for (const nn::StateTensor& t : model.fp8_state()) {
+    const std::vector<float> v = host(*t.tensor);
+    r.scaling.insert(r.scaling.end(), v.begin(), v.end());
+  }
   return r;
 }
 
@@ -152,6 +160,40 @@ TEST(LlamaGpu, MemoryOptionsKeepTheResults) {
     const DeviceRun cpu = run(Device::Cpu, precision, r, {}, {.loss_chunk_rows = 32, .recompute = true});
     EXPECT_LT(rel(both.losses, cpu.losses), 5e-3) << what;
     EXPECT_LT(rel(both.grads, cpu.grads), precision == nn::Precision::Fp8 ? 0.2 : 5e-2) << what;
+  }
+}
+
+// FP8 projections with delayed scaling: key and value take query's cast of x, and up_proj gate_proj's
+// (hidden 160: no fused quantize + GEMM there), their input slots the owner's amax by a device copy,
+// eager and captured, with and without recomputation: the same bits as each casting x for itself
+// (losses, gradients, weights, amax histories and scales), and the CPU's results within the
+// tolerances of MatchesTheCpuModel.
+TEST(LlamaGpu, Fp8DelayedProjectionsShareTheirInputsQuantizations) {
+  FP8KIT_REQUIRE_GPU();
+  LlamaConfig shape = config();
+  shape.hidden_size = 160;
+  Llama probe(shape, 3, Device::Cuda);
+  probe.set_precision(nn::Precision::Fp8);
+  int shared_inputs = 0;
+  for (nn::Linear* l : probe.linears()) shared_inputs += l->op().input_of != nullptr;
+  EXPECT_EQ(shared_inputs, 2 * 3);  // per layer: key, value, up
+  for (const ScalingLag lag : {ScalingLag::Te, ScalingLag::Keras}) {
+    const Fp8Recipe recipe{.lag = lag, .amax_history_length = 4};
+    for (const bool recompute : {false, true}) {
+      const std::string what = describe(recipe) + (recompute ? ", recomputed" : "");
+      const LlamaMemoryOptions memory{.recompute = recompute};
+      const DeviceRun shared = run(Device::Cuda, nn::Precision::Fp8, recipe, {}, memory, shape, true),
+                      own = run(Device::Cuda, nn::Precision::Fp8, recipe, {}, memory, shape, false);
+      EXPECT_EQ(shared.losses, own.losses) << what;
+      EXPECT_EQ(shared.grads, own.grads) << what;
+      EXPECT_EQ(shared.weights, own.weights) << what;
+      EXPECT_EQ(shared.scaling, own.scaling) << what;
+      const DeviceRun cpu = run(Device::Cpu, nn::Precision::Fp8, recipe, {}, memory, shape, true);
+      const double el = rel(shared.losses, cpu.losses), eg = rel(shared.grads, cpu.grads);
+      std::printf("%s: against the CPU: losses %.2e, gradients %.2e\n", what.c_str(), el, eg);
+      EXPECT_LT(el, 5e-3) << what;
+      EXPECT_LT(eg, 0.1) << what;
+    }
   }
 }
 
