@@ -74,13 +74,11 @@ TEST(CudaConvert, EveryBf16ToFloat) {
     ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(fp8kit::bf16_to_float(h[i]))) << i;
 }
 
-// float_to_bf16_transposed over many shapes in one call (more than one launch's 16): each matrix's
-// bf16 copy and transposed copy are float_to_bf16 of its elements; with an epilogue, of nn::Linear's
-// act(bf16(bf16(x) + bf16(b))) (float32: x + b), which is also written to the epilogue's y (in place).
-TEST(CudaConvert, Bf16CastAndTransposeMatchTheCpu) {
-  FP8KIT_REQUIRE_GPU();
-  const std::vector<std::pair<int64_t, int64_t>> shapes = {{6400, 32}, {32, 32}, {1, 1},   {33, 65}, {32, 1},
-                                                           {1, 32},    {217, 256}, {5, 160}, {64, 31}};
+// float_to_bf16_transposed over `shapes` in one call (twice over: more than one launch's 16): each
+// matrix's bf16 copy and transposed copy are float_to_bf16 of its elements; with an epilogue, of
+// nn::Linear's act(bf16(bf16(x) + bf16(b))) (float32: x + b), which is also written to the epilogue's y
+// (in place).
+void expect_casts_match_the_cpu(const std::vector<std::pair<int64_t, int64_t>>& shapes) {
   struct Case {
     int64_t rows, cols;
     bool straight, transposed, bias, relu, bf16;
@@ -144,13 +142,25 @@ TEST(CudaConvert, Bf16CastAndTransposeMatchTheCpu) {
   }
 }
 
+// Shapes of which some are not multiples of 4: the 32 x 32 tiles.
+TEST(CudaConvert, Bf16CastAndTransposeMatchTheCpu) {
+  FP8KIT_REQUIRE_GPU();
+  expect_casts_match_the_cpu({{6400, 32}, {32, 32}, {1, 1}, {33, 65}, {32, 1}, {1, 32}, {217, 256}, {5, 160}, {64, 31}});
+}
+
+// Rows and columns multiples of 4: the 64 x 64 tiles of 4-element accesses, partial tiles included.
+TEST(CudaConvert, Bf16CastAndTransposeOnWideTilesMatchTheCpu) {
+  FP8KIT_REQUIRE_GPU();
+  expect_casts_match_the_cpu({{6400, 32}, {4, 4}, {64, 64}, {68, 132}, {256, 12}, {12, 256}, {200, 4}, {1024, 768}, {4, 1000}});
+}
+
 // A Linear's output gradient cast with the backward of its epilogue applied on the fly: the copies
 // are float_to_bf16 of g = ReLU mask(ops::dropout_backward(dy)), as nn::Linear's backward.
 TEST(CudaConvert, Bf16CastOfTheEpilogueGradient) {
   FP8KIT_REQUIRE_GPU();
   DeviceBuffer<uint64_t> d_step(1);
   d_step.upload(std::vector<uint64_t>{5});
-  for (const auto& [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{{6400, 32}, {32, 1}, {33, 65}}) {
+  for (const auto& [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{{6400, 32}, {32, 1}, {33, 65}, {132, 68}}) {
     const std::vector<float> dy = testing::random_normal(rows * cols, 1), y = testing::random_normal(rows * cols, 2);
     DeviceBuffer<float> d_dy(dy.size()), d_y(y.size());
     d_dy.upload(dy);
