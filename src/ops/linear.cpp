@@ -136,7 +136,7 @@ void cpu_forward(Context& c, LinearOp& l, const Tensor& x, bool training, const 
     case LinearPrecision::Fp8: {
       // x's codes in xc_t, their exact values in xc (decoded once for fprop and wgrad): cast here, by
       // linear_prepare_input, or by the Linear whose cast this one shares (its slot takes the amax).
-      const LinearOp& in = l.input_of != nullptr ? *l.input_of : l;
+      const LinearOp& in = l.input_owner();
       if (&in == &l && l.prepared_input != &x) {
         cast_fp8(*l.scaling, l.slot, x.span<float>(), training, l.xc_t, l.xc, c);
       } else {
@@ -245,7 +245,7 @@ void cpu_backward(Context& c, const LinearGradient& lg) {
     case LinearPrecision::Fp8: {
       const float g_scale_inv = cast_fp8(*l.scaling, l.slot + 2, l.g.span<float>(), true, l.gc_t, l.gc, c);
       record_health(c, l, l.slot + 2, l.g, true);
-      const LinearOp& in = l.input_of != nullptr ? *l.input_of : l;  // whose cast of x the forward read
+      const LinearOp& in = l.input_owner();  // whose cast of x the forward read
       const float x_scale_inv = *l.scaling->gemm_scale_inv(in.slot);
       const float w_scale_inv = *l.scaling->gemm_scale_inv(l.slot + 1);
       if (lg.input_gradient)

@@ -68,6 +68,9 @@ struct LinearOp {
   // cast would have recorded it), Fp8Block on both devices (the 1 x 128 quantizations);
   // shares_input_operands says when.
   LinearOp* input_of = nullptr;
+  // The Linear whose operands of the input this one's GEMMs read: input_of, or itself.
+  LinearOp& input_owner() { return input_of != nullptr ? *input_of : *this; }
+  const LinearOp& input_owner() const { return input_of != nullptr ? *input_of : *this; }
 
   // Set by linear_prepare_input: the input whose GEMM operand is made already (bf16 on the GPU, FP8
   // codes that may be shared), until the next linear_prepare_weights (a step's start).

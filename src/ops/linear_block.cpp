@@ -67,7 +67,7 @@ void linear_block_prepare_input(Context& c, LinearOp& l, const Tensor& x, bool t
 }
 
 void linear_block_forward(Context& c, LinearOp& l, const Tensor& x, bool training) {
-  LinearOp& owner = l.input_of != nullptr ? *l.input_of : l;
+  LinearOp& owner = l.input_owner();
   if (owner.prepared_input != &x) {  // (not marked prepared: a later forward of new values quantizes again)
     FP8KIT_CHECK(l.input_of == nullptr,
                  "linear: a Linear sharing another's input quantization must see the same input, prepared first");
@@ -88,7 +88,7 @@ void linear_block_backward(Context& c, LinearOp& l, const Tensor& g, bool input_
   const Context::OnLane side(c, Lane::Side);
   transpose_f32(c, g, l.rows, l.out, l.gc_t);
   quantize(c, l.gc_t, spec, l.gq_t);
-  const QTensor& x_t = (l.input_of != nullptr ? *l.input_of : l).xq_t;
+  const QTensor& x_t = l.input_owner().xq_t;
   if (out_in(l)) {  // dW [out, in] = g^T x
     Tensor dw = l.dw->view(0, {l.out, l.in});
     matmul(c, l.gq_t, x_t, dw);

@@ -6,18 +6,14 @@
 // memory bandwidth (28 bytes per parameter).
 #include "ops/cuda/adam.h"
 
-#include <algorithm>
-
 #include "ops/cuda/aligned.h"
 #include "ops/cuda/round.cuh"
 #include "runtime/cuda/check.h"
-#include "runtime/cuda/device_info.h"
 
 namespace fp8kit::cuda {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int kBlocksPerSm = 8;
 
 struct Scalars {
   float alpha, decay, one_minus_b1, one_minus_b2, epsilon;
@@ -73,8 +69,7 @@ __global__ void count_kernel(float* iterations, uint64_t* step_counter) {
 void adam_step(const ops::AdamOptions& options, float* iterations, float* w, const float* g, float* m, float* v,
                int64_t n, int64_t decayed, cudaStream_t stream, uint64_t* step_counter) {
   if (n > 0) {
-    const int64_t most = static_cast<int64_t>(kBlocksPerSm) * current_device_attribute(cudaDevAttrMultiProcessorCount);
-    const auto blocks = static_cast<unsigned>(std::min<int64_t>(blocks_for((n + 3) / 4, kThreads), most));
+    const unsigned blocks = strided_blocks((n + 3) / 4, kThreads);
     const bool vectors = aligned(w, 16) && aligned(g, 16) && aligned(m, 16) && aligned(v, 16);
     update_kernel<<<blocks, kThreads, 0, stream>>>(options, iterations, w, g, m, v, n, decayed, vectors);
     check_launch("adam_step");

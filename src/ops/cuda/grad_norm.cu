@@ -2,7 +2,6 @@
 // adding the pieces (and taking the root), then a scaling pass that reads the factor on the device.
 #include "ops/cuda/grad_norm.h"
 
-#include <algorithm>
 #include <string>
 
 #include "base/error.h"
@@ -10,7 +9,6 @@
 #include "ops/cuda/round.cuh"
 #include "ops/cuda/rows.cuh"
 #include "runtime/cuda/check.h"
-#include "runtime/cuda/device_info.h"
 
 namespace fp8kit::cuda {
 namespace {
@@ -72,9 +70,7 @@ void clip_to_norm(float* g, int64_t n, float max_norm, float* norm, bool root, c
     check_launch("clip_by_global_norm");
   }
   if (max_norm > 0.0f && n > 0) {
-    const int64_t most = 8 * static_cast<int64_t>(current_device_attribute(cudaDevAttrMultiProcessorCount));
-    clip_kernel<<<static_cast<unsigned>(std::min<int64_t>(blocks_for(n, kThreads), most)), kThreads, 0, stream>>>(
-        g, n, norm, max_norm);
+    clip_kernel<<<strided_blocks(n, kThreads), kThreads, 0, stream>>>(g, n, norm, max_norm);
     check_launch("clip_by_global_norm");
   }
 }

@@ -293,7 +293,7 @@ void cuda_linear_forward(Context& c, LinearOp& l, const Tensor& x, bool training
     case LinearPrecision::Bf16: {
       // The input's bf16 copy for fprop and, when training, its transposed copy for wgrad (or the
       // copies of the Linear that shares this input).
-      LinearOp& owner = l.input_of != nullptr ? *l.input_of : l;
+      LinearOp& owner = l.input_owner();
       if (l.input_of == nullptr && l.prepared_input != &x) {
         sized(l.xc, M, K, DType::Bf16);
         sized(l.xc_t, K, M, DType::Bf16);
@@ -311,7 +311,7 @@ void cuda_linear_forward(Context& c, LinearOp& l, const Tensor& x, bool training
       const Fp8Format f = t.format(l.slot);
       // x's codes for fprop and, transposed, for wgrad: quantized here, by linear_prepare_input, or by
       // the Linear whose quantization this one shares (its slot takes that cast's amax).
-      LinearOp& in = l.input_of != nullptr ? *l.input_of : l;
+      LinearOp& in = l.input_owner();
       if (&in == &l && l.prepared_input != &x) {
         sized(l.xc, M, K, dtype_of(f));
         sized(l.xc_t, K, M, dtype_of(f));
@@ -436,7 +436,7 @@ void cuda_linear_backward(Context& c, std::span<const LinearGradient> group) {
           gemm(c, M, K, N, b16(l.gc), DType::Bf16, b16(l.wc), DType::Bf16, f32(l.dx));
         }
         c.join(g.lane);
-        LinearOp& in = l.input_of != nullptr ? *l.input_of : l;
+        LinearOp& in = l.input_owner();
         const Context::OnLane lane(c, wgrad_lane(g.lane));
         wgrad(c, l, in.xc_t, l.gc_t, DType::Bf16, DType::Bf16, nullptr, nullptr);
       }
@@ -502,7 +502,7 @@ void cuda_linear_backward(Context& c, std::span<const LinearGradient> group) {
           }
           c.join(g.lane);
         }
-        LinearOp& in = l.input_of != nullptr ? *l.input_of : l;  // whose codes of x the forward read
+        LinearOp& in = l.input_owner();  // whose codes of x the forward read
         const Context::OnLane lane(c, wgrad_lane(g.lane));
         wgrad(c, l, in.xc_t, l.gc_t, dtype_of(t.format(s)), dtype_of(fb), t.gemm_scale_inv(in.slot),
               t.gemm_scale_inv(s + 2));
