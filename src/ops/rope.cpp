@@ -1,6 +1,6 @@
-// Rotary position embeddings on Tensors: argument checks, then the CPU core (ops/cpu/rope.h) or the
-// GPU kernel (ops/cuda/rope.h) on the context's current lane. The table is made on the host (once
-// per model) and copied to the context's device.
+// Rotary position embeddings on Tensors (f32 or bf16): argument checks, then the CPU core
+// (ops/cpu/rope.h) or the GPU kernel (ops/cuda/rope.h) on the context's current lane. The table is
+// made on the host (once per model) and copied to the context's device.
 #include "ops/rope.h"
 
 #include "base/error.h"
@@ -24,13 +24,15 @@ struct RopeShape {
   int64_t batch, seq, heads, head_dim;
 };
 
-// x [batch, seq, heads * head_dim] f32 and the table [positions, head_dim / 2, 2] covering positions
-// [start, start + seq).
+// x [batch, seq, heads * head_dim] f32 or bf16 and the table [positions, head_dim / 2, 2] covering
+// positions [start, start + seq).
 RopeShape check_rope(const Context& c, const Tensor& table, const Tensor& x, int64_t heads, int64_t start,
                      std::string_view op, std::string_view what) {
   FP8KIT_CHECK(x.rank() == 3, "{}: {} must be [batch, seq, heads * head_dim], got [{}]", op, what,
                fmt::join(x.shape(), ", "));
-  check_tensor(c, x, x.shape(), DType::F32, op, what);
+  FP8KIT_CHECK(x.dtype() == DType::F32 || x.dtype() == DType::Bf16, "{}: {} must be f32 or bf16, got {}", op, what,
+               name(x.dtype()));
+  check_tensor(c, x, x.shape(), x.dtype(), op, what);
   FP8KIT_CHECK(heads >= 1 && x.dim(2) % heads == 0 && (x.dim(2) / heads) % 2 == 0 && x.dim(2) > 0,
                "{}: {}'s last dim {} must be heads ({}) times an even head_dim", op, what, x.dim(2), heads);
   const int64_t head_dim = x.dim(2) / heads;
@@ -44,19 +46,42 @@ RopeShape check_rope(const Context& c, const Tensor& table, const Tensor& x, int
   return {x.dim(0), x.dim(1), heads, head_dim};
 }
 
-void rotate(Context& c, const Tensor& table, const Tensor& x, int64_t heads, int64_t start, float sign, bool bf16,
-            Tensor& out, std::string_view op, std::string_view what) {
-  const RopeShape s = check_rope(c, table, x, heads, start, op, what);
-  prepare_output(c, out, x.shape(), DType::F32, op, what == "x" ? "out" : "dx");
-  if (c.is_cuda()) {
-#if FP8KIT_HAVE_CUDA
-    cuda::rope_rotate(cuda::RopeShape{s.batch, s.seq, s.heads, s.head_dim}, start, table.device_data<float>(),
-                      x.device_data<float>(), sign, bf16, out.device_data<float>(), stream(c));
-#endif
-    return;
+// Calls f(In{}, Out{}) with the element types of dtypes `in` and `out` (float for F32, uint16_t for
+// Bf16's bits).
+template <typename F>
+void with_element_types(DType in, DType out, F&& f) {
+  const auto with_out = [&](auto x) {
+    if (out == DType::Bf16) {
+      f(x, uint16_t{});
+    } else {
+      f(x, float{});
+    }
+  };
+  if (in == DType::Bf16) {
+    with_out(uint16_t{});
+  } else {
+    with_out(float{});
   }
-  cpu::rope_rotate(s.batch, s.seq, s.heads, s.head_dim, start, table.data<float>(), x.data<float>(), sign, bf16,
-                   out.data<float>());
+}
+
+void rotate(Context& c, const Tensor& table, const Tensor& x, int64_t heads, int64_t start, float sign, bool bf16,
+            DType dtype, Tensor& out, std::string_view op, std::string_view what) {
+  const RopeShape s = check_rope(c, table, x, heads, start, op, what);
+  FP8KIT_CHECK(dtype == DType::F32 || dtype == DType::Bf16, "{}: out must be f32 or bf16, got {}", op, name(dtype));
+  prepare_output(c, out, x.shape(), dtype, op, what == "x" ? "out" : "dx");
+  with_element_types(x.dtype(), dtype, [&](auto in_element, auto out_element) {
+    using In = decltype(in_element);
+    using Out = decltype(out_element);
+    if (c.is_cuda()) {
+#if FP8KIT_HAVE_CUDA
+      cuda::rope_rotate(cuda::RopeShape{s.batch, s.seq, s.heads, s.head_dim}, start, table.device_data<float>(),
+                        x.device_data<In>(), sign, bf16, out.device_data<Out>(), stream(c));
+#endif
+      return;
+    }
+    cpu::rope_rotate(s.batch, s.seq, s.heads, s.head_dim, start, table.data<float>(), x.data<In>(), sign, bf16,
+                     out.data<Out>());
+  });
 }
 
 }  // namespace
@@ -73,12 +98,12 @@ void rope_table(Context& c, int64_t positions, int64_t head_dim, double theta, T
 }
 
 void rope_forward(Context& c, const Tensor& table, const Tensor& x, int64_t heads, int64_t start, bool bf16,
-                  Tensor& out) {
-  rotate(c, table, x, heads, start, 1.0f, bf16, out, "rope_forward", "x");
+                  Tensor& out, DType dtype) {
+  rotate(c, table, x, heads, start, 1.0f, bf16, dtype, out, "rope_forward", "x");
 }
 
 void rope_backward(Context& c, const Tensor& table, const Tensor& dout, int64_t heads, int64_t start, Tensor& dx) {
-  rotate(c, table, dout, heads, start, -1.0f, false, dx, "rope_backward", "dout");
+  rotate(c, table, dout, heads, start, -1.0f, false, DType::F32, dx, "rope_backward", "dout");
 }
 
 }  // namespace fp8kit::ops

@@ -15,15 +15,18 @@ namespace fp8kit::ops {
 // correctly rounded). Made once per model; the kernels only read it, so both devices use the same bits.
 void rope_table(Context& c, int64_t positions, int64_t head_dim, double theta, Tensor& table);
 
-// x [batch, seq, heads * head_dim] f32; token t of every sequence sits at position start + t
+// x [batch, seq, heads * head_dim] f32 or bf16; token t of every sequence sits at position start + t
 // (start + seq <= the table's positions). For each head and i < head_dim / 2, with (c, s) the
 // table's entry:  out[i] = x[i] c - x[i + h] s;  out[i + h] = x[i + h] c + x[i] s  (h = head_dim / 2),
 // each product rounded to float32 and then the difference or sum (no fused multiply-add, the same
-// bits on both devices); bf16 rounds out to bf16. out is resized; it may be x (in place).
+// bits on both devices); bf16 rounds out to bf16. out is resized, of `dtype`: F32, or Bf16 (the values
+// bf16 rounds to, whatever bf16 says: queries and keys stored as the bf16 operands the GPU's attention
+// reads). out may be x (in place) when their dtypes agree.
 void rope_forward(Context& c, const Tensor& table, const Tensor& x, int64_t heads, int64_t start, bool bf16,
-                  Tensor& out);
+                  Tensor& out, DType dtype = DType::F32);
 // The transpose (a rotation by -angle): dx[i] = dout[i] c + dout[i + h] s; dx[i + h] = dout[i + h] c -
-// dout[i] s. dx is resized; it may be dout.
+// dout[i] s. dout f32 or bf16 (the GPU attention's gradients, read as they are); dx f32, resized; it
+// may be dout when that is f32.
 void rope_backward(Context& c, const Tensor& table, const Tensor& dout, int64_t heads, int64_t start, Tensor& dx);
 
 }  // namespace fp8kit::ops

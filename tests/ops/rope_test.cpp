@@ -1,7 +1,8 @@
 // RoPE: the table against double-precision cos/sin of HF's float32 angles; the rotation against a
 // reference that rounds each product and then the sum (no fused multiply-add: the bits the GPU gives),
 // in place and out of place, at a start offset, bf16 rounding, head_dim 2 and 6 (half not a multiple of
-// 4); the backward by finite differences and as the inverse rotation; the argument errors.
+// 4); bf16 tensors in and out against the f32 path's bits; the backward by finite differences and as
+// the inverse rotation; the argument errors.
 #include "ops/rope.h"
 
 #include "common/error_of.h"
@@ -91,6 +92,45 @@ TEST(Rope, ForwardRoundsEachProductThenTheSum) {
   }
 }
 
+// bf16 tensors: the forward's Bf16 out holds the bits of the f32 path's bf16-rounded values (whatever
+// bf16 says; in place too); bf16 inputs (x, dout) give what f32 tensors of the same values give.
+TEST(Rope, Bf16TensorsHoldTheF32PathsBits) {
+  for (const Case s : {Case{2, 37, 3, 6, 5}, Case{1, 1, 1, 2, 0}, Case{2, 70, 4, 64, 20}}) {
+    Context c;
+    Tensor table;
+    rope_table(c, s.start + s.seq, s.head_dim, 500000.0, table);
+    const std::vector<int64_t> shape{s.batch, s.seq, s.heads * s.head_dim};
+    std::vector<float> x = testing::random_vector(s.batch * s.seq * s.heads * s.head_dim, 4, -4, 4);
+    const std::string what = "heads " + std::to_string(s.heads) + " head_dim " + std::to_string(s.head_dim);
+    Tensor want;
+    rope_forward(c, table, testing::host_tensor(x, shape), s.heads, s.start, true, want);
+    for (const bool bf16 : {false, true}) {
+      Tensor out;
+      rope_forward(c, table, testing::host_tensor(x, shape), s.heads, s.start, bf16, out, DType::Bf16);
+      ASSERT_EQ(out.dtype(), DType::Bf16);
+      EXPECT_TRUE(testing::same_bits(testing::float_values(out), want.span<float>())) << what << " bf16 " << bf16;
+    }
+    for (float& v : x) v = round_bf16(v);
+    const Tensor x_f32 = testing::host_tensor(x, shape), x_bf16 = testing::host_tensor(x, shape, DType::Bf16);
+    for (const DType dtype : {DType::F32, DType::Bf16}) {
+      Tensor from_f32, from_bf16;
+      rope_forward(c, table, x_f32, s.heads, s.start, true, from_f32, dtype);
+      rope_forward(c, table, x_bf16, s.heads, s.start, true, from_bf16, dtype);
+      EXPECT_TRUE(testing::same_bits(testing::float_values(from_bf16), testing::float_values(from_f32)))
+          << what << " out " << name(dtype);
+    }
+    Tensor in_place = x_bf16.clone(), out;
+    rope_forward(c, table, in_place, s.heads, s.start, false, in_place, DType::Bf16);
+    rope_forward(c, table, x_bf16, s.heads, s.start, false, out, DType::Bf16);
+    EXPECT_TRUE(testing::same_bits(testing::float_values(in_place), testing::float_values(out))) << what;
+    Tensor dx_f32, dx_bf16;
+    rope_backward(c, table, x_f32, s.heads, s.start, dx_f32);
+    rope_backward(c, table, x_bf16, s.heads, s.start, dx_bf16);
+    ASSERT_EQ(dx_bf16.dtype(), DType::F32);
+    EXPECT_TRUE(testing::same_bits(dx_bf16.span<float>(), dx_f32.span<float>())) << what;
+  }
+}
+
 TEST(Rope, BackwardIsTheTransposeAndTheInverse) {
   const Case s{2, 9, 3, 6, 4};
   Context c;
@@ -134,6 +174,15 @@ TEST(RopeOp, ErrorsNameTheOpTheTensorAndTheFix) {
               HasSubstr("x's last dim 8 must be heads (3) times an even head_dim"));
   EXPECT_THAT(error_of([&] { rope_backward(c, table, x, 2, 3, out); }),
               HasSubstr("rope_backward: positions [3, 9) are outside the table's 8: make the table for the longest"));
+  Tensor codes({1, 6, 8}, DType::E4M3), bf16({1, 6, 8}, DType::Bf16);
+  EXPECT_THAT(error_of([&] { rope_forward(c, table, codes, 2, 0, false, out); }),
+              HasSubstr("rope_forward: x must be f32 or bf16, got e4m3"));
+  EXPECT_THAT(error_of([&] { rope_forward(c, table, x, 2, 0, false, out, DType::E4M3); }),
+              HasSubstr("rope_forward: out must be f32 or bf16, got e4m3"));
+  EXPECT_THAT(error_of([&] { rope_forward(c, table, x, 2, 0, true, x, DType::Bf16); }),
+              HasSubstr("rope_forward: out must be bf16 on the cpu, got f32 on the cpu"));
+  EXPECT_THAT(error_of([&] { rope_backward(c, table, bf16, 2, 0, bf16); }),
+              HasSubstr("rope_backward: dx must be f32 on the cpu, got bf16 on the cpu"));
 }
 
 }  // namespace

@@ -12,9 +12,11 @@ struct RopeShape {
 };
 
 // x, out [batch, seq, heads * head_dim] (out may be x); table [positions, head_dim / 2, 2], token t at
-// position start + t. sign +1: forward, -1: backward (ops::cpu::rope_rotate). A thread per pair
-// (i, i + head_dim / 2); every product rounded before the sum (no fused multiply-add).
-void rope_rotate(const RopeShape& shape, int64_t start, const float* table, const float* x, float sign, bool bf16,
-                 float* out, cudaStream_t stream);
+// position start + t. sign +1: forward, -1: backward (ops::cpu::rope_rotate, whose element types In
+// and Out are these: float, or uint16_t for bf16 bits). A thread per pair (i, i + head_dim / 2);
+// every product rounded before the sum (no fused multiply-add).
+template <typename In, typename Out>
+void rope_rotate(const RopeShape& shape, int64_t start, const float* table, const In* x, float sign, bool bf16,
+                 Out* out, cudaStream_t stream);
 
 }  // namespace fp8kit::cuda
