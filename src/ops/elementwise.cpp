@@ -3,6 +3,7 @@
 #include "ops/elementwise.h"
 
 #include "base/error.h"
+#include "numerics/convert.h"
 #include "ops/cpu/elementwise.h"
 #include "ops/tensor_checks.h"
 
@@ -14,6 +15,7 @@
 
 #if FP8KIT_HAVE_CUDA
 #include "ops/cuda/context.h"
+#include "ops/cuda/convert.h"
 #include "ops/cuda/elementwise.h"
 #include "runtime/cuda/check.h"
 #endif
@@ -34,6 +36,35 @@ void copy(Context& c, const Tensor& src, Tensor& dst) {
     return;
   }
   std::copy_n(src.data<std::byte>(), src.nbytes(), dst.data<std::byte>());
+}
+
+void convert(Context& c, const Tensor& src, DType dtype, Tensor& out) {
+  constexpr std::string_view op = "convert";
+  FP8KIT_CHECK(src.dtype() == DType::F32 || src.dtype() == DType::Bf16, "{}: src must be f32 or bf16, got {}", op,
+               name(src.dtype()));
+  FP8KIT_CHECK(dtype == DType::F32 || dtype == DType::Bf16, "{}: to f32 or bf16, not {}", op, name(dtype));
+  FP8KIT_CHECK(&out != &src, "{}: out must not be src", op);
+  check_tensor(c, src, src.shape(), src.dtype(), op, "src");
+  prepare_output(c, out, src.shape(), dtype, op, "out");
+  if (dtype == src.dtype()) {
+    copy(c, src, out);
+    return;
+  }
+  if (c.is_cuda()) {
+#if FP8KIT_HAVE_CUDA
+    if (dtype == DType::Bf16) {
+      cuda::float_to_bf16(src.device_data<float>(), src.numel(), out.device_data<uint16_t>(), stream(c));
+    } else {
+      cuda::bf16_to_float(src.device_data<uint16_t>(), src.numel(), out.device_data<float>(), stream(c));
+    }
+#endif
+    return;
+  }
+  if (dtype == DType::Bf16) {
+    float_to_bf16(src.span<float>(), out.span<uint16_t>());
+  } else {
+    bf16_to_float(src.span<uint16_t>(), out.span<float>());
+  }
 }
 
 void add(Context& c, const Tensor& a, const Tensor& b, bool bf16, Tensor& out) {

@@ -1,4 +1,5 @@
 // Element-wise ops on Tensors: add is the seed model's residual sum (float32, and rounded to bf16);
+// convert rounds f32 to bf16 (to nearest even) and widens bf16 exactly;
 // sum_dropout_backward has the bits of the CPU model's residual gradient into the embedding dropout
 // (the attention's dx = (dxq + dxk) + dxv, d_r1 + dx, the dropout's backward), with 1 to 3 tensors
 // after a, dropout active and inactive, in place; and their argument errors.
@@ -11,6 +12,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
 #include <vector>
 
 namespace fp8kit::ops {
@@ -32,6 +35,26 @@ TEST(AddOp, SumsInFloat32AndRoundsToBf16) {
     add(c, in_place, tb, bf16, in_place);
     EXPECT_TRUE(testing::same_bits(in_place.span<float>(), out.span<float>()));
   }
+}
+
+TEST(ConvertOp, RoundsToBf16AndWidensExactly) {
+  std::vector<float> v = testing::random_vector(3 * 37, 1, -4, 4);
+  v[0] = 1.00390625f;  // halfway between bf16 1 and 1 + 2^-7: to the even one
+  v[1] = std::numeric_limits<float>::quiet_NaN();
+  Context c;
+  Tensor bf16, back;
+  convert(c, testing::host_tensor(v, {3, 37}), DType::Bf16, bf16);
+  ASSERT_EQ(bf16.dtype(), DType::Bf16);
+  ASSERT_EQ(bf16.shape(), (std::vector<int64_t>{3, 37}));
+  for (size_t i = 0; i < v.size(); ++i) ASSERT_EQ(bf16.data<uint16_t>()[i], float_to_bf16(v[i])) << i;
+  EXPECT_EQ(bf16.data<uint16_t>()[0], float_to_bf16(1.0f));
+  convert(c, bf16, DType::F32, back);
+  ASSERT_EQ(back.dtype(), DType::F32);
+  for (size_t i = 2; i < v.size(); ++i) ASSERT_EQ(back.data<float>()[i], round_bf16(v[i])) << i;
+  EXPECT_TRUE(std::isnan(back.data<float>()[1]));
+  Tensor same;
+  convert(c, back, DType::F32, same);
+  EXPECT_TRUE(testing::same_bits(same.span<float>(), back.span<float>()));
 }
 
 TEST(SumDropoutBackwardOp, MatchesTheModelsResidualGradientBitForBit) {
@@ -82,6 +105,9 @@ TEST(ElementwiseOps, ErrorsNameTheOpAndTheTensor) {
   const Tensor* four[] = {&a, &a, &a, &a};
   EXPECT_EQ(testing::error_of([&] { sum_dropout_backward(c, a, four, false, {}, out); }),
             "sum_dropout_backward: takes 1 to 3 tensors after a, got 4");
+  EXPECT_EQ(testing::error_of([&] { convert(c, a, DType::E4M3, out); }), "convert: to f32 or bf16, not e4m3");
+  Tensor self = a.clone();
+  EXPECT_EQ(testing::error_of([&] { convert(c, self, DType::Bf16, self); }), "convert: out must not be src");
   const Tensor* null[] = {&a, nullptr};
   EXPECT_EQ(testing::error_of([&] { sum_dropout_backward(c, a, null, false, {}, out); }),
             "sum_dropout_backward: tensor 2 after a is null");

@@ -1,12 +1,14 @@
-// Op table rows: add (f32, and rounded to bf16) and sum_dropout_backward (a + b, a + (b + c),
-// a + ((b + c) + d), then the dropout's backward, active and inactive, with bf16's keep probability or
-// float32's), at sizes that are not a multiple of the GPU's 256-thread blocks, and a single element.
-// The same float32 additions in the same order and the CPU's masks: the same bits.
+// Op table rows: add (f32, and rounded to bf16), convert (f32 <-> bf16) and sum_dropout_backward
+// (a + b, a + (b + c), a + ((b + c) + d), then the dropout's backward, active and inactive, with bf16's
+// keep probability or float32's), at sizes that are not a multiple of the GPU's 256-thread blocks, and
+// a single element. The same float32 additions in the same order and the CPU's masks: the same bits.
 #include "ops/cuda/op_table.h"
 #include "ops/elementwise.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+
+#include <limits>
 
 namespace fp8kit::testing {
 namespace {
@@ -52,6 +54,19 @@ const RegisterOps rows([](std::vector<OpCase>& t) {
         }
       }
     }
+  }
+  for (const DType to : {DType::Bf16, DType::F32}) {  // f32 -> bf16 (rounding, NaN), bf16 -> f32
+    t.push_back({fmt::format("convert/to_{}", name(to)), [=](ops::Context& c) {
+                   std::vector<float> v = random_values(1000, 49, -100.0f, 100.0f);
+                   v[7] = std::numeric_limits<float>::quiet_NaN();
+                   v[8] = -0.0f;
+                   v[9] = 1.00390625f;  // halfway between two bf16 values: to the even one
+                   const DType from = to == DType::F32 ? DType::Bf16 : DType::F32;
+                   const Tensor x = device_tensor(v, {10, 100}, c.device(), from);
+                   std::vector<Tensor> out(1);
+                   ops::convert(c, x, to, out[0]);
+                   return out;
+                 }});
   }
   t.push_back({"sum_dropout_backward/in_place", [](ops::Context& c) {
                  std::vector<Tensor> out;
