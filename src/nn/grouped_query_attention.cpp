@@ -16,6 +16,38 @@ Linear projection(ParameterSet& parameters, const std::string& name, int64_t in,
   return Linear(parameters, name, in, out);
 }
 
+// t, as an op's output of `dtype`: emptied first when it holds another dtype (the precision changed
+// since it was made), so that the op makes it anew.
+Tensor& output_of(Tensor& t, DType dtype) {
+  if (t.dtype() != dtype) t = Tensor();
+  return t;
+}
+
+// SDPA's operand from a projection's output y [batch, seq, channels] f32: y rotated when a RoPE table
+// is given, else y itself, as `dtype` (ops::sdpa_dtype); a view of y when that leaves it as it is.
+void sdpa_operand(ops::Context& c, const Tensor* rope, Tensor y, int64_t heads, bool bf16, DType dtype,
+                  Tensor& operand) {
+  if (rope != nullptr) {
+    ops::rope_forward(c, *rope, y, heads, 0, bf16, output_of(operand, dtype), dtype);
+  } else if (dtype == y.dtype()) {
+    operand = std::move(y);
+  } else {
+    ops::convert(c, y, dtype, output_of(operand, dtype));
+  }
+}
+
+// A projection's f32 output gradient from SDPA's gradient d of its operand: through RoPE's backward
+// when a table is given (reading bf16 as cuDNN wrote it), else converted; f32 gradients in place.
+const Tensor& projection_gradient(ops::Context& c, const Tensor* rope, Tensor& d, int64_t heads, Tensor& f32) {
+  Tensor& out = d.dtype() == DType::F32 ? d : f32;
+  if (rope != nullptr) {
+    ops::rope_backward(c, *rope, d, heads, 0, out);
+  } else if (&out != &d) {
+    ops::convert(c, d, DType::F32, out);
+  }
+  return out;
+}
+
 }  // namespace
 
 GroupedQueryAttention::GroupedQueryAttention(ParameterSet& parameters, const std::string& name, int64_t hidden,
@@ -63,25 +95,25 @@ const Tensor& GroupedQueryAttention::forward(ops::Context& c, const Tensor& x, i
   c.join(ops::Lane::A);
   c.join(ops::Lane::B);
   const int64_t q_channels = shape_.heads * shape_.head_dim, kv_channels = shape_.kv_heads * shape_.head_dim;
-  Tensor q = q_proj.op().y.view(0, {batch, seq, q_channels}), k = k_proj.op().y.view(0, {batch, seq, kv_channels});
-  if (rope != nullptr) {
-    ops::rope_forward(c, *rope, q, shape_.heads, 0, bf16, q_);
-    ops::rope_forward(c, *rope, k, shape_.kv_heads, 0, bf16, k_);
-  } else {
-    q_ = std::move(q);
-    k_ = std::move(k);
-  }
-  v_ = v_proj.op().y.view(0, {batch, seq, kv_channels});
-  ops::sdpa_forward(c, shape_, q_, k_, v_, bf16, out_, lse_);
-  return o_proj.forward(c, out_, training, next);
+  // bf16 operands on the GPU: RoPE writes q and k as bf16, v is cast once for the forward and the
+  // backward, and cuDNN's out is converted once for o_proj (no casts inside sdpa).
+  const DType dtype = ops::sdpa_dtype(c, bf16);
+  sdpa_operand(c, rope, q_proj.op().y.view(0, {batch, seq, q_channels}), shape_.heads, bf16, dtype, q_);
+  sdpa_operand(c, rope, k_proj.op().y.view(0, {batch, seq, kv_channels}), shape_.kv_heads, bf16, dtype, k_);
+  sdpa_operand(c, nullptr, v_proj.op().y.view(0, {batch, seq, kv_channels}), shape_.kv_heads, bf16, dtype, v_);
+  ops::sdpa_forward(c, shape_, q_, k_, v_, bf16, output_of(out_, dtype), lse_);
+  if (dtype == DType::F32) return o_proj.forward(c, out_, training, next);
+  ops::convert(c, out_, DType::F32, out_f32_);
+  return o_proj.forward(c, out_f32_, training, next);
 }
 
 std::vector<Tensor*> GroupedQueryAttention::backward_buffers() {
-  return {&dq_, &dk_, &dv_, &dx_, &q_proj.dx_buffer(), &k_proj.dx_buffer(), &v_proj.dx_buffer(), &o_proj.dx_buffer()};
+  return {&dout_, &dq_, &dk_, &dv_, &dq_f32_, &dk_f32_, &dv_f32_, &dx_,
+          &q_proj.dx_buffer(), &k_proj.dx_buffer(), &v_proj.dx_buffer(), &o_proj.dx_buffer()};
 }
 
 std::vector<Tensor*> GroupedQueryAttention::step_buffers() {
-  std::vector<Tensor*> all = {&q_, &k_, &out_, &lse_};  // v_ is a view of v_proj's output
+  std::vector<Tensor*> all = {&q_, &k_, &v_, &out_, &out_f32_, &lse_};
   for (Linear* l : linears())
     for (Tensor* t : l->step_buffers()) all.push_back(t);
   return all;
@@ -90,14 +122,14 @@ std::vector<Tensor*> GroupedQueryAttention::step_buffers() {
 const Tensor& GroupedQueryAttention::backward(ops::Context& c, const Tensor& dy) {
   const int64_t rows = shape_.batch * shape_.seq;
   const int64_t q_channels = shape_.heads * shape_.head_dim, kv_channels = shape_.kv_heads * shape_.head_dim;
+  const DType dtype = q_.dtype();
   const Tensor dout = o_proj.backward(c, dy).view(0, {shape_.batch, shape_.seq, q_channels});
-  ops::sdpa_backward(c, shape_, q_, k_, v_, out_, lse_, dout, dq_, dk_, dv_);
-  if (rope_ != nullptr) {
-    ops::rope_backward(c, *rope_, dq_, shape_.heads, 0, dq_);
-    ops::rope_backward(c, *rope_, dk_, shape_.kv_heads, 0, dk_);
-  }
-  const Tensor dq = dq_.view(0, {rows, q_channels}), dk = dk_.view(0, {rows, kv_channels}),
-               dv = dv_.view(0, {rows, kv_channels});
+  if (dtype != DType::F32) ops::convert(c, dout, dtype, output_of(dout_, dtype));
+  ops::sdpa_backward(c, shape_, q_, k_, v_, out_, lse_, dtype == DType::F32 ? dout : dout_, output_of(dq_, dtype),
+                     output_of(dk_, dtype), output_of(dv_, dtype));
+  const Tensor dq = projection_gradient(c, rope_, dq_, shape_.heads, dq_f32_).view(0, {rows, q_channels}),
+               dk = projection_gradient(c, rope_, dk_, shape_.kv_heads, dk_f32_).view(0, {rows, kv_channels}),
+               dv = projection_gradient(c, nullptr, dv_, shape_.kv_heads, dv_f32_).view(0, {rows, kv_channels});
   const ops::LinearGradient query{&q_proj.op(), &dq, {}, ops::Lane::Main};
   ops::linear_backward(c, {&query, 1});
   const ops::LinearGradient key_value[] = {{&k_proj.op(), &dk, {}, ops::Lane::A},

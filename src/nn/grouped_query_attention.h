@@ -3,7 +3,8 @@
 // queries and keys, causal grouped-query attention (ops/sdpa.h), and the output projection. With
 // biases on the four projections and no rotary embeddings it is GPT's (and Transformer Engine's
 // TransformerLayer's) multi-head attention, kv_heads = heads. On the GPU the three projections run
-// side by side (query on Main, key and value on lanes A and B).
+// side by side (query on Main, key and value on lanes A and B), and in bf16 the attention's operands
+// and gradients are bf16 tensors, as cuDNN reads and writes them (ops::sdpa_dtype).
 #pragma once
 
 #include "nn/linear.h"
@@ -50,8 +51,13 @@ class GroupedQueryAttention {
   ops::SdpaShape shape_;
   const Tensor* rope_ = nullptr;
   bool bf16_ = false;
-  Tensor q_, k_, v_;  // the projections (q and k after RoPE, if any) as [batch, seq, channels]
-  Tensor out_, lse_, dq_, dk_, dv_, dx_;
+  // SDPA's operands, of ops::sdpa_dtype: the projections (q and k after RoPE, if any; views of the
+  // projections' outputs where nothing changes them) as [batch, seq, channels], and its out; out_f32_:
+  // out as o_proj's f32 input when out_ is bf16.
+  Tensor q_, k_, v_, out_, out_f32_, lse_;
+  // The backward's: o_proj's dx as SDPA's dout when that is bf16; SDPA's gradients (its dtype), and
+  // the projections' f32 gradients made from them when those are bf16 (else dq_, dk_, dv_ themselves).
+  Tensor dout_, dq_, dk_, dv_, dq_f32_, dk_f32_, dv_f32_, dx_;
 };
 
 }  // namespace fp8kit::nn

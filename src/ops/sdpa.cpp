@@ -46,6 +46,8 @@ DType check_qkv(const Context& c, const SdpaShape& s, const Tensor& q, const Ten
 
 }  // namespace
 
+DType sdpa_dtype(const Context& c, bool bf16) { return bf16 && c.is_cuda() ? DType::Bf16 : DType::F32; }
+
 void sdpa_forward(Context& c, const SdpaShape& shape, const Tensor& q, const Tensor& k, const Tensor& v,
                   bool bf16_out, Tensor& out, Tensor& lse, const Tensor* lengths) {
   constexpr std::string_view op = "sdpa_forward";

@@ -17,6 +17,12 @@ struct SdpaShape {
   float scale = 0.0f;  // 0: 1 / sqrt(head_dim)
 };
 
+// The dtype of q, k and v (and so of out and the gradients) that a model computing in bf16 mixed
+// precision hands sdpa: Bf16 on the GPU, whose cuDNN reads and writes bf16 (f32 tensors cost a cast
+// to bf16 copies at each call, and results a conversion back); F32 on the CPU, which reads f32 values
+// in full and keeps f32 gradients (the exact reference's bits), and whenever bf16 is false.
+DType sdpa_dtype(const Context& c, bool bf16);
+
 // q, out [batch, seq, heads * head_dim]; k, v [batch, seq, kv_heads * head_dim]; one dtype for all of
 // them, F32 or Bf16 (f32 values are read as bf16 on the GPU, where cuDNN needs bf16 operands).
 // lse [batch, heads, seq] f32 (resized): each row's natural log-sum-exp of its scaled scores, what the
