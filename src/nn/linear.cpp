@@ -104,6 +104,11 @@ const Tensor& Linear::forward(ops::Context& c, const Tensor& x, bool training, c
   return op_.y;
 }
 
+const Tensor& Linear::forward(ops::Context& c, const ops::GatedInput& x, bool training, const ops::LinearOutput& next) {
+  ops::linear_forward(c, op(), x, training, next);
+  return op_.y;
+}
+
 const Tensor& Linear::backward(ops::Context& c, const Tensor& dy, const ops::DropoutSpec& dropout) {
   const ops::LinearGradient g{&op_, &dy, dropout};
   ops::linear_backward(c, {&g, 1});

@@ -43,6 +43,8 @@ class Linear {
   // Linear to apply). producer: the Linear whose deferred output x is.
   const Tensor& forward(ops::Context& c, const Tensor& x, bool training, const ops::LinearOutput& next = {},
                         Linear* producer = nullptr);
+  // The same from SwiGLU's gate (ops::GatedInput: silu(gate) up, fused into the input's cast on the GPU).
+  const Tensor& forward(ops::Context& c, const ops::GatedInput& x, bool training, const ops::LinearOutput& next = {});
   // dy: [rows, out], the gradient of y or, with an active dropout, of the dropout after it. Overwrites
   // the parameters' gradients (weight gradients on Lane::Side); returns dx [rows, in].
   const Tensor& backward(ops::Context& c, const Tensor& dy, const ops::DropoutSpec& dropout = {});

@@ -2,7 +2,6 @@
 #include "nn/swiglu_mlp.h"
 
 #include "ops/elementwise.h"
-#include "ops/swiglu.h"
 
 namespace fp8kit::nn {
 
@@ -30,8 +29,8 @@ const Tensor& SwiGluMlp::forward(ops::Context& c, const Tensor& x, bool training
     up_proj.forward(c, x, training);
   }
   c.join(ops::Lane::A);
-  ops::swiglu_forward(c, gate_proj.op().y, up_proj.op().y, bf16, act_);
-  return down_proj.forward(c, act_, training, next);
+  // silu(gate) up inside down's cast of its input where the GPU can (act_ is then not written).
+  return down_proj.forward(c, ops::GatedInput{&gate_proj.op().y, &up_proj.op().y, bf16, &act_}, training, next);
 }
 
 std::vector<Tensor*> SwiGluMlp::backward_buffers() {
@@ -47,10 +46,8 @@ std::vector<Tensor*> SwiGluMlp::step_buffers() {
 
 const Tensor& SwiGluMlp::backward(ops::Context& c, const Tensor& dy) {
   const Tensor& dact = down_proj.backward(c, dy);
-  ops::swiglu_backward(c, gate_proj.op().y, up_proj.op().y, dact, dgate_, dup_);
-  const ops::LinearGradient group[] = {{&gate_proj.op(), &dgate_, {}, ops::Lane::Main},
-                                       {&up_proj.op(), &dup_, {}, ops::Lane::A}};
-  ops::linear_backward(c, group);
+  // SwiGLU's backward inside gate's and up's gradient casts where the GPU can (dgate_, dup_ unwritten).
+  ops::linear_backward_gated(c, gate_proj.op(), up_proj.op(), dact, dgate_, dup_, ops::Lane::A);
   ops::add(c, gate_proj.op().dx, up_proj.op().dx, false, dx_);
   return dx_;
 }

@@ -14,6 +14,9 @@ namespace fp8kit::ops {
 
 enum class Activation : uint8_t { None, Relu, Gelu };
 
+// Which of SwiGLU's two inputs (silu(gate) up) a gradient is of: the gate projection's or up's.
+enum class SwiGluPart : uint8_t { None, Gate, Up };
+
 namespace gelu_detail {
 inline constexpr float kSqrt2OverPi = 0.7978845608028654f;
 inline constexpr float kCubic = 0.044715f;

@@ -8,6 +8,7 @@
 #include "ops/cuda/quantize_gemm_fits.h"
 #include "ops/gemm.h"
 #include "ops/linear_block.h"
+#include "ops/swiglu.h"
 #include "ops/tensor_checks.h"
 
 #include <algorithm>
@@ -312,8 +313,11 @@ bool shares_input_operands(const LinearOp& a, const LinearOp& b) {
          a.block_recipe.scale_options == b.block_recipe.scale_options;
 }
 
-void linear_forward(Context& c, LinearOp& l, const Tensor& x, bool training, const LinearOutput& next,
-                    LinearOp* producer) {
+namespace {
+
+// linear_forward's checks and dispatch; gated (GPU only): x is its gate.
+void forward(Context& c, LinearOp& l, const Tensor& x, bool training, const LinearOutput& next, LinearOp* producer,
+             const GatedInput* gated) {
   check_linear(c, l);
   FP8KIT_CHECK(!next.deferred || next.out == nullptr, "linear: a deferred output has no dropout or residual sum");
   FP8KIT_CHECK(producer == nullptr || &x == &producer->y, "linear: a producer's deferred output is its y");
@@ -328,11 +332,40 @@ void linear_forward(Context& c, LinearOp& l, const Tensor& x, bool training, con
   }
   if (c.is_cuda()) {
 #if FP8KIT_HAVE_CUDA
-    cuda_linear_forward(c, l, x, training, next, producer);
+    cuda_linear_forward(c, l, x, training, next, producer, gated);
 #endif
     return;
   }
   cpu_forward(c, l, x, training, next, producer);
+}
+
+// Whether SwiGLU's backward can run inside l's gradient cast: the GPU's bf16 and FP8 Linears, whose
+// output gradient has no bias sum to make.
+bool swiglu_fusable(const Context& c, const LinearOp& l) {
+  return c.is_cuda() && (l.precision == LinearPrecision::Bf16 || l.precision == LinearPrecision::Fp8) &&
+         l.db == nullptr;
+}
+
+}  // namespace
+
+void linear_forward(Context& c, LinearOp& l, const Tensor& x, bool training, const LinearOutput& next,
+                    LinearOp* producer) {
+  forward(c, l, x, training, next, producer, nullptr);
+}
+
+void linear_forward(Context& c, LinearOp& l, const GatedInput& x, bool training, const LinearOutput& next) {
+  FP8KIT_CHECK(x.gate != nullptr && x.up != nullptr && x.act != nullptr,
+               "linear: a gated input needs gate, up and act");
+  const bool fused = c.is_cuda() && l.input_of == nullptr &&
+                     (l.precision == LinearPrecision::Bf16 ||
+                      (l.precision == LinearPrecision::Fp8 && !(training && l.scaling->recording())));
+  if (!fused) {
+    swiglu_forward(c, *x.gate, *x.up, x.bf16, *x.act);
+    forward(c, l, *x.act, training, next, nullptr, nullptr);
+    return;
+  }
+  check_tensor(c, *x.up, x.gate->shape(), DType::F32, "linear", "a gated input's up (its gate's shape)");
+  forward(c, l, *x.gate, training, next, nullptr, &x);
 }
 
 void linear_finish(Context& c, std::span<LinearOp* const> linears) {
@@ -357,6 +390,9 @@ void linear_backward(Context& c, std::span<const LinearGradient> group) {
     FP8KIT_CHECK(l.rows == first.rows && l.in == first.in && l.out == first.out,
                  "linear backward: the Linears of a group must have one shape");
     check_tensor(c, *lg.dy, {l.rows, l.out}, DType::F32, "linear backward", "the output gradient");
+    FP8KIT_CHECK(lg.swiglu == SwiGluPart::None || swiglu_fusable(c, l),
+                 "linear backward: SwiGLU's gradient is fused on the GPU only, into bf16 or FP8 Linears without bias "
+                 "(linear_backward_gated)");
   }
   if (c.is_cuda()) {
 #if FP8KIT_HAVE_CUDA
@@ -374,6 +410,25 @@ void linear_backward(Context& c, std::span<const LinearGradient> group) {
     return;
   }
   for (const LinearGradient& lg : group) cpu_backward(c, lg);
+}
+
+void linear_backward_gated(Context& c, LinearOp& gate, LinearOp& up, const Tensor& dact, Tensor& dgate, Tensor& dup,
+                           Lane up_lane) {
+  if (!swiglu_fusable(c, gate) || !swiglu_fusable(c, up) || gate.precision != up.precision) {
+    swiglu_backward(c, gate.y, up.y, dact, dgate, dup);
+    const LinearGradient group[] = {{&gate, &dgate, {}, Lane::Main}, {&up, &dup, {}, up_lane}};
+    linear_backward(c, group);
+    return;
+  }
+  check_tensor(c, up.y, gate.y.shape(), DType::F32, "linear_backward_gated", "up's output (gate's shape)");
+  LinearGradient group[] = {{&gate, &dact, {}, Lane::Main}, {&up, &dact, {}, up_lane}};
+  group[0].swiglu = SwiGluPart::Gate;
+  group[1].swiglu = SwiGluPart::Up;
+  for (LinearGradient& g : group) {
+    g.gate = &gate.y;
+    g.up = &up.y;
+  }
+  linear_backward(c, group);
 }
 
 }  // namespace fp8kit::ops

@@ -75,7 +75,8 @@ struct LinearOp {
   // Set by linear_prepare_input: the input whose GEMM operand is made already (bf16 on the GPU, FP8
   // codes that may be shared), until the next linear_prepare_weights (a step's start).
   const Tensor* prepared_input = nullptr;
-  // Set by the forward: its input (which must stay unchanged until the backward), rows, output
+  // Set by the forward: its input (which must stay unchanged until the backward; a GatedInput's gate
+  // where the GPU fused it, and only the fp32 backward reads x itself), rows, output
   // y [rows, out] (after the activation) and, by the backward, dx [rows, in]. GELU: pre [rows, out],
   // the activation's input (after the bias), which its backward differentiates at (written by
   // every forward). ReLU's backward masks by y itself.
@@ -129,6 +130,20 @@ bool shares_input_operands(const LinearOp& a, const LinearOp& b);
 void linear_forward(Context& c, LinearOp& l, const Tensor& x, bool training, const LinearOutput& next = {},
                     LinearOp* producer = nullptr);
 
+// SwiGLU's gate deferred into the Linear that reads its output (a SwiGLU MLP's down projection): the
+// Linear's input is silu(gate) up as swiglu_forward(gate, up, bf16, act) makes it (gate, up [rows, in]
+// f32). The GPU computes it inside the Linear's bf16 cast or FP8 quantization of its input and never
+// writes act (one write and one read of [rows, in] f32 fewer); elsewhere (the CPU, fp32 and block
+// precisions, a Linear sharing another's input, FP8 health recording) swiglu_forward writes act,
+// which the Linear reads.
+struct GatedInput {
+  const Tensor* gate = nullptr;
+  const Tensor* up = nullptr;
+  bool bf16 = false;
+  Tensor* act = nullptr;
+};
+void linear_forward(Context& c, LinearOp& l, const GatedInput& x, bool training, const LinearOutput& next = {});
+
 // Applies deferred outputs' bias and activation to each l.y in place (one launch for up to 4 on the
 // GPU): for a consumer that cannot fuse them, or Linears that ran side by side.
 void linear_finish(Context& c, std::span<LinearOp* const> linears);
@@ -143,11 +158,26 @@ struct LinearGradient {
   // false: no dx (the model's input, whose gradient nothing reads, as PyTorch skips it for an input
   // without requires_grad): the dgrad GEMM is skipped and linear->dx left as it is.
   bool input_gradient = true;
+  // Set by linear_backward_gated (the GPU's bf16 and FP8 Linears without bias): dy is the gradient of
+  // SwiGLU's silu(gate) up, and this Linear's output gradient is its part of SwiGLU's backward (the
+  // gate projection's, reading gate and up, or up's, reading gate), made inside its gradient's cast.
+  SwiGluPart swiglu = SwiGluPart::None;
+  const Tensor* gate = nullptr;
+  const Tensor* up = nullptr;
 };
 
 // The backward of Linears of one shape whose output gradients are ready together (query, key and
 // value after attention): each one's dx [rows, in] into linear->dx, dW and db overwritten. Weight
 // gradients run on Lane::Side (or their dgrad's lane): the caller joins them by the step's end.
 void linear_backward(Context& c, std::span<const LinearGradient> group);
+
+// The backward of SwiGLU's silu(gate.y) up.y together with the gate and up projections that made its
+// inputs (a SwiGLU MLP's), from dact, its output's gradient: their dx and weight gradients as
+// swiglu_backward(gate.y, up.y, dact, dgate, dup) and then linear_backward of the two (up's dgrad on
+// up_lane) make them. On the GPU (bf16 and FP8 Linears without bias) SwiGLU's backward runs inside
+// the two gradient casts, which read dact, gate.y and up.y side by side (dgate and dup are not
+// written: two writes and two reads of [rows, out] f32 fewer); elsewhere swiglu_backward fills them.
+void linear_backward_gated(Context& c, LinearOp& gate, LinearOp& up, const Tensor& dact, Tensor& dgate, Tensor& dup,
+                           Lane up_lane);
 
 }  // namespace fp8kit::ops

@@ -1,13 +1,14 @@
 // The Linear op's GELU on the CPU: y = gelu(pre) with pre = x W + b kept (mixed bf16: pre as the ReLU
 // path rounds it, y rounded again), a deferred GELU applied by its consumer as its own epilogue would
-// (the lab's MLP), a backward without the input gradient giving the same weight gradients, and which
-// FP8 Linears share an input's cast.
+// (the lab's MLP), SwiGLU's gate deferred into a Linear, a backward without the input gradient giving
+// the same weight gradients, and which FP8 Linears share an input's cast.
 #include "ops/linear.h"
 
 #include "common/gradient_check.h"
 #include "cpu_op_test.h"
 #include "numerics/cast.h"
 #include "ops/activation.h"
+#include "ops/swiglu.h"
 #include "ops/tensor_checks.h"
 
 #include <gtest/gtest.h>
@@ -75,6 +76,34 @@ TEST(LinearGelu, DeferredIntoTheNextLinearIsTheSame) {
     linear_backward(c, {&g1, 1});
     for (const Tensor* t : {&fc2.op.y, &fc1.op.dx, &fc1.dw, &fc1.db, &fc2.dw, &fc2.db})
       results[deferred].emplace_back(t->span<float>().begin(), t->span<float>().end());
+  }
+  for (size_t k = 0; k < results[0].size(); ++k) EXPECT_TRUE(testing::same_bits(results[0][k], results[1][k])) << k;
+}
+
+// SwiGLU's gate deferred into the Linear (GatedInput): on the CPU, swiglu_forward into act, then the
+// Linear on act: the same bits as the two ops called in turn, forward and backward.
+TEST(LinearGated, IsSwigluThenTheLinear) {
+  const int64_t rows = 6, in = 16, out = 5;
+  const Tensor gate = testing::host_tensor(testing::random_vector(rows * in, 8, -4, 4), {rows, in});
+  const Tensor up = testing::host_tensor(testing::random_vector(rows * in, 9), {rows, in});
+  const Tensor dy = testing::host_tensor(testing::random_vector(rows * out, 10), {rows, out});
+  std::vector<std::vector<float>> results[2];
+  for (int gated = 0; gated < 2; ++gated) {
+    Context c;
+    Layer down(in, out, Activation::None, LinearPrecision::Bf16, 11);
+    LinearOp* op = &down.op;
+    linear_prepare_weights(c, {&op, 1}, true);
+    Tensor act;
+    if (gated == 1) {
+      linear_forward(c, down.op, GatedInput{&gate, &up, true, &act}, true);
+    } else {
+      swiglu_forward(c, gate, up, true, act);
+      linear_forward(c, down.op, act, true);
+    }
+    const LinearGradient g{&down.op, &dy};
+    linear_backward(c, {&g, 1});
+    for (const Tensor* t : {&act, &down.op.y, &down.op.dx, &down.dw, &down.db})
+      results[gated].emplace_back(t->span<float>().begin(), t->span<float>().end());
   }
   for (size_t k = 0; k < results[0].size(); ++k) EXPECT_TRUE(testing::same_bits(results[0][k], results[1][k])) << k;
 }

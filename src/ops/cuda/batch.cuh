@@ -22,6 +22,7 @@ struct LaunchBatch {
   int64_t tiles_x[kMax];
   int64_t first[kMax + 1];
   int count;
+  bool interleaved;  // members take turns block by block (interleave())
 
   // Host: appends `member` with a grid of x by y blocks (none when either is 0). Start from a
   // value-initialised batch (LaunchBatch<...> b{}).
@@ -35,6 +36,14 @@ struct LaunchBatch {
   void add_matrix(const Member& member, int64_t rows, int64_t cols, int64_t tile) {
     add(member, (cols + tile - 1) / tile, (rows + tile - 1) / tile);
   }
+  // Host: when every member has one grid, lets them take turns block by block, so that members
+  // reading the same input (a SwiGLU's gate and up gradients, both from its output's) meet each tile
+  // of it in L2 rather than in memory twice; otherwise the members' blocks stay in order.
+  void interleave() {
+    interleaved = true;
+    for (int t = 1; t < count; ++t)
+      interleaved = interleaved && tiles_x[t] == tiles_x[0] && first[t + 1] - first[t] == first[1] - first[0];
+  }
   // Host: the grid's size, checked against one launch's limit (naming `what`).
   unsigned blocks(const char* what) const {
     if (first[count] >= (int64_t{1} << 31))
@@ -44,6 +53,11 @@ struct LaunchBatch {
   // Device: where `block` falls (a batch has a few members: a linear scan). Call it on the
   // __grid_constant__ parameter itself (no copy to local memory).
   __device__ __forceinline__ BatchTile tile(int64_t block) const {
+    if (interleaved) {
+      const int t = static_cast<int>(block % count);
+      const int64_t local = block / count;
+      return {t, local % tiles_x[t], local / tiles_x[t]};
+    }
     int t = 0;
     while (t + 1 < count && block >= first[t + 1]) ++t;
     const int64_t local = block - first[t];

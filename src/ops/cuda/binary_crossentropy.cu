@@ -23,7 +23,7 @@ __global__ void kernel(const float* z, const float* labels, int batch, bool bf16
   if (i < batch) {
     float zi = z[i];
     if (epilogue.bias != nullptr) {
-      zi = linear_epilogue(epilogue, zi, i, 0);
+      zi = linear_epilogue(epilogue, zi, 0.0f, 0, epilogue.pre != nullptr ? epilogue.pre + i : nullptr);
       if (epilogue.y != nullptr) epilogue.y[i] = zi;
     }
     const float p = maybe_bf16(1.0f / (1.0f + expf(-zi)), bf16);

@@ -23,7 +23,8 @@ void bf16_to_float(const uint16_t* x, int64_t count, float* out, cudaStream_t st
 // One matrix of float_to_bf16_transposed: x [rows, cols] row-major -> out [rows, cols] and out_t
 // [cols, rows] (x transposed), bf16 (float_to_bf16's rounding); either output may be null. With
 // epilogue.bias set, x is first replaced by epilogue's act(x + bias) (written to epilogue.y when set,
-// x + bias to epilogue.pre when set) and the copies are of that: the producing Linear's epilogue fused into its consumer's cast. With
+// x + bias to epilogue.pre when set), with epilogue.up by SwiGLU's silu(x) up, and the copies are of
+// that: the producer's epilogue fused into its consumer's cast. With
 // an active gradient, x is a Linear's output gradient and the copies are of gradient(x) (the
 // backward of its epilogue). Not both.
 struct Bf16Cast {

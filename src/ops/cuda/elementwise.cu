@@ -206,6 +206,8 @@ void bias_backward(std::span<const BiasBackward> tensors, int64_t rows, int64_t 
   b.count = static_cast<int>(tensors.size());
   for (int i = 0; i < b.count; ++i) {
     const BiasBackward& t = tensors[i];
+    if (t.gradient.swiglu != ops::SwiGluPart::None)
+      throw Error("bias_backward: SwiGLU's gradient has no bias sum here");
     b.t[i] = {t.dy, epilogue_gradient_args(t.gradient, rows, cols, "bias_backward"), t.g, t.bias_grad};
   }
   if (pieces >= (int64_t{1} << 31) || (cols + 31) / 32 > 65535)

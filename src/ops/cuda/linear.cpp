@@ -145,6 +145,8 @@ void wgrad(Context& c, LinearOp& l, Tensor& x_t, Tensor& g_t, DType xt, DType gt
 
 cuda::EpilogueGradient gradient_of(Context& c, const LinearGradient& lg) {
   const LinearOp& l = *lg.linear;
+  if (lg.swiglu != SwiGluPart::None)  // SwiGLU's backward (linear_backward_gated): the gate and up outputs
+    return {Activation::None, f32(*lg.gate), {}, bf16_rounding(l), lg.swiglu, f32(*lg.up)};
   const Tensor& y = l.activation == Activation::Gelu ? l.pre : l.y;  // what the activation's backward reads
   return {l.activation, y.device_data<float>(), dropout_site(c, lg.dropout), bf16_rounding(l)};
 }
@@ -275,7 +277,7 @@ void cuda_linear_finish(Context& c, std::span<LinearOp* const> linears) {
 }
 
 void cuda_linear_forward(Context& c, LinearOp& l, const Tensor& x, bool training, const LinearOutput& next,
-                         LinearOp* producer) {
+                         LinearOp* producer, const GatedInput* gated) {
   const int64_t M = l.rows, N = l.out, K = l.in;
   sized(l.y, M, N, DType::F32);
   const float* xp = f32(x);
@@ -285,6 +287,14 @@ void cuda_linear_forward(Context& c, LinearOp& l, const Tensor& x, bool training
                               l.input_of != nullptr || l.prepared_input == &x)) {
     outputs(c, *producer, {});
     producer = nullptr;
+  }
+  cuda::LinearEpilogue epilogue = pending(producer);
+  if (gated != nullptr) {
+    FP8KIT_CHECK((l.precision == LinearPrecision::Bf16 || l.precision == LinearPrecision::Fp8) &&
+                     l.input_of == nullptr && l.prepared_input != &x,
+                 "linear: a gated input is fused only into a bf16 or FP8 Linear's own cast");
+    epilogue.up = f32(*gated->up);
+    epilogue.bf16 = gated->bf16;
   }
   switch (l.precision) {
     case LinearPrecision::Fp32:
@@ -297,7 +307,7 @@ void cuda_linear_forward(Context& c, LinearOp& l, const Tensor& x, bool training
       if (l.input_of == nullptr && l.prepared_input != &x) {
         sized(l.xc, M, K, DType::Bf16);
         sized(l.xc_t, K, M, DType::Bf16);
-        const cuda::Bf16Cast cast{xp, M, K, b16(l.xc), training ? b16(l.xc_t) : nullptr, pending(producer)};
+        const cuda::Bf16Cast cast{xp, M, K, b16(l.xc), training ? b16(l.xc_t) : nullptr, epilogue};
         cuda::float_to_bf16_transposed({&cast, 1}, stream(c));
       } else {
         FP8KIT_CHECK(owner.prepared_input == &x,
@@ -316,7 +326,7 @@ void cuda_linear_forward(Context& c, LinearOp& l, const Tensor& x, bool training
         sized(l.xc, M, K, dtype_of(f));
         sized(l.xc_t, K, M, dtype_of(f));
         cuda::QuantizeArgs args = quantize_args(t, l.slot, xp, M, K, u8(l.xc), u8(l.xc_t), training);
-        args.epilogue = pending(producer);
+        args.epilogue = epilogue;
         // Replaying (recomputation): the scale the step's first forward made.
         if (!(training && t.replaying())) current_scales(c, t, {args}, {l.slot}, training);
         if (cuda::quantize_fp8_gemm_fits(K, N)) {  // the quantization and the GEMM in one launch

@@ -8,8 +8,9 @@ namespace fp8kit::ops {
 
 void cuda_linear_prepare_weights(Context& c, std::span<LinearOp* const> linears, bool training);
 void cuda_linear_prepare_input(Context& c, LinearOp& l, const Tensor& x, bool training);
+// gated: x is its gate, fused into the input's cast (a bf16 or FP8 Linear of its own input).
 void cuda_linear_forward(Context& c, LinearOp& l, const Tensor& x, bool training, const LinearOutput& next,
-                         LinearOp* producer);
+                         LinearOp* producer, const GatedInput* gated);
 void cuda_linear_finish(Context& c, std::span<LinearOp* const> linears);
 // A deferred output's bias and activation as a kernel's epilogue on l.y (for ops that fuse them).
 cuda::LinearEpilogue deferred_epilogue(LinearOp& l);

@@ -5,6 +5,7 @@
 // and in the bias gradient's pass.
 #pragma once
 
+#include "base/host_device.h"
 #include "ops/activation.h"
 #include "ops/cuda/dropout.h"
 
@@ -14,25 +15,32 @@ using ops::Activation;
 
 // x [rows, cols] -> act(x + bias[col]) with the Linear op's rounding: bf16(bf16(x) + bf16(bias)) in
 // mixed bf16 (bf16), x + bias in float32, then the activation (GELU's output rounded to bf16 again in
-// mixed bf16). Device pointers.
+// mixed bf16). Or, with `up` instead of a bias, SwiGLU's gate: x is the gate and the value
+// silu(x) up[i] (ops::swiglu_forward's, rounded to bf16 when bf16). Device pointers.
 struct LinearEpilogue {
-  const float* bias = nullptr;  // [cols]; null: no epilogue (x is used as it is)
+  const float* bias = nullptr;  // [cols]; null: no bias epilogue (x is used as it is, or gated by up)
   Activation activation = Activation::None;
   bool bf16 = false;
   float* y = nullptr;    // [rows, cols] or null: receives act(x + bias) (may be x itself: in place)
   float* pre = nullptr;  // [rows, cols] or null: the activation's input x + bias (GELU's backward reads it)
+  const float* up = nullptr;  // [rows, cols] or null: SwiGLU's up (then no bias, y or pre)
+  FP8KIT_HOST_DEVICE bool active() const { return bias != nullptr || up != nullptr; }
 };
 
 // The output gradient dy [rows, cols] -> g: back through the dropout that followed the Linear
 // (ops::dropout_backward's values, elements indexed row-major; keep probability as in bf16 or float32
 // training), then through its activation: ReLU: 0 where !(y > 0) (the Linear op's mask, from the
-// forward output y); GELU: times gelu'(pre), pre the activation's input. Device pointers.
+// forward output y); GELU: times gelu'(pre), pre the activation's input. Or, with swiglu set (no
+// activation or dropout), dy is the gradient of SwiGLU's silu(gate) up and g ops::swiglu_backward's
+// dgate (y the gate, up set) or dup (y the gate). Device pointers.
 struct EpilogueGradient {
   Activation activation = Activation::None;
   const float* y = nullptr;  // [rows, cols]: ReLU, the Linear's forward output; GELU, its input (LinearOp::pre)
   DropoutSite dropout{};     // inactive: no dropout
   bool bf16 = false;
-  bool active() const { return activation != Activation::None || dropout.active; }
+  ops::SwiGluPart swiglu = ops::SwiGluPart::None;
+  const float* up = nullptr;  // [rows, cols]: SwiGLU's up, for the gate's gradient
+  bool active() const { return activation != Activation::None || dropout.active || swiglu != ops::SwiGluPart::None; }
 };
 
 }  // namespace fp8kit::cuda
@@ -43,6 +51,7 @@ struct EpilogueGradient {
 #include "base/error.h"
 #include "ops/cuda/dropout.cuh"
 #include "ops/cuda/round.cuh"
+#include "ops/cuda/swiglu.cuh"
 
 namespace fp8kit::cuda {
 
@@ -61,9 +70,11 @@ __device__ __forceinline__ float linear_epilogue(float x, float bias, Activation
   }
 }
 
-// The epilogue of element i of e's tensor (its pre written at i when set).
-__device__ __forceinline__ float linear_epilogue(const LinearEpilogue& e, float x, int64_t i, int64_t col) {
-  return linear_epilogue(x, e.bias[col], e.activation, e.bf16, e.pre != nullptr ? e.pre + i : nullptr);
+// The epilogue of an element in column col of e's tensor; u: up's element there when gated (the
+// caller loads it, 4 at a time where it can). pre, when set, receives the activation's input.
+__device__ __forceinline__ float linear_epilogue(const LinearEpilogue& e, float x, float u, int64_t col, float* pre) {
+  if (e.up != nullptr) return maybe_bf16(swiglu_value(x, u), e.bf16);
+  return linear_epilogue(x, e.bias[col], e.activation, e.bf16, pre);
 }
 
 // EpilogueGradient as a kernel argument (epilogue_gradient_args).
@@ -71,10 +82,18 @@ struct EpilogueGradientArgs {
   Activation activation = Activation::None;
   const float* y = nullptr;
   DropoutArgs dropout{};
+  ops::SwiGluPart swiglu = ops::SwiGluPart::None;
+  const float* up = nullptr;
 
   // g at element i (row-major index) from dy there; mask: dropout.mask(), derived once per thread.
   __device__ float operator()(float dy, int64_t i, const DeviceDropoutMask& mask) const {
+    if (swiglu != ops::SwiGluPart::None)
+      return swiglu_gradient(dy, y[i], swiglu == ops::SwiGluPart::Gate ? up[i] : 0.0f);
     return with_y(dy, activation != Activation::None ? y[i] : 0.0f, i, mask);
+  }
+  // SwiGLU's gradient with the gate and up elements given (read by the caller; up only for the gate's).
+  __device__ float swiglu_gradient(float dy, float gate, float up_value) const {
+    return swiglu == ops::SwiGluPart::Gate ? swiglu_gate_gradient(gate, up_value, dy) : swiglu_up_gradient(gate, dy);
   }
   // The same with y[i] given (read by the caller; ignored without an activation).
   __device__ float with_y(float dy, float y_i, int64_t i, const DeviceDropoutMask& mask) const {
@@ -87,8 +106,10 @@ struct EpilogueGradientArgs {
 // Checks an op's epilogue and epilogue gradient (naming `what`): the epilogue's output y needs its
 // bias, and an op applies one of the two at most.
 inline void check_epilogue(const LinearEpilogue& e, const EpilogueGradient& g, const std::string& what) {
-  if (e.bias == nullptr && e.y != nullptr) throw Error(what + ": an epilogue output y needs the epilogue's bias");
-  if (e.bias != nullptr && g.active()) throw Error(what + ": an epilogue and an epilogue gradient together");
+  if (e.bias == nullptr && (e.y != nullptr || e.pre != nullptr))
+    throw Error(what + ": an epilogue output y or pre needs the epilogue's bias");
+  if (e.bias != nullptr && e.up != nullptr) throw Error(what + ": a bias epilogue and a SwiGLU gate together");
+  if (e.active() && g.active()) throw Error(what + ": an epilogue and an epilogue gradient together");
 }
 
 // Checks `g` for a [rows, cols] tensor (naming `what`) and resolves its dropout.
@@ -96,7 +117,12 @@ inline EpilogueGradientArgs epilogue_gradient_args(const EpilogueGradient& g, in
                                                    const char* what) {
   if (g.activation != Activation::None && g.y == nullptr)
     throw Error(std::string(what) + ": the activation's backward needs y (ReLU: the output; GELU: its input)");
-  return {g.activation, g.y, dropout_args(g.dropout, g.bf16, what, rows * cols)};
+  if (g.swiglu != ops::SwiGluPart::None &&
+      (g.activation != Activation::None || g.dropout.active || g.y == nullptr ||
+       (g.swiglu == ops::SwiGluPart::Gate && g.up == nullptr)))
+    throw Error(std::string(what) + ": SwiGLU's gradient needs the gate (and for the gate's, up), without an "
+                "activation or dropout");
+  return {g.activation, g.y, dropout_args(g.dropout, g.bf16, what, rows * cols), g.swiglu, g.up};
 }
 
 }  // namespace fp8kit::cuda

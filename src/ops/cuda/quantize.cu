@@ -47,6 +47,7 @@ template <typename T>
 constexpr int kPasses = sizeof(T) == 4 ? 2 : 4;
 constexpr int64_t kSmallTensor = int64_t{1} << 20;  // elements; below, the small tile
 constexpr int kSmall = 0;     // the kernels' Passes for the small tile
+constexpr int kSwiGlu = -1;   // and for the SwiGLU tile: the large tile's columns, one pass (f32 x only)
 constexpr int kSmallTile = 32;  // rows and columns of a small tile
 
 struct Params {
@@ -57,7 +58,7 @@ struct Params {
   uint8_t* q_t;
   float* amax;
   float* scale_inv;
-  bool vector_load;     // every row of x starts 16-byte (fp32) / 8-byte (bf16) aligned
+  bool vector_load;     // every row of x starts 16-byte (fp32) / 8-byte (bf16) aligned, and of epilogue.up 16-byte
   bool vector_store;    // every row of q starts 4-byte aligned
   bool vector_store_t;  // every row of q_t starts 16-byte aligned
   LinearEpilogue epilogue;
@@ -98,13 +99,35 @@ __device__ __forceinline__ void to_floats(const uint2& raw, float v[4]) {
 }
 
 // x's value v at (row, col), inside the matrix, after the Linear epilogue or its gradient (when set);
-// GELU's input into *pre when pre is set (the caller stores it at epilogue.pre).
+// GELU's input into *pre when pre is set (the caller stores it at epilogue.pre). SwiGLU's operands are
+// read here one by one: the SwiGLU tile loads them 4 at a time instead.
 __device__ __forceinline__ float transformed(const Params& p, int64_t row, int64_t col, float v,
                                             const DeviceDropoutMask& mask, float* pre) {
-  const LinearEpilogue& e = p.epilogue;
-  if (e.bias != nullptr) v = linear_epilogue(v, e.bias[col], e.activation, e.bf16, pre);
-  if (p.gradient_active) v = p.gradient(v, row * p.cols + col, mask);
+  const int64_t i = row * p.cols + col;
+  if (p.epilogue.active())
+    v = linear_epilogue(p.epilogue, v, p.epilogue.up != nullptr ? p.epilogue.up[i] : 0.0f, col, pre);
+  if (p.gradient_active) v = p.gradient(v, i, mask);
   return v;
+}
+
+// Whether p's values take SwiGLU's operands beside x: a gated epilogue's up, SwiGLU's gradient's gate
+// (and for the gate's, up). Large tensors of those take the SwiGLU tile.
+__host__ __device__ inline bool swiglu_operands(const Params& p) {
+  return p.epilogue.up != nullptr || p.gradient.swiglu != ops::SwiGluPart::None;
+}
+
+// 4 elements of an f32 operand of x's shape, row `row` from column col, as load_row reads x's; zeros
+// for a null operand and outside the matrix.
+__device__ __forceinline__ float4 load_operand(const Params& p, const float* base, int64_t row, int64_t col) {
+  float4 v{};
+  if (base == nullptr || row >= p.rows) return v;
+  const float* src = base + row * p.cols + col;
+  if (p.vector_load && col + 3 < p.cols) return __ldcs(reinterpret_cast<const float4*>(src));
+  float e[4] = {};
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+    if (col + i < p.cols) e[i] = src[i];
+  return make_float4(e[0], e[1], e[2], e[3]);
 }
 
 // Stores 4 values of row `row` from column col (inside the matrix) at dst's element row * cols + col:
@@ -140,7 +163,9 @@ __device__ __forceinline__ void block_amax(const Params& p, uint32_t amax, float
 }
 
 // Casts tile (bx, by) of p: the whole of one block's work, shared by the single and batched kernels.
-template <typename T, Fp8Format F, bool Divide, int passes>
+// SwiGlu: SwiGLU's operands (swiglu_operands) are loaded 4 at a time with x, up front (one pass leaves
+// the registers for them), rather than one by one as the values are made.
+template <typename T, Fp8Format F, bool Divide, int passes, bool SwiGlu = false>
 __device__ __forceinline__ void quantize_tile(const Params& p, int64_t bx, int64_t by) {
   constexpr int stride = 16 * passes + 1;  // words per transposed row (+1 against bank conflicts)
   __shared__ uint32_t tile_t[kTileCols * stride];
@@ -156,10 +181,19 @@ __device__ __forceinline__ void quantize_tile(const Params& p, int64_t bx, int64
   const DeviceDropoutMask mask = sizeof(T) == 4 ? p.gradient.dropout.mask() : DeviceDropoutMask(0, 0, 0, 0);
 
   Raw<T> raw[passes][4];
+  float4 first[passes][4], second[passes][4];  // SwiGlu: the epilogue's up or the gate; the gate's up
 #pragma unroll
   for (int pass = 0; pass < passes; ++pass)
 #pragma unroll
-    for (int r = 0; r < 4; ++r) raw[pass][r] = load_row<T>(p, row0 + row_local + 64 * pass + r, col);
+    for (int r = 0; r < 4; ++r) {
+      const int64_t row = row0 + row_local + 64 * pass + r;
+      raw[pass][r] = load_row<T>(p, row, col);
+      if constexpr (SwiGlu) {
+        first[pass][r] = load_operand(p, p.epilogue.up != nullptr ? p.epilogue.up : p.gradient.y, row, col);
+        second[pass][r] =
+            load_operand(p, p.gradient.swiglu == ops::SwiGluPart::Gate ? p.gradient.up : nullptr, row, col);
+      }
+    }
 
   uint32_t amax = 0;
 #pragma unroll
@@ -171,7 +205,15 @@ __device__ __forceinline__ void quantize_tile(const Params& p, int64_t bx, int64
       float v[4];
       to_floats(raw[pass][r], v);
       if constexpr (sizeof(T) == 4) {
-        if ((p.epilogue.bias != nullptr || p.gradient_active) && row < p.rows) {
+        if (SwiGlu && swiglu_operands(p)) {
+          float a[4], b[4];
+          to_floats(first[pass][r], a);
+          to_floats(second[pass][r], b);
+#pragma unroll
+          for (int i = 0; i < 4; ++i)
+            v[i] = p.epilogue.up != nullptr ? maybe_bf16(swiglu_value(v[i], a[i]), p.epilogue.bf16)
+                                            : p.gradient.swiglu_gradient(v[i], a[i], b[i]);
+        } else if ((p.epilogue.active() || p.gradient_active) && row < p.rows) {
           float pre[4];
 #pragma unroll
           for (int i = 0; i < 4; ++i)
@@ -261,7 +303,7 @@ __device__ __forceinline__ void quantize_small_tile(const Params& p, int64_t bx,
   for (int r = 0; r < 4; ++r) {
     const int64_t row = row0 + r;
     if constexpr (sizeof(T) == 4) {
-      if ((p.epilogue.bias != nullptr || p.gradient_active) && col < p.cols && row < p.rows) {
+      if ((p.epilogue.active() || p.gradient_active) && col < p.cols && row < p.rows) {
         v[r] = transformed(p, row, col, v[r], mask, p.epilogue.pre != nullptr ? p.epilogue.pre + row * p.cols + col : nullptr);
         if (p.epilogue.y != nullptr) p.epilogue.y[row * p.cols + col] = v[r];
       }
@@ -301,11 +343,13 @@ __device__ __forceinline__ void quantize_small_tile(const Params& p, int64_t bx,
   }
 }
 
-// Tile (bx, by) of p in the tile that Passes names (kSmall or the large tile's passes).
+// Tile (bx, by) of p in the tile that Passes names (kSmall, kSwiGlu or the large tile's passes).
 template <typename T, Fp8Format F, bool Divide, int Passes>
 __device__ __forceinline__ void quantize_any_tile(const Params& p, int64_t bx, int64_t by) {
   if constexpr (Passes == kSmall) {
     quantize_small_tile<T, F, Divide>(p, bx, by);
+  } else if constexpr (Passes == kSwiGlu) {
+    quantize_tile<T, F, Divide, 1, true>(p, bx, by);
   } else {
     quantize_tile<T, F, Divide, Passes>(p, bx, by);
   }
@@ -330,7 +374,7 @@ __global__ void __launch_bounds__(kThreads) quantize_batch_kernel(const __grid_c
 }
 
 dim3 grid_of(const Params& p, int passes, const char* what) {
-  const int64_t tile_rows = passes == kSmall ? kSmallTile : 64 * passes;
+  const int64_t tile_rows = passes == kSmall ? kSmallTile : passes == kSwiGlu ? 64 : 64 * passes;
   const int64_t tile_cols = passes == kSmall ? kSmallTile : kTileCols;
   if (p.rows > int64_t{65535} * tile_rows)
     throw Error(std::string(what) + ": " + std::to_string(p.rows) + "x" + std::to_string(p.cols) +
@@ -355,6 +399,9 @@ bool small(const Params& p) { return p.rows * p.cols < kSmallTensor; }
 template <typename T, Fp8Format F>
 void launch(const Params& p, bool divide, cudaStream_t stream) {
   if (small(p)) return launch_passes<kSmall, T, F>(p, divide, stream);
+  if constexpr (sizeof(T) == 4) {
+    if (swiglu_operands(p)) return launch_passes<kSwiGlu, T, F>(p, divide, stream);
+  }
   launch_passes<kPasses<T>, T, F>(p, divide, stream);
 }
 
@@ -365,6 +412,7 @@ void launch_batch_passes(const Params* p, int count, bool divide, cudaStream_t s
     const dim3 grid = grid_of(p[t], Passes, "quantize_fp8_batch");
     b.add(p[t], grid.x, grid.y);
   }
+  if (std::all_of(p, p + count, [&](const Params& q) { return q.x == p[0].x; })) b.interleave();
   const unsigned blocks = b.blocks("quantize_fp8_batch");
   if (divide) {
     quantize_batch_kernel<T, F, true, Passes><<<blocks, kThreads, 0, stream>>>(b);
@@ -373,10 +421,15 @@ void launch_batch_passes(const Params* p, int count, bool divide, cudaStream_t s
   }
 }
 
-// A batch takes the small tile when every tensor in it is small (either tile gives the same bytes).
+// A batch takes the small tile when every tensor in it is small (either tile gives the same bytes), else
+// the SwiGLU tile when one of them has SwiGLU's operands.
 template <typename T, Fp8Format F>
 void launch_batch(const Params* p, int count, bool divide, cudaStream_t stream) {
   if (std::all_of(p, p + count, small)) return launch_batch_passes<kSmall, T, F>(p, count, divide, stream);
+  if constexpr (sizeof(T) == 4) {
+    if (std::any_of(p, p + count, swiglu_operands))
+      return launch_batch_passes<kSwiGlu, T, F>(p, count, divide, stream);
+  }
   launch_batch_passes<kPasses<T>, T, F>(p, count, divide, stream);
 }
 
@@ -493,12 +546,13 @@ Params params_of(const QuantizeArgs& args) {
   if (args.scale_inv != nullptr && args.scale_inv == args.scale)
     throw Error("quantize_fp8: scale_inv must not alias scale (blocks still read scale while it is written)");
   check_epilogue(args.epilogue, args.gradient, "quantize_fp8");
-  if ((args.epilogue.bias != nullptr || args.gradient.active()) && args.x_type != DType::F32)
+  if ((args.epilogue.active() || args.gradient.active()) && args.x_type != DType::F32)
     throw Error("quantize_fp8: a Linear epilogue or its gradient needs an f32 input");
 
   const size_t element = args.x_type == DType::F32 ? 4 : 2;
   return Params{args.x, args.rows, args.cols, args.scale, args.q, args.q_t, args.amax, args.scale_inv,
-                args.cols % 4 == 0 && aligned(args.x, 4 * element), args.cols % 4 == 0 && aligned(args.q, 4),
+                args.cols % 4 == 0 && aligned(args.x, 4 * element) && aligned(args.epilogue.up, 16),
+                args.cols % 4 == 0 && aligned(args.q, 4),
                 args.rows % 16 == 0 && aligned(args.q_t, 16), args.epilogue,
                 args.cols % 4 == 0 && aligned(args.epilogue.y, 16), args.cols % 4 == 0 && aligned(args.epilogue.pre, 16),
                 args.gradient.active(),
@@ -567,8 +621,9 @@ void quantize_fp8_gemm(const QuantizeArgs& x, const uint8_t* w, Fp8Format w_form
   };
   const int64_t elements = x.rows * x.cols;
   if (overlaps(x.x, elements * 4) || overlaps(x.q, elements) || overlaps(x.q_t, elements) ||
-      overlaps(x.epilogue.y, elements * 4) || overlaps(x.epilogue.pre, elements * 4))
-    throw Error("quantize_fp8_gemm: y overlaps x, q, q_t, epilogue.y or epilogue.pre, which other blocks still read "
+      overlaps(x.epilogue.y, elements * 4) || overlaps(x.epilogue.pre, elements * 4) ||
+      overlaps(x.epilogue.up, elements * 4))
+    throw Error("quantize_fp8_gemm: y overlaps x, q, q_t or the epilogue's tensors, which other blocks still read "
                 "or write; "
                 "give y its own memory");
   const Params p = params_of(x);

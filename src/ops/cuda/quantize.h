@@ -31,8 +31,9 @@ struct QuantizeArgs {
                                  // counted); zero it first for this tensor's own amax
   float* scale_inv = nullptr;    // one float or null: receives 1 / scale (the multiplier when divide)
   // F32 input only. With epilogue.bias set, x is first replaced by the producing Linear's act(x + bias)
-  // (written to epilogue.y when set, x + bias to epilogue.pre when set), and the codes and amax are of that. With an active gradient, x
-  // is a Linear's output gradient and the codes and amax are of gradient(x). Not both.
+  // (written to epilogue.y when set, x + bias to epilogue.pre when set), with epilogue.up by SwiGLU's
+  // silu(x) up, and the codes and amax are of that. With an active gradient, x is a Linear's output
+  // gradient and the codes and amax are of gradient(x). Not both.
   LinearEpilogue epilogue{};
   EpilogueGradient gradient{};
 };

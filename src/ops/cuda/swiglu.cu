@@ -8,17 +8,13 @@
 #include "ops/cuda/activation_out.cuh"
 #include "ops/cuda/aligned.h"
 #include "ops/cuda/round.cuh"
+#include "ops/cuda/swiglu.cuh"
 #include "runtime/cuda/check.h"
 
 namespace fp8kit::cuda {
 namespace {
 
 constexpr int kThreads = 256;
-
-// ops::cpu::swiglu_value's operations in its order.
-__device__ __forceinline__ float swiglu_value(float g, float u) {
-  return __fmul_rn(__fdiv_rn(g, __fadd_rn(1.0f, expf(-g))), u);
-}
 
 // The training kernels' threads take 4 elements each, as one 16-byte load per operand where every
 // pointer allows it (these f32 passes over [rows, ffn] are bound by memory), else one element.
@@ -109,11 +105,8 @@ __global__ void backward_kernel(int64_t n, const float* gate, const float* up, c
     load(dout, at, d);
 #pragma unroll
     for (int k = 0; k < W; ++k) {
-      const float denominator = __fadd_rn(1.0f, expf(-g[k]));
-      const float sig = __fdiv_rn(1.0f, denominator), silu = __fdiv_rn(g[k], denominator);
-      const float dsilu = __fmul_rn(sig, __fadd_rn(1.0f, __fmul_rn(g[k], __fsub_rn(1.0f, sig))));
-      dg[k] = __fmul_rn(__fmul_rn(d[k], u[k]), dsilu);
-      du[k] = __fmul_rn(d[k], silu);
+      dg[k] = swiglu_gate_gradient(g[k], u[k], d[k]);
+      du[k] = swiglu_up_gradient(g[k], d[k]);
     }
     store(dgate, at, dg);
     store(dup, at, du);

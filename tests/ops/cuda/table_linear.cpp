@@ -171,5 +171,55 @@ const RegisterOps deferred_rows([](std::vector<OpCase>& t) {
     }
 });
 
+// SwiGLU's gate deferred into the Linear that reads it (ops::GatedInput: the Llama MLP's down
+// projection), forward and backward: the CPU runs swiglu_forward and the Linear, the GPU (bf16, FP8)
+// computes silu(gate) up inside its cast. Outputs: y, dx, dW. Tolerances as the deferred rows'.
+const RegisterOps gated_rows([](std::vector<OpCase>& t) {
+  using ops::LinearPrecision;
+  constexpr int64_t rows = 64, in = 96, out = 48;
+  for (const LinearPrecision p : {LinearPrecision::Fp32, LinearPrecision::Bf16, LinearPrecision::Fp8}) {
+    const char* pname = p == LinearPrecision::Fp32 ? "fp32" : p == LinearPrecision::Bf16 ? "bf16" : "fp8";
+    const double rtol = p == LinearPrecision::Fp32 ? 1e-4 : p == LinearPrecision::Fp8 ? 0.15 : 2e-2;
+    const double atol = p == LinearPrecision::Fp8 ? 0.06 : p == LinearPrecision::Bf16 ? 5e-3 : 1e-5;
+    t.push_back({fmt::format("linear/gated_swiglu/{}x{}x{}/{}", rows, in, out, pname),
+                 [=](ops::Context& c) {
+                   const Device d = c.device();
+                   const Tensor gate = device_tensor(random_values(rows * in, 61, -3.0f, 3.0f), {rows, in}, d);
+                   const Tensor up = device_tensor(random_values(rows * in, 62), {rows, in}, d);
+                   Tensor w = device_tensor(random_values(out * in, 63, -0.2f, 0.2f), {out, in}, d);
+                   const Tensor dy = device_tensor(random_values(rows * out, 64), {rows, out}, d);
+                   std::vector<Tensor> outs(3);
+                   outs[2] = Tensor(w.shape(), DType::F32, d);
+                   std::optional<ops::ScalingTable> scaling;
+                   ops::LinearOp l;
+                   l.in = in;
+                   l.out = out;
+                   l.layout = ops::LinearOp::Layout::OutIn;
+                   l.precision = p;
+                   l.w = &w;
+                   l.dw = &outs[2];
+                   if (p == LinearPrecision::Fp8) {
+                     scaling.emplace(Fp8Recipe{});
+                     l.scaling = &*scaling;
+                     l.slot = scaling->add("down/inputs", Fp8Format::E4M3);
+                     scaling->add("down/kernel", Fp8Format::E4M3);
+                     scaling->add("down/outputs_grad", Fp8Format::E5M2);
+                     scaling->allocate(d);
+                   }
+                   ops::LinearOp* op = &l;
+                   ops::linear_prepare_weights(c, {&op, 1}, true);
+                   Tensor act;
+                   ops::linear_forward(c, l, ops::GatedInput{&gate, &up, p != LinearPrecision::Fp32, &act}, true);
+                   const ops::LinearGradient g{&l, &dy};
+                   ops::linear_backward(c, {&g, 1});
+                   c.join_all();
+                   outs[0] = l.y.clone();
+                   outs[1] = l.dx.clone();
+                   return outs;
+                 },
+                 atol, rtol});
+  }
+});
+
 }  // namespace
 }  // namespace fp8kit::testing
