@@ -84,9 +84,11 @@ void linear_block_backward(Context& c, LinearOp& l, const Tensor& g, bool input_
     // dgrad's b is W^T [in, out]: the stored InOut weight, or an OutIn one's transpose.
     matmul(c, l.gq, out_in(l) ? l.wq_t : l.wq, l.dx);
   }
+  // g^T on this lane: the caller may write g again once this returns (the Llama's gradient buffers,
+  // which its blocks share), so the side lane reads only l's own copy.
+  transpose_f32(c, g, l.rows, l.out, l.gc_t);
   c.fork(Lane::Side);
   const Context::OnLane side(c, Lane::Side);
-  transpose_f32(c, g, l.rows, l.out, l.gc_t);
   quantize(c, l.gc_t, spec, l.gq_t);
   const QTensor& x_t = l.input_owner().xq_t;
   if (out_in(l)) {  // dW [out, in] = g^T x

@@ -22,7 +22,8 @@ void linear_block_forward(Context& c, LinearOp& l, const Tensor& x, bool trainin
 // From g [rows, out] (dy back through the activation and dropout): l.dx = q(g) q(W)^T on the current
 // lane (g 1 x 128 along out, W's blocks transposed), then l.dw = q(x)^T q(g) (or its transpose for
 // OutIn) on Lane::Side, from x (l.input_of's, where shared) and g quantized 1 x 128 along the rows.
-// input_gradient false: no dx.
+// g is read only on the current lane (its transpose into l.gc_t too), so the caller may overwrite it
+// as soon as this returns. input_gradient false: no dx.
 void linear_block_backward(Context& c, LinearOp& l, const Tensor& g, bool input_gradient = true);
 
 }  // namespace fp8kit::ops
