@@ -91,6 +91,7 @@ Result run(const Shape& s, LinearPrecision p, ScalingMode mode, bool fused) {
     if (scaling) scaling->update(c);
     c.join_all();
   }
+  c.synchronize();  // the copies below do not wait for the context's streams
   Result r;
   for (const Tensor* t : {&down.y, &gate.dx, &up.dx, gate.dw, up.dw, down.dw}) r.tensors.push_back(host(*t));
   if (scaling)
