@@ -280,7 +280,8 @@ void run_eval(const EvalArgs& a) {
 
 // ---- lm compare
 
-// A run's label: its precision, and for FP8 the recipe ("fp8 delayed"), from its metrics log's run event.
+// A run's label: its precision, and for FP8 the recipe ("fp8 delayed") and formats other than hybrid
+// ("fp8 block e4m3"), from its metrics log's run event.
 struct RunCurve {
   std::string label;
   uint64_t seed = 0;
@@ -303,7 +304,10 @@ RunCurve read_run(const fs::path& metrics) {
       if (!r.validation.empty()) last = std::move(r);
       r = {};
       r.label = e.value("precision", "?");
-      if (r.label == "fp8") r.label += " " + e.value("recipe", "delayed");
+      if (r.label == "fp8") {
+        r.label += " " + e.value("recipe", "delayed");
+        if (const std::string formats = e.value("formats", "hybrid"); formats != "hybrid") r.label += " " + formats;
+      }
       for (const std::string& rule : e.value("linear_recipes", std::vector<std::string>{})) r.label += " " + rule;
       r.seed = e.value("seed", uint64_t{0});
     } else if (e["event"] == "validation") {
