@@ -339,6 +339,14 @@ void forward(Context& c, LinearOp& l, const Tensor& x, bool training, const Line
   cpu_forward(c, l, x, training, next, producer);
 }
 
+// Whether SwiGLU's forward can run inside l's input cast: the GPU's bf16 and FP8 Linears that cast
+// their own input, unless FP8 health statistics (which read the input itself) are being recorded.
+bool gate_fusable(const Context& c, const LinearOp& l, bool training) {
+  return c.is_cuda() && l.input_of == nullptr &&
+         (l.precision == LinearPrecision::Bf16 ||
+          (l.precision == LinearPrecision::Fp8 && !(training && l.scaling->recording())));
+}
+
 // Whether SwiGLU's backward can run inside l's gradient cast: the GPU's bf16 and FP8 Linears, whose
 // output gradient has no bias sum to make.
 bool swiglu_fusable(const Context& c, const LinearOp& l) {
@@ -356,10 +364,8 @@ void linear_forward(Context& c, LinearOp& l, const Tensor& x, bool training, con
 void linear_forward(Context& c, LinearOp& l, const GatedInput& x, bool training, const LinearOutput& next) {
   FP8KIT_CHECK(x.gate != nullptr && x.up != nullptr && x.act != nullptr,
                "linear: a gated input needs gate, up and act");
-  const bool fused = c.is_cuda() && l.input_of == nullptr &&
-                     (l.precision == LinearPrecision::Bf16 ||
-                      (l.precision == LinearPrecision::Fp8 && !(training && l.scaling->recording())));
-  if (!fused) {
+  check_linear(c, l);  // before gate_fusable reads its scaling table
+  if (!gate_fusable(c, l, training)) {
     swiglu_forward(c, *x.gate, *x.up, x.bf16, *x.act);
     forward(c, l, *x.act, training, next, nullptr, nullptr);
     return;

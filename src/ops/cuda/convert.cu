@@ -86,18 +86,8 @@ struct Cast {
 };
 using CastBatch = LaunchBatch<Cast, kMaxCasts>;
 
-// The first and second of SwiGLU's operands of a cast (the gated epilogue's up, or the gradient's
-// gate; the gate's gradient's up), or null.
-__device__ __forceinline__ const float* first_operand(const Cast& p) {
-  return p.epilogue.up != nullptr ? p.epilogue.up : p.gradient.swiglu != ops::SwiGluPart::None ? p.gradient.y : nullptr;
-}
-__device__ __forceinline__ const float* second_operand(const Cast& p) {
-  return p.gradient.swiglu == ops::SwiGluPart::Gate ? p.gradient.up : nullptr;
-}
-
 // Element i (column c) of a cast: the producer's epilogue (its activated value into e.y where asked)
-// and the output gradient's backward, then bf16; a and b: SwiGLU's operands there (first_operand's,
-// second_operand's).
+// and the output gradient's backward, then bf16; a and b: SwiGLU's operands there (swiglu_operands').
 __device__ __forceinline__ uint16_t cast_value(const Cast& p, float v, float a, float b, int64_t i, int64_t c,
                                                const DeviceDropoutMask& mask) {
   const LinearEpilogue& e = p.epilogue;
@@ -120,9 +110,9 @@ __global__ void __launch_bounds__(kTile * kTileRowsPerPass) cast_transpose_kerne
     const int64_t r = r0 + k, c = c0 + threadIdx.x;
     if (r >= p.rows || c >= p.cols) continue;
     const int64_t i = r * p.cols + c;
-    const float* a = first_operand(p);
-    const float* b = second_operand(p);
-    const uint16_t h = cast_value(p, p.x[i], a != nullptr ? a[i] : 0.0f, b != nullptr ? b[i] : 0.0f, i, c, mask);
+    const SwiGluOperands s = swiglu_operands(p.epilogue, p.gradient);
+    const uint16_t h = cast_value(p, p.x[i], s.first != nullptr ? s.first[i] : 0.0f,
+                                  s.second != nullptr ? s.second[i] : 0.0f, i, c, mask);
     if (p.out != nullptr) p.out[i] = h;
     tile[k][threadIdx.x] = h;
   }
@@ -154,10 +144,9 @@ __global__ void __launch_bounds__(kWideThreads) cast_transpose_wide_kernel(const
     if (r >= p.rows || c >= p.cols) continue;
     const int64_t i = r * p.cols + c;
     const float4 v = *reinterpret_cast<const float4*>(p.x + i);
-    const float* first = first_operand(p);
-    const float* second = second_operand(p);
-    const float4 a = first != nullptr ? *reinterpret_cast<const float4*>(first + i) : float4{};
-    const float4 b = second != nullptr ? *reinterpret_cast<const float4*>(second + i) : float4{};
+    const SwiGluOperands s = swiglu_operands(p.epilogue, p.gradient);
+    const float4 a = s.first != nullptr ? *reinterpret_cast<const float4*>(s.first + i) : float4{};
+    const float4 b = s.second != nullptr ? *reinterpret_cast<const float4*>(s.second + i) : float4{};
     const uint16_t h[4] = {cast_value(p, v.x, a.x, b.x, i, c, mask), cast_value(p, v.y, a.y, b.y, i + 1, c + 1, mask),
                            cast_value(p, v.z, a.z, b.z, i + 2, c + 2, mask),
                            cast_value(p, v.w, a.w, b.w, i + 3, c + 3, mask)};
@@ -210,9 +199,8 @@ void float_to_bf16_transposed(std::span<const Bf16Cast> casts, cudaStream_t stre
   for (size_t start = 0; start < casts.size(); start += kMaxCasts) {
     const int count = static_cast<int>(std::min<size_t>(kMaxCasts, casts.size() - start));
     const bool wide = std::all_of(casts.begin() + start, casts.begin() + start + count, [](const Bf16Cast& c) {
-      const bool operands = c.gradient.swiglu == ops::SwiGluPart::None ||
-                            (aligned(c.gradient.y, 16) && aligned(c.gradient.up, 16));  // SwiGLU's, 4 at a time
-      return c.rows % 4 == 0 && c.cols % 4 == 0 && aligned(c.x, 16) && aligned(c.epilogue.up, 16) && operands &&
+      const SwiGluOperands s = swiglu_operands(c.epilogue, c.gradient);  // loaded 4 at a time too
+      return c.rows % 4 == 0 && c.cols % 4 == 0 && aligned(c.x, 16) && aligned(s.first, 16) && aligned(s.second, 16) &&
              aligned(c.out, 8) && aligned(c.out_t, 8);
     });
     CastBatch b{};

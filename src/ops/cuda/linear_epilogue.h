@@ -43,6 +43,20 @@ struct EpilogueGradient {
   bool active() const { return activation != Activation::None || dropout.active || swiglu != ops::SwiGluPart::None; }
 };
 
+// SwiGLU's operands of a cast with epilogue e and gradient g (EpilogueGradient or its kernel form):
+// first, the gated epilogue's up or the gradient's gate; second, the gate's gradient's up; null where
+// there is none. Casts that can load them 4 at a time beside x do.
+struct SwiGluOperands {
+  const float* first = nullptr;
+  const float* second = nullptr;
+};
+template <typename Gradient>
+FP8KIT_HOST_DEVICE inline SwiGluOperands swiglu_operands(const LinearEpilogue& e, const Gradient& g) {
+  if (e.up != nullptr) return {e.up, nullptr};
+  if (g.swiglu == ops::SwiGluPart::None) return {};
+  return {g.y, g.swiglu == ops::SwiGluPart::Gate ? g.up : nullptr};
+}
+
 }  // namespace fp8kit::cuda
 
 #if defined(__CUDACC__)

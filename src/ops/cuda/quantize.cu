@@ -58,7 +58,7 @@ struct Params {
   uint8_t* q_t;
   float* amax;
   float* scale_inv;
-  bool vector_load;     // every row of x starts 16-byte (fp32) / 8-byte (bf16) aligned, and of epilogue.up 16-byte
+  bool vector_load;     // every row of x starts 16-byte (fp32) / 8-byte (bf16) aligned (SwiGLU's operands 16)
   bool vector_store;    // every row of q starts 4-byte aligned
   bool vector_store_t;  // every row of q_t starts 16-byte aligned
   LinearEpilogue epilogue;
@@ -110,10 +110,10 @@ __device__ __forceinline__ float transformed(const Params& p, int64_t row, int64
   return v;
 }
 
-// Whether p's values take SwiGLU's operands beside x: a gated epilogue's up, SwiGLU's gradient's gate
-// (and for the gate's, up). Large tensors of those take the SwiGLU tile.
-__host__ __device__ inline bool swiglu_operands(const Params& p) {
-  return p.epilogue.up != nullptr || p.gradient.swiglu != ops::SwiGluPart::None;
+// Whether p's values take SwiGLU's operands beside x (swiglu_operands). Large tensors of those take
+// the SwiGLU tile.
+__host__ __device__ inline bool has_swiglu_operands(const Params& p) {
+  return swiglu_operands(p.epilogue, p.gradient).first != nullptr;
 }
 
 // 4 elements of an f32 operand of x's shape, row `row` from column col, as load_row reads x's; zeros
@@ -181,7 +181,8 @@ __device__ __forceinline__ void quantize_tile(const Params& p, int64_t bx, int64
   const DeviceDropoutMask mask = sizeof(T) == 4 ? p.gradient.dropout.mask() : DeviceDropoutMask(0, 0, 0, 0);
 
   Raw<T> raw[passes][4];
-  float4 first[passes][4], second[passes][4];  // SwiGlu: the epilogue's up or the gate; the gate's up
+  float4 first[passes][4], second[passes][4];  // SwiGlu: swiglu_operands' first and second
+  const SwiGluOperands operands = swiglu_operands(p.epilogue, p.gradient);
 #pragma unroll
   for (int pass = 0; pass < passes; ++pass)
 #pragma unroll
@@ -189,9 +190,8 @@ __device__ __forceinline__ void quantize_tile(const Params& p, int64_t bx, int64
       const int64_t row = row0 + row_local + 64 * pass + r;
       raw[pass][r] = load_row<T>(p, row, col);
       if constexpr (SwiGlu) {
-        first[pass][r] = load_operand(p, p.epilogue.up != nullptr ? p.epilogue.up : p.gradient.y, row, col);
-        second[pass][r] =
-            load_operand(p, p.gradient.swiglu == ops::SwiGluPart::Gate ? p.gradient.up : nullptr, row, col);
+        first[pass][r] = load_operand(p, operands.first, row, col);
+        second[pass][r] = load_operand(p, operands.second, row, col);
       }
     }
 
@@ -205,7 +205,7 @@ __device__ __forceinline__ void quantize_tile(const Params& p, int64_t bx, int64
       float v[4];
       to_floats(raw[pass][r], v);
       if constexpr (sizeof(T) == 4) {
-        if (SwiGlu && swiglu_operands(p)) {
+        if (SwiGlu && operands.first != nullptr) {
           float a[4], b[4];
           to_floats(first[pass][r], a);
           to_floats(second[pass][r], b);
@@ -400,7 +400,7 @@ template <typename T, Fp8Format F>
 void launch(const Params& p, bool divide, cudaStream_t stream) {
   if (small(p)) return launch_passes<kSmall, T, F>(p, divide, stream);
   if constexpr (sizeof(T) == 4) {
-    if (swiglu_operands(p)) return launch_passes<kSwiGlu, T, F>(p, divide, stream);
+    if (has_swiglu_operands(p)) return launch_passes<kSwiGlu, T, F>(p, divide, stream);
   }
   launch_passes<kPasses<T>, T, F>(p, divide, stream);
 }
@@ -427,7 +427,7 @@ template <typename T, Fp8Format F>
 void launch_batch(const Params* p, int count, bool divide, cudaStream_t stream) {
   if (std::all_of(p, p + count, small)) return launch_batch_passes<kSmall, T, F>(p, count, divide, stream);
   if constexpr (sizeof(T) == 4) {
-    if (std::any_of(p, p + count, swiglu_operands))
+    if (std::any_of(p, p + count, has_swiglu_operands))
       return launch_batch_passes<kSwiGlu, T, F>(p, count, divide, stream);
   }
   launch_batch_passes<kPasses<T>, T, F>(p, count, divide, stream);
@@ -550,8 +550,10 @@ Params params_of(const QuantizeArgs& args) {
     throw Error("quantize_fp8: a Linear epilogue or its gradient needs an f32 input");
 
   const size_t element = args.x_type == DType::F32 ? 4 : 2;
+  const SwiGluOperands swiglu = swiglu_operands(args.epilogue, args.gradient);  // loaded as x is
   return Params{args.x, args.rows, args.cols, args.scale, args.q, args.q_t, args.amax, args.scale_inv,
-                args.cols % 4 == 0 && aligned(args.x, 4 * element) && aligned(args.epilogue.up, 16),
+                args.cols % 4 == 0 && aligned(args.x, 4 * element) && aligned(swiglu.first, 16) &&
+                    aligned(swiglu.second, 16),
                 args.cols % 4 == 0 && aligned(args.q, 4),
                 args.rows % 16 == 0 && aligned(args.q_t, 16), args.epilogue,
                 args.cols % 4 == 0 && aligned(args.epilogue.y, 16), args.cols % 4 == 0 && aligned(args.epilogue.pre, 16),
