@@ -171,10 +171,11 @@ if [ "$mode" = lm ]; then
   note "sdpa, FP8KIT_SDPA_DETERMINISTIC=0 (cuDNN's default backward, as PyTorch runs it):"
   FP8KIT_SDPA_DETERMINISTIC=0 ./bench/bench_cuda_sdpa --benchmark_filter=backward 2>&1 | grep -E "^sdpa" >>"$summary"
   # LM_BENCH: "preset:batch:seq[:memory]" configurations of bench_cuda_lm_step (empty: none).
-  # A fourth field chooses the memory options: chunked (default), whole or recompute.
+  # A fourth field chooses the memory options: chunked (default), whole or recompute; a fifth the
+  # precisions (bench_cuda_lm_step's: both (default), bf16, fp8, fp8-block or fp8-attention).
   for c in ${LM_BENCH-gpt2-small:16:1024 1b:2:2048}; do
-    IFS=: read -r preset batch seq memory <<<"$c"
-    timeout 200 ./bench/bench_cuda_lm_step "$preset" "$batch" "$seq" 5 8192 both 50 "${memory:-chunked}" 2>&1 |
+    IFS=: read -r preset batch seq memory which <<<"$c"
+    timeout 200 ./bench/bench_cuda_lm_step "$preset" "$batch" "$seq" 5 8192 "${which:-both}" 50 "${memory:-chunked}" 2>&1 |
       tee -a "$summary"
   done
   # PROFILE="preset:batch:seq:precision ...": per-kernel GPU times (ncu) of one precision's first step

@@ -10,7 +10,8 @@
 // every buffer of a step, the libraries' workspaces), for the memory options (models/llama.h).
 // Usage: bench_cuda_lm_step [preset, default gpt2-small] [batch, default 16] [seq, default 1024]
 //        [steps per round, default 10] [vocab, default 8192] [precision: bf16, fp8, fp8-block (block
-//        scaling: 1 x 128 activations and gradients, 128 x 128 weights) or both (default: bf16 and fp8)]
+//        scaling: 1 x 128 activations and gradients, 128 x 128 weights), fp8-attention (fp8 with the
+//        attention's forward in FP8 too: ops::SdpaShape::fp8) or both (default: bf16 and fp8)]
 //        [health interval in steps, default 50; 0: not measured]
 //        [memory: chunked (default: the loss in chunks), whole (one pass) or recompute (chunks too)]
 #include "exec/captured_step.h"
@@ -50,19 +51,27 @@ int main(int argc, char** argv) try {
               static_cast<long long>(models::parameter_count(config)), static_cast<long long>(B),
               static_cast<long long>(T), static_cast<long long>(B * T));
   struct Run {
-    nn::Precision precision;
+    nn::Precision precision = nn::Precision::Bf16;
     Fp8Recipe recipe{};
     std::string label;
+    bool fp8_attention = false;
     std::vector<double> seconds;
     double loss = 0, used_gib = 0;
   };
   std::vector<Run> runs;
   const std::string which = argc > 6 ? argv[6] : "both";
+  const auto add = [&](nn::Precision precision, const Fp8Recipe& recipe, std::string label, bool fp8_attention) {
+    Run run;
+    run.precision = precision, run.recipe = recipe, run.label = std::move(label), run.fp8_attention = fp8_attention;
+    runs.push_back(std::move(run));
+  };
   if (which == "fp8-block") {
-    runs.push_back({nn::Precision::Fp8, {.mode = ScalingMode::Block}, "fp8 block"});
+    add(nn::Precision::Fp8, {.mode = ScalingMode::Block}, "fp8 block", false);
+  } else if (which == "fp8-attention") {
+    add(nn::Precision::Fp8, {}, "fp8 + fp8 attention", true);
   } else {
     for (nn::Precision p : {nn::Precision::Bf16, nn::Precision::Fp8})
-      if (which == "both" || nn::parse_precision(which) == p) runs.push_back({p, {}, std::string(nn::name(p))});
+      if (which == "both" || nn::parse_precision(which) == p) add(p, {}, std::string(nn::name(p)), false);
   }
   const int64_t health_every = argc > 7 ? std::atoll(argv[7]) : 50;
   const std::string memory = argc > 8 ? argv[8] : "chunked";
@@ -78,6 +87,7 @@ int main(int argc, char** argv) try {
   for (Run& run : runs) {
     models::Llama model(config, 1, Device::Cuda);
     model.set_precision(run.precision, run.recipe);
+    model.set_fp8_attention(run.fp8_attention);
     model.set_memory_options(memory_options);
     optim::Adam adam(model.parameter_set(), {.learning_rate = 3e-4f, .beta1 = 0.9f, .beta2 = 0.95f,
                                              .epsilon = 1e-8f, .weight_decay = 0.1f, .warmup_steps = 10});

@@ -1,5 +1,7 @@
 // Grouped-query SDPA (ops/sdpa.h: cuDNN's fused flash attention) at a Llama-sized shape: batch 4, seq
-// 4096, 32 query heads of 128, causal, bf16; as multi-head (32 kv heads) and GQA (8 kv heads).
+// 4096, 32 query heads of 128, causal, bf16; as multi-head (32 kv heads) and GQA (8 kv heads). And the
+// FP8 forward (SdpaShape::fp8: its amax and quantization passes over q, k, v and out's dequantization
+// included).
 // Time per call from CUDA events around a CUDA graph of 50 back-to-back calls (graph_timing.h; this
 // also shows that the op replays inside a captured graph). TFLOP/s counts the causal half of the
 // score matrix: forward 2 GEMMs of 2*b*h*s*s*d / 2 flops, backward 2.5 times that (5 GEMMs).
@@ -29,12 +31,13 @@ Tensor normal_bf16(const std::vector<int64_t>& shape, uint32_t seed) {
   return host.to(Device::Cuda);
 }
 
-void sdpa(benchmark::State& state, bool backward) {
+void sdpa(benchmark::State& state, bool backward, bool fp8) {
   if (cuda::list_devices().empty()) {
     state.SkipWithError("no CUDA GPU");
     return;
   }
-  const ops::SdpaShape s{.batch = 4, .seq = 4096, .heads = 32, .kv_heads = state.range(0), .head_dim = 128};
+  const ops::SdpaShape s{.batch = 4, .seq = 4096, .heads = 32, .kv_heads = state.range(0), .head_dim = 128,
+                            .fp8 = fp8};
   ops::Context c(Device::Cuda);
   const std::vector<int64_t> q_shape = {s.batch, s.seq, s.heads * s.head_dim},
                              kv_shape = {s.batch, s.seq, s.kv_heads * s.head_dim};
@@ -54,8 +57,9 @@ void sdpa(benchmark::State& state, bool backward) {
 }
 
 // A fixed count: the manual time is per call, so a time-based count would run 50 times too long.
-BENCHMARK_CAPTURE(sdpa, forward, false)->ArgName("kv_heads")->Arg(32)->Arg(8)->Iterations(10)->UseManualTime()->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(sdpa, backward, true)->ArgName("kv_heads")->Arg(32)->Arg(8)->Iterations(10)->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(sdpa, forward, false, false)->ArgName("kv_heads")->Arg(32)->Arg(8)->Iterations(10)->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(sdpa, forward_fp8, false, true)->ArgName("kv_heads")->Arg(32)->Arg(8)->Iterations(10)->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(sdpa, backward, true, false)->ArgName("kv_heads")->Arg(32)->Arg(8)->Iterations(10)->UseManualTime()->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

@@ -74,6 +74,7 @@ struct TrainArgs {
   std::string precision = "bf16";
   RecipeArgs recipe;
   std::vector<std::string> linear_recipes;
+  bool fp8_attention = false;
   std::string device = "cpu";
   int64_t seq = 256, batch = 16, accumulation = 1, steps = 1000, warmup = 100;
   int64_t loss_chunk = 0;
@@ -141,6 +142,7 @@ void run_train(const TrainArgs& a) {
   o.precision = precision;
   o.recipe = recipe;
   o.linears = linears;
+  o.fp8_attention = a.fp8_attention;
   o.seq = a.seq;
   o.batch = a.batch;
   o.accumulation = a.accumulation;
@@ -188,6 +190,7 @@ void run_train(const TrainArgs& a) {
                          {"processes", rendezvous.world_size}};
   if (precision == nn::Precision::Fp8 || !linears.empty()) run.update(a.recipe.json());  // "recipe": delayed or current
   if (!linears.empty()) run["linear_recipes"] = a.linear_recipes;
+  if (a.fp8_attention) run["fp8_attention"] = true;
   log.write(run);
   o.metrics = &log;
   train::LmTrainResult result = train::train_lm(o, train_stream, validation_stream);
@@ -209,6 +212,7 @@ struct ModelArgs {
   std::string precision = "bf16";
   RecipeArgs recipe;
   std::vector<std::string> linear_recipes;
+  bool fp8_attention = false;
   std::string device = "cpu";
 };
 
@@ -226,7 +230,14 @@ LoadedModel load(const ModelArgs& a) {
                "{}/{} has {} tokens but the model's vocab_size is {}: the tokenizer does not belong to the model",
                a.model, kTokenizerFile, tokenizer.vocab_size(), model.config().vocab_size);
   model.set_precision(nn::parse_precision(a.precision), a.recipe.parse(), nn::LinearRecipes::parse(a.linear_recipes));
+  model.set_fp8_attention(a.fp8_attention);
   return {std::move(model), std::move(tokenizer)};
+}
+
+void add_fp8_attention_flag(CLI::App& app, bool& flag) {
+  app.add_flag("--fp8-attention", flag,
+               "the attention's forward in FP8 (E4M3 q, k, v, probabilities and output at current scales: "
+               "Transformer Engine's FP8 attention, cuDNN's on Hopper; the backward stays bf16), any --precision");
 }
 
 void add_model_options(CLI::App& app, ModelArgs& a) {
@@ -236,6 +247,7 @@ void add_model_options(CLI::App& app, ModelArgs& a) {
   app.add_option("--precision", a.precision, "fp32, bf16 or fp8")->capture_default_str();
   add_recipe_options(app, a.recipe);
   add_linear_recipe_option(app, a.linear_recipes);
+  add_fp8_attention_flag(app, a.fp8_attention);
   app.add_option("--device", a.device, "cpu or cuda")->capture_default_str();
 }
 
@@ -309,6 +321,7 @@ RunCurve read_run(const fs::path& metrics) {
         if (const std::string formats = e.value("formats", "hybrid"); formats != "hybrid") r.label += " " + formats;
       }
       for (const std::string& rule : e.value("linear_recipes", std::vector<std::string>{})) r.label += " " + rule;
+      if (e.value("fp8_attention", false)) r.label += " + fp8 attention";
       r.seed = e.value("seed", uint64_t{0});
     } else if (e["event"] == "validation") {
       r.steps.push_back(e.value("step", 0.0));
@@ -365,6 +378,7 @@ void setup(CLI::App& app) {
   train->add_option("--precision", t->precision, "fp32, bf16 (mixed) or fp8")->capture_default_str();
   add_recipe_options(*train, t->recipe);
   add_linear_recipe_option(*train, t->linear_recipes);
+  add_fp8_attention_flag(*train, t->fp8_attention);
   train->add_option("--device", t->device, "cpu or cuda")->capture_default_str();
   train->add_option("--seq", t->seq, "tokens per sequence")->capture_default_str()->check(whole_number(1, 1 << 20));
   train->add_option("--batch", t->batch, "sequences per micro-batch")->capture_default_str()->check(whole_number(1, 1 << 16));

@@ -355,6 +355,12 @@ void Llama::set_precision(Precision precision, const Fp8Recipe& recipe, const nn
 
 Precision Llama::precision() const { return impl_->precision; }
 
+void Llama::set_fp8_attention(bool fp8) {
+  for (Block& b : impl_->blocks) b.attention.set_fp8_attention(fp8);
+}
+
+bool Llama::fp8_attention() const { return !impl_->blocks.empty() && impl_->blocks.front().attention.fp8_attention(); }
+
 void Llama::set_memory_options(const LlamaMemoryOptions& options) {
   FP8KIT_CHECK(options.loss_chunk_rows >= 0, "the loss chunk must be 0 (automatic) or a number of rows, not {}",
                options.loss_chunk_rows);

@@ -76,6 +76,10 @@ class Llama {
   // Linear. Weights are untouched.
   void set_precision(nn::Precision precision, const Fp8Recipe& recipe = {}, const nn::LinearRecipes& linears = {});
   nn::Precision precision() const;
+  // The blocks' attention forward in FP8 (ops::SdpaShape::fp8: Transformer Engine's FP8 attention,
+  // its backward bf16), whatever the precision, from the next forward; off by default.
+  void set_fp8_attention(bool fp8);
+  bool fp8_attention() const;
   // For the training steps from now on (the next forward).
   void set_memory_options(const LlamaMemoryOptions& options);
   const LlamaMemoryOptions& memory_options() const;

@@ -25,6 +25,10 @@ class GroupedQueryAttention {
   GroupedQueryAttention(ParameterSet& parameters, const std::string& name, int64_t hidden, int64_t heads,
                         int64_t kv_heads, int64_t head_dim, bool bias = false);
   void set_precision(Precision precision, ops::ScalingTable* scaling);
+  // The attention's forward in FP8 (ops::SdpaShape::fp8; its backward stays bf16), whatever the
+  // Linears' precision.
+  void set_fp8_attention(bool fp8) { shape_.fp8 = fp8; }
+  bool fp8_attention() const { return shape_.fp8; }
   // After the Linears' precisions were set one by one (per-Linear recipes): which share q_proj's
   // operands of x (ops::shares_input_operands: bf16, delayed FP8 or block-scaled as q_proj is).
   void share_inputs();

@@ -3,10 +3,14 @@
 #include "ops/sdpa.h"
 
 #include "base/error.h"
+#include "numerics/cast.h"
+#include "numerics/convert.h"
+#include "numerics/scale.h"
 #include "ops/cpu/sdpa.h"
 #include "ops/tensor_checks.h"
 
 #include <cmath>
+#include <vector>
 
 #if FP8KIT_HAVE_CUDA
 #include "ops/cuda/sdpa.h"
@@ -44,6 +48,49 @@ DType check_qkv(const Context& c, const SdpaShape& s, const Tensor& q, const Ten
   return dtype;
 }
 
+// An FP8 forward's operand on the CPU: the values of x's E4M3 codes at its current per-tensor scale.
+struct Fp8Operand {
+  std::vector<float> values;
+  float scale = 1.0f, scale_inv = 1.0f;
+};
+
+Fp8Operand quantized(const Tensor& x) {
+  std::vector<float> f(static_cast<size_t>(x.numel()));
+  if (x.dtype() == DType::Bf16) {
+    bf16_to_float(x.span<uint16_t>(), f);
+  } else {
+    std::copy(x.span<float>().begin(), x.span<float>().end(), f.begin());
+  }
+  Fp8Operand o;
+  o.scale = current_scale(amax(f), Fp8Format::E4M3);
+  o.scale_inv = 1.0f / o.scale;
+  std::vector<uint8_t> codes(f.size());
+  quantize_fp8(f, o.scale, Fp8Format::E4M3, codes);
+  for (size_t i = 0; i < f.size(); ++i) f[i] = decode_fp8(codes[i], Fp8Format::E4M3);
+  o.values = std::move(f);
+  return o;
+}
+
+// The CPU's FP8 forward (SdpaShape::fp8): the tiled core on the codes' values, then out through E4M3.
+void cpu_sdpa_forward_fp8(const SdpaShape& s, const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out,
+                          Tensor& lse, const int32_t* lengths) {
+  const Fp8Operand qq = quantized(q), kq = quantized(k), vq = quantized(v);
+  SdpaShape codes = s;
+  codes.scale = s.scale * qq.scale_inv * kq.scale_inv;
+  std::vector<float> o(static_cast<size_t>(out.numel()));
+  cpu::sdpa_forward(codes, qq.values.data(), kq.values.data(), vq.values.data(), false, o.data(), lse.data<float>(),
+                    lengths);
+  const float scale_o = vq.scale * kSdpaFp8OutScale, descale_o = 1.0f / scale_o;
+  for (size_t i = 0; i < o.size(); ++i) {
+    const float x = decode_fp8(encode_fp8(o[i] * vq.scale_inv * scale_o, Fp8Format::E4M3), Fp8Format::E4M3) * descale_o;
+    if (out.dtype() == DType::Bf16) {
+      out.data<uint16_t>()[i] = float_to_bf16(x);
+    } else {
+      out.data<float>()[i] = round_bf16(x);
+    }
+  }
+}
+
 }  // namespace
 
 DType sdpa_dtype(const Context& c, bool bf16) { return bf16 && c.is_cuda() ? DType::Bf16 : DType::F32; }
@@ -57,6 +104,9 @@ void sdpa_forward(Context& c, const SdpaShape& shape, const Tensor& q, const Ten
   prepare_output(c, out, {s.batch, s.seq, s.heads * s.head_dim}, dtype, op, "out (q's dtype)");
   prepare_output(c, lse, {s.batch, s.heads, s.seq}, DType::F32, op, "lse");
   if (c.is_cuda()) {
+    FP8KIT_CHECK(!s.fp8 || (lengths == nullptr && s.head_dim % 16 == 0),
+                 "{}: the GPU's FP8 attention takes head_dim a multiple of 16 (got {}) and no lengths{}", op,
+                 s.head_dim, lengths != nullptr ? " (got lengths: run it in bf16)" : "");
 #if FP8KIT_HAVE_CUDA
     cuda_sdpa_forward(c, s, q, k, v, out, lse, lengths);
 #endif
@@ -65,7 +115,9 @@ void sdpa_forward(Context& c, const SdpaShape& shape, const Tensor& q, const Ten
   const int32_t* n = lengths != nullptr ? lengths->data<int32_t>() : nullptr;
   for (int64_t b = 0; n != nullptr && b < s.batch; ++b)
     FP8KIT_CHECK(n[b] >= 1 && n[b] <= s.seq, "{}: lengths[{}] = {} is outside [1, seq = {}]", op, b, n[b], s.seq);
-  if (dtype == DType::Bf16) {
+  if (s.fp8) {
+    cpu_sdpa_forward_fp8(s, q, k, v, out, lse, n);
+  } else if (dtype == DType::Bf16) {
     cpu::sdpa_forward(s, q.data<uint16_t>(), k.data<uint16_t>(), v.data<uint16_t>(), true, out.data<uint16_t>(),
                       lse.data<float>(), n);
   } else {
@@ -77,7 +129,8 @@ void sdpa_forward(Context& c, const SdpaShape& shape, const Tensor& q, const Ten
 void sdpa_backward(Context& c, const SdpaShape& shape, const Tensor& q, const Tensor& k, const Tensor& v,
                    const Tensor& out, const Tensor& lse, const Tensor& dout, Tensor& dq, Tensor& dk, Tensor& dv) {
   constexpr std::string_view op = "sdpa_backward";
-  const SdpaShape s = checked(shape, op);
+  SdpaShape s = checked(shape, op);
+  s.fp8 = false;  // the FP8 forward's backward is bf16's
   const DType dtype = check_qkv(c, s, q, k, v, op);
   const std::initializer_list<int64_t> q_shape = {s.batch, s.seq, s.heads * s.head_dim};
   const std::initializer_list<int64_t> kv_shape = {s.batch, s.seq, s.kv_heads * s.head_dim};

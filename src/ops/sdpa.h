@@ -2,6 +2,8 @@
 // query head h reads key/value head h / (heads / kv_heads)), any sequence length, never materializing
 // the [seq, seq] score matrix. CPU: a tiled reference with an online softmax (memory O(seq) per row);
 // GPU: cuDNN's fused flash attention (cudnn-frontend graph API), bf16 operands with float32 softmax.
+// SdpaShape::fp8 runs the forward in FP8 (Transformer Engine's FP8 attention, fp8_dpa, with its
+// backward in bf16 as NVTE_FP8_DPA_BWD=0 runs it): cuDNN's FP8 flash attention on Hopper.
 #pragma once
 
 #include "ops/context.h"
@@ -15,6 +17,16 @@ struct SdpaShape {
   int64_t batch = 0, seq = 0, heads = 0, kv_heads = 0, head_dim = 0;
   bool causal = true;  // false: every query sees every key
   float scale = 0.0f;  // 0: 1 / sqrt(head_dim)
+  // FP8 forward: q, k and v quantized to E4M3 per tensor with current scales (448 / amax, numerics'
+  // current_scale), scores from the codes' products times their scales' inverses; each tile's
+  // probabilities exp(s - running max) <= 1 rounded to E4M3 at scale 448 before they multiply v's
+  // codes (their row sums stay float32); out quantized to E4M3 at v's scale x 15/16 (|out| <= 1.0625
+  // max |v| with the rounded probabilities: no saturation) and returned dequantized (bf16 values).
+  // The backward is bf16's (the FP8 forward's out and lse, the unquantized q, k, v): fp8 is ignored
+  // there. The CPU emulates it with 64-key tiles, cuDNN's tiles may differ (where the running max
+  // changes, probabilities round differently: agreement to FP8's resolution, not bit for bit).
+  // GPU: head_dim a multiple of 16 up to 256, no lengths.
+  bool fp8 = false;
 };
 
 // The dtype of q, k and v (and so of out and the gradients) that a model computing in bf16 mixed
@@ -22,6 +34,10 @@ struct SdpaShape {
 // to bf16 copies at each call, and results a conversion back); F32 on the CPU, which reads f32 values
 // in full and keeps f32 gradients (the exact reference's bits), and whenever bf16 is false.
 DType sdpa_dtype(const Context& c, bool bf16);
+
+// The FP8 forward's fixed scales: the probabilities' (<= 1 onto E4M3's max, 448) and out's, as a
+// multiple of v's scale.
+inline constexpr float kSdpaFp8ProbabilityScale = 448.0f, kSdpaFp8OutScale = 0.9375f;
 
 // q, out [batch, seq, heads * head_dim]; k, v [batch, seq, kv_heads * head_dim]; one dtype for all of
 // them, F32 or Bf16 (f32 values are read as bf16 on the GPU, where cuDNN needs bf16 operands).

@@ -459,6 +459,7 @@ LmTrainResult train_lm(const LmTrainOptions& o, std::span<const int32_t> train_s
   LmTrainResult result{models::Llama(o.model, o.seed, o.device), 0, 0, std::nullopt, 0, 0};
   models::Llama& model = result.model;
   model.set_precision(o.precision, o.recipe, o.linears);
+  model.set_fp8_attention(o.fp8_attention);
   model.set_memory_options(o.memory);
   optim::AdamOptions adam_options = o.adam;
   if (adam_options.decay_steps == 0 && o.steps > adam_options.warmup_steps) adam_options.decay_steps = o.steps;

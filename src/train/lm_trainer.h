@@ -31,6 +31,7 @@ struct LmTrainOptions {
   nn::Precision precision = nn::Precision::Bf16;
   Fp8Recipe recipe;  // used by FP8 Linears: all of them when precision is Fp8, or those `linears` makes FP8
   nn::LinearRecipes linears;  // per-Linear overrides of `precision` (models::Llama::set_precision)
+  bool fp8_attention = false;  // the attention's forward in FP8 (models::Llama::set_fp8_attention)
   int64_t seq = 256;
   int64_t batch = 16;        // sequences per micro-batch, of the whole job (every rank takes its slice)
   int64_t accumulation = 1;  // micro-batches per optimizer step

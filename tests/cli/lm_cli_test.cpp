@@ -78,6 +78,22 @@ TEST(LmCli, TrainsWithBlockScaling) {
   EXPECT_THAT(r.output, HasSubstr("fp8 block e4m3"));  // formats other than hybrid name their runs apart
 }
 
+TEST(LmCli, TrainsAndEvaluatesWithFp8Attention) {
+  const TempDir dir("lm_cli");
+  const std::string out = (dir.path() / "run").string(), data = make_tiny_imdb(dir.path(), "aclImdb", 12).string();
+  CliResult r = run_cli("lm train --precision fp8 --fp8-attention --steps 2 --config tiny --data " + data + " --out " +
+                        out + " --vocab-size 300 --seq 32 --batch 2 --warmup 1 --eval-batches 1 --eval-every 2");
+  ASSERT_EQ(r.exit_code, 0) << tail(r.output);
+  EXPECT_THAT(r.output, HasSubstr("2/2 ━━━━━━━━━━━━━━━━━━━━"));
+  r = run_cli("lm compare " + out);
+  ASSERT_EQ(r.exit_code, 0) << tail(r.output);
+  EXPECT_THAT(r.output, HasSubstr("fp8 delayed + fp8 attention"));
+  r = run_cli("lm eval --seq 32 --batch 2 --batches 1 --fp8-attention --data " + data + " --model " + out +
+              "/model-fp8");
+  ASSERT_EQ(r.exit_code, 0) << tail(r.output);
+  EXPECT_THAT(r.output, HasSubstr("perplexity"));
+}
+
 TEST(LmCli, TrainsWithRecomputationAndTheLossInChunks) {
   const TempDir dir("lm_cli_memory");
   const std::string data = make_tiny_imdb(dir.path(), "aclImdb", 12).string();

@@ -2,13 +2,16 @@
 // matrix (forward, lse and the analytic backward), over awkward shapes (one query, partial tiles,
 // head dims off the vector width, GQA ratios 1, 2, 4, causal or not); the backward also by finite
 // differences; bf16 tensors; sequences of different lengths padded to one against each alone; bits
-// independent of the thread count; the errors.
+// independent of the thread count; the errors. The FP8 forward (SdpaShape::fp8) against a naive
+// reference of its E4M3 steps, and within FP8's error of the exact attention.
 #include "ops/sdpa.h"
 
 #include "common/error_of.h"
 #include "common/gradient_check.h"
 #include "common/host_tensors.h"
 #include "numerics/cast.h"
+#include "numerics/convert.h"
+#include "numerics/scale.h"
 #include "ops/context.h"
 #include "tensor/tensor.h"
 
@@ -16,6 +19,7 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -293,6 +297,115 @@ TEST(Sdpa, ErrorsNameTheOpTheTensorAndTheFix) {
               HasSubstr("sdpa_backward: lse (the forward's) must be [2, 4, 3], got [2, 3, 4]"));
   sdpa_backward(c, s, q, k, v, out, lse, q, dq, dk, dv);
   EXPECT_EQ(dv.shape(), (std::vector<int64_t>{2, 3, 8}));
+}
+
+// x's E4M3 codes' values at its current per-tensor scale, and the scale.
+std::vector<float> e4m3_values(const std::vector<float>& x, float& scale) {
+  scale = current_scale(amax(x), Fp8Format::E4M3);
+  std::vector<uint8_t> codes(x.size());
+  quantize_fp8(x, scale, Fp8Format::E4M3, codes);
+  std::vector<float> values(x.size());
+  for (size_t i = 0; i < x.size(); ++i) values[i] = decode_fp8(codes[i], Fp8Format::E4M3);
+  return values;
+}
+
+float e4m3_round(float x) { return decode_fp8(encode_fp8(x, Fp8Format::E4M3), Fp8Format::E4M3); }
+
+// Within one tile of keys (seq <= 64, where the running maximum is the row's), each step of the FP8
+// forward as ops/sdpa.h states it, naively: scores of the codes in double, probabilities to E4M3 at
+// 448, out to E4M3 at v's scale x 15/16, dequantized to bf16.
+TEST(SdpaFp8, IsTheAttentionOfItsE4m3Operands) {
+  Context c;
+  for (SdpaShape s : {SdpaShape{.batch = 2, .seq = 37, .heads = 4, .kv_heads = 2, .head_dim = 32},
+                      SdpaShape{.batch = 1, .seq = 64, .heads = 2, .kv_heads = 1, .head_dim = 16, .causal = false}}) {
+    s.fp8 = true;
+    for (DType dtype : {DType::F32, DType::Bf16}) {
+      const Inputs in = inputs(s, dtype, 6);
+      float sq = 0, sk = 0, sv = 0;
+      const std::vector<float> q = e4m3_values(in.q, sq), k = e4m3_values(in.k, sk), v = e4m3_values(in.v, sv);
+      const float scale_o = sv * kSdpaFp8OutScale, descale_o = 1.0f / scale_o;
+      const int64_t T = s.seq, H = s.heads, KH = s.kv_heads, D = s.head_dim;
+      const double scale = 1.0 / std::sqrt(double(D)) / sq / sk;
+      std::vector<double> want(q.size()), want_lse(s.batch * H * T);
+      for (int64_t b = 0; b < s.batch; ++b)
+        for (int64_t h = 0; h < H; ++h)
+          for (int64_t i = 0; i < T; ++i) {
+            const int64_t g = h / (H / KH), n = s.causal ? i + 1 : T;
+            std::vector<double> p(n);
+            for (int64_t j = 0; j < n; ++j) {
+              double dot = 0;
+              for (int64_t d = 0; d < D; ++d)
+                dot += double(q[((b * T + i) * H + h) * D + d]) * k[((b * T + j) * KH + g) * D + d];
+              p[j] = scale * dot;
+            }
+            const double max = *std::max_element(p.begin(), p.end());
+            double sum = 0;
+            for (double& e : p) sum += (e = std::exp(e - max));
+            want_lse[(b * H + h) * T + i] = max + std::log(sum);
+            for (int64_t d = 0; d < D; ++d) {
+              double o = 0;
+              for (int64_t j = 0; j < n; ++j)
+                o += e4m3_round(static_cast<float>(p[j]) * kSdpaFp8ProbabilityScale) *
+                     double(v[((b * T + j) * KH + g) * D + d]);
+              o = o / (kSdpaFp8ProbabilityScale * sum) / sv;
+              want[((b * T + i) * H + h) * D + d] = round_bf16(e4m3_round(static_cast<float>(o) * scale_o) * descale_o);
+            }
+          }
+      Tensor out, lse;
+      sdpa_forward(c, s, in.tq, in.tk, in.tv, false, out, lse);
+      const std::vector<float> got = testing::float_values(out);
+      for (float x : got) ASSERT_EQ(x, round_bf16(x)) << "out holds bf16 values";
+      // Float against double sums may round a value across an E4M3 boundary: one step apart at most.
+      expect_close(got, want, descale_o / 512, 0.13, "fp8 out, " + describe(s));
+      expect_close(testing::float_values(lse), want_lse, 2e-6, 1e-5, "fp8 lse, " + describe(s));
+      size_t differ = 0;
+      for (size_t i = 0; i < got.size(); ++i) differ += std::abs(got[i] - want[i]) > 1e-6 * std::abs(want[i]);
+      EXPECT_LE(differ, got.size() / 100) << "values an E4M3 step from the reference, " << describe(s);
+    }
+  }
+}
+
+// Over several tiles of keys: within FP8's error of the exact attention (E4M3 keeps 3 mantissa
+// bits: a relative rounding error up to 2^-4, about 3.6% RMS, at each of q, k, the probabilities, v
+// and out; scores of |q|, |k| <= 2 move by up to 0.1), and not the bf16 attention's values.
+TEST(SdpaFp8, IsWithinFp8sErrorOfTheExactAttention) {
+  Context c;
+  for (SdpaShape s : {SdpaShape{.batch = 2, .seq = 130, .heads = 2, .kv_heads = 1, .head_dim = 64},
+                      SdpaShape{.batch = 1, .seq = 200, .heads = 8, .kv_heads = 2, .head_dim = 32, .causal = false}}) {
+    const Inputs in = inputs(s, DType::Bf16, 7);
+    const Reference r = reference(s, in.q, in.k, in.v, in.dout);
+    Tensor exact, out, lse;
+    sdpa_forward(c, s, in.tq, in.tk, in.tv, false, exact, lse);
+    s.fp8 = true;
+    sdpa_forward(c, s, in.tq, in.tk, in.tv, false, out, lse);
+    const std::vector<float> got = testing::float_values(out), bf16 = testing::float_values(exact);
+    double error = 0, norm = 0, from_bf16 = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      error += (got[i] - r.out[i]) * (got[i] - r.out[i]);
+      norm += r.out[i] * r.out[i];
+      from_bf16 += std::abs(got[i] - bf16[i]);
+    }
+    EXPECT_LT(std::sqrt(error / norm), 0.08) << describe(s);
+    EXPECT_GT(from_bf16, 0.0) << describe(s);
+    expect_close(testing::float_values(lse), r.lse, 0.1, 0.01, "fp8 lse, " + describe(s));
+  }
+}
+
+// The FP8 forward's backward is bf16's: fp8 changes no gradient bit.
+TEST(SdpaFp8, TheBackwardIsBf16s) {
+  Context c;
+  SdpaShape s{.batch = 1, .seq = 70, .heads = 4, .kv_heads = 2, .head_dim = 16};
+  const Inputs in = inputs(s, DType::Bf16, 8);
+  s.fp8 = true;
+  Tensor out, lse, dq[2], dk[2], dv[2];
+  sdpa_forward(c, s, in.tq, in.tk, in.tv, false, out, lse);
+  for (int fp8 = 0; fp8 < 2; ++fp8) {
+    s.fp8 = fp8 != 0;
+    sdpa_backward(c, s, in.tq, in.tk, in.tv, out, lse, in.tdout, dq[fp8], dk[fp8], dv[fp8]);
+  }
+  EXPECT_EQ(testing::float_values(dq[0]), testing::float_values(dq[1]));
+  EXPECT_EQ(testing::float_values(dk[0]), testing::float_values(dk[1]));
+  EXPECT_EQ(testing::float_values(dv[0]), testing::float_values(dv[1]));
 }
 
 }  // namespace

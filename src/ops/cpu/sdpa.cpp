@@ -173,6 +173,10 @@ void sdpa_forward(const SdpaShape& s, const T* q, const T* k, const T* v, bool b
             row_sum += pi[j];
           }
           std::fill(pi + n, pi + kTile, 0.0f);
+          if (s.fp8) {  // the FP8 attention's probabilities: E4M3 codes at scale 448, summed as codes
+            for (int64_t j = 0; j < n; ++j)
+              pi[j] = decode_fp8(encode_fp8(pi[j] * kSdpaFp8ProbabilityScale, Fp8Format::E4M3), Fp8Format::E4M3);
+          }
           sum[i] = sum[i] * correction + row_sum;
           row_max[i] = m;
           for (int64_t d = 0; d < D; ++d) acc[i * D + d] *= correction;
@@ -180,7 +184,8 @@ void sdpa_forward(const SdpaShape& s, const T* q, const T* k, const T* v, bool b
         add_products(p.data(), rows, cols, vt.data(), D, acc.data());
       }
       for (int64_t i = 0; i < rows; ++i) {
-        store(acc.data() + i * D, D, 1.0f / sum[i], bf16_out, out + L.q_offset(b, i0 + i, h));
+        const float descale = s.fp8 ? 1.0f / kSdpaFp8ProbabilityScale : 1.0f;
+        store(acc.data() + i * D, D, descale / sum[i], bf16_out, out + L.q_offset(b, i0 + i, h));
         lse[(b * s.heads + h) * s.seq + i0 + i] = row_max[i] + std::log(sum[i]);
       }
     }

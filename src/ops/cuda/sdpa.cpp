@@ -3,12 +3,14 @@
 // [batch, seq, heads, head_dim] (BSHD), which cuDNN takes as dims [b, h, s, d] with strides
 // [s*h*d, d, h*d, 1]; k and v have kv_heads heads (cuDNN's GQA); lse is Stats [b, h, s, 1] f32.
 // Sequences padded to seq (a forward with lengths) take cuDNN's padding mask, the lengths being
-// both its seq_len_q and seq_len_kv ([b, 1, 1, 1] i32).
+// both its seq_len_q and seq_len_kv ([b, 1, 1, 1] i32). The FP8 forward (SdpaShape::fp8) is cuDNN's
+// sdpa_fp8 on E4M3 codes of q, k, v and out, its scalars ([1, 1, 1, 1] f32) from sdpa_fp8.cu.
 #include "ops/cuda/sdpa.h"
 
 #include "base/error.h"
 #include "ops/cuda/context.h"
 #include "ops/cuda/convert.h"
+#include "ops/cuda/quantize.h"
 #include "runtime/cuda/check.h"
 
 #include <cudnn.h>
@@ -28,10 +30,13 @@ namespace fp8kit::cuda {
 
 namespace {
 
-enum Uid : int64_t { kQ = 1, kK, kV, kO, kStats, kDO, kDQ, kDK, kDV, kSeqLenQ, kSeqLenKV };
+enum Uid : int64_t {
+  kQ = 1, kK, kV, kO, kStats, kDO, kDQ, kDK, kDV, kSeqLenQ, kSeqLenKV,
+  kDescaleQ, kDescaleK, kDescaleV, kDescaleS, kScaleS, kScaleO, kAmaxS, kAmaxO
+};
 
-// Lane, backward, batch, seq, heads, kv_heads, head_dim, causal, scale's bits, padded (lengths given).
-using GraphKey = std::tuple<int, bool, int64_t, int64_t, int64_t, int64_t, int64_t, bool, uint32_t, bool>;
+// Lane, backward, batch, seq, heads, kv_heads, head_dim, causal, scale's bits, padded (lengths given), FP8.
+using GraphKey = std::tuple<int, bool, int64_t, int64_t, int64_t, int64_t, int64_t, bool, uint32_t, bool, bool>;
 
 struct Built {
   std::shared_ptr<fe::graph::Graph> graph;
@@ -43,8 +48,8 @@ void check_cudnn(cudnnStatus_t status, const char* call) {
 }
 
 std::string describe(const ops::SdpaShape& s, bool padded) {
-  return fmt::format("batch {} seq {} heads {} kv_heads {} head_dim {}{}{}", s.batch, s.seq, s.heads, s.kv_heads,
-                     s.head_dim, s.causal ? " causal" : "", padded ? " padded (lengths)" : "");
+  return fmt::format("batch {} seq {} heads {} kv_heads {} head_dim {}{}{} ({})", s.batch, s.seq, s.heads, s.kv_heads,
+                     s.head_dim, s.causal ? " causal" : "", padded ? " padded (lengths)" : "", s.fp8 ? "fp8" : "bf16");
 }
 
 }  // namespace
@@ -100,9 +105,9 @@ fe::graph::Tensor_attributes stats(const ops::SdpaShape& s) {
       .set_stride({s.heads * s.seq, s.seq, 1, 1});
 }
 
-std::shared_ptr<fe::graph::Graph> new_graph() {
+std::shared_ptr<fe::graph::Graph> new_graph(fe::DataType_t io = fe::DataType_t::BFLOAT16) {
   auto graph = std::make_shared<fe::graph::Graph>();
-  graph->set_io_data_type(fe::DataType_t::BFLOAT16)
+  graph->set_io_data_type(io)
       .set_intermediate_data_type(fe::DataType_t::FLOAT)
       .set_compute_data_type(fe::DataType_t::FLOAT);
   return graph;
@@ -117,7 +122,7 @@ void set_scale_and_mask(Attributes& attributes, const ops::SdpaShape& s) {
 }
 
 std::shared_ptr<fe::graph::Graph> forward_graph(const ops::SdpaShape& s, bool padded) {
-  auto graph = new_graph();
+  auto graph = new_graph(s.fp8 ? fe::DataType_t::FP8_E4M3 : fe::DataType_t::BFLOAT16);
   auto q = graph->tensor(bshd(s, s.heads, "Q", kQ));
   auto k = graph->tensor(bshd(s, s.kv_heads, "K", kK));
   auto v = graph->tensor(bshd(s, s.kv_heads, "V", kV));
@@ -136,7 +141,30 @@ std::shared_ptr<fe::graph::Graph> forward_graph(const ops::SdpaShape& s, bool pa
         .set_seq_len_q(seq_len("seq_len_q", kSeqLenQ))
         .set_seq_len_kv(seq_len("seq_len_kv", kSeqLenKV));
   }
-  auto [o, lse] = graph->sdpa(q, k, v, attributes);
+  std::shared_ptr<fe::graph::Tensor_attributes> o, lse;
+  if (s.fp8) {
+    const auto scalar = [&](const char* name, Uid uid) {
+      return fe::graph::Tensor_attributes()
+          .set_name(name)
+          .set_uid(uid)
+          .set_dim({1, 1, 1, 1})
+          .set_stride({1, 1, 1, 1})
+          .set_data_type(fe::DataType_t::FLOAT);
+    };
+    auto in = [&](const char* name, Uid uid) { return graph->tensor(scalar(name, uid)); };
+    auto [o8, lse8, amax_s, amax_o] =
+        graph->sdpa_fp8(q, k, v, in("descale_q", kDescaleQ), in("descale_k", kDescaleK), in("descale_v", kDescaleV),
+                        in("descale_s", kDescaleS), in("scale_s", kScaleS), in("scale_o", kScaleO), attributes);
+    o = o8, lse = lse8;
+    for (auto [t, name, uid] : {std::tuple{amax_s, "amax_s", kAmaxS}, std::tuple{amax_o, "amax_o", kAmaxO}}) {
+      const auto layout = scalar(name, uid);
+      t->set_output(true).set_uid(uid).set_dim(layout.get_dim()).set_stride(layout.get_stride()).set_data_type(
+          fe::DataType_t::FLOAT);
+    }
+  } else {
+    const auto outputs = graph->sdpa(q, k, v, attributes);
+    o = outputs[0], lse = outputs[1];
+  }
   const auto o_layout = bshd(s, s.heads, "O", kO);
   o->set_output(true).set_uid(kO).set_dim(o_layout.get_dim()).set_stride(o_layout.get_stride());
   const auto lse_layout = stats(s);
@@ -198,7 +226,7 @@ bool deterministic(const ops::SdpaShape& s) {
 const Built& graph_for(ops::Context& c, const ops::SdpaShape& s, bool backward, bool padded) {
   cudnnHandle_t h = handle(c);
   const GraphKey key{static_cast<int>(c.lane()), backward, s.batch, s.seq, s.heads, s.kv_heads, s.head_dim, s.causal,
-                     std::bit_cast<uint32_t>(s.scale), padded};
+                     std::bit_cast<uint32_t>(s.scale), padded, s.fp8};
   auto& graphs = c.cuda().sdpa->graphs;
   if (auto it = graphs.find(key); it != graphs.end()) return it->second;
   const std::string_view op = backward ? "sdpa_backward" : "sdpa_forward";
@@ -209,7 +237,7 @@ const Built& graph_for(ops::Context& c, const ops::SdpaShape& s, bool backward, 
     built.graph = backward_graph(s, false);
     status = build(*built.graph, h);
   }
-  FP8KIT_CHECK(status.is_good(), "{}: cuDNN has no fused attention for {} (bf16, cuDNN {}): {}", op,
+  FP8KIT_CHECK(status.is_good(), "{}: cuDNN has no fused attention for {} (cuDNN {}): {}", op,
                describe(s, padded), cudnnGetVersion(), status.get_message());
   FP8KIT_CHECK(built.graph->get_workspace_size(built.workspace).is_good(), "{}: cuDNN's workspace size", op);
   return graphs.emplace(key, std::move(built)).first->second;
@@ -253,9 +281,56 @@ void execute(ops::Context& c, const Built& built, std::unordered_map<int64_t, vo
 
 namespace fp8kit::ops {
 
+namespace {
+
+// The FP8 forward: amaxes, scales and E4M3 codes of q, k and v, cuDNN's sdpa_fp8 into out's codes, and
+// those dequantized into out.
+void sdpa_forward_fp8(Context& c, const cuda::Built& built, const Tensor& q, const Tensor& k, const Tensor& v,
+                      Tensor& out, Tensor& lse) {
+  const size_t bytes = cuda::aligned(built.workspace) + 2 * cuda::aligned(q.numel()) + 2 * cuda::aligned(k.numel()) +
+                       cuda::aligned(cuda::kSdpaFp8Floats * sizeof(float));
+  cuda::Scratch scratch{static_cast<std::byte*>(c.scratch(bytes))};
+  void* workspace = scratch.take(built.workspace);
+  auto* scales = static_cast<float*>(scratch.take(cuda::kSdpaFp8Floats * sizeof(float)));
+  const Tensor* inputs[] = {&q, &k, &v};
+  uint8_t* codes[4];
+  for (int i = 0; i < 3; ++i) codes[i] = static_cast<uint8_t*>(scratch.take(inputs[i]->numel()));
+  codes[3] = static_cast<uint8_t*>(scratch.take(out.numel()));
+  FP8KIT_CUDA_CHECK(cudaMemsetAsync(scales, 0, cuda::kSdpaFp8Floats * sizeof(float), stream(c)));
+  cuda::QuantizeArgs args[3];
+  for (int i = 0; i < 3; ++i) {  // the amax pass (no codes)
+    const Tensor& x = *inputs[i];
+    args[i] = {.x = x.device_data<std::byte>(), .x_type = x.dtype(), .rows = x.dim(0) * x.dim(1), .cols = x.dim(2),
+               .scale = scales + cuda::kSdpaFp8Scale + i, .amax = scales + cuda::kSdpaFp8Amax + i};
+  }
+  cuda::quantize_fp8_batch(args, stream(c));
+  cuda::sdpa_fp8_scales(scales, stream(c));
+  for (int i = 0; i < 3; ++i) args[i].q = codes[i], args[i].amax = nullptr;
+  cuda::quantize_fp8_batch(args, stream(c));
+  const float* scale = scales + cuda::kSdpaFp8Scale;
+  const float* scale_inv = scales + cuda::kSdpaFp8ScaleInv;
+  std::unordered_map<int64_t, void*> pack = {
+      {cuda::kQ, codes[0]}, {cuda::kK, codes[1]}, {cuda::kV, codes[2]}, {cuda::kO, codes[3]},
+      {cuda::kStats, lse.device_data<float>()},
+      {cuda::kDescaleQ, const_cast<float*>(scale_inv)}, {cuda::kDescaleK, const_cast<float*>(scale_inv + 1)},
+      {cuda::kDescaleV, const_cast<float*>(scale_inv + 2)}, {cuda::kDescaleS, const_cast<float*>(scale_inv + 4)},
+      {cuda::kScaleS, const_cast<float*>(scale + 4)}, {cuda::kScaleO, const_cast<float*>(scale + 3)},
+      {cuda::kAmaxS, scales + cuda::kSdpaFp8CudnnAmax}, {cuda::kAmaxO, scales + cuda::kSdpaFp8CudnnAmax + 1}};
+  cuda::execute(c, built, pack, workspace, "sdpa_forward (fp8)");
+  void* o = out.dtype() == DType::Bf16 ? static_cast<void*>(out.device_data<uint16_t>())
+                                       : static_cast<void*>(out.device_data<float>());
+  cuda::sdpa_fp8_dequantize(codes[3], scale_inv + 3, out.numel(), out.dtype() == DType::Bf16, o, stream(c));
+}
+
+}  // namespace
+
 void cuda_sdpa_forward(Context& c, const SdpaShape& s, const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out,
                        Tensor& lse, const Tensor* lengths) {
   const cuda::Built& built = cuda::graph_for(c, s, false, lengths != nullptr);
+  if (s.fp8) {
+    sdpa_forward_fp8(c, built, q, k, v, out, lse);
+    return;
+  }
   const bool copies = q.dtype() == DType::F32;
   const size_t bf16_bytes = (2 * q.numel() + 2 * k.numel()) * sizeof(uint16_t) + 4 * 256;
   cuda::Scratch scratch{static_cast<std::byte*>(c.scratch(cuda::aligned(built.workspace) + (copies ? bf16_bytes : 0)))};

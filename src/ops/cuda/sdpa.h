@@ -8,6 +8,7 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdint>
 #include <memory>
 
 namespace fp8kit::cuda {
@@ -25,6 +26,17 @@ using SdpaGraphsPtr = std::unique_ptr<SdpaGraphs, SdpaGraphsDeleter>;
 // rounded to bf16 values, as the GPU's other f32 results).
 void sdpa_single_key_backward(const ops::SdpaShape& s, bool bf16, const void* dout, void* dq, void* dk, void* dv,
                               cudaStream_t stream);
+
+// The FP8 forward's scalars, one float array on the device: q's, k's and v's amaxes (filled by the
+// amax pass), then scales and their inverses for q, k, v, out (v's x kSdpaFp8OutScale) and the
+// probabilities (kSdpaFp8ProbabilityScale), then cuDNN's amaxes of the probabilities and out.
+inline constexpr int kSdpaFp8Amax = 0, kSdpaFp8Scale = 3, kSdpaFp8ScaleInv = 8, kSdpaFp8CudnnAmax = 13,
+                     kSdpaFp8Floats = 15;
+// scales' kSdpaFp8Scale and kSdpaFp8ScaleInv entries from the amaxes (numerics' current_scale).
+void sdpa_fp8_scales(float* scales, cudaStream_t stream);
+// out[i] = bf16(E4M3 codes[i] * *scale_inv): bf16 bits, or (bf16 false) floats of bf16 values.
+void sdpa_fp8_dequantize(const uint8_t* codes, const float* scale_inv, int64_t n, bool bf16, void* out,
+                         cudaStream_t stream);
 
 }  // namespace fp8kit::cuda
 

@@ -2,7 +2,8 @@
 // batch, one training step (losses, every gradient, the AdamW update with clipping), then two more
 // steps from a captured graph, in fp32, bf16, FP8, FP8 with block scaling and per-Linear recipes mixing
 // delayed (keras lag), current, block, bf16 and fp32 Linears; the memory options (loss chunks,
-// recomputation) eager and captured; FP8 Linears sharing their input's cast or not; and the HF
+// recomputation) eager and captured; FP8 Linears sharing their input's cast or not; the attention's
+// forward in FP8 (cuDNN's FP8 attention against the CPU's emulation); and the HF
 // directory a GPU model saves loads back on the CPU.
 // The GPU's attention is cuDNN's flash attention with bf16 operands, so even fp32
 // differs from the CPU by bf16 rounding inside attention: tolerances are relative L2 errors over all
@@ -55,9 +56,11 @@ struct DeviceRun {
 
 // share false: every Linear casts its input for itself (no input_of).
 DeviceRun run(Device device, nn::Precision precision, const Fp8Recipe& recipe, const nn::LinearRecipes& linears = {},
-             const LlamaMemoryOptions& memory = {}, const LlamaConfig& shape = config(), bool share = true) {
+             const LlamaMemoryOptions& memory = {}, const LlamaConfig& shape = config(), bool share = true,
+             bool fp8_attention = false) {
   Llama model(shape, 3, device);
   model.set_precision(precision, recipe, linears);
+  model.set_fp8_attention(fp8_attention);
   model.set_memory_options(memory);
   if (!share)
     for (nn::Linear* l : model.linears()) l->op().input_of = nullptr;
@@ -102,6 +105,7 @@ TEST(LlamaGpu, MatchesTheCpuModel) {
     ScalingMode mode = ScalingMode::Delayed;
     std::vector<std::string> rules = {};
     ScalingLag lag = ScalingLag::Te;
+    bool fp8_attention = false;
   };
   // Groups (q | k, v; gate, up) and weight-cast batches that mix precisions, delayed slots beside
   // current ones, keras lag's dividing casts beside multiplying ones, an FP8 head.
@@ -111,11 +115,12 @@ TEST(LlamaGpu, MatchesTheCpuModel) {
                        Case{nn::Precision::Fp8, 5e-3, 0.1, 0.3},
                        Case{nn::Precision::Fp8, 5e-3, 0.1, 0.3, ScalingMode::Block},
                        Case{nn::Precision::Fp8, 5e-3, 0.1, 0.3, ScalingMode::Delayed, mixed, ScalingLag::Keras},
-                       Case{nn::Precision::Bf16, 5e-3, 0.1, 0.3, ScalingMode::Delayed, {"lm_head=current"}}}) {
+                       Case{nn::Precision::Bf16, 5e-3, 0.1, 0.3, ScalingMode::Delayed, {"lm_head=current"}},
+                       Case{nn::Precision::Fp8, 1e-2, 0.2, 0.4, ScalingMode::Delayed, {}, ScalingLag::Te, true}}) {
     const Fp8Recipe recipe{.mode = k.mode, .lag = k.lag};
     const nn::LinearRecipes linears = nn::LinearRecipes::parse(k.rules);
-    const DeviceRun cpu = run(Device::Cpu, k.precision, recipe, linears),
-                    gpu = run(Device::Cuda, k.precision, recipe, linears);
+    const DeviceRun cpu = run(Device::Cpu, k.precision, recipe, linears, {}, config(), true, k.fp8_attention),
+                    gpu = run(Device::Cuda, k.precision, recipe, linears, {}, config(), true, k.fp8_attention);
     ASSERT_EQ(cpu.weights0, gpu.weights0);
     const double el = rel(gpu.losses, cpu.losses), eg = rel(gpu.grads, cpu.grads);
     std::vector<float> dc(cpu.weights.size()), dg(gpu.weights.size());
@@ -127,6 +132,7 @@ TEST(LlamaGpu, MatchesTheCpuModel) {
     std::string what(nn::name(k.precision));
     if (k.mode == ScalingMode::Block) what.append(" block");
     if (!linears.empty()) what.append(" ").append(linears.describe());  // (appends: GCC 12's -Wrestrict)
+    if (k.fp8_attention) what.append(" + fp8 attention");
     std::printf("%s: losses %.2e, gradients %.2e, 3-step update %.2e\n", what.c_str(), el, eg, eu);
     EXPECT_LT(el, k.losses) << what;
     EXPECT_LT(eg, k.grads) << what;

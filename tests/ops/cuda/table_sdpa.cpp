@@ -6,6 +6,10 @@
 // and sums in another order, so outputs agree to about a bf16 ulp (2^-8 relative) of their terms;
 // the gradients' rows sum many such terms (on the H100, seq 130: one dv element of 150 off by 0.011
 // from a sum that cancels to -0.058, so the backward's absolute bound is 2e-2).
+// The FP8 forward (fp8 rows): the same codes and scales on both devices, but cuDNN's tiles of keys
+// differ from the CPU's 64, so probabilities quantized against another running maximum round
+// differently (each up to 2^-4 of its term: out within 2e-2 of |v| <= 1), and an out value near an
+// E4M3 boundary may land one step (2^-3 relative) away.
 #include "numerics/cast.h"
 #include "ops/cuda/op_table.h"
 #include "ops/sdpa.h"
@@ -44,6 +48,13 @@ std::vector<Tensor> run(ops::Context& c, const ops::SdpaShape& s, DType dtype, b
   return grads;
 }
 
+void add_fp8(std::vector<OpCase>& t, const Shape& shape) {
+  ops::SdpaShape s = shape.shape;
+  s.fp8 = true;
+  const auto forward = [=](ops::Context& c) { return run(c, s, DType::Bf16, false); };
+  t.push_back({fmt::format("sdpa_forward/fp8/{}", shape.name), forward, 2e-2, 0.13});
+}
+
 void add(std::vector<OpCase>& t, const Shape& shape, DType dtype) {
   const std::string config = fmt::format("{}/{}", shape.name, name(dtype));
   const ops::SdpaShape s = shape.shape;
@@ -62,7 +73,9 @@ const RegisterOps rows([](std::vector<OpCase>& t) {
   };
   for (const Shape& s : shapes)
     for (const DType dtype : {DType::Bf16, DType::F32}) add(t, s, dtype);
-  add(t, {"b1_t2048_h8_kv2_d128", {.batch = 1, .seq = 2048, .heads = 8, .kv_heads = 2, .head_dim = 128}}, DType::Bf16);
+  const Shape long_gqa{"b1_t2048_h8_kv2_d128", {.batch = 1, .seq = 2048, .heads = 8, .kv_heads = 2, .head_dim = 128}};
+  add(t, long_gqa, DType::Bf16);
+  for (const Shape& s : {shapes[1], shapes[2], shapes[3], shapes[4], long_gqa}) add_fp8(t, s);
 });
 
 }  // namespace
