@@ -68,7 +68,9 @@ class ScalingTable {
 
   // After a training step, every slot at once (one launch on the GPU), as ScalingState::record_amax
   // followed by the next step's scale_for_step: the histories take this step's amaxes, the scales
-  // (te lag), the multipliers (keras lag) move, and the amaxes are cleared.
+  // (te lag), the multipliers (keras lag) move, and the amaxes are cleared. Queue it after every lane
+  // whose work reads this step's scales (weight-gradient GEMMs on Lane::Side or a dgrad's lane) is
+  // joined: the GEMMs would otherwise read the next step's scales.
   void update(Context& c);
   // This step's amaxes that update() reads, [size()] f32 on the table's device: a data-parallel job
   // max-reduces them across its ranks before every update, so that every rank keeps the same scales.

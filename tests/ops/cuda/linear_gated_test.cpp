@@ -88,8 +88,8 @@ Result run(const Shape& s, LinearPrecision p, ScalingMode mode, bool fused) {
       const LinearGradient group[] = {{&gate, &dgate, {}, Lane::Main}, {&up, &dup, {}, Lane::A}};
       linear_backward(c, group);
     }
+    c.join_all();  // the wgrads on lanes A and Side read this step's scales, which the update replaces
     if (scaling) scaling->update(c);
-    c.join_all();
   }
   c.synchronize();  // the copies below do not wait for the context's streams
   Result r;
