@@ -236,8 +236,9 @@ LoadedModel load(const ModelArgs& a) {
 
 void add_fp8_attention_flag(CLI::App& app, bool& flag) {
   app.add_flag("--fp8-attention", flag,
-               "the attention's forward in FP8 (E4M3 q, k, v, probabilities and output at current scales: "
-               "Transformer Engine's FP8 attention, cuDNN's on Hopper; the backward stays bf16), any --precision");
+               "the attention's forward in FP8 (E4M3 q, k, v at current scales, probabilities and output at fixed "
+               "ones: Transformer Engine's FP8 attention; on the GPU cuDNN's, Hopper or newer; the backward stays "
+               "bf16), any --precision");
 }
 
 void add_model_options(CLI::App& app, ModelArgs& a) {

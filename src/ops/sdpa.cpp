@@ -81,13 +81,15 @@ void cpu_sdpa_forward_fp8(const SdpaShape& s, const Tensor& q, const Tensor& k, 
   cpu::sdpa_forward(codes, qq.values.data(), kq.values.data(), vq.values.data(), false, o.data(), lse.data<float>(),
                     lengths);
   const float scale_o = vq.scale * kSdpaFp8OutScale, descale_o = 1.0f / scale_o;
-  for (size_t i = 0; i < o.size(); ++i) {
-    const float x = decode_fp8(encode_fp8(o[i] * vq.scale_inv * scale_o, Fp8Format::E4M3), Fp8Format::E4M3) * descale_o;
-    if (out.dtype() == DType::Bf16) {
-      out.data<uint16_t>()[i] = float_to_bf16(x);
-    } else {
-      out.data<float>()[i] = round_bf16(x);
-    }
+  const auto value = [&](size_t i) {
+    return decode_fp8(encode_fp8(o[i] * vq.scale_inv * scale_o, Fp8Format::E4M3), Fp8Format::E4M3) * descale_o;
+  };
+  if (out.dtype() == DType::Bf16) {
+    uint16_t* bits = out.data<uint16_t>();
+    for (size_t i = 0; i < o.size(); ++i) bits[i] = float_to_bf16(value(i));
+  } else {
+    float* values = out.data<float>();
+    for (size_t i = 0; i < o.size(); ++i) values[i] = round_bf16(value(i));
   }
 }
 
@@ -101,12 +103,13 @@ void sdpa_forward(Context& c, const SdpaShape& shape, const Tensor& q, const Ten
   const SdpaShape s = checked(shape, op);
   const DType dtype = check_qkv(c, s, q, k, v, op);
   if (lengths != nullptr) check_tensor(c, *lengths, {s.batch}, DType::I32, op, "lengths");
+  // (one amax over padded sequences would tie each sequence's scales to the others')
+  FP8KIT_CHECK(!s.fp8 || lengths == nullptr, "{}: FP8 attention takes no lengths: run padded batches in bf16", op);
   prepare_output(c, out, {s.batch, s.seq, s.heads * s.head_dim}, dtype, op, "out (q's dtype)");
   prepare_output(c, lse, {s.batch, s.heads, s.seq}, DType::F32, op, "lse");
   if (c.is_cuda()) {
-    FP8KIT_CHECK(!s.fp8 || (lengths == nullptr && s.head_dim % 16 == 0),
-                 "{}: the GPU's FP8 attention takes head_dim a multiple of 16 (got {}) and no lengths{}", op,
-                 s.head_dim, lengths != nullptr ? " (got lengths: run it in bf16)" : "");
+    FP8KIT_CHECK(!s.fp8 || s.head_dim % 16 == 0, "{}: the GPU's FP8 attention takes head_dim a multiple of 16, got {}",
+                 op, s.head_dim);
 #if FP8KIT_HAVE_CUDA
     cuda_sdpa_forward(c, s, q, k, v, out, lse, lengths);
 #endif

@@ -21,11 +21,13 @@ struct SdpaShape {
   // current_scale), scores from the codes' products times their scales' inverses; each tile's
   // probabilities exp(s - running max) <= 1 rounded to E4M3 at scale 448 before they multiply v's
   // codes (their row sums stay float32); out quantized to E4M3 at v's scale x 15/16 (|out| <= 1.0625
-  // max |v| with the rounded probabilities: no saturation) and returned dequantized (bf16 values).
+  // max |v| with probabilities rounded by at most 2^-4 of themselves: no saturation in practice; the
+  // subnormal ones, below about 3.5e-5, round further) and returned dequantized: bf16 values whatever
+  // bf16_out says. f32 q, k, v are quantized as they are (no bf16 copies).
   // The backward is bf16's (the FP8 forward's out and lse, the unquantized q, k, v): fp8 is ignored
   // there. The CPU emulates it with 64-key tiles, cuDNN's tiles may differ (where the running max
   // changes, probabilities round differently: agreement to FP8's resolution, not bit for bit).
-  // GPU: head_dim a multiple of 16 up to 256, no lengths.
+  // No lengths. GPU: head_dim a multiple of 16, what cuDNN's sdpa_fp8 takes (64 and 128 are tested).
   bool fp8 = false;
 };
 

@@ -389,6 +389,7 @@ std::string recipe_identity(const LmTrainOptions& o) {
     per_tensor.mode = ScalingMode::Delayed;
     text += fmt::format("; per Linear {} ({})", o.linears.describe(), describe(per_tensor));
   }
+  if (o.fp8_attention) text += "; fp8 attention";  // (absent before the option: older runs resume)
   return text;
 }
 
@@ -402,7 +403,7 @@ std::vector<io::MetadataRequirement> run_identity(const LmTrainOptions& o) {
   return {{"model", "llama", "the model"},
           {"model_config", models::llama_config_json(o.model), "--config"},
           {"precision", std::string(nn::name(o.precision)), "--precision"},
-          {"recipe", recipe_identity(o), "--recipe, its options and --linear-recipe"},
+          {"recipe", recipe_identity(o), "--recipe, its options, --linear-recipe and --fp8-attention"},
           {"seed", std::to_string(o.seed), "--seed"},
           {"batch", fmt::format("{} x {} x {}", o.accumulation, o.batch, o.seq), "--batch/--accumulation/--seq"},
           {"optimizer", "adamw " + adam.dump() + fmt::format(" clip {}", o.clip), "the optimizer options"}};

@@ -288,6 +288,11 @@ TEST(Sdpa, ErrorsNameTheOpTheTensorAndTheFix) {
   lengths.data<int32_t>()[0] = 3;
   EXPECT_THAT(error_of([&] { sdpa_forward(c, s, q, k, v, false, out, lse, &lengths); }),
               HasSubstr("sdpa_forward: lengths[1] = 0 is outside [1, seq = 3]"));
+  SdpaShape fp8 = s;
+  fp8.fp8 = true;
+  lengths.data<int32_t>()[1] = 2;
+  EXPECT_THAT(error_of([&] { sdpa_forward(c, fp8, q, k, v, false, out, lse, &lengths); }),
+              HasSubstr("sdpa_forward: FP8 attention takes no lengths: run padded batches in bf16"));
   const Tensor three({3}, DType::I32);
   EXPECT_THAT(error_of([&] { sdpa_forward(c, s, q, k, v, false, out, lse, &three); }),
               HasSubstr("sdpa_forward: lengths must be [2], got [3]"));

@@ -173,7 +173,8 @@ void sdpa_forward(const SdpaShape& s, const T* q, const T* k, const T* v, bool b
             row_sum += pi[j];
           }
           std::fill(pi + n, pi + kTile, 0.0f);
-          if (s.fp8) {  // the FP8 attention's probabilities: E4M3 codes at scale 448, summed as codes
+          if (s.fp8) {  // the FP8 attention's probabilities, as E4M3 codes at scale 448, multiply v (the
+                        // row sums above stay the unrounded floats)
             for (int64_t j = 0; j < n; ++j)
               pi[j] = decode_fp8(encode_fp8(pi[j] * kSdpaFp8ProbabilityScale, Fp8Format::E4M3), Fp8Format::E4M3);
           }

@@ -35,7 +35,7 @@ inline constexpr int kSdpaFp8Amax = 0, kSdpaFp8Scale = 3, kSdpaFp8ScaleInv = 8, 
 // scales' kSdpaFp8Scale and kSdpaFp8ScaleInv entries from the amaxes (numerics' current_scale).
 void sdpa_fp8_scales(float* scales, cudaStream_t stream);
 // out[i] = bf16(E4M3 codes[i] * *scale_inv): bf16 bits, or (bf16 false) floats of bf16 values; n a
-// multiple of 8, codes and out 16-byte aligned (scratch and tensors are).
+// multiple of 8, codes 8-byte and out 16-byte aligned (checked).
 void sdpa_fp8_dequantize(const uint8_t* codes, const float* scale_inv, int64_t n, bool bf16, void* out,
                          cudaStream_t stream);
 

@@ -2,6 +2,7 @@
 // per-tensor scales of q, k and v from their amaxes and the fixed ones of the probabilities and out,
 // then out's E4M3 codes dequantized, with the CPU's float operations (the same scales and bits).
 #include "base/error.h"
+#include "ops/cuda/aligned.h"
 #include "ops/cuda/fp8_cast.cuh"
 #include "ops/cuda/round.cuh"
 #include "ops/cuda/scale.cuh"
@@ -36,7 +37,7 @@ __global__ void sdpa_fp8_dequantize_kernel(const uint2* codes, const float* scal
   if (i >= n8) return;
   const uint2 c = codes[i];
   const float s = *scale_inv;
-  T y[8];
+  alignas(16) T y[8];
 #pragma unroll
   for (int j = 0; j < 8; ++j) {
     const float x = decode_fp8<Fp8Format::E4M3>(static_cast<uint8_t>((j < 4 ? c.x : c.y) >> (8 * (j % 4)))) * s;
@@ -63,7 +64,9 @@ void sdpa_fp8_scales(float* scales, cudaStream_t stream) {
 
 void sdpa_fp8_dequantize(const uint8_t* codes, const float* scale_inv, int64_t n, bool bf16, void* out,
                          cudaStream_t stream) {
-  if (n % 8 != 0) throw Error("sdpa_fp8_dequantize: " + std::to_string(n) + " codes, not a multiple of 8");
+  if (n % 8 != 0 || !aligned(codes, 8) || !aligned(out, 16))
+    throw Error("sdpa_fp8_dequantize: " + std::to_string(n) + " codes (a multiple of 8, 8-byte aligned) into an "
+                "output 16-byte aligned");
   constexpr int kThreads = 256;
   const int64_t n8 = n / 8;
   const auto* c = reinterpret_cast<const uint2*>(codes);

@@ -48,11 +48,11 @@ std::vector<Tensor> run(ops::Context& c, const ops::SdpaShape& s, DType dtype, b
   return grads;
 }
 
-void add_fp8(std::vector<OpCase>& t, const Shape& shape) {
+void add_fp8(std::vector<OpCase>& t, const Shape& shape, DType dtype) {
   ops::SdpaShape s = shape.shape;
   s.fp8 = true;
-  const auto forward = [=](ops::Context& c) { return run(c, s, DType::Bf16, false); };
-  t.push_back({fmt::format("sdpa_forward/fp8/{}", shape.name), forward, 2e-2, 0.13});
+  const auto forward = [=](ops::Context& c) { return run(c, s, dtype, false); };
+  t.push_back({fmt::format("sdpa_forward/fp8/{}/{}", shape.name, name(dtype)), forward, 2e-2, 0.13});
 }
 
 void add(std::vector<OpCase>& t, const Shape& shape, DType dtype) {
@@ -75,7 +75,8 @@ const RegisterOps rows([](std::vector<OpCase>& t) {
     for (const DType dtype : {DType::Bf16, DType::F32}) add(t, s, dtype);
   const Shape long_gqa{"b1_t2048_h8_kv2_d128", {.batch = 1, .seq = 2048, .heads = 8, .kv_heads = 2, .head_dim = 128}};
   add(t, long_gqa, DType::Bf16);
-  for (const Shape& s : {shapes[1], shapes[2], shapes[3], shapes[4], long_gqa}) add_fp8(t, s);
+  for (const Shape& s : {shapes[1], shapes[2], shapes[3], shapes[4], long_gqa}) add_fp8(t, s, DType::Bf16);
+  add_fp8(t, shapes[2], DType::F32);  // f32 q, k, v quantized as they are, out's dequantization into floats
 });
 
 }  // namespace
