@@ -60,9 +60,7 @@ Result run(const Captured& k, ops::LinearPrecision precision, const Fp8Recipe& r
   l.dw = &dw;
   if (precision == ops::LinearPrecision::Fp8) {
     l.scaling = &table;
-    l.slot = table.add("inputs", recipe.forward_format, ScalingMode::Current);
-    table.add("kernel", recipe.forward_format, ScalingMode::Current);
-    table.add("outputs_grad", recipe.backward_format, ScalingMode::Current);
+    l.slot = table.add_linear("linear", ScalingMode::Current);
     table.allocate(Device::Cpu);
   }
   l.block_recipe = recipe;

@@ -65,11 +65,8 @@ void Linear::set_precision(Precision precision, ops::ScalingTable* scaling, std:
     op_.block_recipe = scaling->recipe();
     op_.block_recipe.mode = ScalingMode::Block;
   } else if (precision == Precision::Fp8) {
-    const Fp8Recipe& recipe = scaling->recipe();
     op_.scaling = scaling;
-    op_.slot = scaling->add(path_ + "/inputs", recipe.forward_format, m);
-    scaling->add(path_ + "/kernel", recipe.forward_format, m);
-    scaling->add(path_ + "/outputs_grad", recipe.backward_format, m);
+    op_.slot = scaling->add_linear(path_, m);
   }
 }
 

@@ -43,6 +43,13 @@ int ScalingTable::add(std::string name, Fp8Format format, std::optional<ScalingM
   return size() - 1;
 }
 
+int ScalingTable::add_linear(const std::string& path, std::optional<ScalingMode> mode) {
+  const int slot = add(path + "/inputs", recipe_.forward_format, mode);
+  add(path + "/kernel", recipe_.forward_format, mode);
+  add(path + "/outputs_grad", recipe_.backward_format, mode);
+  return slot;
+}
+
 bool ScalingTable::any_current() const {
   return std::any_of(current_.begin(), current_.end(), [](int32_t c) { return c != 0; });
 }

@@ -32,6 +32,10 @@ class ScalingTable {
   // A tensor's slot, before allocate(): name "<module path>/<tensor>", the format it is cast to, and
   // its scaling: Delayed or Current (default: the recipe's mode; Block keeps no slots).
   int add(std::string name, Fp8Format format, std::optional<ScalingMode> mode = std::nullopt);
+  // An FP8 Linear's three slots, as LinearOp reads them from its `slot`: "<path>/inputs" and
+  // "<path>/kernel" in the recipe's forward format, then "<path>/outputs_grad" in its backward format.
+  // Returns the first (LinearOp::slot).
+  int add_linear(const std::string& path, std::optional<ScalingMode> mode = std::nullopt);
   // The arrays on `device`: scales 1, histories and amaxes 0.
   void allocate(Device device);
   // Moves the arrays to `device` (values kept).

@@ -62,9 +62,7 @@ Result run(const Shape& s, LinearPrecision p, ScalingMode mode, bool fused) {
     l.dw = &params.emplace_back(l.w->shape(), DType::F32, Device::Cuda);
     if (scaling) {
       l.scaling = &*scaling;
-      l.slot = scaling->add("l" + std::to_string(k) + "/inputs", Fp8Format::E4M3);
-      scaling->add("l" + std::to_string(k) + "/kernel", Fp8Format::E4M3);
-      scaling->add("l" + std::to_string(k) + "/outputs_grad", Fp8Format::E5M2);
+      l.slot = scaling->add_linear("l" + std::to_string(k));
     }
   }
   if (scaling) scaling->allocate(Device::Cuda);

@@ -85,9 +85,7 @@ const RegisterOps rows([](std::vector<OpCase>& t) {
                          if (p == LinearPrecision::Fp8) {
                            scaling.emplace(Fp8Recipe{});
                            l.scaling = &*scaling;
-                           l.slot = scaling->add("linear/inputs", Fp8Format::E4M3);
-                           scaling->add("linear/kernel", Fp8Format::E4M3);
-                           scaling->add("linear/outputs_grad", Fp8Format::E5M2);
+                           l.slot = scaling->add_linear("linear");
                            scaling->allocate(d);
                          }
                          ops::LinearOp* op = &l;
@@ -149,9 +147,7 @@ const RegisterOps deferred_rows([](std::vector<OpCase>& t) {
                      l.db = params[k][3];
                      if (scaling) {
                        l.scaling = &*scaling;
-                       l.slot = scaling->add(fmt::format("fc{}/inputs", k + 1), Fp8Format::E4M3);
-                       scaling->add(fmt::format("fc{}/kernel", k + 1), Fp8Format::E4M3);
-                       scaling->add(fmt::format("fc{}/outputs_grad", k + 1), Fp8Format::E5M2);
+                       l.slot = scaling->add_linear(fmt::format("fc{}", k + 1));
                      }
                    }
                    if (scaling) scaling->allocate(d);
@@ -201,9 +197,7 @@ const RegisterOps gated_rows([](std::vector<OpCase>& t) {
                    if (p == LinearPrecision::Fp8) {
                      scaling.emplace(Fp8Recipe{});
                      l.scaling = &*scaling;
-                     l.slot = scaling->add("down/inputs", Fp8Format::E4M3);
-                     scaling->add("down/kernel", Fp8Format::E4M3);
-                     scaling->add("down/outputs_grad", Fp8Format::E5M2);
+                     l.slot = scaling->add_linear("down");
                      scaling->allocate(d);
                    }
                    ops::LinearOp* op = &l;

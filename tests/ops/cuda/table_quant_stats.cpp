@@ -100,9 +100,7 @@ const RegisterOps rows([](std::vector<OpCase>& t) {
     l.dw = &dw;
     l.db = &db;
     l.scaling = &scaling;
-    l.slot = scaling.add("linear/inputs", Fp8Format::E4M3);
-    scaling.add("linear/kernel", Fp8Format::E4M3);
-    scaling.add("linear/outputs_grad", Fp8Format::E5M2);
+    l.slot = scaling.add_linear("linear");
     scaling.allocate(d);
     scaling.set_recording(true);
     ops::LinearOp* op = &l;
