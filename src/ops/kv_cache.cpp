@@ -179,7 +179,7 @@ void decode_attention(Context& c, const Tensor& q, const KvCacheLayer& cache, co
     FP8KIT_CHECK(s.head_dim == 64 || s.head_dim == 128, "{}: the GPU kernel takes head_dim 64 or 128, got {}", op,
                  s.head_dim);
     check_aligned(q.device_data<uint16_t>(), op, "q");
-    void* workspace = c.scratch(cuda::decode_attention_workspace(s, batch));
+    void* workspace = c.scratch(cuda::decode_attention_workspace(s, batch, cache.fp8()));
     cuda::decode_attention(s, batch, q.device_data<uint16_t>(), storage(cache), slots.device_data<int32_t>(),
                            lengths.device_data<int32_t>(), resolved, out.device_data<uint16_t>(), workspace,
                            stream(c));

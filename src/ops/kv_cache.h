@@ -52,7 +52,8 @@ void kv_append(Context& c, const Tensor& rope_table, const Tensor& qkv, const Te
 // chunks (flash decoding: a block per (sequence, KV head, chunk) reads its keys once for all the query
 // heads of the group; partial results in the lane's scratch, then a combine kernel), with a grid that
 // depends only on batch and the cache's shape (chunks past a sequence's length exit at once), so a
-// captured graph replays for any lengths. The GPU agrees with the CPU within float32 summation order.
+// captured graph replays for any lengths. The GPU agrees with the CPU within float32 summation order
+// (E4M3 on tensor cores: q as f16 times a power of two, each probability as two f16s, float32 sums).
 void decode_attention(Context& c, const Tensor& q, const KvCacheLayer& cache, const Tensor& slots,
                       const Tensor& lengths, int64_t heads, float scale, Tensor& out);
 

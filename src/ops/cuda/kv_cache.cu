@@ -1,12 +1,12 @@
 // The KV cache's kernels. kv_append: a thread per 8 RoPE pairs of a head (16-byte loads of both
 // halves), rotated by ops/rope_pair.h and cast by fp8_cast.cuh: ops/cpu/kv_cache.cpp's bits.
-// decode_attention (flash decoding): a block per (sequence, group of up to 4 query heads sharing a KV
-// head, chunk of keys) reads each key and value row of its chunk once with 16-byte loads (a row split
-// over D / elements-per-16-bytes threads), writes the chunk's scores to shared memory, takes their
-// max and exponentials, sums p * v, and leaves the unnormalised output with (max, sum) in the
-// workspace; a combine kernel rescales the chunks of each (sequence, head) and divides. The grid
-// depends on the batch and the cache's shape only: blocks whose chunk starts past the sequence's
-// length return at once, so a captured graph replays for any lengths.
+// decode_attention (flash decoding): a block per (sequence, group of query heads sharing a KV head,
+// chunk of keys) reads each key and value row of its chunk once, writes the chunk's scores to shared
+// memory, takes their max and exponentials, sums p * v, and leaves the unnormalised output with (max,
+// sum) in the workspace; a combine kernel rescales the chunks of each (sequence, head) and divides.
+// bf16 caches on CUDA cores (up to 4 heads a block), E4M3 caches on tensor cores (f16 MMAs, up to 8
+// heads a block). The grid depends on the batch and the cache's shape only: blocks whose chunk
+// starts past the sequence's length return at once, so a captured graph replays for any lengths.
 #include "ops/cuda/kv_cache.h"
 
 #include <cuda_fp8.h>
@@ -30,17 +30,20 @@ constexpr int kWarps = kDecodeThreads / 32;
 constexpr int kMaxChunk = 256;  // keys per block at most (the scores in shared memory)
 constexpr int kMinChunk = 32;
 constexpr int kMaxCombine = 1024;  // chunks one combine handles (capacity / chunk)
-constexpr int kUnroll = 4;  // 16-byte loads per pass per thread (bf16; two passes in flight)
+constexpr int kUnroll = 4;  // 16-byte loads per pass per thread (bf16: two passes in flight)
 
-// 8 bf16 values at p (16-byte aligned) as floats, and floats to 8 bf16 values (round to nearest even).
-__device__ __forceinline__ void load_bf16x8(const uint16_t* p, float* v) {
-  const uint4 raw = *reinterpret_cast<const uint4*>(p);
+// 8 bf16 values (16 bytes) as floats; those at p (16-byte aligned); floats to 8 bf16 values at p
+// (round to nearest even).
+__device__ __forceinline__ void bf16x8_to_float(uint4 raw, float* v) {
   const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
     v[2 * i] = __uint_as_float(words[i] << 16);
     v[2 * i + 1] = __uint_as_float(words[i] & 0xFFFF0000u);
   }
+}
+__device__ __forceinline__ void load_bf16x8(const uint16_t* p, float* v) {
+  bf16x8_to_float(*reinterpret_cast<const uint4*>(p), v);
 }
 __device__ __forceinline__ void store_bf16x8(const float* v, uint16_t* p) {
   uint32_t words[4];
@@ -121,33 +124,6 @@ __global__ void append_kernel(KvShape s, int64_t rows, const float* table, const
   store_piece(hi, store, at + half + i, scales, kh, out == nullptr ? nullptr : out + half + i);
 }
 
-// 16 bytes of a cache row as floats: 8 bf16 values or 16 E4M3 codes (exact).
-template <typename T>
-__device__ __forceinline__ void unpack(uint4 raw, float* v);
-template <>
-__device__ __forceinline__ void unpack<uint16_t>(uint4 raw, float* v) {
-  const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    v[2 * i] = __uint_as_float(words[i] << 16);
-    v[2 * i + 1] = __uint_as_float(words[i] & 0xFFFF0000u);
-  }
-}
-template <>
-__device__ __forceinline__ void unpack<uint8_t>(uint4 raw, float* v) {
-  const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-#pragma unroll
-    for (int part = 0; part < 2; ++part) {
-      const auto pair = static_cast<__nv_fp8x2_storage_t>(words[i] >> (16 * part));  // low byte -> .x
-      const float2 f = __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2(pair, __NV_E4M3)));
-      v[4 * i + 2 * part] = f.x;
-      v[4 * i + 2 * part + 1] = f.y;
-    }
-  }
-}
-
 struct DecodeArgs {
   KvShape s;
   const uint16_t* q;
@@ -155,32 +131,96 @@ struct DecodeArgs {
   const int32_t* slots;
   const int32_t* lengths;
   float scale;
-  int chunk;           // keys per block
-  int64_t chunks;      // blocks per (sequence, head): ceil(capacity / chunk)
-  float* partial_out;  // [batch, heads, chunks, D]: sum over the chunk of exp(score - max) * v
+  int heads_per_block;  // query heads a block serves (of one KV head's group)
+  int chunk;            // keys per block
+  int64_t chunks;       // blocks per (sequence, head): ceil(capacity / chunk)
+  float* partial_out;   // [batch, heads, chunks, D]: sum over the chunk of exp(score - max) * v
   float2* partial_stats;  // [batch, heads, chunks]: (max, sum of exp(score - max))
 };
 
-// Block (chunk, head group, sequence). T: uint16_t (bf16) or uint8_t (E4M3) cache; G query heads.
-template <int D, typename T, int G>
-__global__ void __launch_bounds__(kDecodeThreads, 4) decode_chunk_kernel(DecodeArgs a) {
+// What a block of decode_*_kernel works on: sequence b's chunk of n keys (n <= 0: none), query heads
+// h0 .. h0 + heads_per_block - 1 of KV head kh, whose rows start at k, v.
+template <int D, typename T>
+struct ChunkOf {
+  int64_t b, kh, h0;
+  int n;
+  const T* k;
+  const T* v;
+
+  __device__ explicit ChunkOf(const DecodeArgs& a) {
+    const int64_t group = a.s.heads / a.s.kv_heads, blocks = group / a.heads_per_block, chunk = blockIdx.x;
+    b = blockIdx.z;
+    kh = blockIdx.y / blocks;
+    h0 = kh * group + (blockIdx.y % blocks) * a.heads_per_block;
+    const int64_t length = min(static_cast<int64_t>(a.lengths[b]), a.s.capacity), first = chunk * a.chunk;
+    n = static_cast<int>(min(static_cast<int64_t>(a.chunk), length - first));
+    const int64_t row0 = (static_cast<int64_t>(a.slots[b]) * a.s.capacity + first) * a.s.kv_heads * D + kh * D;
+    k = static_cast<const T*>(a.cache.k) + row0;
+    v = static_cast<const T*>(a.cache.v) + row0;
+  }
+};
+
+// Softmax statistics of the chunk's scores[head][0..n) for heads [0, heads), a warp per head: the scores
+// become exp(score - max), and stats[head] = (max, their sum).
+template <int Rows>
+__device__ __forceinline__ void softmax_rows(float (&scores)[Rows][kMaxChunk], float (&stats)[Rows][2], int heads,
+                                             int n) {
+  const int lane = threadIdx.x % 32;
+  for (int h = threadIdx.x / 32; h < heads; h += kWarps) {
+    float max = -INFINITY;
+    for (int j = lane; j < n; j += 32) max = fmaxf(max, scores[h][j]);
+#pragma unroll
+    for (int offset = 16; offset > 0; offset /= 2) max = fmaxf(max, __shfl_xor_sync(0xffffffffu, max, offset));
+    float total = 0.0f;
+    for (int j = lane; j < n; j += 32) {
+      const float p = expf(scores[h][j] - max);
+      scores[h][j] = p;
+      total += p;
+    }
+#pragma unroll
+    for (int offset = 16; offset > 0; offset /= 2) total += __shfl_xor_sync(0xffffffffu, total, offset);
+    if (lane == 0) {
+      stats[h][0] = max;
+      stats[h][1] = total;
+    }
+  }
+}
+
+// The block's result for heads [0, heads): the warps' sums[warp][head][e] added, times v_factor, with
+// the head's statistics, into the workspace (after a barrier that published sums and stats).
+template <int D, int Rows>
+__device__ __forceinline__ void write_partials(const DecodeArgs& a, int64_t b, int64_t h0,
+                                               const float (&sums)[kWarps][Rows][D], const float (&stats)[Rows][2],
+                                               int heads, float v_factor) {
+  for (int i = threadIdx.x; i < heads * D; i += kDecodeThreads) {
+    const int g = i / D, e = i % D;
+    float sum = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) sum += sums[w][g][e];
+    const int64_t partial = (b * a.s.heads + h0 + g) * a.chunks + blockIdx.x;
+    a.partial_out[partial * D + e] = sum * v_factor;
+    if (e == 0) a.partial_stats[partial] = make_float2(stats[g][0], stats[g][1]);
+  }
+}
+
+// Block (chunk, head group, sequence) over a bf16 cache, G query heads, on CUDA cores: each key row
+// split over TK threads of 8 values (16-byte loads), two passes of loads in flight.
+template <int D, int G>
+__global__ void __launch_bounds__(kDecodeThreads, 4) decode_bf16_kernel(DecodeArgs a) {
   wait_for_prior_grids();
   allow_dependent_launch();
-  constexpr int E = 16 / static_cast<int>(sizeof(T));  // elements per 16-byte load
-  constexpr int U = sizeof(T) == 2 ? kUnroll : kUnroll / 2;  // E4M3: its registers hold twice the values
-  constexpr int TK = D / E;                            // threads per key row
-  constexpr int KP = kDecodeThreads / TK;              // keys per pass of the block
+  constexpr int E = 8;            // elements per 16-byte load
+  constexpr int U = kUnroll;
+  constexpr int TK = D / E;                // threads per key row
+  constexpr int KP = kDecodeThreads / TK;  // keys per pass of the block
   static_assert(TK <= 32 && 32 % TK == 0, "a key row's threads must sit in one warp");
-  const int64_t b = blockIdx.z, chunk = blockIdx.x, group = a.s.heads / a.s.kv_heads;
-  const int64_t kh = blockIdx.y / (group / G), h0 = kh * group + (blockIdx.y % (group / G)) * G;
-  const int64_t length = min(static_cast<int64_t>(a.lengths[b]), a.s.capacity), first = chunk * a.chunk;
-  if (first >= length) return;
-  const int n = static_cast<int>(min(static_cast<int64_t>(a.chunk), length - first));
+  const ChunkOf<D, uint16_t> c(a);
+  const int n = c.n;
+  if (n <= 0) return;
   const int tid = threadIdx.x, slice = tid % TK, key_group = tid / TK, lane = tid % 32, warp = tid / 32;
   const int64_t kv_width = a.s.kv_heads * D;
-  const int64_t row0 = (static_cast<int64_t>(a.slots[b]) * a.s.capacity + first) * kv_width + kh * D + slice * E;
-  const T* k = static_cast<const T*>(a.cache.k) + row0;
-  const T* v = static_cast<const T*>(a.cache.v) + row0;
+  const uint16_t* k = c.k + slice * E;
+  const uint16_t* v = c.v + slice * E;
 
   __shared__ float scores[G][kMaxChunk];
   __shared__ float stats[G][2];
@@ -190,12 +230,7 @@ __global__ void __launch_bounds__(kDecodeThreads, 4) decode_chunk_kernel(DecodeA
   {
     float query[G][E];
 #pragma unroll
-    for (int g = 0; g < G; ++g) {
-#pragma unroll
-      for (int part = 0; part < E / 8; ++part)
-        load_bf16x8(a.q + (b * a.s.heads + h0 + g) * D + slice * E + part * 8, &query[g][part * 8]);
-    }
-    const float factor = a.cache.k_scale == nullptr ? a.scale : a.scale * a.cache.k_scale[kh];
+    for (int g = 0; g < G; ++g) load_bf16x8(a.q + (c.b * a.s.heads + c.h0 + g) * D + slice * E, query[g]);
     // Two passes of keys in flight: this one's, being summed, and the next one's, loading.
     uint4 next[U];
 #pragma unroll
@@ -214,7 +249,7 @@ __global__ void __launch_bounds__(kDecodeThreads, 4) decode_chunk_kernel(DecodeA
 #pragma unroll
       for (int u = 0; u < U; ++u) {
         float key[E];
-        unpack<T>(raw[u], key);
+        bf16x8_to_float(raw[u], key);
         float dot[G];
 #pragma unroll
         for (int g = 0; g < G; ++g) {
@@ -231,7 +266,7 @@ __global__ void __launch_bounds__(kDecodeThreads, 4) decode_chunk_kernel(DecodeA
         const int j = base + u * KP + key_group;
         if (slice == 0 && j < n) {
 #pragma unroll
-          for (int g = 0; g < G; ++g) scores[g][j] = dot[g] * factor;
+          for (int g = 0; g < G; ++g) scores[g][j] = dot[g] * a.scale;
         }
       }
     }
@@ -244,25 +279,7 @@ __global__ void __launch_bounds__(kDecodeThreads, 4) decode_chunk_kernel(DecodeA
     next[u] = j < n ? __ldg(reinterpret_cast<const uint4*>(v + j * kv_width)) : make_uint4(0, 0, 0, 0);
   }
   __syncthreads();
-  // Softmax statistics: a warp per query head; the scores become exp(score - max).
-  if (warp < G) {
-    float max = -INFINITY;
-    for (int j = lane; j < n; j += 32) max = fmaxf(max, scores[warp][j]);
-#pragma unroll
-    for (int offset = 16; offset > 0; offset /= 2) max = fmaxf(max, __shfl_xor_sync(0xffffffffu, max, offset));
-    float total = 0.0f;
-    for (int j = lane; j < n; j += 32) {
-      const float p = expf(scores[warp][j] - max);
-      scores[warp][j] = p;
-      total += p;
-    }
-#pragma unroll
-    for (int offset = 16; offset > 0; offset /= 2) total += __shfl_xor_sync(0xffffffffu, total, offset);
-    if (lane == 0) {
-      stats[warp][0] = max;
-      stats[warp][1] = total;
-    }
-  }
+  softmax_rows(scores, stats, G, n);
   __syncthreads();
   // Values: each thread sums p * v over its keys for its slice, then the key groups are summed (the
   // warp's by shuffles, then the warps' through shared memory).
@@ -285,7 +302,7 @@ __global__ void __launch_bounds__(kDecodeThreads, 4) decode_chunk_kernel(DecodeA
       const int j = base + u * KP + key_group;
       if (j >= n) continue;
       float value[E];
-      unpack<T>(raw[u], value);
+      bf16x8_to_float(raw[u], value);
 #pragma unroll
       for (int g = 0; g < G; ++g) {
         const float p = scores[g][j];
@@ -310,16 +327,196 @@ __global__ void __launch_bounds__(kDecodeThreads, 4) decode_chunk_kernel(DecodeA
     }
   }
   __syncthreads();
-  const float v_factor = a.cache.v_scale == nullptr ? 1.0f : a.cache.v_scale[kh];
-  for (int i = tid; i < G * D; i += kDecodeThreads) {
-    const int g = i / D, e = i % D;
-    float sum = 0.0f;
+  write_partials(a, c.b, c.h0, sums, stats, G, 1.0f);
+}
+
+// --- E4M3 caches, on tensor cores ----------------------------------------------------------------
+// On CUDA cores an E4M3 thread holds 16 decoded values per load times its query heads in registers,
+// which left room for half of bf16's loads in flight (63% of the copy bandwidth at batch 64 against
+// bf16's 92%). MMA fragments hold the sums instead, and a thread keeps a whole tile's keys in flight.
+
+constexpr int kMmaHeads = 8;   // query heads per E4M3 block at most: the MMA's n
+constexpr int kTileKeys = 16;  // keys per MMA tile (the scores' m, the sums' k)
+constexpr int kTilesPerWarp = kMaxChunk / kTileKeys / kWarps;
+
+// Two E4M3 codes (low byte first) as an f16x2 word, low half first: exact.
+__device__ __forceinline__ uint32_t e4m3x2_to_f16x2(uint32_t codes) {
+  const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(codes & 0xFFFFu), __NV_E4M3);
+  return static_cast<uint32_t>(h.x) | (static_cast<uint32_t>(h.y) << 16);
+}
+
+__device__ __forceinline__ uint32_t f16x2(float lo, float hi) {
+  const __half2_raw h = __half2(__floats2half2_rn(lo, hi));
+  return static_cast<uint32_t>(h.x) | (static_cast<uint32_t>(h.y) << 16);
+}
+
+// d += a . b, m16n8k16 on f16 operands with float32 sums.
+__device__ __forceinline__ void mma_f16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Bytes bytes (8 or a multiple of 16) of codes at p as words, zeros unless valid.
+template <int Bytes>
+__device__ __forceinline__ void load_codes(const uint8_t* p, bool valid, uint32_t (&w)[Bytes / 4]) {
+  if constexpr (Bytes == 8) {
+    const uint2 x = valid ? __ldg(reinterpret_cast<const uint2*>(p)) : make_uint2(0, 0);
+    w[0] = x.x, w[1] = x.y;
+  } else {
 #pragma unroll
-    for (int w = 0; w < kWarps; ++w) sum += sums[w][g][e];
-    const int64_t partial = (b * a.s.heads + h0 + g) * a.chunks + chunk;
-    a.partial_out[partial * D + e] = sum * v_factor;
-    if (e == 0) a.partial_stats[partial] = make_float2(stats[g][0], stats[g][1]);
+    for (int i = 0; i < Bytes / 16; ++i) {
+      const uint4 x = valid ? __ldg(reinterpret_cast<const uint4*>(p) + i) : make_uint4(0, 0, 0, 0);
+      w[4 * i] = x.x, w[4 * i + 1] = x.y, w[4 * i + 2] = x.z, w[4 * i + 3] = x.w;
+    }
   }
+}
+
+// Block (chunk, head group, sequence) over an E4M3 cache; its heads_per_block <= 8 query heads are
+// the MMAs' n (the rest zeros). Warp w takes the chunk's 16-key tiles w, w + 4, ... Thread
+// (g = lane / 4, t = lane % 4) of a tile:
+// - scores, S^T[key, head] = K . Q^T: it loads bytes [t D/4, (t + 1) D/4) of keys g and g + 8, and
+//   k-step s takes their 4-byte word s as its a-fragment's columns 2t, 2t + 1, 2t + 8, 2t + 9, with q of
+//   head g at the same dims as its b-fragment (a dot product needs q's and k's dims in the same order,
+//   not in the order of the row);
+// - sums, O^T[dim, head] = V^T . P^T: it loads bytes [g D/8, (g + 1) D/8) of keys 2t, 2t + 1, 2t + 8
+//   and 2t + 9, pairs each dim's codes of consecutive keys (a byte permute), and m-tile i takes dims
+//   g D/8 + 2i and + 1 as its rows g and g + 8.
+// q enters as f16 times a power of two (exact down to 2^-25 of the block's largest |q|), each
+// probability as the sum of two f16s (24 bits), so the products are the CPU's within float32.
+template <int D>
+__global__ void __launch_bounds__(kDecodeThreads, 4) decode_e4m3_kernel(DecodeArgs a) {
+  wait_for_prior_grids();
+  allow_dependent_launch();
+  constexpr int kScoreBytes = D / 4, kSumBytes = D / 8, kSteps = D / 16;
+  const ChunkOf<D, uint8_t> c(a);
+  const int n = c.n, heads = a.heads_per_block;
+  if (n <= 0) return;
+  const int tid = threadIdx.x, warp = tid / 32, g = (tid % 32) / 4, t = tid % 4;
+  const int64_t kv_width = a.s.kv_heads * D;
+
+  __shared__ float probs[kMmaHeads][kMaxChunk];
+  __shared__ float stats[kMmaHeads][2];
+  __shared__ float sums[kWarps][kMmaHeads][D];
+
+  // The keys' loads first: a tile's two rows per thread, every tile of the warp in flight at once.
+  uint32_t keys[kTilesPerWarp][2][kScoreBytes / 4];
+#pragma unroll
+  for (int i = 0; i < kTilesPerWarp; ++i) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int j = (warp + kWarps * i) * kTileKeys + g + 8 * r;
+      load_codes<kScoreBytes>(c.k + j * kv_width + t * kScoreBytes, j < n, keys[i][r]);
+    }
+  }
+  // q of head g at this thread's dims, as f16 pairs times 2^shift: the block's largest |q| (every warp
+  // finds the same) just under 2^15, far from f16's overflow and underflow.
+  uint32_t query[kScoreBytes / 2];
+  float factor;
+  {
+    float q[kScoreBytes];
+#pragma unroll
+    for (int i = 0; i < kScoreBytes / 8; ++i) {
+      if (g < heads) {
+        load_bf16x8(a.q + (c.b * a.s.heads + c.h0 + g) * D + t * kScoreBytes + 8 * i, q + 8 * i);
+      } else {
+#pragma unroll
+        for (int e = 0; e < 8; ++e) q[8 * i + e] = 0.0f;
+      }
+    }
+    float largest = 0.0f;
+#pragma unroll
+    for (int e = 0; e < kScoreBytes; ++e) largest = fmaxf(largest, fabsf(q[e]));
+#pragma unroll
+    for (int offset = 16; offset > 0; offset /= 2) largest = fmaxf(largest, __shfl_xor_sync(0xffffffffu, largest, offset));
+    int exponent = 0;  // largest < 2^exponent
+    if (largest > 0.0f && isfinite(largest)) frexpf(largest, &exponent);
+    const int shift = min(max(15 - exponent, -100), 100);
+    const float up = __int_as_float((127 + shift) << 23), down = __int_as_float((127 - shift) << 23);
+#pragma unroll
+    for (int p = 0; p < kScoreBytes / 2; ++p) query[p] = f16x2(q[2 * p] * up, q[2 * p + 1] * up);
+    factor = a.scale * a.cache.k_scale[c.kh] * down;
+  }
+  // Scores: S^T of each tile (keys g, g + 8 by heads 2t, 2t + 1 in this thread's fragment).
+#pragma unroll
+  for (int i = 0; i < kTilesPerWarp; ++i) {
+    const int tile = (warp + kWarps * i) * kTileKeys;
+    if (tile >= n) break;
+    float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+    for (int step = 0; step < kSteps; ++step) {
+      const uint32_t frag[4] = {e4m3x2_to_f16x2(keys[i][0][step]), e4m3x2_to_f16x2(keys[i][1][step]),
+                                e4m3x2_to_f16x2(keys[i][0][step] >> 16), e4m3x2_to_f16x2(keys[i][1][step] >> 16)};
+      mma_f16(s, frag, query[2 * step], query[2 * step + 1]);
+    }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+#pragma unroll
+      for (int col = 0; col < 2; ++col) {
+        const int j = tile + g + 8 * r, head = 2 * t + col;
+        if (head < heads && j < n) probs[head][j] = s[2 * r + col] * factor;
+      }
+    }
+  }
+  // The values' loads go out now, to arrive while the softmax runs: keys 2t, 2t + 1, 2t + 8, 2t + 9 of
+  // each tile.
+  uint32_t values[kTilesPerWarp][4][kSumBytes / 4];
+#pragma unroll
+  for (int i = 0; i < kTilesPerWarp; ++i) {
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      const int j = (warp + kWarps * i) * kTileKeys + 2 * t + (r & 1) + 8 * (r >> 1);
+      load_codes<kSumBytes>(c.v + j * kv_width + g * kSumBytes, j < n, values[i][r]);
+    }
+  }
+  __syncthreads();
+  softmax_rows(probs, stats, heads, n);
+  __syncthreads();
+  // Sums: O^T of the tiles (dims g D/8 + 2m and + 1 by heads 2t, 2t + 1 in o[m]).
+  float o[kSteps][4];
+#pragma unroll
+  for (int m = 0; m < kSteps; ++m) o[m][0] = o[m][1] = o[m][2] = o[m][3] = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kTilesPerWarp; ++i) {
+    const int tile = (warp + kWarps * i) * kTileKeys;
+    if (tile >= n) break;
+    uint32_t high[2] = {0, 0}, low[2] = {0, 0};  // p of head g at keys 2t, 2t + 1 and 2t + 8, 2t + 9
+    if (g < heads) {
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int j = tile + 2 * t + 8 * r;
+        const float p0 = j < n ? probs[g][j] : 0.0f, p1 = j + 1 < n ? probs[g][j + 1] : 0.0f;
+        const float2 held = __half22float2(__floats2half2_rn(p0, p1));
+        high[r] = f16x2(p0, p1);
+        low[r] = f16x2(p0 - held.x, p1 - held.y);  // (the differences are exact in float32)
+      }
+    }
+#pragma unroll
+    for (int m = 0; m < kSteps; ++m) {
+      // Bytes 2m, 2m + 1 of the rows of keys 2t and 2t + 1 (and 2t + 8, 2t + 9) as pairs of keys.
+      const int word = m / 2;
+      const uint32_t select = m % 2 == 0 ? 0x5140u : 0x7362u;
+      const uint32_t near = __byte_perm(values[i][0][word], values[i][1][word], select);
+      const uint32_t far = __byte_perm(values[i][2][word], values[i][3][word], select);
+      const uint32_t frag[4] = {e4m3x2_to_f16x2(near), e4m3x2_to_f16x2(near >> 16), e4m3x2_to_f16x2(far),
+                                e4m3x2_to_f16x2(far >> 16)};
+      mma_f16(o[m], frag, high[0], high[1]);
+      mma_f16(o[m], frag, low[0], low[1]);
+    }
+  }
+#pragma unroll
+  for (int m = 0; m < kSteps; ++m) {
+#pragma unroll
+    for (int col = 0; col < 2; ++col) {
+      const int head = 2 * t + col;
+      if (head >= heads) continue;
+      sums[warp][head][g * kSumBytes + 2 * m] = o[m][col];
+      sums[warp][head][g * kSumBytes + 2 * m + 1] = o[m][2 + col];
+    }
+  }
+  __syncthreads();
+  write_partials(a, c.b, c.h0, sums, stats, heads, a.cache.v_scale[c.kh]);
 }
 
 // Block per (sequence, head), a thread per output element: the chunks' partial sums rescaled to their
@@ -374,17 +571,21 @@ __global__ void __launch_bounds__(D) combine_kernel(DecodeArgs a, uint16_t* out)
   out[bh * D + e] = float_to_bf16(((numerator[0] + numerator[1]) + (numerator[2] + numerator[3])) / denominator);
 }
 
-// Query heads per block: the largest of 4, 2, 1 that divides the group (query heads per KV head).
-int heads_per_block(const KvShape& s) {
+// Query heads per block: bf16, the largest of 4, 2, 1 that divides the group (query heads per KV
+// head); E4M3, the largest divisor of the group up to the MMA's 8.
+int heads_per_block(const KvShape& s, bool fp8) {
   const int64_t group = s.heads / s.kv_heads;
-  return group % 4 == 0 ? 4 : group % 2 == 0 ? 2 : 1;
+  if (!fp8) return group % 4 == 0 ? 4 : group % 2 == 0 ? 2 : 1;
+  int g = kMmaHeads;
+  while (group % g != 0) --g;
+  return g;
 }
 
 // Keys per block: 256, halved (down to 32) while the grid would have fewer than two blocks per SM, so
 // that a small batch still spreads over the GPU.
-int chunk_for(const KvShape& s, int64_t batch) {
+int chunk_for(const KvShape& s, int64_t batch, bool fp8) {
   const int sms = current_device_attribute(cudaDevAttrMultiProcessorCount);
-  const int64_t blocks_per_chunk = batch * s.heads / heads_per_block(s);
+  const int64_t blocks_per_chunk = batch * s.heads / heads_per_block(s, fp8);
   int chunk = kMaxChunk;
   while (chunk > kMinChunk && blocks_per_chunk * ((s.capacity + chunk - 1) / chunk) < 2 * sms &&
          (s.capacity + chunk / 2 - 1) / (chunk / 2) <= kMaxCombine)
@@ -395,22 +596,22 @@ int chunk_for(const KvShape& s, int64_t batch) {
   return chunk;
 }
 
-template <int D, typename T, int G>
-void launch_chunks(const DecodeArgs& a, int64_t batch, cudaStream_t stream) {
-  const int64_t head_groups = a.s.kv_heads * (a.s.heads / a.s.kv_heads / G);
+template <int D>
+void launch_decode(const DecodeArgs& a, int64_t batch, bool fp8, uint16_t* out, cudaStream_t stream) {
+  const int64_t head_groups = a.s.kv_heads * (a.s.heads / a.s.kv_heads / a.heads_per_block);
   if (a.chunks >= (int64_t{1} << 31) || head_groups > 65535 || batch > 65535)
     throw Error("decode_attention: " + std::to_string(batch) + " sequences of " + std::to_string(a.chunks) +
                 " chunks and " + std::to_string(head_groups) + " head groups are too many for one launch");
   const dim3 grid(static_cast<unsigned>(a.chunks), static_cast<unsigned>(head_groups), static_cast<unsigned>(batch));
-  launch_dependent(decode_chunk_kernel<D, T, G>, grid, dim3(kDecodeThreads), 0, stream, 1, a);
-}
-
-template <int D, typename T>
-void launch_decode(const DecodeArgs& a, int64_t batch, uint16_t* out, cudaStream_t stream) {
-  switch (heads_per_block(a.s)) {
-    case 4: launch_chunks<D, T, 4>(a, batch, stream); break;
-    case 2: launch_chunks<D, T, 2>(a, batch, stream); break;
-    default: launch_chunks<D, T, 1>(a, batch, stream); break;
+  const dim3 threads(kDecodeThreads);
+  if (fp8) {
+    launch_dependent(decode_e4m3_kernel<D>, grid, threads, 0, stream, 1, a);
+  } else if (a.heads_per_block == 4) {
+    launch_dependent(decode_bf16_kernel<D, 4>, grid, threads, 0, stream, 1, a);
+  } else if (a.heads_per_block == 2) {
+    launch_dependent(decode_bf16_kernel<D, 2>, grid, threads, 0, stream, 1, a);
+  } else {
+    launch_dependent(decode_bf16_kernel<D, 1>, grid, threads, 0, stream, 1, a);
   }
   check_launch("decode_attention");
   launch_dependent(combine_kernel<D>, dim3(static_cast<unsigned>(batch * a.s.heads)), dim3(D), 0, stream, 1, a, out);
@@ -431,25 +632,26 @@ void kv_append(const KvShape& s, int64_t rows, const float* table, const uint16_
   check_launch("kv_append");
 }
 
-size_t decode_attention_workspace(const KvShape& s, int64_t batch) {
-  const int64_t chunk = chunk_for(s, batch), chunks = (s.capacity + chunk - 1) / chunk;
+size_t decode_attention_workspace(const KvShape& s, int64_t batch, bool fp8) {
+  const int64_t chunk = chunk_for(s, batch, fp8), chunks = (s.capacity + chunk - 1) / chunk;
   return static_cast<size_t>(batch * s.heads * chunks) * (s.head_dim * sizeof(float) + sizeof(float2));
 }
 
 void decode_attention(const KvShape& s, int64_t batch, const uint16_t* q, const KvConstData& cache, const int32_t* slots,
                       const int32_t* lengths, float scale, uint16_t* out, void* workspace, cudaStream_t stream) {
   if (batch == 0) return;
-  const int chunk = chunk_for(s, batch);
+  const bool fp8 = cache.k_scale != nullptr;
+  const int chunk = chunk_for(s, batch, fp8);
   const int64_t chunks = (s.capacity + chunk - 1) / chunk;
   auto* partial_out = static_cast<float*>(workspace);
   // After the [batch, heads, chunks, D] floats: 8-byte aligned, as D is even.
   auto* partial_stats = reinterpret_cast<float2*>(partial_out + batch * s.heads * chunks * s.head_dim);
-  const DecodeArgs a{s, q, cache, slots, lengths, scale, chunk, chunks, partial_out, partial_stats};
-  const bool fp8 = cache.k_scale != nullptr;
+  const DecodeArgs a{s, q, cache, slots, lengths, scale, heads_per_block(s, fp8), chunk, chunks, partial_out,
+                     partial_stats};
   if (s.head_dim == 64) {
-    fp8 ? launch_decode<64, uint8_t>(a, batch, out, stream) : launch_decode<64, uint16_t>(a, batch, out, stream);
+    launch_decode<64>(a, batch, fp8, out, stream);
   } else if (s.head_dim == 128) {
-    fp8 ? launch_decode<128, uint8_t>(a, batch, out, stream) : launch_decode<128, uint16_t>(a, batch, out, stream);
+    launch_decode<128>(a, batch, fp8, out, stream);
   } else {
     throw Error("decode_attention: the GPU kernel takes head_dim 64 or 128, got " + std::to_string(s.head_dim));
   }

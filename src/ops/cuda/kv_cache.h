@@ -23,7 +23,7 @@ void kv_append(const KvShape& s, int64_t rows, const float* table, const uint16_
                cudaStream_t stream);
 
 // The workspace decode_attention needs for this shape and batch (partial results of every chunk).
-size_t decode_attention_workspace(const KvShape& s, int64_t batch);
+size_t decode_attention_workspace(const KvShape& s, int64_t batch, bool fp8);
 
 // head_dim 64 or 128; q, out and the cache 16-byte aligned; workspace of decode_attention_workspace
 // bytes, 16-byte aligned. Blocks per (sequence, KV head, chunk of keys), then a combine kernel.

@@ -3,9 +3,9 @@
 // caches, decode steps (rows in scattered slots, out of order) and a prefill (one sequence's 37
 // positions), head_dim 16, 64 and 128, GQA 1, 2, 4. decode_attention within float32 summation order
 // (the output is bf16: about an ulp of it, 2^-8 relative), bf16 and E4M3, head_dim 64 and 128,
-// heads / kv_heads 1, 2, 3, 4 and 8 (two blocks of 4 query heads per KV head), lengths 1, odd and the
+// heads / kv_heads 1, 2, 3, 4 and 8 (bf16: two blocks of 4 query heads per KV head), lengths 1, odd and the
 // capacity, slots out of order, a capacity that is not a multiple of any chunk, and Llama-3-8B's
-// shape at 4 x 2048 (chunks of 128 keys) and 64 x 512 (chunks of 256).
+// shape at 4 x 2048 (chunks of 128 keys) and 64 x 512 (chunks of 256), queries of magnitude 1e6 and 1e-6.
 #include "kv_cache_inputs.h"
 #include "ops/rope.h"
 
@@ -46,6 +46,7 @@ struct DecodeRow {
   KvCacheCase cache;
   std::vector<int32_t> lengths;  // one per sequence; slots out of order
   float scale;
+  float q_range = 1.0f;  // q in [-q_range, q_range]
 };
 
 std::vector<Tensor> decode(ops::Context& c, const DecodeRow& p) {
@@ -54,7 +55,7 @@ std::vector<Tensor> decode(ops::Context& c, const DecodeRow& p) {
   const auto batch = static_cast<int64_t>(p.lengths.size());
   std::vector<int32_t> slots;
   for (int64_t b = 0; b < batch; ++b) slots.push_back(static_cast<int32_t>((b * 7 + 3) % s.slots));
-  const Tensor q = device_tensor(random_values(batch * s.heads * s.head_dim, 13, -1.0f, 1.0f),
+  const Tensor q = device_tensor(random_values(batch * s.heads * s.head_dim, 13, -p.q_range, p.q_range),
                                  {batch, s.heads * s.head_dim}, c.device(), DType::Bf16);
   std::vector<Tensor> out(1);
   ops::decode_attention(c, q, cache, device_ints(slots, {batch}, c.device()),
@@ -90,6 +91,9 @@ const RegisterOps rows([](std::vector<OpCase>& t) {
         {"b2_h8_kv2_d64_cap33", {2, 33, 8, 2, 64, dtype}, {33, 1}, 0.0f},
         {"b4_h32_kv8_d128_cap2048", {4, 2048, 32, 8, 128, dtype}, {2048, 1, 1000, 1537}, 0.0f},
         {"b64_h32_kv8_d128_cap512", {64, 512, 32, 8, 128, dtype}, spread(64, 512), 0.0f},
+        // Queries past f16's range and deep in its subnormals (E4M3 multiplies them as f16s).
+        {"b3_h4_kv2_d128_cap300_q1e6", {4, 300, 4, 2, 128, dtype}, {300, 1, 151}, 1e-6f, 1e6f},
+        {"b3_h4_kv2_d128_cap300_q1e-6", {4, 300, 4, 2, 128, dtype}, {300, 1, 151}, 1e5f, 1e-6f},
     };
     for (const DecodeRow& p : decodes) {
       t.push_back({fmt::format("decode_attention/{}/{}", name(dtype), p.name),
