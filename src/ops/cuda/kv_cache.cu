@@ -15,6 +15,7 @@
 
 #include "base/error.h"
 #include "ops/cuda/fp8_cast.cuh"
+#include "ops/cuda/mma.cuh"
 #include "ops/cuda/round.cuh"
 #include "ops/rope_pair.h"
 #include "runtime/cuda/check.h"
@@ -339,24 +340,7 @@ constexpr int kMmaHeads = 8;   // query heads per E4M3 block at most: the MMA's 
 constexpr int kTileKeys = 16;  // keys per MMA tile (the scores' m, the sums' k)
 constexpr int kTilesPerWarp = kMaxChunk / kTileKeys / kWarps;
 
-// Two E4M3 codes (low byte first) as an f16x2 word, low half first: exact.
-__device__ __forceinline__ uint32_t e4m3x2_to_f16x2(uint32_t codes) {
-  const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(codes & 0xFFFFu), __NV_E4M3);
-  return static_cast<uint32_t>(h.x) | (static_cast<uint32_t>(h.y) << 16);
-}
-
-__device__ __forceinline__ uint32_t f16x2(float lo, float hi) {
-  const __half2_raw h = __half2(__floats2half2_rn(lo, hi));
-  return static_cast<uint32_t>(h.x) | (static_cast<uint32_t>(h.y) << 16);
-}
-
-// d += a . b, m16n8k16 on f16 operands with float32 sums.
-__device__ __forceinline__ void mma_f16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
+__device__ __forceinline__ uint32_t e4m3_pair(uint32_t codes) { return fp8x2_to_f16x2<__NV_E4M3>(codes); }
 
 // Bytes bytes (8 or a multiple of 16) of codes at p as words, zeros unless valid.
 template <int Bytes>
@@ -429,7 +413,8 @@ __global__ void __launch_bounds__(kDecodeThreads, 4) decode_e4m3_kernel(DecodeAr
 #pragma unroll
     for (int e = 0; e < kScoreBytes; ++e) largest = fmaxf(largest, fabsf(q[e]));
 #pragma unroll
-    for (int offset = 16; offset > 0; offset /= 2) largest = fmaxf(largest, __shfl_xor_sync(0xffffffffu, largest, offset));
+    for (int offset = 16; offset > 0; offset /= 2)
+      largest = fmaxf(largest, __shfl_xor_sync(0xffffffffu, largest, offset));
     int exponent = 0;  // largest < 2^exponent
     if (largest > 0.0f && isfinite(largest)) frexpf(largest, &exponent);
     const int shift = min(max(15 - exponent, -100), 100);
@@ -446,8 +431,8 @@ __global__ void __launch_bounds__(kDecodeThreads, 4) decode_e4m3_kernel(DecodeAr
     float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
     for (int step = 0; step < kSteps; ++step) {
-      const uint32_t frag[4] = {e4m3x2_to_f16x2(keys[i][0][step]), e4m3x2_to_f16x2(keys[i][1][step]),
-                                e4m3x2_to_f16x2(keys[i][0][step] >> 16), e4m3x2_to_f16x2(keys[i][1][step] >> 16)};
+      const uint32_t frag[4] = {e4m3_pair(keys[i][0][step]), e4m3_pair(keys[i][1][step]),
+                                e4m3_pair(keys[i][0][step] >> 16), e4m3_pair(keys[i][1][step] >> 16)};
       mma_f16(s, frag, query[2 * step], query[2 * step + 1]);
     }
 #pragma unroll
@@ -499,8 +484,7 @@ __global__ void __launch_bounds__(kDecodeThreads, 4) decode_e4m3_kernel(DecodeAr
       const uint32_t select = m % 2 == 0 ? 0x5140u : 0x7362u;
       const uint32_t near = __byte_perm(values[i][0][word], values[i][1][word], select);
       const uint32_t far = __byte_perm(values[i][2][word], values[i][3][word], select);
-      const uint32_t frag[4] = {e4m3x2_to_f16x2(near), e4m3x2_to_f16x2(near >> 16), e4m3x2_to_f16x2(far),
-                                e4m3x2_to_f16x2(far >> 16)};
+      const uint32_t frag[4] = {e4m3_pair(near), e4m3_pair(near >> 16), e4m3_pair(far), e4m3_pair(far >> 16)};
       mma_f16(o[m], frag, high[0], high[1]);
       mma_f16(o[m], frag, low[0], low[1]);
     }
