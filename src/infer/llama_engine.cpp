@@ -308,8 +308,10 @@ struct LlamaEngine::Impl {
   ops::ActivationOut input_of(Projection& p, Activations& a, Gemm g) {
     if (!p.is_fp8) return {.bf16 = &a.x[g]};
     if (p.input_spec.granularity == Granularity::PerGroup) return {.bf16 = &a.x[g]};  // quantized by run_gemm
+    // A static scale's amax is read by nothing: no zeroing queued per projection in a decode graph.
     return {.fp8 = &a.xq[g], .spec = p.input_spec,
-            .scale = p.input_spec.granularity == Granularity::PerTensor ? &p.input_scale : nullptr};
+            .scale = p.input_spec.granularity == Granularity::PerTensor ? &p.input_scale : nullptr,
+            .record_amax = false};
   }
 
   // y [rows, out] = input . W^T, from what input_of() wrote, or from the bf16 `input` (the attention
@@ -376,13 +378,17 @@ struct LlamaEngine::Impl {
                             a.attn_pad, a.lse, &a.lengths);
           ops::gather_rows(c, a.attn_pad.view(0, {batch * seq, a.q.dim(1)}), a.packed_rows, a.attn);
         }
+        const Tensor attn = a.attn.view(0, {rows, a.q.dim(1)});
+        if (calibrating) record(g[O].parts[0], attn);
+        run_gemm(g[O], a, O, rows, a.delta, &attn);
       } else {
         ops::kv_append(c, rope, a.qkv, a.positions, a.slots, heads, b.cache, a.q, nullptr, nullptr);
-        ops::decode_attention(c, a.q, b.cache, a.slots, a.lengths, heads, 0.0f, a.attn);
+        // An FP8 output projection at a static scale reads codes the attention writes in its own pass.
+        const bool quantized = g[O].is_fp8 && g[O].input_spec.granularity == Granularity::PerTensor;
+        ops::decode_attention(c, a.q, b.cache, a.slots, a.lengths, heads, 0.0f,
+                              quantized ? input_of(g[O], a, O) : ops::ActivationOut{.bf16 = &a.attn});
+        run_gemm(g[O], a, O, rows, a.delta, quantized ? nullptr : &a.attn);
       }
-      const Tensor attn = a.attn.view(0, {rows, a.q.dim(1)});
-      if (calibrating) record(g[O].parts[0], attn);
-      run_gemm(g[O], a, O, rows, a.delta, &attn);
       ops::add_rms_norm(c, a.residual, &a.delta, b.post_norm, eps, input_of(g[GateUp], a, GateUp));
       if (calibrating)
         for (const std::string& part : g[GateUp].parts) record(part, a.x[GateUp]);

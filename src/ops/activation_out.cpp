@@ -78,7 +78,11 @@ cuda::ActivationOutArgs activation_out_args(Context& c, const ActivationOut& out
   if (out.spec.granularity == Granularity::PerTensor) {
     args.kind = cuda::OutKind::PerTensor;
     args.scale = out.scale->device_data<float>();
-    FP8KIT_CUDA_CHECK(cudaMemsetAsync(args.amax, 0, sizeof(float), stream(c)));
+    if (out.record_amax) {
+      FP8KIT_CUDA_CHECK(cudaMemsetAsync(args.amax, 0, sizeof(float), stream(c)));
+    } else {
+      args.amax = nullptr;
+    }
   } else {
     args.kind = cuda::OutKind::PerRow;
     args.fp8_max = fp8_max(out.spec.format);

@@ -19,6 +19,10 @@ struct ActivationOut {
   QuantSpec spec{};               // E4M3; PerTensor (then `scale` is required) or PerRow (current scaling,
                                   // spec.options)
   const Tensor* scale = nullptr;  // PerTensor: [1] f32 on c's device, the quantization multiplier
+  // PerTensor: raise fp8->amax (zeroed first) as quantize does. false: fp8->amax is left unspecified,
+  // and the GPU queues no zeroing before the kernel (a static scale nothing reads the amax of, as in
+  // a decode step's graph).
+  bool record_amax = true;
 };
 
 // The ops' side of an ActivationOut (ops/activation_out.cpp); the GPU's is ops/cuda/activation_out.h.

@@ -159,7 +159,7 @@ void kv_append(Context& c, const Tensor& rope_table, const Tensor& qkv, const Te
 }
 
 void decode_attention(Context& c, const Tensor& q, const KvCacheLayer& cache, const Tensor& slots,
-                      const Tensor& lengths, int64_t heads, float scale, Tensor& out) {
+                      const Tensor& lengths, int64_t heads, float scale, const ActivationOut& out) {
   constexpr std::string_view op = "decode_attention";
   const cpu::KvShape s = check_cache(c, cache, heads, op);
   FP8KIT_CHECK(q.rank() == 2 && q.dim(1) == heads * s.head_dim,
@@ -171,25 +171,31 @@ void decode_attention(Context& c, const Tensor& q, const KvCacheLayer& cache, co
   check_indices(c, lengths, batch, op, "lengths");
   FP8KIT_CHECK(std::isfinite(scale) && scale >= 0.0f, "{}: scale must be finite and >= 0 (0: 1/sqrt(head_dim)), got {}",
                op, scale);
+  FP8KIT_CHECK(out.fp8 == nullptr || out.spec.granularity == Granularity::PerTensor,
+               "{}: an fp8 out takes a per-tensor scale (a token's heads come from different blocks)", op);
   const float resolved = scale == 0.0f ? 1.0f / std::sqrt(static_cast<float>(s.head_dim)) : scale;
-  prepare_output(c, out, q.shape(), DType::Bf16, op, "out");
-  if (batch == 0) return;
+  detail::prepare_activation_out(c, out, batch, q.dim(1), op);
   if (c.is_cuda()) {
 #if FP8KIT_HAVE_CUDA
     FP8KIT_CHECK(s.head_dim == 64 || s.head_dim == 128, "{}: the GPU kernel takes head_dim 64 or 128, got {}", op,
                  s.head_dim);
     check_aligned(q.device_data<uint16_t>(), op, "q");
-    void* workspace = c.scratch(cuda::decode_attention_workspace(s, batch, cache.fp8()));
+    void* workspace = batch == 0 ? nullptr : c.scratch(cuda::decode_attention_workspace(s, batch, cache.fp8()));
     cuda::decode_attention(s, batch, q.device_data<uint16_t>(), storage(cache), slots.device_data<int32_t>(),
-                           lengths.device_data<int32_t>(), resolved, out.device_data<uint16_t>(), workspace,
+                           lengths.device_data<int32_t>(), resolved, detail::activation_out_args(c, out), workspace,
                            stream(c));
 #endif
     return;
   }
-  check_range(lengths, 1, s.capacity, op, "lengths", "each sequence needs 1 to capacity cached tokens");
-  check_range(slots, 0, s.slots - 1, op, "slots", "slots must index the cache's slots");
-  cpu::decode_attention(s, batch, q.data<uint16_t>(), storage(cache), slots.data<int32_t>(),
-                        lengths.data<int32_t>(), resolved, out.data<uint16_t>());
+  Tensor staging;
+  Tensor& y = detail::activation_bf16(out, batch, q.dim(1), staging);
+  if (batch > 0) {
+    check_range(lengths, 1, s.capacity, op, "lengths", "each sequence needs 1 to capacity cached tokens");
+    check_range(slots, 0, s.slots - 1, op, "slots", "slots must index the cache's slots");
+    cpu::decode_attention(s, batch, q.data<uint16_t>(), storage(cache), slots.data<int32_t>(),
+                          lengths.data<int32_t>(), resolved, y.data<uint16_t>());
+  }
+  detail::finish_activation_out(c, out, staging);
 }
 
 }  // namespace fp8kit::ops

@@ -4,6 +4,7 @@
 // ops/cuda/kv_cache.h.
 #pragma once
 
+#include "ops/activation_out.h"
 #include "ops/context.h"
 #include "tensor/tensor.h"
 
@@ -54,7 +55,13 @@ void kv_append(Context& c, const Tensor& rope_table, const Tensor& qkv, const Te
 // depends only on batch and the cache's shape (chunks past a sequence's length exit at once), so a
 // captured graph replays for any lengths. The GPU agrees with the CPU within float32 summation order
 // (E4M3 on tensor cores: q as f16 times a power of two, each probability as two f16s, float32 sums).
+// `out` takes the bf16 result, or its E4M3 codes at a static per-tensor scale (the output projection's
+// input, quantized in the same pass; not per row: a token's heads come from different blocks).
 void decode_attention(Context& c, const Tensor& q, const KvCacheLayer& cache, const Tensor& slots,
-                      const Tensor& lengths, int64_t heads, float scale, Tensor& out);
+                      const Tensor& lengths, int64_t heads, float scale, const ActivationOut& out);
+inline void decode_attention(Context& c, const Tensor& q, const KvCacheLayer& cache, const Tensor& slots,
+                             const Tensor& lengths, int64_t heads, float scale, Tensor& out) {
+  decode_attention(c, q, cache, slots, lengths, heads, scale, ActivationOut{.bf16 = &out});
+}
 
 }  // namespace fp8kit::ops

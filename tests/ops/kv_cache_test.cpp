@@ -2,9 +2,11 @@
 // bits), its cache rows and k_out / v_out as bf16 or as numerics' E4M3 casts with each head's scale,
 // rows in any slot order; decode_attention against a double-precision softmax, grouped-query (heads /
 // kv_heads 1, 2, 4), lengths 1, odd and the capacity, slots out of order, E4M3 scales per head, and
-// keys past a sequence's length ignored (NaN there); the argument errors.
+// keys past a sequence's length ignored (NaN there); its E4M3 out quantize's bytes of its bf16 out; the
+// argument errors.
 #include "ops/kv_cache.h"
 
+#include "common/activation_out_checks.h"
 #include "common/error_of.h"
 #include "cpu_op_test.h"
 #include "numerics/cast.h"
@@ -267,6 +269,28 @@ TEST(KvCache, DecodeReadsWhatAppendReturned) {
       EXPECT_NEAR(bf16_to_float(out.data<uint16_t>()[h * d + i]), want, 0.01 * std::fabs(want) + 0.01) << h << " " << i;
     }
   }
+}
+
+// decode_attention's E4M3 out (the output projection's input in a decode step) is quantize's bytes
+// of its bf16 out; per-row scales are refused.
+TEST(KvCache, DecodeAttentionFp8OutIsQuantizeOfItsBf16) {
+  Context c;
+  const int64_t heads = 4, kv_heads = 2, d = 16;
+  KvCacheLayer cache =
+      make_kv_cache_layer(c, 2, 8, kv_heads, d, DType::E4M3, floats({0.01f, 0.02f}), floats({0.5f, 0.3f}));
+  std::mt19937 rng(5);
+  for (Tensor* t : {&cache.k, &cache.v})
+    for (uint8_t& code : t->span<uint8_t>()) code = static_cast<uint8_t>(rng() % 0x7E);  // finite, positive
+  const Tensor q = testing::host_tensor(uniform(2 * heads * d, 7, -1.0f, 1.0f), {2, heads * d}, DType::Bf16);
+  testing::expect_fp8_is_quantized_bf16(
+      c, [&](const ActivationOut& out) { decode_attention(c, q, cache, ints({1, 0}), ints({8, 3}), heads, 0.0f, out); },
+      true);
+  QTensor codes;
+  EXPECT_THAT(error_of([&] {
+                decode_attention(c, q, cache, ints({1, 0}), ints({8, 3}), heads, 0.0f,
+                                 {.fp8 = &codes, .spec = {.granularity = Granularity::PerRow}});
+              }),
+              HasSubstr("decode_attention: an fp8 out takes a per-tensor scale"));
 }
 
 TEST(KvCache, MakesAZeroedCache) {

@@ -131,8 +131,10 @@ __device__ __forceinline__ float activation_scale(const ActivationOutArgs& out, 
                                                   float scale) {
   if (out.kind == OutKind::Bf16) return 1.0f;
   if (out.kind == OutKind::PerTensor) {
-    amax = block_max(amax);  // the tensor's amax is raised block by block
-    if (threadIdx.x == 0 && amax > 0) atomicMax(reinterpret_cast<unsigned int*>(out.amax), amax);
+    if (out.amax != nullptr) {  // (null: not recorded)
+      amax = block_max(amax);   // the tensor's amax is raised block by block
+      if (threadIdx.x == 0 && amax > 0) atomicMax(reinterpret_cast<unsigned int*>(out.amax), amax);
+    }
     if (t.row == 0 && t.index == 0) *out.scale_inv = __fdiv_rn(1.0f, scale);
     return scale;
   }

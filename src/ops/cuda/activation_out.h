@@ -13,7 +13,8 @@ namespace fp8kit::cuda {
 
 enum class OutKind : uint8_t {
   Bf16,       // bf16 values into `bf16`
-  PerTensor,  // codes of value * *scale; amax raised (zeroed by the launcher first), scale_inv = 1 / *scale
+  PerTensor,  // codes of value * *scale; amax (null: none) raised (zeroed by the launcher first),
+              // scale_inv = 1 / *scale
   PerRow,     // codes of value * current_scale(row's amax); a scale_inv and an amax per row
 };
 
@@ -37,8 +38,8 @@ void finish_empty_activation(const ActivationOutArgs& out, cudaStream_t stream);
 
 namespace fp8kit::ops::detail {
 
-// The kernels' arguments for an `out` that prepare_activation_out has sized; per tensor, queues the
-// zeroing of its amax on stream(c) (the kernel raises it).
+// The kernels' arguments for an `out` that prepare_activation_out has sized; per tensor with
+// record_amax, queues the zeroing of its amax on stream(c) (the kernel raises it).
 cuda::ActivationOutArgs activation_out_args(Context& c, const ActivationOut& out);
 
 }  // namespace fp8kit::ops::detail

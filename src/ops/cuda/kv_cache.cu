@@ -506,9 +506,10 @@ __global__ void __launch_bounds__(kDecodeThreads, 4) decode_e4m3_kernel(DecodeAr
 // Block per (sequence, head), a thread per output element: the chunks' partial sums rescaled to their
 // common max, divided by the rescaled total. The chunks' statistics are read by all threads at once
 // and their weights kept in shared memory (a chunk's weight is every thread's), so the only serial
-// loop left is each thread's sum over independent loads.
+// loop left is each thread's sum over independent loads. The result goes out as bf16, or as E4M3 codes
+// of the bf16 value at a per-tensor scale (ops::quantize's bytes; its amax raised when recorded).
 template <int D>
-__global__ void __launch_bounds__(D) combine_kernel(DecodeArgs a, uint16_t* out) {
+__global__ void __launch_bounds__(D) combine_kernel(DecodeArgs a, ActivationOutArgs out) {
   wait_for_prior_grids();
   allow_dependent_launch();
   constexpr int kWarpsHere = D / 32;
@@ -552,7 +553,18 @@ __global__ void __launch_bounds__(D) combine_kernel(DecodeArgs a, uint16_t* out)
     for (int i = 0; i < 4; ++i) numerator[i] = fmaf(weights[c + i], partial[(c + i) * D], numerator[i]);
   }
   for (; c < used; ++c) numerator[0] = fmaf(weights[c], partial[c * D], numerator[0]);
-  out[bh * D + e] = float_to_bf16(((numerator[0] + numerator[1]) + (numerator[2] + numerator[3])) / denominator);
+  const uint16_t y = float_to_bf16(((numerator[0] + numerator[1]) + (numerator[2] + numerator[3])) / denominator);
+  if (out.kind == OutKind::Bf16) {
+    out.bf16[bh * D + e] = y;
+    return;
+  }
+  const float value[4] = {bf16_to_float(y), 0.0f, 0.0f, 0.0f};
+  out.codes[bh * D + e] = static_cast<uint8_t>(encode_row<Fp8Format::E4M3, false>(value, *out.scale));
+  if (bh == 0 && e == 0) *out.scale_inv = __fdiv_rn(1.0f, *out.scale);
+  if (out.amax != nullptr) {
+    const uint32_t amax = __reduce_max_sync(0xFFFFFFFFu, amax_bits(static_cast<uint32_t>(y) << 16));
+    if (lane == 0 && amax > 0) atomicMax(reinterpret_cast<unsigned int*>(out.amax), amax);
+  }
 }
 
 // Query heads per block: bf16, the largest of 4, 2, 1 that divides the group (query heads per KV
@@ -581,7 +593,7 @@ int chunk_for(const KvShape& s, int64_t batch, bool fp8) {
 }
 
 template <int D>
-void launch_decode(const DecodeArgs& a, int64_t batch, bool fp8, uint16_t* out, cudaStream_t stream) {
+void launch_decode(const DecodeArgs& a, int64_t batch, bool fp8, const ActivationOutArgs& out, cudaStream_t stream) {
   const int64_t head_groups = a.s.kv_heads * (a.s.heads / a.s.kv_heads / a.heads_per_block);
   if (a.chunks >= (int64_t{1} << 31) || head_groups > 65535 || batch > 65535)
     throw Error("decode_attention: " + std::to_string(batch) + " sequences of " + std::to_string(a.chunks) +
@@ -622,8 +634,9 @@ size_t decode_attention_workspace(const KvShape& s, int64_t batch, bool fp8) {
 }
 
 void decode_attention(const KvShape& s, int64_t batch, const uint16_t* q, const KvConstData& cache, const int32_t* slots,
-                      const int32_t* lengths, float scale, uint16_t* out, void* workspace, cudaStream_t stream) {
-  if (batch == 0) return;
+                      const int32_t* lengths, float scale, const ActivationOutArgs& out, void* workspace,
+                      cudaStream_t stream) {
+  if (batch == 0) return finish_empty_activation(out, stream);
   const bool fp8 = cache.k_scale != nullptr;
   const int chunk = chunk_for(s, batch, fp8);
   const int64_t chunks = (s.capacity + chunk - 1) / chunk;

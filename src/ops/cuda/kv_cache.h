@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include "ops/cpu/kv_cache.h"
+#include "ops/cuda/activation_out.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -26,8 +27,11 @@ void kv_append(const KvShape& s, int64_t rows, const float* table, const uint16_
 size_t decode_attention_workspace(const KvShape& s, int64_t batch, bool fp8);
 
 // head_dim 64 or 128; q, out and the cache 16-byte aligned; workspace of decode_attention_workspace
-// bytes, 16-byte aligned. Blocks per (sequence, KV head, chunk of keys), then a combine kernel.
+// bytes, 16-byte aligned. Blocks per (sequence, KV head, chunk of keys), then a combine kernel that
+// writes `out`: bf16, or E4M3 codes per tensor (a token's heads come from different blocks, so not
+// per row).
 void decode_attention(const KvShape& s, int64_t batch, const uint16_t* q, const KvConstData& cache, const int32_t* slots,
-                      const int32_t* lengths, float scale, uint16_t* out, void* workspace, cudaStream_t stream);
+                      const int32_t* lengths, float scale, const ActivationOutArgs& out, void* workspace,
+                      cudaStream_t stream);
 
 }  // namespace fp8kit::cuda

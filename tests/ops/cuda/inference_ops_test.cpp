@@ -1,9 +1,9 @@
-// Inference's fused ops on the GPU: add_rms_norm's and swiglu's E4M3 outputs (per tensor and per row)
-// are exactly ops::quantize's bytes of their own bf16 results on the GPU, at rows that take every
-// path of the row kernel (a value per thread, and 1, 2, 4 and 8 vectors of 8 bf16 per thread) and at
-// no rows; a row's bytes the same at few rows (a cluster of blocks per row) and many (a block per row);
-// and a step of the inference ops captured in a CUDA graph writes, when replayed, the eager
-// calls' bytes.
+// Inference's fused ops on the GPU: add_rms_norm's and swiglu's E4M3 outputs (per tensor and per
+// row), and decode_attention's (per tensor), are exactly ops::quantize's bytes of their own bf16
+// results on the GPU, at rows that take every path of the row kernel (a value per thread, and 1, 2, 4
+// and 8 vectors of 8 bf16 per thread) and at no rows; a row's bytes the same at few rows (a cluster of
+// blocks per row) and many (a block per row); and a step of the inference ops captured in a CUDA graph
+// writes, when replayed, the eager calls' bytes.
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
@@ -15,6 +15,7 @@
 
 #include "common/activation_out_checks.h"
 #include "common/gradient_check.h"
+#include "kv_cache_inputs.h"
 #include "ops/cuda/context.h"
 #include "ops/cuda/gpu_test.h"
 #include "ops/embedding.h"
@@ -57,6 +58,29 @@ TEST(CudaInferenceOps, SwigluFp8IsQuantizeOfItsBf16) {
     const Tensor gate_up = gpu_tensor(random_vector(2 * 2 * ffn, 4, -8, 8), {2, 2 * ffn}, DType::Bf16);
     SCOPED_TRACE(fmt::format("ffn {}", ffn));
     expect_fp8_is_quantized_bf16(c, [&](const ops::ActivationOut& out) { ops::swiglu(c, gate_up, out); });
+  }
+}
+
+// decode_attention's combine writes the output projection's E4M3 input in its pass: quantize's bytes
+// of its own bf16 result, for a bf16 and an E4M3 cache (values up to 448 x 0.004 x 100: some saturate),
+// and with no sequences.
+TEST(CudaInferenceOps, DecodeAttentionFp8IsQuantizeOfItsBf16) {
+  FP8KIT_REQUIRE_GPU();
+  ops::Context c(Device::Cuda);
+  for (const DType dtype : {DType::Bf16, DType::E4M3}) {
+    const KvCacheCase s{4, 300, 32, 8, 128, dtype};
+    const ops::KvCacheLayer cache = random_cache(c, s, 17, 4.0f);
+    for (const int64_t batch : {3, 0}) {
+      const Tensor q = gpu_tensor(random_vector(batch * s.heads * s.head_dim, 19), {batch, s.heads * s.head_dim},
+                                  DType::Bf16);
+      const std::vector<int32_t> all_slots{2, 0, 3}, all_lengths{300, 1, 129};
+      const Tensor slots = device_ints({all_slots.begin(), all_slots.begin() + batch}, {batch}, Device::Cuda);
+      const Tensor lengths = device_ints({all_lengths.begin(), all_lengths.begin() + batch}, {batch}, Device::Cuda);
+      SCOPED_TRACE(fmt::format("{} cache, batch {}", name(dtype), batch));
+      expect_fp8_is_quantized_bf16(
+          c, [&](const ops::ActivationOut& out) { ops::decode_attention(c, q, cache, slots, lengths, 32, 0.0f, out); },
+          true);
+    }
   }
 }
 
