@@ -33,7 +33,7 @@ constexpr size_t kRotation = size_t{256} << 20;
 // Median microseconds per call of run(i) (i = 0..kCalls-1), as a CUDA graph of kCalls calls.
 template <typename Run>
 double time_us(cudaStream_t stream, Run&& run) {
-  run(0);  // plans: before the capture
+  run(0);  // plans, shared-memory settings: before the capture
   const cuda::Graph graph = cuda::Graph::capture(stream, [&] {
     for (int i = 0; i < kCalls; ++i) run(i);
   });

@@ -308,10 +308,10 @@ struct LlamaEngine::Impl {
   ops::ActivationOut input_of(Projection& p, Activations& a, Gemm g) {
     if (!p.is_fp8) return {.bf16 = &a.x[g]};
     if (p.input_spec.granularity == Granularity::PerGroup) return {.bf16 = &a.x[g]};  // quantized by run_gemm
+    const bool per_tensor = p.input_spec.granularity == Granularity::PerTensor;
     // A static scale's amax is read by nothing: no zeroing queued per projection in a decode graph.
-    return {.fp8 = &a.xq[g], .spec = p.input_spec,
-            .scale = p.input_spec.granularity == Granularity::PerTensor ? &p.input_scale : nullptr,
-            .record_amax = false};
+    return {.fp8 = &a.xq[g], .spec = p.input_spec, .scale = per_tensor ? &p.input_scale : nullptr,
+            .record_amax = !per_tensor};
   }
 
   // y [rows, out] = input . W^T, from what input_of() wrote, or from the bf16 `input` (the attention

@@ -1,5 +1,5 @@
 // What a row kernel's launcher queues for an ActivationOut of no rows: per tensor, quantize's scale_inv
-// (the amax stays the 0 the launcher wrote); nothing else has elements.
+// (a recorded amax stays the 0 the launcher wrote); nothing else has elements.
 #include "ops/cuda/activation_out.h"
 
 #include "runtime/cuda/check.h"

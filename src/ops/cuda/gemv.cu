@@ -95,8 +95,8 @@ __device__ __forceinline__ float high_bf16(uint32_t w) { return __uint_as_float(
 // The two FP8 codes of a 16-bit word (low byte first) as floats, exactly (the hardware cvt to half).
 template <Operand O>
 __device__ __forceinline__ float2 decode_fp8x2(uint32_t codes) {
-  const __half2_raw raw = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(codes & 0xFFFFu), kFp8Kind<O>);
-  return __half22float2(__half2(raw));
+  const uint32_t pair = fp8x2_to_f16x2<kFp8Kind<O>>(codes);
+  return __half22float2(*reinterpret_cast<const __half2*>(&pair));
 }
 
 // Four FP8 codes -> two words of bf16 pairs (exact: every FP8 value is a bf16).

@@ -24,10 +24,10 @@ bool gemv_fits(const GemmArgs& g);
 // y = (sa * sb) * dot (+ bias), with sa = a_scale_inv[0] (Scalar) or [i] (OuterVec), sb likewise per
 // column j of y (null scale pointers: 1), dot = sum over k of decode(a[i, k]) * decode(b[j, k]): each
 // product exact (FP8 codes decoded exactly), summed in float32 (m = 1: 32 lanes in k order, then a
-// butterfly; else tensor cores, 8 interleaved slices of k, then the slices in order), the scale
-// product and the bias added rounded once each as the CPU's matmul does, then y rounded to its
-// dtype. The CPU's results within float32 summation order. One launch on `stream`, nothing
-// allocated: capturable. Throws fp8kit::Error unless gemv_fits(g).
+// butterfly; else the tensor cores' float32 accumulation, 8 interleaved slices of k, then the slices
+// in order), the scale product and the bias added rounded once each as the CPU's matmul does, then y
+// rounded to its dtype. The CPU's results within float32 summation order. One launch on `stream`,
+// nothing allocated: capturable. Throws fp8kit::Error unless gemv_fits(g).
 void gemv(const GemmArgs& g, cudaStream_t stream = nullptr);
 
 }  // namespace fp8kit::cuda

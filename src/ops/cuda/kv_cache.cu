@@ -368,7 +368,8 @@ __device__ __forceinline__ void load_codes(const uint8_t* p, bool valid, uint32_
 //   and 2t + 9, pairs each dim's codes of consecutive keys (a byte permute), and m-tile i takes dims
 //   g D/8 + 2i and + 1 as its rows g and g + 8.
 // q enters as f16 times a power of two (exact down to 2^-25 of the block's largest |q|), each
-// probability as the sum of two f16s (24 bits), so the products are the CPU's within float32.
+// probability times 2^15 as the sum of two f16s (22 bits or more for p >= 2^-17, absolute error below
+// 2^-40 under that), summed in float32 on the tensor cores.
 template <int D>
 __global__ void __launch_bounds__(kDecodeThreads, 4) decode_e4m3_kernel(DecodeArgs a) {
   wait_for_prior_grids();
@@ -397,7 +398,7 @@ __global__ void __launch_bounds__(kDecodeThreads, 4) decode_e4m3_kernel(DecodeAr
   // q of head g at this thread's dims, as f16 pairs times 2^shift: the block's largest |q| (every warp
   // finds the same) just under 2^15, far from f16's overflow and underflow.
   uint32_t query[kScoreBytes / 2];
-  float factor;
+  float down, factor;  // a score is (s * down) * factor
   {
     float q[kScoreBytes];
 #pragma unroll
@@ -417,11 +418,12 @@ __global__ void __launch_bounds__(kDecodeThreads, 4) decode_e4m3_kernel(DecodeAr
       largest = fmaxf(largest, __shfl_xor_sync(0xffffffffu, largest, offset));
     int exponent = 0;  // largest < 2^exponent
     if (largest > 0.0f && isfinite(largest)) frexpf(largest, &exponent);
-    const int shift = min(max(15 - exponent, -100), 100);
-    const float up = __int_as_float((127 + shift) << 23), down = __int_as_float((127 - shift) << 23);
+    const int shift = min(max(15 - exponent, -113), 113);  // (2^shift and 2^-shift normal floats)
+    const float up = __int_as_float((127 + shift) << 23);
+    down = __int_as_float((127 - shift) << 23);
 #pragma unroll
     for (int p = 0; p < kScoreBytes / 2; ++p) query[p] = f16x2(q[2 * p] * up, q[2 * p + 1] * up);
-    factor = a.scale * a.cache.k_scale[c.kh] * down;
+    factor = a.scale * a.cache.k_scale[c.kh];
   }
   // Scores: S^T of each tile (keys g, g + 8 by heads 2t, 2t + 1 in this thread's fragment).
 #pragma unroll
@@ -440,7 +442,7 @@ __global__ void __launch_bounds__(kDecodeThreads, 4) decode_e4m3_kernel(DecodeAr
 #pragma unroll
       for (int col = 0; col < 2; ++col) {
         const int j = tile + g + 8 * r, head = 2 * t + col;
-        if (head < heads && j < n) probs[head][j] = s[2 * r + col] * factor;
+        if (head < heads && j < n) probs[head][j] = (s[2 * r + col] * down) * factor;
       }
     }
   }
@@ -466,12 +468,15 @@ __global__ void __launch_bounds__(kDecodeThreads, 4) decode_e4m3_kernel(DecodeAr
   for (int i = 0; i < kTilesPerWarp; ++i) {
     const int tile = (warp + kWarps * i) * kTileKeys;
     if (tile >= n) break;
-    uint32_t high[2] = {0, 0}, low[2] = {0, 0};  // p of head g at keys 2t, 2t + 1 and 2t + 8, 2t + 9
+    // p * 2^15 of head g at keys 2t, 2t + 1 and 2t + 8, 2t + 9 (scaled so that both halves stay normal
+    // f16s down to p = 2^-17; the sums are scaled back with v's factor).
+    uint32_t high[2] = {0, 0}, low[2] = {0, 0};
     if (g < heads) {
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
         const int j = tile + 2 * t + 8 * r;
-        const float p0 = j < n ? probs[g][j] : 0.0f, p1 = j + 1 < n ? probs[g][j + 1] : 0.0f;
+        const float p0 = j < n ? probs[g][j] * 0x1p15f : 0.0f;
+        const float p1 = j + 1 < n ? probs[g][j + 1] * 0x1p15f : 0.0f;
         const float2 held = __half22float2(__floats2half2_rn(p0, p1));
         high[r] = f16x2(p0, p1);
         low[r] = f16x2(p0 - held.x, p1 - held.y);  // (the differences are exact in float32)
@@ -500,7 +505,7 @@ __global__ void __launch_bounds__(kDecodeThreads, 4) decode_e4m3_kernel(DecodeAr
     }
   }
   __syncthreads();
-  write_partials(a, c.b, c.h0, sums, stats, heads, a.cache.v_scale[c.kh]);
+  write_partials(a, c.b, c.h0, sums, stats, heads, a.cache.v_scale[c.kh] * 0x1p-15f);
 }
 
 // Block per (sequence, head), a thread per output element: the chunks' partial sums rescaled to their
@@ -636,6 +641,8 @@ size_t decode_attention_workspace(const KvShape& s, int64_t batch, bool fp8) {
 void decode_attention(const KvShape& s, int64_t batch, const uint16_t* q, const KvConstData& cache, const int32_t* slots,
                       const int32_t* lengths, float scale, const ActivationOutArgs& out, void* workspace,
                       cudaStream_t stream) {
+  if (out.kind == OutKind::PerRow)
+    throw Error("decode_attention: an fp8 out takes a per-tensor scale (a token's heads come from different blocks)");
   if (batch == 0) return finish_empty_activation(out, stream);
   const bool fp8 = cache.k_scale != nullptr;
   const int chunk = chunk_for(s, batch, fp8);

@@ -3,7 +3,7 @@
 // caches, decode steps (rows in scattered slots, out of order) and a prefill (one sequence's 37
 // positions), head_dim 16, 64 and 128, GQA 1, 2, 4. decode_attention within float32 summation order
 // (the output is bf16: about an ulp of it, 2^-8 relative), bf16 and E4M3, head_dim 64 and 128,
-// heads / kv_heads 1, 2, 3, 4 and 8 (bf16: two blocks of 4 query heads per KV head), lengths 1, odd and the
+// heads / kv_heads 1 to 8 (bf16 at 8: two blocks of 4 query heads per KV head), lengths 1, odd and the
 // capacity, slots out of order, a capacity that is not a multiple of any chunk, and Llama-3-8B's
 // shape at 4 x 2048 (chunks of 128 keys) and 64 x 512 (chunks of 256), queries of magnitude 1e6 and 1e-6.
 #include "kv_cache_inputs.h"
@@ -91,6 +91,10 @@ const RegisterOps rows([](std::vector<OpCase>& t) {
         {"b2_h8_kv2_d64_cap33", {2, 33, 8, 2, 64, dtype}, {33, 1}, 0.0f},
         {"b4_h32_kv8_d128_cap2048", {4, 2048, 32, 8, 128, dtype}, {2048, 1, 1000, 1537}, 0.0f},
         {"b64_h32_kv8_d128_cap512", {64, 512, 32, 8, 128, dtype}, spread(64, 512), 0.0f},
+        // Groups of 5, 6 and 7 query heads per KV head (an E4M3 block takes them all).
+        {"b2_h10_kv2_d64_cap100", {3, 100, 10, 2, 64, dtype}, {100, 37}, 0.0f},
+        {"b2_h12_kv2_d128_cap100", {3, 100, 12, 2, 128, dtype}, {1, 99}, 0.0f},
+        {"b1_h14_kv2_d128_cap64", {2, 64, 14, 2, 128, dtype}, {64}, 0.0f},
         // Queries past f16's range and deep in its subnormals (E4M3 multiplies them as f16s).
         {"b3_h4_kv2_d128_cap300_q1e6", {4, 300, 4, 2, 128, dtype}, {300, 1, 151}, 1e-6f, 1e6f},
         {"b3_h4_kv2_d128_cap300_q1e-6", {4, 300, 4, 2, 128, dtype}, {300, 1, 151}, 1e5f, 1e-6f},
