@@ -5,9 +5,10 @@
 // Weights come from a bf16 HF directory (the baseline), a packed FP8 directory (quant/packed_model.h:
 // E4M3 codes copied as they are, never dequantized), or random values made on the device (benchmarks).
 // FP8 projections multiply E4M3 activations, quantized by the op that makes them (the norm, SwiGLU,
-// or a quantize of the attention output) with a static calibrated scale, a dynamic scale per token,
-// or scales frozen after a warm-up (Transformer Engine's habit), and write bf16. The embedding, norms,
-// rotary phases, softmax and LM head stay bf16 (the pipeline seed's policy).
+// a decode step's attention at a static scale; else a quantize of the attention output) with a static
+// calibrated scale, a dynamic scale per token, or scales frozen after a warm-up (Transformer Engine's
+// habit), and write bf16. The embedding, norms, rotary phases, softmax and LM head stay bf16 (the
+// pipeline seed's policy).
 #pragma once
 
 #include "models/llama_config.h"
