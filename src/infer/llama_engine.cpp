@@ -58,6 +58,9 @@ struct Projection {
   float static_amax = 0;   // the calibrated or warmed-up amax the scale came from (0: none)
   Tensor warm_amax;        // WarmUp: [1] f32, the max over the warm-up passes' per-token amaxes
   Tensor tensor_scale_inv; // WarmUp of a per-tensor weight: its scale, restored when the scales freeze
+
+  // An FP8 weight whose input is cast at a static per-tensor scale (input_scale).
+  bool static_input() const { return is_fp8 && input_spec.granularity == Granularity::PerTensor; }
 };
 
 struct Block {
@@ -308,10 +311,9 @@ struct LlamaEngine::Impl {
   ops::ActivationOut input_of(Projection& p, Activations& a, Gemm g) {
     if (!p.is_fp8) return {.bf16 = &a.x[g]};
     if (p.input_spec.granularity == Granularity::PerGroup) return {.bf16 = &a.x[g]};  // quantized by run_gemm
-    const bool per_tensor = p.input_spec.granularity == Granularity::PerTensor;
     // A static scale's amax is read by nothing: no zeroing queued per projection in a decode graph.
-    return {.fp8 = &a.xq[g], .spec = p.input_spec, .scale = per_tensor ? &p.input_scale : nullptr,
-            .record_amax = !per_tensor};
+    return {.fp8 = &a.xq[g], .spec = p.input_spec, .scale = p.static_input() ? &p.input_scale : nullptr,
+            .record_amax = !p.static_input()};
   }
 
   // y [rows, out] = input . W^T, from what input_of() wrote, or from the bf16 `input` (the attention
@@ -322,8 +324,7 @@ struct LlamaEngine::Impl {
     if (!p.is_fp8) return ops::matmul(c, x, p.bf16, y, {.constant_b = true});
     QTensor& xq = a.xq[g];
     if (input != nullptr || p.input_spec.granularity == Granularity::PerGroup)
-      ops::quantize(c, x, p.input_spec, xq,
-                    p.input_spec.granularity == Granularity::PerTensor ? &p.input_scale : nullptr);
+      ops::quantize(c, x, p.input_spec, xq, p.static_input() ? &p.input_scale : nullptr);
     if (scaling == ActivationScaling::WarmUp && p.input_spec.granularity == Granularity::PerRow)
       ops::accumulate_activation_stats(c, xq.amax.view(0, {rows, 1}), p.warm_amax, nullptr);
     // Hopper's fast accumulation, as Transformer Engine's forward GEMMs (block scales take none).
@@ -384,7 +385,7 @@ struct LlamaEngine::Impl {
       } else {
         ops::kv_append(c, rope, a.qkv, a.positions, a.slots, heads, b.cache, a.q, nullptr, nullptr);
         // An FP8 output projection at a static scale reads codes the attention writes in its own pass.
-        const bool quantized = g[O].is_fp8 && g[O].input_spec.granularity == Granularity::PerTensor;
+        const bool quantized = g[O].static_input();
         ops::decode_attention(c, a.q, b.cache, a.slots, a.lengths, heads, 0.0f,
                               quantized ? input_of(g[O], a, O) : ops::ActivationOut{.bf16 = &a.attn});
         run_gemm(g[O], a, O, rows, a.delta, quantized ? nullptr : &a.attn);

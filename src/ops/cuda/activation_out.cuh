@@ -139,7 +139,7 @@ __device__ __forceinline__ float activation_scale(const ActivationOutArgs& out, 
     return scale;
   }
   const float a = __uint_as_float(row_max<Blocks>(amax));
-  scale = usable_amax(a) ? scale_from_amax(a, out.fp8_max, out.margin, out.power_of_two) : 1.0f;
+  scale = current_scale(a, out.fp8_max, out.margin, out.power_of_two);
   if (t.index == 0) {
     out.scale_inv[t.row] = __fdiv_rn(1.0f, scale);
     out.amax[t.row] = a;

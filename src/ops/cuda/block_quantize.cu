@@ -97,11 +97,6 @@ __device__ __forceinline__ uint32_t raise_amax(uint32_t amax, const float v[4]) 
   return amax;
 }
 
-// numerics' current_scale: from a usable amax, else 1.
-__device__ __forceinline__ float current_scale(const Params& p, float amax) {
-  return usable_amax(amax) ? scale_from_amax(amax, p.fp8_max, p.margin, p.power_of_two) : 1.0f;
-}
-
 // Codes w of x[row, col .. col + 3] into q (the parts inside the matrix).
 __device__ __forceinline__ void store_codes(const Params& p, int64_t row, int64_t col, uint32_t w) {
   if (row >= p.rows || col >= p.cols) return;
@@ -140,7 +135,7 @@ __global__ void __launch_bounds__(kThreads) group_kernel(Params p) {
 #pragma unroll
     for (int offset = lanes / 2; offset > 0; offset /= 2) amax = max(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, offset));
     amaxes[c] = __uint_as_float(amax);
-    scales[c] = current_scale(p, amaxes[c]);
+    scales[c] = current_scale(amaxes[c], p.fp8_max, p.margin, p.power_of_two);
     store_codes(p, row, first + c * kGroupChunk + 4 * lane, encode_row<F, false>(v, scales[c]));
   }
   // The segment's groups' amaxes and scales gathered into lanes 0 .. groups - 1 (group j from chunk
@@ -186,7 +181,7 @@ __global__ void __launch_bounds__(kThreads) row_kernel(Params p) {
     amax = raise_amax(amax, v);
   }
   amax = block_max(amax);
-  const float a = __uint_as_float(amax), scale = current_scale(p, a);
+  const float a = __uint_as_float(amax), scale = current_scale(a, p.fp8_max, p.margin, p.power_of_two);
 #pragma unroll
   for (int c = 0; c < kRowKept; ++c) {
     to_floats(raw[c], v);
@@ -217,7 +212,7 @@ __global__ void __launch_bounds__(kThreads) tile_kernel(Params p) {
     amax = raise_amax(amax, v);
   }
   amax = block_max(amax);
-  const float a = __uint_as_float(amax), scale = current_scale(p, a);
+  const float a = __uint_as_float(amax), scale = current_scale(a, p.fp8_max, p.margin, p.power_of_two);
   uint32_t w[kRows];
 #pragma unroll
   for (int r = 0; r < kRows; ++r) {

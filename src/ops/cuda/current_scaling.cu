@@ -23,7 +23,7 @@ __global__ void current_scales_kernel(Tensors t, const float* amax, const float*
   if (static_cast<int>(threadIdx.x) >= t.count) return;
   const int i = t.index[threadIdx.x];
   const float a = amax[i];
-  const float s = usable_amax(a) ? scale_from_amax(a, fp8_max[i], margin, power_of_two) : 1.0f;
+  const float s = current_scale(a, fp8_max[i], margin, power_of_two);
   scale[i] = s;
   scale_inv[i * stride] = __fdiv_rn(1.0f, s);
 }

@@ -28,8 +28,7 @@ size_t decode_attention_workspace(const KvShape& s, int64_t batch, bool fp8);
 
 // head_dim 64 or 128; q, out and the cache 16-byte aligned; workspace of decode_attention_workspace
 // bytes, 16-byte aligned. Blocks per (sequence, KV head, chunk of keys), then a combine kernel that
-// writes `out`: bf16, or E4M3 codes per tensor (a token's heads come from different blocks, so not
-// per row).
+// writes `out`: bf16, or E4M3 codes per tensor (not per row: ops::decode_attention refuses that).
 void decode_attention(const KvShape& s, int64_t batch, const uint16_t* q, const KvConstData& cache, const int32_t* slots,
                       const int32_t* lengths, float scale, const ActivationOutArgs& out, void* workspace,
                       cudaStream_t stream);

@@ -21,4 +21,9 @@ __device__ __forceinline__ float scale_from_amax(float amax, float fp8_max, int 
   return scale;
 }
 
+// numerics/scale.cpp's current_scale: scale_from_amax of a usable amax, else 1.
+__device__ __forceinline__ float current_scale(float amax, float fp8_max, int margin, bool power_of_two) {
+  return usable_amax(amax) ? scale_from_amax(amax, fp8_max, margin, power_of_two) : 1.0f;
+}
+
 }  // namespace fp8kit::cuda

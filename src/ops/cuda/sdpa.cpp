@@ -317,9 +317,8 @@ void sdpa_forward_fp8(Context& c, const cuda::Built& built, const Tensor& q, con
       {cuda::kScaleS, const_cast<float*>(scale + 4)}, {cuda::kScaleO, const_cast<float*>(scale + 3)},
       {cuda::kAmaxS, scales + cuda::kSdpaFp8CudnnAmax}, {cuda::kAmaxO, scales + cuda::kSdpaFp8CudnnAmax + 1}};
   cuda::execute(c, built, pack, workspace, "sdpa_forward (fp8)");
-  void* o = out.dtype() == DType::Bf16 ? static_cast<void*>(out.device_data<uint16_t>())
-                                       : static_cast<void*>(out.device_data<float>());
-  cuda::sdpa_fp8_dequantize(codes[3], scale_inv + 3, out.numel(), out.dtype() == DType::Bf16, o, stream(c));
+  cuda::sdpa_fp8_dequantize(codes[3], scale_inv + 3, out.numel(), out.dtype() == DType::Bf16,
+                            out.device_data<std::byte>(), stream(c));
 }
 
 }  // namespace

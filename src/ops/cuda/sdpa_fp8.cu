@@ -17,9 +17,8 @@ namespace {
 
 __global__ void sdpa_fp8_scales_kernel(float* s, float probability_scale, float out_scale) {
   const int i = threadIdx.x;
-  if (i < 3) {  // numerics' current_scale(amax, E4M3): 1 for an amax that is 0, inf or NaN
-    const float amax = s[kSdpaFp8Amax + i];
-    s[kSdpaFp8Scale + i] = usable_amax(amax) ? scale_from_amax(amax, 448.0f, 0, false) : 1.0f;
+  if (i < 3) {  // numerics' current_scale(amax, E4M3)
+    s[kSdpaFp8Scale + i] = current_scale(s[kSdpaFp8Amax + i], 448.0f, 0, false);
     s[kSdpaFp8ScaleInv + i] = 1.0f / s[kSdpaFp8Scale + i];
   }
   __syncwarp();
