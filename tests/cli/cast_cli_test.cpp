@@ -9,6 +9,7 @@
 namespace fp8kit {
 namespace {
 
+using testing::one_error_line;
 using testing::run_cli;
 
 TEST(CastCli, SpecCasesE4M3) {
@@ -68,10 +69,6 @@ TEST(CastCli, EchoesInputAsTyped) {
   const auto r = run_cli("cast 1e0 +2.50 0X1P+0");
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(r.output, "1e0 0x38 1\n+2.50 0x42 2.5\n0X1P+0 0x38 1\n");
-}
-
-bool one_error_line(const std::string& output) {
-  return output.rfind("error: ", 0) == 0 && std::count(output.begin(), output.end(), '\n') == 1;
 }
 
 TEST(CastCli, BadArgumentsGiveOneLineErrors) {

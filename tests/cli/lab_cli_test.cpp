@@ -1,5 +1,6 @@
 // `fp8kit lab`: the whole page end to end at --quick sizes, and its input errors.
 #include "cli/run_cli.h"
+#include "common/read_text.h"
 #include "common/temp_dir.h"
 #include "runtime/device.h"
 
@@ -8,24 +9,14 @@
 #include <filesystem>
 #include <fstream>
 #include <regex>
-#include <sstream>
 
 namespace fp8kit {
 namespace {
 
 using testing::run_cli;
+using testing::one_error_line;
+using testing::read_text;
 namespace fs = std::filesystem;
-
-std::string read(const fs::path& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-bool one_error_line(const std::string& output) {
-  return output.rfind("error: ", 0) == 0 && output.find('\n') == output.size() - 1;
-}
 
 TEST(LabCli, QuickRunWritesTheWholePage) {
   const testing::TempDir dir("lab_cli");
@@ -33,7 +24,7 @@ TEST(LabCli, QuickRunWritesTheWholePage) {
   const auto r = run_cli("lab --quick --device cpu --out '" + out.string() + "'");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find((out / "index.html").string()), std::string::npos) << r.output;
-  const std::string html = read(out / "index.html");
+  const std::string html = read_text(out / "index.html");
   for (const char* heading : {"Part 1", "Part 2", "Part 3", "Part 4", "Exercise 1", "Exercise 2",
                               "Simulated FP8 against real FP8", "Common mistakes", "fp8kit", "This run"}) {
     EXPECT_NE(html.find(heading), std::string::npos) << heading;
@@ -50,7 +41,7 @@ TEST(LabCli, QuickRunWritesTheWholePage) {
     csv_links += (*it)[1].str().ends_with(".csv");
   }
   EXPECT_GE(csv_links, 12u);
-  EXPECT_NE(read(out / "run.csv").find("\nfp8kit,"), std::string::npos);
+  EXPECT_NE(read_text(out / "run.csv").find("\nfp8kit,"), std::string::npos);
 }
 
 TEST(LabCli, BadInputIsOneErrorLine) {

@@ -1,25 +1,19 @@
 // `fp8kit quant-error`: the three reports on stdout, and with --out the CSV files and SVG plots.
 #include "cli/run_cli.h"
+#include "common/read_text.h"
 #include "common/temp_dir.h"
 
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
 namespace fp8kit {
 namespace {
 
 using testing::run_cli;
+using testing::read_text;
 namespace fs = std::filesystem;
-
-std::string read(const fs::path& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 TEST(QuantErrorCli, TablesCsvAndPlots) {
   const testing::TempDir dir("quant_error_cli");
@@ -30,14 +24,14 @@ TEST(QuantErrorCli, TablesCsvAndPlots) {
     EXPECT_NE(r.output.find(section), std::string::npos) << section;
   }
   const fs::path out = dir / "nested";
-  EXPECT_EQ(read(out / "sample_tensors.csv").substr(0, 23), "tensor,format,scaling,e");
-  EXPECT_EQ(read(out / "relative_error.csv").substr(0, 20), "magnitude,e4m3,e5m2,");
-  const std::string steps = read(out / "delayed_scaling.csv");
+  EXPECT_EQ(read_text(out / "sample_tensors.csv").substr(0, 23), "tensor,format,scaling,e");
+  EXPECT_EQ(read_text(out / "relative_error.csv").substr(0, 20), "magnitude,e4m3,e5m2,");
+  const std::string steps = read_text(out / "delayed_scaling.csv");
   EXPECT_NE(steps.find("decay,\"delayed, max of 16\",19,"), std::string::npos);
-  EXPECT_FALSE(read(out / "delayed_scaling_summary.csv").empty());
+  EXPECT_FALSE(read_text(out / "delayed_scaling_summary.csv").empty());
   for (const char* plot : {"relative_error.svg", "delayed_linear_growth.svg", "delayed_fast_growth.svg",
                            "delayed_spike.svg", "delayed_decay.svg"}) {
-    const std::string svg = read(out / plot);
+    const std::string svg = read_text(out / plot);
     EXPECT_EQ(svg.rfind("<svg", 0), 0u) << plot;
     EXPECT_NE(svg.find("<polyline"), std::string::npos) << plot;
     EXPECT_NE(svg.find("</svg>"), std::string::npos) << plot;

@@ -1,6 +1,7 @@
 // `fp8kit report` end to end: a tiny FP8 LM run trained here with health recording gets a page with
 // its curves and every FP8 tensor's table; a missing directory and a corrupt log are one-line errors.
 #include "cli/run_cli.h"
+#include "common/read_text.h"
 #include "common/temp_dir.h"
 #include "train/lm_trainer.h"
 
@@ -9,20 +10,13 @@
 
 #include <fstream>
 #include <random>
-#include <sstream>
 
 namespace fp8kit {
 namespace {
 
 using ::testing::HasSubstr;
 using testing::run_cli;
-
-std::string read(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
+using testing::read_text;
 
 TEST(ReportCli, PageOfATinyFp8Run) {
   testing::TempDir dir("report_cli");
@@ -51,7 +45,7 @@ TEST(ReportCli, PageOfATinyFp8Run) {
   const auto r = run_cli("report " + (dir / "run").string() + " --out " + (dir / "page" / "report.html").string());
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_THAT(r.output, HasSubstr("Report: "));
-  const std::string html = read(dir / "page" / "report.html");
+  const std::string html = read_text(dir / "page" / "report.html");
   EXPECT_THAT(html, HasSubstr("Training curves"));
   EXPECT_THAT(html, HasSubstr("Validation perplexity"));
   EXPECT_THAT(html, HasSubstr("FP8 tensors: fp8"));

@@ -24,4 +24,9 @@ inline CliResult run_cli(const std::string& arguments) {
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
 }
 
+// Whether a failed command's output is the one line of an error: "error: ..." and a newline.
+inline bool one_error_line(const std::string& output) {
+  return output.rfind("error: ", 0) == 0 && output.find('\n') == output.size() - 1;
+}
+
 }  // namespace fp8kit::testing

@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "common/error_of.h"
+#include "common/read_text.h"
 #include "common/temp_dir.h"
 #include "dist/communicator.h"
 
@@ -24,6 +25,7 @@ namespace {
 
 using namespace std::chrono_literals;
 using testing::error_of;
+using testing::read_text;
 
 // Sets (or, with nullptr, unsets) a variable of this process while it lives.
 class ScopedEnv {
@@ -43,11 +45,6 @@ class ScopedEnv {
   std::optional<std::string> old_;
 };
 
-std::string read_file(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
 TEST(Launch, EveryRankGetsItsEnvironment) {
   testing::TempDir dir("launch_env");
   {
@@ -58,12 +55,12 @@ TEST(Launch, EveryRankGetsItsEnvironment) {
                  {.processes = 3, .master_port = 4567});
   }
   for (int rank = 0; rank < 3; ++rank)
-    EXPECT_EQ(read_file(dir / ("rank" + std::to_string(rank))),
+    EXPECT_EQ(read_text(dir / ("rank" + std::to_string(rank))),
               fmt::format("{} 3 {} 3 127.0.0.1 4567 3 0\n", rank, rank));
   const ScopedEnv threads("OMP_NUM_THREADS", nullptr);
   launch_local({"/bin/sh", "-c", "echo $OMP_NUM_THREADS > \"$0/threads$RANK\"", dir.path().string()},
                {.processes = 2});
-  EXPECT_GE(std::stoi(read_file(dir / "threads1")), 1);
+  EXPECT_GE(std::stoi(read_text(dir / "threads1")), 1);
 }
 
 TEST(Launch, AFailingRankStopsTheOthersAndIsNamed) {
@@ -116,8 +113,8 @@ TEST(Launch, SigtermIsPassedToTheRanks) {
   int status = 0;
   waitpid(launcher, &status, 0);
   // Both end with code 7; the message names the one reaped first.
-  EXPECT_NE(read_file(dir / "message").find(" of 2 exited with code 7: stopped the other ranks"), std::string::npos)
-      << read_file(dir / "message");
+  EXPECT_NE(read_text(dir / "message").find(" of 2 exited with code 7: stopped the other ranks"), std::string::npos)
+      << read_text(dir / "message");
 }
 
 // Run by the next test as ranks of a launched job (skipped when not launched): sums each rank's

@@ -4,6 +4,7 @@
 #include "io/hf_model.h"
 
 #include "common/error_of.h"
+#include "common/read_text.h"
 #include "common/temp_dir.h"
 #include "numerics/cast.h"
 
@@ -14,7 +15,6 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
-#include <sstream>
 
 namespace fp8kit::io {
 namespace {
@@ -23,6 +23,7 @@ namespace fs = std::filesystem;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using testing::error_of;
+using testing::read_text;
 
 // Owns the bytes behind a list of TensorViews.
 struct Weights {
@@ -38,13 +39,6 @@ struct Weights {
     views.push_back({std::move(name), Dtype::F32, std::move(shape), std::as_bytes(std::span(data))});
   }
 };
-
-std::string read_text(const fs::path& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 std::vector<std::string> files_in(const fs::path& dir) {
   std::vector<std::string> names;

@@ -4,14 +4,13 @@
 #include "models/llama_config.h"
 
 #include "common/error_of.h"
+#include "common/read_text.h"
 #include "common/temp_dir.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include <fstream>
-#include <sstream>
 
 namespace fp8kit::models {
 namespace {
@@ -19,16 +18,10 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using testing::error_of;
+using testing::read_text;
 using nlohmann::json;
 
 const std::string kData = FP8KIT_SOURCE_DIR "/tests/models/data/";
-
-std::string read_text(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 // A minimal valid config, as JSON to mutate.
 json minimal() {

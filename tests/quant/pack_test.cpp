@@ -7,6 +7,7 @@
 #include "quant/packed_model.h"
 
 #include "common/error_of.h"
+#include "common/read_text.h"
 #include "common/temp_dir.h"
 #include "io/safetensors.h"
 #include "models/llama_io.h"
@@ -20,7 +21,6 @@
 #include <cstring>
 #include <functional>
 #include <fstream>
-#include <sstream>
 
 namespace fp8kit::quant {
 namespace {
@@ -28,14 +28,8 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 using testing::error_of;
+using testing::read_text;
 using ::testing::HasSubstr;
-
-std::string read_text(const fs::path& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 // A random tiny Llama (hidden 64, 2 layers, 4 heads, 2 KV heads of 16, FFN 192) saved in BF16, with a
 // tokenizer file beside it.

@@ -2,13 +2,12 @@
 #include "report/csv.h"
 
 #include "base/error.h"
+#include "common/read_text.h"
 #include "common/temp_dir.h"
 
 #include <gtest/gtest.h>
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 namespace fp8kit::report {
 namespace {
@@ -24,10 +23,7 @@ TEST(Csv, WritesAtomicallyAndChecksWidths) {
   const testing::TempDir dir("csv");
   const std::string path = (dir / "t.csv").string();
   write_csv(path, {"a", "b"}, {{"1", "2"}, {"3", "4"}});
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  EXPECT_EQ(text.str(), "a,b\n1,2\n3,4\n");
+  EXPECT_EQ(testing::read_text(path), "a,b\n1,2\n3,4\n");
   EXPECT_THROW(write_csv(path, {"a", "b"}, {{"1"}}), Error);
   EXPECT_THROW(write_csv((dir / "missing" / "t.csv").string(), {"a"}, {}), Error);
   EXPECT_FALSE(fs::exists(dir / "missing"));

@@ -2,12 +2,11 @@
 #include "report/html.h"
 
 #include "base/error.h"
+#include "common/read_text.h"
 
 #include <gtest/gtest.h>
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 namespace fp8kit::report {
 namespace {
@@ -65,10 +64,9 @@ TEST(HtmlPage, WritesTheWholePage) {
   HtmlPage page("t");
   page.links({{"data", "a.csv"}});
   page.write(path);
-  std::stringstream text;
-  text << std::ifstream(path).rdbuf();
-  EXPECT_EQ(text.str(), page.render());
-  EXPECT_NE(text.str().find("<a href=\"a.csv\">data</a>"), std::string::npos);
+  const std::string text = testing::read_text(path);
+  EXPECT_EQ(text, page.render());
+  EXPECT_NE(text.find("<a href=\"a.csv\">data</a>"), std::string::npos);
   std::filesystem::remove_all(dir);
 }
 
