@@ -3,6 +3,7 @@
 // the same model, compare; per-Linear recipes; a data-parallel job of local processes (--procs) resumed
 // alone; and one-line errors for what a user gets wrong.
 #include "cli/run_cli.h"
+#include "common/read_text.h"
 #include "common/temp_dir.h"
 #include "common/tiny_imdb.h"
 
@@ -141,8 +142,7 @@ TEST(LmCli, TrainsAndEvaluatesWithPerLinearRecipes) {
                         common);
   ASSERT_EQ(r.exit_code, 0) << tail(r.output);
   EXPECT_THAT(r.output, HasSubstr("2/2 ━━━━━━━━━━━━━━━━━━━━"));
-  std::ifstream metrics(std::filesystem::path(out) / "metrics.jsonl");
-  const std::string log((std::istreambuf_iterator<char>(metrics)), std::istreambuf_iterator<char>());
+  const std::string log = testing::read_text(std::filesystem::path(out) / "metrics.jsonl");
   EXPECT_THAT(log, HasSubstr(R"("linear_recipes":["lm_head=current","model.layers.*.mlp.down_proj=bf16")"));
   // Resuming with other rules is refused, naming the flag.
   r = run_cli("lm train --precision fp8 --steps 3 --resume --linear-recipe lm_head=delayed" + common);

@@ -6,7 +6,6 @@
 
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -37,12 +36,6 @@ inline void write_tar_gz(const std::filesystem::path& path, const std::vector<Tr
   }
   archive_write_close(a);
   archive_write_free(a);
-}
-
-// The bytes of the file at `path`.
-inline std::string read_bytes(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
 // Overwrites the file at `path` with `bytes`.

@@ -3,6 +3,7 @@
 
 #include "archive_writer.h"
 #include "base/error.h"
+#include "common/read_text.h"
 #include "common/temp_dir.h"
 #include "common/error_of.h"
 
@@ -219,7 +220,7 @@ TEST(TextDataset, OversizedFilesAreRefused) {
 TEST(TextDataset, LoadsFromAnArchiveInMemory) {
   const testing::TempDir dir("dataset_memory");
   testing::write_tar_gz(dir / "data.tar.gz", sample_tree());
-  const std::string bytes = testing::read_bytes(dir / "data.tar.gz");
+  const std::string bytes = testing::read_text(dir / "data.tar.gz");
   const auto image = std::as_bytes(std::span(bytes));
   TextDatasetOptions options;
   options.class_names = {"neg", "pos"};
@@ -255,7 +256,7 @@ TEST(TextDataset, TruncatedTarballIsAnError) {
 TEST(TextDataset, FlippedBitInTarballIsAnError) {
   const testing::TempDir dir("dataset_flipped");
   testing::write_tar_gz(dir / "full.tar.gz", compressible_tree());
-  const std::string full = testing::read_bytes(dir / "full.tar.gz");
+  const std::string full = testing::read_text(dir / "full.tar.gz");
   std::vector<size_t> positions;
   for (double fraction : {0.1, 0.25, 0.4, 0.6, 0.9}) positions.push_back(static_cast<size_t>(full.size() * fraction));
   for (size_t from_end : {8, 5, 4, 1}) positions.push_back(full.size() - from_end);  // CRC32, then length
@@ -278,7 +279,7 @@ TEST(TextDataset, FlippedBitInTarballIsAnError) {
 TEST(TextDataset, DamagedTarHeaderIsAnError) {
   const testing::TempDir dir("dataset_damaged");
   testing::write_tar_gz(dir / "full.tar", compressible_tree(), /*gzip=*/false);
-  const std::string full = testing::read_bytes(dir / "full.tar");
+  const std::string full = testing::read_text(dir / "full.tar");
   const size_t second_header = full.find("c1/1.txt");  // the second entry's name, at its header's start
   ASSERT_NE(second_header, std::string::npos);
   for (size_t offset : {size_t{0}, size_t{100}, size_t{153}}) {  // name, mode, checksum (last digit)

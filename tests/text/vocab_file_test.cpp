@@ -2,6 +2,7 @@
 #include "text/vocab_file.h"
 
 #include "base/error.h"
+#include "common/read_text.h"
 #include "common/temp_dir.h"
 #include "common/error_of.h"
 
@@ -28,9 +29,7 @@ TEST(VocabFile, RoundTrip) {
   const fs::path path = dir / "roundtrip.txt";
   write_vocab(path, vocab);
   EXPECT_EQ(read_vocab(path), vocab);
-  std::ifstream in(path, std::ios::binary);
-  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  EXPECT_EQ(bytes, "[PAD]\n[UNK]\n!\né\n##ing\n日\n");  // BERT / Hugging Face layout
+  EXPECT_EQ(testing::read_text(path), "[PAD]\n[UNK]\n!\né\n##ing\n日\n");  // BERT / Hugging Face layout
 }
 
 TEST(VocabFile, AcceptsCrlfAndAMissingFinalNewline) {

@@ -1,5 +1,6 @@
 // `fp8kit train` end to end on a tiny generated aclImdb folder (--compare, checkpoints, metrics,
 // --resume, --health-every with `fp8kit report`), and its refusal of bad options before loading any data.
+#include "common/read_text.h"
 #include "common/temp_dir.h"
 #include "common/tiny_imdb.h"
 #include "io/safetensors.h"
@@ -13,7 +14,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <map>
 #include <random>
 #include <string>
@@ -25,6 +25,7 @@ namespace {
 
 using ::testing::HasSubstr;
 using fp8kit::testing::make_tiny_imdb;
+using fp8kit::testing::read_text;
 
 struct CommandResult {
   int exit_code;
@@ -406,7 +407,9 @@ TEST(TrainCommand, RecordsHealthForTheReport) {
   std::ifstream metrics(dir / "on" / "metrics.jsonl");
   for (std::string line; std::getline(metrics, line);) {
     nlohmann::json e = nlohmann::json::parse(line);
-    if (e["event"] == "run") EXPECT_EQ(e["health_every"], 2);
+    if (e["event"] == "run") {
+      EXPECT_EQ(e["health_every"], 2);
+    }
     if (e["event"] == "health") health.push_back(std::move(e));
   }
   ASSERT_EQ(health.size(), 3u);  // steps 2, 4 and 6 of 3 per epoch, fp8 only
@@ -418,8 +421,7 @@ TEST(TrainCommand, RecordsHealthForTheReport) {
   const std::string page = (dir / "page.html").string();
   const std::string report = std::string(FP8KIT_CLI) + " report " + (dir / "on").string() + " --out " + page;
   ASSERT_EQ(std::system(report.c_str()), 0);
-  std::ifstream in(page);
-  const std::string html((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string html = read_text(page);
   EXPECT_THAT(html, HasSubstr("transformer_decoder/self_attention/query/inputs"));
   EXPECT_THAT(html, HasSubstr(">Accuracy<"));
 
