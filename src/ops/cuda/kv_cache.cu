@@ -14,6 +14,7 @@
 #include <string>
 
 #include "base/error.h"
+#include "ops/cuda/activation_out.cuh"
 #include "ops/cuda/fp8_cast.cuh"
 #include "ops/cuda/mma.cuh"
 #include "ops/cuda/round.cuh"
@@ -558,18 +559,11 @@ __global__ void __launch_bounds__(D) combine_kernel(DecodeArgs a, ActivationOutA
     for (int i = 0; i < 4; ++i) numerator[i] = fmaf(weights[c + i], partial[(c + i) * D], numerator[i]);
   }
   for (; c < used; ++c) numerator[0] = fmaf(weights[c], partial[c * D], numerator[0]);
-  const uint16_t y = float_to_bf16(((numerator[0] + numerator[1]) + (numerator[2] + numerator[3])) / denominator);
-  if (out.kind == OutKind::Bf16) {
-    out.bf16[bh * D + e] = y;
-    return;
-  }
-  const float value[4] = {bf16_to_float(y), 0.0f, 0.0f, 0.0f};
-  out.codes[bh * D + e] = static_cast<uint8_t>(encode_row<Fp8Format::E4M3, false>(value, *out.scale));
-  if (bh == 0 && e == 0) *out.scale_inv = __fdiv_rn(1.0f, *out.scale);
-  if (out.amax != nullptr) {
-    const uint32_t amax = __reduce_max_sync(0xFFFFFFFFu, amax_bits(static_cast<uint32_t>(y) << 16));
-    if (lane == 0 && amax > 0) atomicMax(reinterpret_cast<unsigned int*>(out.amax), amax);
-  }
+  const Bf16s<1> y{{float_to_bf16(((numerator[0] + numerator[1]) + (numerator[2] + numerator[3])) / denominator)}};
+  // The row kernels' output path: bf16 as it is, or the codes at the per-tensor scale with its
+  // scale_inv (row 0's first thread) and the block's amax raised when recorded.
+  const float scale = activation_scale<1>(out, RowThread{bh, e, D}, raise_amax(0u, y), tensor_scale(out));
+  store_activation<1>(out, bh * D + e, y, scale);
 }
 
 // Query heads per block: bf16, the largest of 4, 2, 1 that divides the group (query heads per KV
