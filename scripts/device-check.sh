@@ -21,7 +21,9 @@
 #   FP8 at Llama-3-8B's shapes with INFER_BENCH's arguments; INFER_BENCH=0 skips it) and, with
 #   INFER_QUALITY=1 and the data, the pipeline on IMDB text: the 25m LM trained in bf16 (LM_STEPS,
 #   default 2000), calibrated, packed per tensor and per channel, its perplexity through the runtime
-#   in bf16, FP8 and FP8 with the FP8 KV cache, and greedy agreement with bf16.
+#   in bf16, FP8 and FP8 with the FP8 KV cache, and greedy agreement with bf16 (per-tensor and
+#   per-channel weights with static or per-token activations, 128 x 128 blocks, 1 x 128 groups, bf16
+#   with the FP8 KV cache).
 #   scripts/device-check.sh gemv: the GEMM and matmul GPU tests (gemv's and the op table's rows), then
 #   the decode GEMMs of Llama-3-8B on gemv and cuBLASLt (bench_cuda_gemv): the copy bandwidth and the
 #   m = 1 lines in the summary, the whole table (m = 1, 4, 8, 16, 64) in bench-gemv.txt.
@@ -338,10 +340,17 @@ for name,v in tot.most_common(25): print(f"{v/1e6:9.3f} ms {cnt[name]:6d}x {name
     ev --model $q/fp8-tensor --kv-cache fp8
     ev --model $q/fp8-channel --kv-cache fp8
     ev --model $q/fp8-tensor --activations dynamic
-    for w in tensor channel; do
-      ./fp8kit lm agreement --device cuda --reference $m --model $q/fp8-$w $data 2>&1 | tail -1 | tee -a "$summary"
+    for w in block group; do  # finer scales: 128 x 128 or 1 x 128 weights, activations per 1 x 128 group
+      ./fp8kit lm pack --model $m --out $q/fp8-$w --weights $w --group 128 --activations dynamic 2>&1 | tail -1 >/dev/null
     done
-    ./fp8kit lm agreement --device cuda --reference $m --model $q/fp8-tensor --kv-cache fp8 $data 2>&1 | tail -1 | tee -a "$summary"
+    agree() { ./fp8kit lm agreement --device cuda --reference $m $data "$@" 2>&1 | tail -1 | tee -a "$summary"; }
+    agree --model $q/fp8-tensor
+    agree --model $q/fp8-channel
+    agree --model $q/fp8-tensor --kv-cache fp8
+    agree --model $q/fp8-channel --activations dynamic
+    agree --model $q/fp8-block
+    agree --model $q/fp8-group
+    agree --model $m --kv-cache fp8
     du -sb $m $q/fp8-tensor $q/fp8-channel | tee -a "$summary"
   fi
   cat "$summary"
