@@ -1,4 +1,6 @@
-// FP8 quantization kernel: cast + transpose + amax in one pass over x [rows, cols], in one of two tiles.
+// FP8 quantization kernel: cast + transpose + amax in one pass over x [rows, cols], in one of two tiles,
+// or, for a large tensor cast as it lies (no transposed copy, no epilogue), as one flat array
+// (quantize_flat_tile).
 //
 // Large tensors (2^20 elements and more; bandwidth-bound): a block of 256 threads casts a
 // (64 * passes) x 64 tile (rows x cols). Each warp covers 16 rows x 32 columns as 4 x 8 lanes, each
@@ -49,6 +51,8 @@ constexpr int64_t kSmallTensor = int64_t{1} << 20;  // elements; below, the smal
 constexpr int kSmall = 0;     // the kernels' Passes for the small tile
 constexpr int kSwiGlu = -1;   // and for the SwiGLU tile: the large tile's columns, one pass (f32 x only)
 constexpr int kSmallTile = 32;  // rows and columns of a small tile
+constexpr int kFlat = -2;       // and for the flat kernel (quantize_flat_tile)
+constexpr int kFlatLoads = 4;   // the flat kernel's 16-byte loads in flight per thread
 
 struct Params {
   const void* x;
@@ -354,10 +358,68 @@ __device__ __forceinline__ void quantize_small_tile(const Params& p, int64_t bx,
   }
 }
 
-// Tile (bx, by) of p in the tile that Passes names (kSmall, kSwiGlu or the large tile's passes).
+// Block bx of the flat kernel: a large tensor cast as it lies in memory (no transposed copy, no
+// epilogue), x read as one contiguous array, 16 bytes a load and kFlatLoads loads in flight per thread
+// (a warp reads 512 contiguous bytes a load, where the tile's rows give bf16 64-byte pieces), and the
+// codes of each load stored at once (8 bytes for bf16, 4 for f32). The same encode_row and amax as
+// the tiles: the same bytes.
+template <typename T, Fp8Format F, bool Divide>
+__device__ __forceinline__ void quantize_flat_tile(const Params& p, int64_t bx) {
+  constexpr int per_load = 16 / static_cast<int>(sizeof(T));
+  const int64_t n = p.rows * p.cols, start = bx * kThreads * kFlatLoads * per_load;
+  const float scale = *p.scale;
+  const T* x = static_cast<const T*>(p.x);
+  uint4 raw[kFlatLoads];
+#pragma unroll
+  for (int u = 0; u < kFlatLoads; ++u) {
+    const int64_t e = start + (static_cast<int64_t>(u) * kThreads + threadIdx.x) * per_load;
+    if (e + per_load <= n) {
+      raw[u] = __ldcs(reinterpret_cast<const uint4*>(x + e));  // streamed: read once
+    } else {  // the tensor's last elements; zeros (+0.0) past its end neither raise amax nor get stored
+      T part[per_load] = {};
+      for (int i = 0; e + i < n && i < per_load; ++i) part[i] = x[e + i];
+      memcpy(&raw[u], part, sizeof(raw[u]));
+    }
+  }
+  uint32_t amax = 0;
+#pragma unroll
+  for (int u = 0; u < kFlatLoads; ++u) {
+    const int64_t e = start + (static_cast<int64_t>(u) * kThreads + threadIdx.x) * per_load;
+    const uint32_t words[4] = {raw[u].x, raw[u].y, raw[u].z, raw[u].w};
+    uint32_t codes[per_load / 4];
+#pragma unroll
+    for (int g = 0; g < per_load / 4; ++g) {  // 4 values at a time: 4 f32 words or 2 words of bf16 pairs
+      float v[4];
+      if constexpr (sizeof(T) == 4) {
+        to_floats(make_float4(__uint_as_float(words[0]), __uint_as_float(words[1]), __uint_as_float(words[2]),
+                              __uint_as_float(words[3])), v);
+      } else {
+        to_floats(make_uint2(words[2 * g], words[2 * g + 1]), v);
+      }
+#pragma unroll
+      for (int i = 0; i < 4; ++i) amax = max(amax, amax_bits(__float_as_uint(v[i])));
+      codes[g] = encode_row<F, Divide>(v, scale);
+    }
+    if (p.q == nullptr || e >= n) continue;
+    if (e + per_load <= n) {
+      if constexpr (sizeof(T) == 4) {
+        *reinterpret_cast<uint32_t*>(p.q + e) = codes[0];
+      } else {
+        *reinterpret_cast<uint2*>(p.q + e) = make_uint2(codes[0], codes[1]);
+      }
+    } else {
+      for (int i = 0; e + i < n && i < per_load; ++i) p.q[e + i] = static_cast<uint8_t>(codes[i / 4] >> (8 * (i % 4)));
+    }
+  }
+  block_amax<Divide>(p, amax, scale, bx == 0);
+}
+
+// Tile (bx, by) of p in the tile that Passes names (kSmall, kSwiGlu, kFlat or the large tile's passes).
 template <typename T, Fp8Format F, bool Divide, int Passes>
 __device__ __forceinline__ void quantize_any_tile(const Params& p, int64_t bx, int64_t by) {
-  if constexpr (Passes == kSmall) {
+  if constexpr (Passes == kFlat) {
+    quantize_flat_tile<T, F, Divide>(p, bx);
+  } else if constexpr (Passes == kSmall) {
     quantize_small_tile<T, F, Divide>(p, bx, by);
   } else if constexpr (Passes == kSwiGlu) {
     quantize_tile<T, F, Divide, 1, true>(p, bx, by);
@@ -384,7 +446,17 @@ __global__ void __launch_bounds__(kThreads) quantize_batch_kernel(const __grid_c
   quantize_any_tile<T, F, Divide, Passes>(b.m[at.member], at.x, at.y);
 }
 
+// The grid of p's launch in the tile that `passes` names, for inputs of type T.
+template <typename T>
 dim3 grid_of(const Params& p, int passes, const char* what) {
+  if (passes == kFlat) {
+    const int64_t per_block = int64_t{kThreads} * kFlatLoads * (16 / sizeof(T));
+    const int64_t blocks = (p.rows * p.cols + per_block - 1) / per_block;
+    if (blocks >= (int64_t{1} << 31))
+      throw Error(std::string(what) + ": " + std::to_string(p.rows) + "x" + std::to_string(p.cols) +
+                  " is too large for one launch; split it");
+    return dim3(static_cast<unsigned>(std::max<int64_t>(1, blocks)));
+  }
   const int64_t tile_rows = passes == kSmall ? kSmallTile : passes == kSwiGlu ? 64 : 64 * passes;
   const int64_t tile_cols = passes == kSmall ? kSmallTile : kTileCols;
   if (p.rows > int64_t{65535} * tile_rows)
@@ -397,7 +469,7 @@ dim3 grid_of(const Params& p, int passes, const char* what) {
 
 template <int Passes, typename T, Fp8Format F>
 void launch_passes(const Params& p, bool divide, cudaStream_t stream) {
-  const dim3 grid = grid_of(p, Passes, "quantize_fp8");
+  const dim3 grid = grid_of<T>(p, Passes, "quantize_fp8");
   if (divide) {
     launch_dependent(quantize_kernel<T, F, true, Passes>, grid, dim3(kThreads), 0, stream, 1, p);
   } else {
@@ -407,9 +479,18 @@ void launch_passes(const Params& p, bool divide, cudaStream_t stream) {
 
 bool small(const Params& p) { return p.rows * p.cols < kSmallTensor; }
 
+// Whether p takes the flat kernel: a large tensor cast as it lies (no transposed copy, no epilogue
+// or gradient), x 16-byte aligned and q aligned for one store per load.
+template <typename T>
+bool flat(const Params& p) {
+  return !small(p) && p.q_t == nullptr && !p.epilogue.active() && !p.gradient_active && aligned(p.x, 16) &&
+         aligned(p.q, 16 / sizeof(T));  // 8 codes per load of bf16, 4 of f32
+}
+
 template <typename T, Fp8Format F>
 void launch(const Params& p, bool divide, cudaStream_t stream) {
   if (small(p)) return launch_passes<kSmall, T, F>(p, divide, stream);
+  if (flat<T>(p)) return launch_passes<kFlat, T, F>(p, divide, stream);
   if constexpr (sizeof(T) == 4) {
     if (has_swiglu_operands(p)) return launch_passes<kSwiGlu, T, F>(p, divide, stream);
   }
@@ -420,7 +501,7 @@ template <int Passes, typename T, Fp8Format F>
 void launch_batch_passes(const Params* p, int count, bool divide, cudaStream_t stream) {
   Batch b{};
   for (int t = 0; t < count; ++t) {
-    const dim3 grid = grid_of(p[t], Passes, "quantize_fp8_batch");
+    const dim3 grid = grid_of<T>(p[t], Passes, "quantize_fp8_batch");
     b.add(p[t], grid.x, grid.y);
   }
   if (std::all_of(p, p + count, [&](const Params& q) { return q.x == p[0].x; })) b.interleave();
@@ -432,11 +513,12 @@ void launch_batch_passes(const Params* p, int count, bool divide, cudaStream_t s
   }
 }
 
-// A batch takes the small tile when every tensor in it is small (either tile gives the same bytes), else
-// the SwiGLU tile when one of them has SwiGLU's operands.
+// A batch takes the small tile when every tensor in it is small, the flat kernel when every one can
+// (every tile gives the same bytes), else the SwiGLU tile when one of them has SwiGLU's operands.
 template <typename T, Fp8Format F>
 void launch_batch(const Params* p, int count, bool divide, cudaStream_t stream) {
   if (std::all_of(p, p + count, small)) return launch_batch_passes<kSmall, T, F>(p, count, divide, stream);
+  if (std::all_of(p, p + count, flat<T>)) return launch_batch_passes<kFlat, T, F>(p, count, divide, stream);
   if constexpr (sizeof(T) == 4) {
     if (std::any_of(p, p + count, has_swiglu_operands))
       return launch_batch_passes<kSwiGlu, T, F>(p, count, divide, stream);
@@ -535,7 +617,7 @@ __global__ void __launch_bounds__(kThreads) quantize_gemm_kernel(Params p, GemmO
 
 template <Fp8Format F, Fp8Format W>
 void launch_gemm(const Params& p, const GemmOperand& g, bool divide, cudaStream_t stream) {
-  const dim3 grid = grid_of(p, kSmall, "quantize_fp8_gemm");
+  const dim3 grid = grid_of<float>(p, kSmall, "quantize_fp8_gemm");
   const dim3 one_column(1, grid.y);  // the kernel walks k itself
   if (divide) {
     quantize_gemm_kernel<F, W, true><<<one_column, kThreads, 0, stream>>>(p, g);

@@ -70,7 +70,7 @@ struct GpuResult {
 // Runs quantize_fp8 on x placed `offset` elements into its device buffer (to test misaligned rows).
 template <typename In>
 GpuResult run_gpu(const std::vector<In>& x, int64_t rows, int64_t cols, float scale, bool divide, Fp8Format format,
-            size_t offset = 0, cudaStream_t stream = nullptr) {
+            size_t offset = 0, cudaStream_t stream = nullptr, bool transposed = true) {
   std::vector<In> padded(x.size() + offset);
   std::copy(x.begin(), x.end(), padded.begin() + offset);
   DeviceBuffer<In> d_x(padded.size());
@@ -89,7 +89,7 @@ GpuResult run_gpu(const std::vector<In>& x, int64_t rows, int64_t cols, float sc
                           .scale = scalars.data(),
                           .divide = divide,
                           .q = q.data() + offset % 2,  // odd offsets also misalign the outputs
-                          .q_t = q_t.data() + offset,
+                          .q_t = transposed ? q_t.data() + offset : nullptr,
                           .amax = scalars.data() + 1,
                           .scale_inv = scalars.data() + 2};
   quantize_fp8(args, stream);
@@ -160,6 +160,44 @@ TEST(CudaQuantize, LargeTensor) {
   FP8KIT_REQUIRE_GPU();
   check_f32(16384, 4096, 0.25f, false, Fp8Format::E4M3, 11);
   check_bf16(16384, 4096, 12);
+}
+
+// Large tensors cast without a transposed copy (inference's activations, FP8 attention's q, k and v)
+// take the flat kernel: whole 16-byte loads, and a partial last one where the element count is not a
+// multiple of 8; a misaligned x takes the tile. The same bytes as the CPU either way.
+template <typename In>
+void check_straight(int64_t rows, int64_t cols, float scale, bool divide, Fp8Format format, uint32_t seed,
+                    size_t offset) {
+  const std::vector<float> f = awkward_floats(rows * cols, seed);
+  std::vector<In> x(f.size());
+  std::vector<float> values(f.size());
+  for (size_t i = 0; i < f.size(); ++i) {
+    if constexpr (sizeof(In) == 4) {
+      x[i] = f[i];
+    } else {
+      x[i] = float_to_bf16(f[i]);
+    }
+    values[i] = sizeof(In) == 4 ? f[i] : bf16_to_float(static_cast<uint16_t>(x[i]));
+  }
+  const Expected want = expect(values, rows, cols, scale, divide, format);
+  const GpuResult got = run_gpu(x, rows, cols, scale, divide, format, offset, nullptr, false);
+  const std::string what = std::to_string(rows) + "x" + std::to_string(cols) + (sizeof(In) == 4 ? " f32" : " bf16") +
+                           " -> " + std::string(name(format)) + (divide ? " / " : " * ") + std::to_string(scale) +
+                           " offset " + std::to_string(offset) + ", no transpose";
+  expect_codes(got.q, want.q, x, what, false, rows, cols);
+  EXPECT_EQ(std::bit_cast<uint32_t>(got.amax), std::bit_cast<uint32_t>(want.amax)) << what;
+  EXPECT_EQ(got.scale_inv, divide ? scale : 1.0f / scale) << what;
+}
+
+TEST(CudaQuantize, StraightCastsOfLargeTensors) {
+  FP8KIT_REQUIRE_GPU();
+  uint32_t seed = 40;
+  for (const auto& [rows, cols] : {std::pair<int64_t, int64_t>{16384, 768}, {1031, 1017}, {(1 << 20) + 5, 1}}) {
+    for (const size_t offset : {size_t{0}, size_t{1}}) {
+      check_straight<float>(rows, cols, 0.37f, false, Fp8Format::E4M3, ++seed, offset);
+      check_straight<uint16_t>(rows, cols, 3.0f, true, Fp8Format::E5M2, ++seed, offset);
+    }
+  }
 }
 
 TEST(CudaQuantize, EveryBf16PatternEveryScale) {
