@@ -103,16 +103,16 @@ __device__ __forceinline__ void to_floats(const uint2& raw, float v[4]) {
 }
 
 // x's value v at (row, col), inside the matrix, after the Linear epilogue or its gradient (when set);
-// GELU's input into *pre when pre is set (the caller stores it at epilogue.pre). SwiGLU's operands are
-// read here one by one (the small tile), unless SwiGlu is false: the large tile, which never sees them
-// (launch() gives SwiGLU's casts the SwiGLU tile). SwiGLU's branches in its every element's path had
-// slowed the lab MLP's GELU casts from 314 to 450 us and from 345 to 595 us at 16384 rows (the same
-// bytes, the same registers; its FP8 training step 1.60 -> 1.97 ms).
-template <bool SwiGlu = true>
+// GELU's input into *pre when pre is set (the caller stores it at epilogue.pre). With MaySeeSwiGlu,
+// SwiGLU's operands are read here one by one (the small tile); without, the tile never sees them
+// (launch() and launch_batch() give SwiGLU's casts the SwiGLU tile; check_tile_fits says so): SwiGLU's
+// branches in every element's path had slowed the lab MLP's GELU casts from 314 to 450 us and from 345
+// to 595 us at 16384 rows (the same bytes, the same registers; its FP8 training step 1.60 -> 1.97 ms).
+template <bool MaySeeSwiGlu = true>
 __device__ __forceinline__ float transformed(const Params& p, int64_t row, int64_t col, float v,
                                             const DeviceDropoutMask& mask, float* pre) {
   const int64_t i = row * p.cols + col;
-  if constexpr (SwiGlu) {
+  if constexpr (MaySeeSwiGlu) {
     if (p.epilogue.active())
       v = linear_epilogue(p.epilogue, v, p.epilogue.up != nullptr ? p.epilogue.up[i] : 0.0f, col, pre);
     if (p.gradient_active) v = p.gradient(v, i, mask);
@@ -391,8 +391,8 @@ __device__ __forceinline__ void quantize_flat_tile(const Params& p, int64_t bx) 
     for (int g = 0; g < per_load / 4; ++g) {  // 4 values at a time: 4 f32 words or 2 words of bf16 pairs
       float v[4];
       if constexpr (sizeof(T) == 4) {
-        to_floats(make_float4(__uint_as_float(words[0]), __uint_as_float(words[1]), __uint_as_float(words[2]),
-                              __uint_as_float(words[3])), v);
+#pragma unroll
+        for (int i = 0; i < 4; ++i) v[i] = __uint_as_float(words[i]);
       } else {
         to_floats(make_uint2(words[2 * g], words[2 * g + 1]), v);
       }
@@ -467,8 +467,15 @@ dim3 grid_of(const Params& p, int passes, const char* what) {
               static_cast<unsigned>(std::max<int64_t>(1, (p.rows + tile_rows - 1) / tile_rows)));
 }
 
+// The large tile compiles SwiGLU's operands out (transformed<false>): a cast with them must not reach it.
+void check_tile_fits(const Params& p, int passes, const char* what) {
+  if (passes > 0 && has_swiglu_operands(p))
+    throw Error(std::string(what) + ": a cast with SwiGLU's operands routed to the large tile (a launch bug)");
+}
+
 template <int Passes, typename T, Fp8Format F>
 void launch_passes(const Params& p, bool divide, cudaStream_t stream) {
+  check_tile_fits(p, Passes, "quantize_fp8");
   const dim3 grid = grid_of<T>(p, Passes, "quantize_fp8");
   if (divide) {
     launch_dependent(quantize_kernel<T, F, true, Passes>, grid, dim3(kThreads), 0, stream, 1, p);
@@ -501,6 +508,7 @@ template <int Passes, typename T, Fp8Format F>
 void launch_batch_passes(const Params* p, int count, bool divide, cudaStream_t stream) {
   Batch b{};
   for (int t = 0; t < count; ++t) {
+    check_tile_fits(p[t], Passes, "quantize_fp8_batch");
     const dim3 grid = grid_of<T>(p[t], Passes, "quantize_fp8_batch");
     b.add(p[t], grid.x, grid.y);
   }

@@ -192,7 +192,7 @@ void check_straight(int64_t rows, int64_t cols, float scale, bool divide, Fp8For
 TEST(CudaQuantize, StraightCastsOfLargeTensors) {
   FP8KIT_REQUIRE_GPU();
   uint32_t seed = 40;
-  for (const auto& [rows, cols] : {std::pair<int64_t, int64_t>{16384, 768}, {1031, 1017}, {(1 << 20) + 5, 1}}) {
+  for (const auto& [rows, cols] : {std::pair<int64_t, int64_t>{16384, 768}, {1031, 1019}, {(1 << 20) + 5, 1}}) {
     for (const size_t offset : {size_t{0}, size_t{1}}) {
       check_straight<float>(rows, cols, 0.37f, false, Fp8Format::E4M3, ++seed, offset);
       check_straight<uint16_t>(rows, cols, 3.0f, true, Fp8Format::E5M2, ++seed, offset);
