@@ -200,6 +200,48 @@ TEST(CudaQuantize, StraightCastsOfLargeTensors) {
   }
 }
 
+// Batches of straight casts take the flat kernel too: two members reading one x take turns block by
+// block (interleaved; one of them an amax-only pass without codes), members of different sizes (a
+// partial last load) follow one another.
+TEST(CudaQuantize, StraightBatchesOfLargeTensors) {
+  FP8KIT_REQUIRE_GPU();
+  const int64_t sizes[2] = {int64_t{1} << 21, (int64_t{1} << 20) + 13};
+  std::vector<float> x[2];
+  DeviceBuffer<float> d_x0(sizes[0]), d_x1(sizes[1]), scalars(8);
+  DeviceBuffer<uint8_t> q0(sizes[0]), q1(sizes[1]);
+  const float* d_x[2] = {d_x0.data(), d_x1.data()};
+  for (int i = 0; i < 2; ++i) x[i] = awkward_floats(sizes[i], 60 + i);
+  d_x0.upload(x[0]);
+  d_x1.upload(x[1]);
+  for (const bool interleaved : {true, false}) {
+    scalars.upload(std::vector<float>{0.5f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f});  // scale, then amaxes
+    q0.fill_bytes(0xA5);
+    q1.fill_bytes(0xA5);
+    QuantizeArgs args[2];
+    for (int t = 0; t < 2; ++t) {
+      const int src = interleaved ? 0 : t;
+      args[t] = {.x = d_x[src], .x_type = DType::F32, .rows = sizes[src], .cols = 1, .format = Fp8Format::E4M3,
+                 .scale = scalars.data(), .q = t == 0 ? q0.data() : interleaved ? nullptr : q1.data(),
+                 .amax = scalars.data() + 2 + t, .scale_inv = scalars.data() + 4 + t};
+    }
+    quantize_fp8_batch(args);
+    FP8KIT_CUDA_CHECK(cudaDeviceSynchronize());
+    const std::vector<float> out = scalars.to_host();
+    for (int t = 0; t < 2; ++t) {
+      const int src = interleaved ? 0 : t;
+      const std::string what = std::string(interleaved ? "interleaved" : "in turn") + " member " + std::to_string(t);
+      const Expected want = expect(x[src], sizes[src], 1, 0.5f, false, Fp8Format::E4M3);
+      EXPECT_EQ(std::bit_cast<uint32_t>(out[2 + t]), std::bit_cast<uint32_t>(want.amax)) << what;
+      EXPECT_EQ(out[4 + t], 2.0f) << what;
+      if (args[t].q != nullptr) expect_codes((t == 0 ? q0 : q1).to_host(), want.q, x[src], what, false, sizes[src], 1);
+    }
+    if (interleaved) {  // the amax-only member wrote no codes
+      const std::vector<uint8_t> untouched = q1.to_host();
+      EXPECT_EQ(std::count(untouched.begin(), untouched.end(), uint8_t{0xA5}), sizes[1]);
+    }
+  }
+}
+
 TEST(CudaQuantize, EveryBf16PatternEveryScale) {
   FP8KIT_REQUIRE_GPU();
   std::vector<uint16_t> x(65536);
