@@ -16,33 +16,26 @@ B, S, H, D = 4, 4096, 32, 128
 
 
 def per_call_ms(fn, calls=50, replays=5, graph=True):
-    if not graph:  # autograd's backward does not capture: eager calls (milliseconds each, launches hidden)
-        for _ in range(3):
-            fn()
-        times = []
-        for _ in range(replays):
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            for _ in range(calls):
-                fn()
-            end.record()
-            torch.cuda.synchronize()
-            times.append(start.elapsed_time(end) / calls)
-        return sorted(times)[len(times) // 2]
-    stream = torch.cuda.Stream()
+    stream = torch.cuda.Stream()  # warm-up off the default stream, as graph capture wants
     with torch.cuda.stream(stream):
         for _ in range(3):
             fn()
     torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(calls):
-            fn()
+    if graph:
+        captured = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(captured):
+            for _ in range(calls):
+                fn()
+        run = captured.replay
+    else:  # autograd's backward does not capture: eager calls (milliseconds each, launches hidden)
+        def run():
+            for _ in range(calls):
+                fn()
     times = []
     for _ in range(replays):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
-        graph.replay()
+        run()
         end.record()
         torch.cuda.synchronize()
         times.append(start.elapsed_time(end) / calls)

@@ -103,6 +103,11 @@ struct EpilogueGradientArgs {
   __device__ float operator()(float dy, int64_t i, const DeviceDropoutMask& mask) const {
     if (swiglu != ops::SwiGluPart::None)
       return swiglu_gradient(dy, y[i], swiglu == ops::SwiGluPart::Gate ? up[i] : 0.0f);
+    return activation_gradient(dy, i, mask);
+  }
+  // The same for a gradient without a SwiGLU part (a caller that never sees one keeps SwiGLU's branch
+  // out of its every element's path).
+  __device__ float activation_gradient(float dy, int64_t i, const DeviceDropoutMask& mask) const {
     return with_y(dy, activation != Activation::None ? y[i] : 0.0f, i, mask);
   }
   // SwiGLU's gradient with the gate and up elements given (read by the caller; up only for the gate's).

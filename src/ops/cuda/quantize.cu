@@ -105,7 +105,7 @@ __device__ __forceinline__ void to_floats(const uint2& raw, float v[4]) {
 // x's value v at (row, col), inside the matrix, after the Linear epilogue or its gradient (when set);
 // GELU's input into *pre when pre is set (the caller stores it at epilogue.pre). With MaySeeSwiGlu,
 // SwiGLU's operands are read here one by one (the small tile); without, the tile never sees them
-// (launch() and launch_batch() give SwiGLU's casts the SwiGLU tile; check_tile_fits says so): SwiGLU's
+// (launch() and launch_batch() give SwiGLU's casts the SwiGLU tile; grid_of checks it): SwiGLU's
 // branches in every element's path had slowed the lab MLP's GELU casts from 314 to 450 us and from 345
 // to 595 us at 16384 rows (the same bytes, the same registers; its FP8 training step 1.60 -> 1.97 ms).
 template <bool MaySeeSwiGlu = true>
@@ -119,8 +119,7 @@ __device__ __forceinline__ float transformed(const Params& p, int64_t row, int64
   } else {
     const LinearEpilogue& e = p.epilogue;
     if (e.bias != nullptr) v = linear_epilogue(v, e.bias[col], e.activation, e.bf16, pre);
-    if (p.gradient_active)
-      v = p.gradient.with_y(v, p.gradient.activation != Activation::None ? p.gradient.y[i] : 0.0f, i, mask);
+    if (p.gradient_active) v = p.gradient.activation_gradient(v, i, mask);
   }
   return v;
 }
@@ -369,10 +368,12 @@ __device__ __forceinline__ void quantize_flat_tile(const Params& p, int64_t bx) 
   const int64_t n = p.rows * p.cols, start = bx * kThreads * kFlatLoads * per_load;
   const float scale = *p.scale;
   const T* x = static_cast<const T*>(p.x);
+  // The first element of this thread's load u.
+  const auto element = [&](int u) { return start + (static_cast<int64_t>(u) * kThreads + threadIdx.x) * per_load; };
   uint4 raw[kFlatLoads];
 #pragma unroll
   for (int u = 0; u < kFlatLoads; ++u) {
-    const int64_t e = start + (static_cast<int64_t>(u) * kThreads + threadIdx.x) * per_load;
+    const int64_t e = element(u);
     if (e + per_load <= n) {
       raw[u] = __ldcs(reinterpret_cast<const uint4*>(x + e));  // streamed: read once
     } else {  // the tensor's last elements; zeros (+0.0) past its end neither raise amax nor get stored
@@ -384,7 +385,7 @@ __device__ __forceinline__ void quantize_flat_tile(const Params& p, int64_t bx) 
   uint32_t amax = 0;
 #pragma unroll
   for (int u = 0; u < kFlatLoads; ++u) {
-    const int64_t e = start + (static_cast<int64_t>(u) * kThreads + threadIdx.x) * per_load;
+    const int64_t e = element(u);
     const uint32_t words[4] = {raw[u].x, raw[u].y, raw[u].z, raw[u].w};
     uint32_t codes[per_load / 4];
 #pragma unroll
@@ -457,6 +458,9 @@ dim3 grid_of(const Params& p, int passes, const char* what) {
                   " is too large for one launch; split it");
     return dim3(static_cast<unsigned>(std::max<int64_t>(1, blocks)));
   }
+  // The large tile compiles SwiGLU's operands out (transformed<false>): a cast with them must not reach it.
+  if (passes > 0 && has_swiglu_operands(p))
+    throw Error(std::string(what) + ": a cast with SwiGLU's operands routed to the large tile (a launch bug)");
   const int64_t tile_rows = passes == kSmall ? kSmallTile : passes == kSwiGlu ? 64 : 64 * passes;
   const int64_t tile_cols = passes == kSmall ? kSmallTile : kTileCols;
   if (p.rows > int64_t{65535} * tile_rows)
@@ -467,15 +471,8 @@ dim3 grid_of(const Params& p, int passes, const char* what) {
               static_cast<unsigned>(std::max<int64_t>(1, (p.rows + tile_rows - 1) / tile_rows)));
 }
 
-// The large tile compiles SwiGLU's operands out (transformed<false>): a cast with them must not reach it.
-void check_tile_fits(const Params& p, int passes, const char* what) {
-  if (passes > 0 && has_swiglu_operands(p))
-    throw Error(std::string(what) + ": a cast with SwiGLU's operands routed to the large tile (a launch bug)");
-}
-
 template <int Passes, typename T, Fp8Format F>
 void launch_passes(const Params& p, bool divide, cudaStream_t stream) {
-  check_tile_fits(p, Passes, "quantize_fp8");
   const dim3 grid = grid_of<T>(p, Passes, "quantize_fp8");
   if (divide) {
     launch_dependent(quantize_kernel<T, F, true, Passes>, grid, dim3(kThreads), 0, stream, 1, p);
@@ -508,7 +505,6 @@ template <int Passes, typename T, Fp8Format F>
 void launch_batch_passes(const Params* p, int count, bool divide, cudaStream_t stream) {
   Batch b{};
   for (int t = 0; t < count; ++t) {
-    check_tile_fits(p[t], Passes, "quantize_fp8_batch");
     const dim3 grid = grid_of<T>(p[t], Passes, "quantize_fp8_batch");
     b.add(p[t], grid.x, grid.y);
   }

@@ -136,11 +136,26 @@ TEST(CudaQuantize, MisalignedRowsTakeTheScalarPath) {
 }
 
 
+// awkward_floats as In (f32, or bf16 bits), and the values the cast reads from them.
+template <typename In>
+struct Inputs {
+  std::vector<In> x;
+  std::vector<float> values;
+};
+template <typename In>
+Inputs<In> inputs_of(int64_t count, uint32_t seed) {
+  Inputs<In> in{{}, awkward_floats(count, seed)};
+  if constexpr (sizeof(In) == 4) {
+    in.x = in.values;
+  } else {
+    in.x.resize(in.values.size());
+    for (size_t i = 0; i < in.x.size(); ++i) in.x[i] = float_to_bf16(in.values[i]), in.values[i] = bf16_to_float(in.x[i]);
+  }
+  return in;
+}
+
 void check_bf16(int64_t rows, int64_t cols, uint32_t seed) {
-  const std::vector<float> f = awkward_floats(rows * cols, seed);
-  std::vector<uint16_t> x(f.size());
-  std::vector<float> as_float(f.size());
-  for (size_t i = 0; i < f.size(); ++i) x[i] = float_to_bf16(f[i]), as_float[i] = bf16_to_float(x[i]);
+  const auto [x, as_float] = inputs_of<uint16_t>(rows * cols, seed);
   for (Fp8Format format : {Fp8Format::E4M3, Fp8Format::E5M2}) {
     const Expected want = expect(as_float, rows, cols, 0.75f, false, format);
     const GpuResult got = run_gpu(x, rows, cols, 0.75f, false, format);
@@ -168,17 +183,7 @@ TEST(CudaQuantize, LargeTensor) {
 template <typename In>
 void check_straight(int64_t rows, int64_t cols, float scale, bool divide, Fp8Format format, uint32_t seed,
                     size_t offset) {
-  const std::vector<float> f = awkward_floats(rows * cols, seed);
-  std::vector<In> x(f.size());
-  std::vector<float> values(f.size());
-  for (size_t i = 0; i < f.size(); ++i) {
-    if constexpr (sizeof(In) == 4) {
-      x[i] = f[i];
-    } else {
-      x[i] = float_to_bf16(f[i]);
-    }
-    values[i] = sizeof(In) == 4 ? f[i] : bf16_to_float(static_cast<uint16_t>(x[i]));
-  }
+  const auto [x, values] = inputs_of<In>(rows * cols, seed);
   const Expected want = expect(values, rows, cols, scale, divide, format);
   const GpuResult got = run_gpu(x, rows, cols, scale, divide, format, offset, nullptr, false);
   const std::string what = std::to_string(rows) + "x" + std::to_string(cols) + (sizeof(In) == 4 ? " f32" : " bf16") +
