@@ -88,18 +88,31 @@ using CastBatch = LaunchBatch<Cast, kMaxCasts>;
 
 // Element i (column c) of a cast: the producer's epilogue (its activated value into e.y where asked)
 // and the output gradient's backward, then bf16; a and b: SwiGLU's operands there (swiglu_operands').
+// SwiGlu false: a launch without SwiGLU's operands, whose every element's path then carries no
+// SwiGLU branches (in the FP8 tile they had cost the GELU casts 45-70%: quantize.cu's transformed).
+template <bool SwiGlu>
 __device__ __forceinline__ uint16_t cast_value(const Cast& p, float v, float a, float b, int64_t i, int64_t c,
                                                const DeviceDropoutMask& mask) {
   const LinearEpilogue& e = p.epilogue;
-  if (e.active()) {
-    v = linear_epilogue(e, v, a, c, e.pre != nullptr ? e.pre + i : nullptr);
-    if (e.y != nullptr) e.y[i] = v;
+  if constexpr (SwiGlu) {
+    if (e.active()) {
+      v = linear_epilogue(e, v, a, c, e.pre != nullptr ? e.pre + i : nullptr);
+      if (e.y != nullptr) e.y[i] = v;
+    }
+    if (p.gradient_active)
+      v = p.gradient.swiglu != ops::SwiGluPart::None ? p.gradient.swiglu_gradient(v, a, b) : p.gradient(v, i, mask);
+  } else {
+    if (e.bias != nullptr) {
+      v = linear_epilogue(v, e.bias[c], e.activation, e.bf16, e.pre != nullptr ? e.pre + i : nullptr);
+      if (e.y != nullptr) e.y[i] = v;
+    }
+    if (p.gradient_active)
+      v = p.gradient.activation_gradient(v, i, mask);
   }
-  if (p.gradient_active)
-    v = p.gradient.swiglu != ops::SwiGluPart::None ? p.gradient.swiglu_gradient(v, a, b) : p.gradient(v, i, mask);
   return float_to_bf16(v);
 }
 
+template <bool SwiGlu>
 __global__ void __launch_bounds__(kTile * kTileRowsPerPass) cast_transpose_kernel(const __grid_constant__ CastBatch b) {
   __shared__ uint32_t tile[kTile][kTile + 1];  // bf16 bits; +1 against bank conflicts
   const BatchTile at = b.tile(blockIdx.x);
@@ -111,7 +124,7 @@ __global__ void __launch_bounds__(kTile * kTileRowsPerPass) cast_transpose_kerne
     if (r >= p.rows || c >= p.cols) continue;
     const int64_t i = r * p.cols + c;
     const SwiGluOperands s = swiglu_operands(p.epilogue, p.gradient);
-    const uint16_t h = cast_value(p, p.x[i], s.first != nullptr ? s.first[i] : 0.0f,
+    const uint16_t h = cast_value<SwiGlu>(p, p.x[i], s.first != nullptr ? s.first[i] : 0.0f,
                                   s.second != nullptr ? s.second[i] : 0.0f, i, c, mask);
     if (p.out != nullptr) p.out[i] = h;
     tile[k][threadIdx.x] = h;
@@ -132,6 +145,7 @@ constexpr int kWideTile = 64, kWideThreads = 256;
 // 2 threads per bank at most and its word reads along rows none.
 constexpr int kWidePitch = kWideTile + 2;
 
+template <bool SwiGlu>
 __global__ void __launch_bounds__(kWideThreads) cast_transpose_wide_kernel(const __grid_constant__ CastBatch b) {
   __shared__ __align__(4) uint16_t tile_t[kWideTile * kWidePitch];  // [column][row] of the tile
   const BatchTile at = b.tile(blockIdx.x);
@@ -147,9 +161,10 @@ __global__ void __launch_bounds__(kWideThreads) cast_transpose_wide_kernel(const
     const SwiGluOperands s = swiglu_operands(p.epilogue, p.gradient);
     const float4 a = s.first != nullptr ? *reinterpret_cast<const float4*>(s.first + i) : float4{};
     const float4 b = s.second != nullptr ? *reinterpret_cast<const float4*>(s.second + i) : float4{};
-    const uint16_t h[4] = {cast_value(p, v.x, a.x, b.x, i, c, mask), cast_value(p, v.y, a.y, b.y, i + 1, c + 1, mask),
-                           cast_value(p, v.z, a.z, b.z, i + 2, c + 2, mask),
-                           cast_value(p, v.w, a.w, b.w, i + 3, c + 3, mask)};
+    const uint16_t h[4] = {cast_value<SwiGlu>(p, v.x, a.x, b.x, i, c, mask),
+                           cast_value<SwiGlu>(p, v.y, a.y, b.y, i + 1, c + 1, mask),
+                           cast_value<SwiGlu>(p, v.z, a.z, b.z, i + 2, c + 2, mask),
+                           cast_value<SwiGlu>(p, v.w, a.w, b.w, i + 3, c + 3, mask)};
     if (p.out != nullptr)
       *reinterpret_cast<uint2*>(p.out + i) = make_uint2(h[0] | (static_cast<uint32_t>(h[1]) << 16),
                                                         h[2] | (static_cast<uint32_t>(h[3]) << 16));
@@ -220,10 +235,18 @@ void float_to_bf16_transposed(std::span<const Bf16Cast> casts, cudaStream_t stre
       b.interleave();
     const unsigned blocks = b.blocks("float_to_bf16_transposed");
     if (blocks == 0) continue;
-    if (wide) {
-      cast_transpose_wide_kernel<<<blocks, kWideThreads, 0, stream>>>(b);
+    const bool swiglu = std::any_of(casts.begin() + start, casts.begin() + start + count, [](const Bf16Cast& c) {
+      return swiglu_operands(c.epilogue, c.gradient).first != nullptr;
+    });
+    const dim3 tile(kTile, kTileRowsPerPass);
+    if (wide && swiglu) {
+      cast_transpose_wide_kernel<true><<<blocks, kWideThreads, 0, stream>>>(b);
+    } else if (wide) {
+      cast_transpose_wide_kernel<false><<<blocks, kWideThreads, 0, stream>>>(b);
+    } else if (swiglu) {
+      cast_transpose_kernel<true><<<blocks, tile, 0, stream>>>(b);
     } else {
-      cast_transpose_kernel<<<blocks, dim3(kTile, kTileRowsPerPass), 0, stream>>>(b);
+      cast_transpose_kernel<false><<<blocks, tile, 0, stream>>>(b);
     }
     check_launch("float_to_bf16_transposed");
   }
