@@ -47,9 +47,12 @@ const Granular kGranularities[] = {
 struct Shape {
   int64_t rows, cols;
 };
-// One row; partial groups and blocks; cols not a multiple of 4 (scalar loads); long rows beyond the
-// 8192 columns a row block keeps in registers; a bandwidth-sized tile.
-const Shape kQuantizeShapes[] = {{1, 16}, {1, 300}, {5, 160}, {217, 300}, {130, 257}, {64, 33}, {3, 9001}, {256, 4096}};
+// One row; partial groups and blocks, with 16-byte loads of either type (cols a multiple of 8) or
+// bf16's scalar loads (300: a multiple of 4, not 8) or both types' (257, 33); long rows beyond the
+// 8192 columns a row block keeps in registers, loaded whole (8200) or not (9001); a bandwidth-sized
+// tile.
+const Shape kQuantizeShapes[] = {{1, 16},  {1, 300},  {5, 160},    {217, 300}, {200, 264},
+                                 {130, 257}, {64, 33}, {3, 9001}, {2, 8200},  {256, 4096}};
 
 void expect_same_bytes(const Tensor& cpu, const Tensor& gpu, const std::string& what) {
   const Tensor back = gpu.to(Device::Cpu);
