@@ -415,7 +415,7 @@ void setup(CLI::App& app) {
       ->capture_default_str()
       ->check(whole_number(0, 1'000'000'000));
   train->add_option("--health-every", t->health_every,
-                    "record FP8 health statistics every N steps into metrics.jsonl, for `fp8kit report` (0: off)")
+                    "record FP8 health statistics every N steps and at the last into metrics.jsonl, for `fp8kit report` (0: off)")
       ->capture_default_str()
       ->check(whole_number(0, 1'000'000'000));
   train->add_option("--out", t->out, "directory for the tokenizer, checkpoints, metrics and the model")

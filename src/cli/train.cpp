@@ -282,7 +282,7 @@ void setup(CLI::App& app) {
   app.add_flag("--inspect-fp8", args->inspect_fp8,
                "print the FP8 recipe and the query layer's scales and amax histories before and after training");
   app.add_option("--health-every", args->health_every,
-                 "record FP8 health statistics every N steps into metrics.jsonl, for `fp8kit report` (0: off)")
+                 "record FP8 health statistics every N steps and at the last into metrics.jsonl, for `fp8kit report` (0: off)")
       ->capture_default_str()
       ->check(whole_number(0, 1'000'000'000));
   app.add_option("--vocab", args->vocab, "vocabulary file: read if it exists, else learned and written there")

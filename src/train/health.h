@@ -12,8 +12,11 @@
 
 namespace fp8kit::train {
 
-// Whether 1-based step `step` records health statistics: every `every` steps (0: never).
-inline bool records_health(int64_t every, int64_t step) { return every > 0 && step % every == 0; }
+// Whether 1-based step `step` of a run of `last` steps records health statistics: every `every` steps
+// and the last (so that a run shorter than `every` records one), none when `every` is 0.
+inline bool records_health(int64_t every, int64_t step, int64_t last) {
+  return every > 0 && (step % every == 0 || step == last);
+}
 
 // The event of one recording: {"event": "health", "recipe": ..., "scaling": {"mode", "lag",
 // "amax_history", "amax_algo", "margin"}, "tensors": [slot names], and per field one array in slot

@@ -561,7 +561,7 @@ LmTrainResult train_lm(const LmTrainOptions& o, std::span<const int32_t> train_s
       for (int64_t w = first_window; w < first_window + local_batch; ++w)
         train_windows.window(step * windows_per_step + i * o.batch + w, inputs, targets);
     const auto start = Clock::now();
-    const bool record = health && records_health(o.health_every, step + 1);
+    const bool record = health && records_health(o.health_every, step + 1, o.steps);
     const auto [step_loss, norm] = stepper.run(inputs, targets, record);
     recordings += record;
     // The first two steps build the graph (eager, then capture): not timed; nor the first two

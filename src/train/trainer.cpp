@@ -294,7 +294,7 @@ TrainResult train(const TrainOptions& options, const TokenDataset& train_data, c
       data::gather_rows<float>(train_data.labels, 1, rows, batch_labels);
       if (options.before_step) options.before_step(model, step);
 
-      const bool record = health && records_health(options.health_every, step + 1);
+      const bool record = health && records_health(options.health_every, step + 1, options.epochs * steps_per_epoch);
       const auto [loss, probabilities] = stepper.step(batch_tokens, batch_labels, batch, step, record);
       if (record) {
         nlohmann::json event = health_event(*model.scaling(), model.scaling()->read_records(context));

@@ -57,11 +57,14 @@ std::vector<Fp8Recipe> recipes() {
   return {delayed, keras, current};
 }
 
-TEST(HealthSteps, EveryNth) {
-  EXPECT_FALSE(records_health(0, 50));
-  EXPECT_TRUE(records_health(50, 50));
-  EXPECT_TRUE(records_health(50, 100));
-  EXPECT_FALSE(records_health(50, 49));
+TEST(HealthSteps, EveryNthAndTheLast) {
+  EXPECT_FALSE(records_health(0, 50, 1000));
+  EXPECT_FALSE(records_health(0, 1000, 1000));  // 0: not even the last
+  EXPECT_TRUE(records_health(50, 50, 1000));
+  EXPECT_TRUE(records_health(50, 100, 1000));
+  EXPECT_FALSE(records_health(50, 49, 1000));
+  EXPECT_TRUE(records_health(50, 30, 30));  // a run shorter than every records its last step
+  EXPECT_TRUE(records_health(50, 1030, 1030));
 }
 
 // --- the LM trainer
@@ -157,6 +160,24 @@ TEST(LmHealth, MixedDelayedAndCurrentLinearsRecordTheirModes) {
     expect_complete(e, table);
     for (int i = 0; i < table.size(); ++i)
       EXPECT_EQ(e["mode"][i], table.name(i).find(".mlp.") != std::string::npos ? "current" : "delayed") << table.name(i);
+  }
+}
+
+// A run shorter than --health-every records its last step (else its report would have nothing), and
+// a longer one its last step beside every N-th.
+TEST(LmHealth, TheLastStepRecordsToo) {
+  const auto train = stream(2000, 7), validation = stream(400, 8);
+  for (const int64_t every : {50, 4}) {
+    testing::TempDir dir("lm_health_last");
+    MetricsLog log(dir / "metrics.jsonl", false);
+    LmTrainOptions o = lm_options(dir.path(), recipes()[0], every);
+    o.metrics = &log;
+    train_lm(o, train, validation);
+    const auto health = events(dir / "metrics.jsonl", "health");
+    std::vector<int64_t> steps;
+    for (const nlohmann::json& e : health) steps.push_back(e["step"].get<int64_t>());
+    const std::vector<int64_t> want = every == 50 ? std::vector<int64_t>{6} : std::vector<int64_t>{4, 6};
+    EXPECT_EQ(steps, want) << "every " << every;
   }
 }
 

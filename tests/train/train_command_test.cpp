@@ -73,8 +73,9 @@ TEST(TrainCommand, ComparesPrecisionsWritesCheckpointsAndResumes) {
   std::ifstream metrics(dir / "out" / "metrics.jsonl");
   int lines = 0;
   for (std::string line; std::getline(metrics, line);) ++lines;
-  // Two run lines; per precision its two epochs and one test (the resumed run's replaces the first's).
-  EXPECT_EQ(lines, 2 + 2 * (2 + 1));
+  // Two run lines; per precision its two epochs and one test (the resumed run's replaces the first's);
+  // FP8's health at each run's last step (3 and 6; --health-every is 100).
+  EXPECT_EQ(lines, 2 + 2 * (2 + 1) + 2);
 
   r = run_train("--precision fp8 --epochs 3 --resume --lag keras" + common);
   EXPECT_EQ(r.exit_code, 1);
