@@ -152,6 +152,7 @@ void run_generate(const GenerateArgs& a) {
     tokens += static_cast<int64_t>(out[i].size());
     if (!stream) fmt::print("[{}] {}{}\n", i, texts[i], tokenizer.decode(out[i]));
   }
+  std::fflush(stdout);  // the text before the statistics, also where both streams go to one pipe
   if (a.stats)
     fmt::print(stderr, "{} tokens in {:.2f}s ({:.0f} tokens/s, {} weights, {} KV cache)\n", tokens, seconds,
              static_cast<double>(tokens) / seconds, engine.fp8_weights() ? "FP8" : "bf16", a.engine.kv_cache);
