@@ -499,7 +499,7 @@ HtmlPage health_report(const RunLog& run, const HealthThresholds& th) {
   if (!recorded) {
     page.callout("No FP8 health statistics in this run. They are recorded by FP8 training with per-tensor scales "
                  "(--recipe delayed or current; block scaling keeps no per-tensor state) every --health-every N "
-                 "steps (the defaults: 50 for fp8kit lm train, 100 for fp8kit train; 0 turns them off).",
+                 "steps and at the last (the defaults: 50 for fp8kit lm train, 100 for fp8kit train; 0 turns them off).",
                  Tone::Info);
   } else if (findings.empty()) {
     page.callout(fmt::format("All healthy: none of the {} FP8 tensors passed a threshold at any recorded step.", tensors),

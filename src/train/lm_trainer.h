@@ -55,7 +55,7 @@ struct LmTrainOptions {
   // The device's dense bf16 peak for model-FLOPs utilisation (the H100 SXM's 989 TFLOP/s); 0: none.
   double peak_flops = 0;
   MetricsLog* metrics = nullptr;
-  // FP8 health statistics (train/health.h) every this many steps (0: none), written to `metrics` as
+  // FP8 health statistics (train/health.h) every this many steps and at the last (0: none), written to `metrics` as
   // "health" events; needs an FP8 precision with per-tensor scales (delayed or current). A recording
   // step is its own captured graph, so the other steps run exactly as without it.
   int64_t health_every = 50;

@@ -53,7 +53,7 @@ struct TrainOptions {
   MetricsLog* metrics = nullptr;  // receives one event per epoch and one for the test evaluation
   bool resume = false;       // continue from out's checkpoint for this precision, if there is one
   bool inspect_fp8 = false;  // print the query layer's FP8 state before and after training
-  // FP8 health statistics (train/health.h) every this many steps (0: none), for an FP8 precision with
+  // FP8 health statistics (train/health.h) every this many steps and at the last (0: none), for an FP8 precision with
   // per-tensor scales and a metrics log: each epoch's "health" events go to the log with its line.
   int64_t health_every = 100;
   std::FILE* console = stdout;  // progress and reports; nullptr: silent

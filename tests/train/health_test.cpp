@@ -1,6 +1,6 @@
 // FP8 health recording in both training loops on the CPU: recording every N steps leaves training
 // bit for bit as it is (losses and weights, every per-tensor recipe), and the metrics log gets a
-// "health" event at every N-th step naming every FP8 slot of the scaling table, with sane values.
+// "health" event at every N-th step and the last naming every FP8 slot of the scaling table, with sane values.
 #include "train/health.h"
 #include "train/lm_trainer.h"
 #include "train/trainer.h"

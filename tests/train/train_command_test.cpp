@@ -396,7 +396,7 @@ TEST(TrainCommand, RefusesABatchThatDoesNotFitInMemory) {
 
 }  // namespace
 
-// --health-every N: the FP8 run's metrics log gets a health event at every N-th step naming all 24 FP8
+// --health-every N: the FP8 run's metrics log gets a health event at every N-th step (and the last) naming all 24 FP8
 // tensors of the seed model, and `fp8kit report` makes its page; 0 records none.
 TEST(TrainCommand, RecordsHealthForTheReport) {
   const fp8kit::testing::TempDir dir("train_command_health");

@@ -345,6 +345,8 @@ void quantize_blocks(const BlockQuantizeArgs& args, cudaStream_t stream) {
     throw Error("quantize_blocks: x, q, scale_inv and amax must be device pointers for a " + shape() + " input");
   if (args.kind == BlockKind::Tile128 && (args.rows + kTile - 1) / kTile > 65535)
     throw Error("quantize_blocks: " + shape() + " has more 128-row tiles than one launch covers (65535); split it");
+  if (args.kind == BlockKind::Group && (args.rows + kWarps - 1) / kWarps > 65535)
+    throw Error("quantize_blocks: " + shape() + " has more 8-row blocks than one launch covers (65535); split it");
   if (args.kind == BlockKind::Row && args.rows > int64_t{0x7FFFFFFF})
     throw Error("quantize_blocks: " + shape() + " has more rows than one launch covers; split it");
   const int64_t block_cols = args.kind == BlockKind::Row ? args.cols : args.kind == BlockKind::Group ? args.group : kTile;
