@@ -11,6 +11,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <span>
 #include <vector>
 
 #if FP8KIT_HAVE_CUDA
@@ -73,11 +74,14 @@ GemmShape check(const Operand& a, const Operand& b, const Tensor& y, const Matmu
   return {m, n, k, false, true};
 }
 
-// t's elements as floats: f32 tensors as they are, bf16 ones widened into `widened`.
+// t's elements as floats: f32 tensors as they are, bf16 ones widened into `widened` (grown, never
+// shrunk: a decode step widens every weight, and a fresh buffer each time cost more in page faults and
+// zeroing than the widening itself).
 const float* float_values(const Tensor& t, std::vector<float>& widened) {
   if (t.dtype() == DType::F32) return t.data<float>();
-  widened.resize(t.numel());
-  bf16_to_float(t.span<uint16_t>(), widened);
+  const auto n = static_cast<size_t>(t.numel());
+  if (widened.size() < n) widened.resize(n);
+  bf16_to_float(t.span<uint16_t>(), std::span<float>(widened.data(), n));
   return widened.data();
 }
 
@@ -218,8 +222,10 @@ void run(Context* c, const Operand& a, const Operand& b, Tensor& y, const Matmul
     return;
   }
   // fp32 accumulation straight into an f32 y, else into a scratch that is rounded to y's type at the end.
-  std::vector<float> scratch, a_widened, b_widened, bias_widened;
-  if (y.dtype() != DType::F32) scratch.resize(s.m * s.n);
+  // The scratch buffers are the thread's, as gemm_fp8's (grown to the largest product, then reused).
+  thread_local std::vector<float> scratch, a_widened, b_widened, bias_widened;
+  const auto outputs = static_cast<size_t>(s.m * s.n);
+  if (y.dtype() != DType::F32 && scratch.size() < outputs) scratch.resize(outputs);
   float* acc = y.dtype() == DType::F32 ? y.data<float>() : scratch.data();
   if (scaling != Scaling::PerTensor) {
     gemm_scaled_cpu(*a.q, *b.q, scaling, s, acc);
@@ -238,12 +244,12 @@ void run(Context* c, const Operand& a, const Operand& b, Tensor& y, const Matmul
   }
   if (options.activation == Activation::Gelu)
     for (int64_t i = 0; i < s.m * s.n; ++i) acc[i] = gelu(acc[i]);
-  if (y.dtype() == DType::Bf16) float_to_bf16(scratch, y.span<uint16_t>());
+  if (y.dtype() == DType::Bf16) float_to_bf16(std::span<const float>(acc, outputs), y.span<uint16_t>());
   if (is_fp8(y.dtype())) {
     const float scale = options.y_scale->data<float>()[0];
     const Fp8Format format = fp8_format(y.dtype());
     uint8_t* codes = y.data<uint8_t>();
-    for (int64_t i = 0; i < s.m * s.n; ++i) codes[i] = encode_fp8(scratch[i] * scale, format);
+    for (int64_t i = 0; i < s.m * s.n; ++i) codes[i] = encode_fp8(acc[i] * scale, format);
   }
 }
 
