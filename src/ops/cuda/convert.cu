@@ -88,27 +88,19 @@ using CastBatch = LaunchBatch<Cast, kMaxCasts>;
 
 // Element i (column c) of a cast: the producer's epilogue (its activated value into e.y where asked)
 // and the output gradient's backward, then bf16; a and b: SwiGLU's operands there (swiglu_operands').
-// SwiGlu false: a launch without SwiGLU's operands, whose every element's path then carries no
-// SwiGLU branches (in the FP8 tile they had cost the GELU casts 45-70%: quantize.cu's transformed).
+// SwiGlu false: a launch without SwiGLU's operands, whose elements' path then carries no SwiGLU
+// branches (linear_epilogue<false>).
 template <bool SwiGlu>
 __device__ __forceinline__ uint16_t cast_value(const Cast& p, float v, float a, float b, int64_t i, int64_t c,
                                                const DeviceDropoutMask& mask) {
   const LinearEpilogue& e = p.epilogue;
-  if constexpr (SwiGlu) {
-    if (e.active()) {
-      v = linear_epilogue(e, v, a, c, e.pre != nullptr ? e.pre + i : nullptr);
-      if (e.y != nullptr) e.y[i] = v;
-    }
-    if (p.gradient_active)
-      v = p.gradient.swiglu != ops::SwiGluPart::None ? p.gradient.swiglu_gradient(v, a, b) : p.gradient(v, i, mask);
-  } else {
-    if (e.bias != nullptr) {
-      v = linear_epilogue(v, e.bias[c], e.activation, e.bf16, e.pre != nullptr ? e.pre + i : nullptr);
-      if (e.y != nullptr) e.y[i] = v;
-    }
-    if (p.gradient_active)
-      v = p.gradient.activation_gradient(v, i, mask);
+  if (e.active<SwiGlu>()) {
+    v = linear_epilogue<SwiGlu>(e, v, a, c, e.pre != nullptr ? e.pre + i : nullptr);
+    if (e.y != nullptr) e.y[i] = v;
   }
+  if (p.gradient_active)
+    v = SwiGlu && p.gradient.swiglu != ops::SwiGluPart::None ? p.gradient.swiglu_gradient(v, a, b)
+                                                             : p.gradient.activation_gradient(v, i, mask);
   return float_to_bf16(v);
 }
 

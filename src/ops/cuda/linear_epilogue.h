@@ -24,7 +24,9 @@ struct LinearEpilogue {
   float* y = nullptr;    // [rows, cols] or null: receives act(x + bias) (may be x itself: in place)
   float* pre = nullptr;  // [rows, cols] or null: the activation's input x + bias (GELU's backward reads it)
   const float* up = nullptr;  // [rows, cols] or null: SwiGLU's up (then no bias, y or pre)
-  FP8KIT_HOST_DEVICE bool active() const { return bias != nullptr || up != nullptr; }
+  // SwiGlu false: for a kernel that knows no SwiGLU operand reaches it (linear_epilogue<false>).
+  template <bool SwiGlu = true>
+  FP8KIT_HOST_DEVICE bool active() const { return bias != nullptr || (SwiGlu && up != nullptr); }
 };
 
 // The output gradient dy [rows, cols] -> g: back through the dropout that followed the Linear
@@ -86,8 +88,14 @@ __device__ __forceinline__ float linear_epilogue(float x, float bias, Activation
 
 // The epilogue of an element in column col of e's tensor; u: up's element there when gated (the
 // caller loads it, 4 at a time where it can). pre, when set, receives the activation's input.
+// SwiGlu false, with active<false>() and EpilogueGradientArgs::activation_gradient: a cast kernel that
+// knows no SwiGLU operand reaches it keeps SwiGLU's branches out of every element's path (there they
+// had slowed the lab MLP's GELU casts by 45-70%, quantize.cu's large tile and convert.cu's casts alike).
+template <bool SwiGlu = true>
 __device__ __forceinline__ float linear_epilogue(const LinearEpilogue& e, float x, float u, int64_t col, float* pre) {
-  if (e.up != nullptr) return maybe_bf16(swiglu_value(x, u), e.bf16);
+  if constexpr (SwiGlu) {
+    if (e.up != nullptr) return maybe_bf16(swiglu_value(x, u), e.bf16);
+  }
   return linear_epilogue(x, e.bias[col], e.activation, e.bf16, pre);
 }
 
@@ -105,8 +113,7 @@ struct EpilogueGradientArgs {
       return swiglu_gradient(dy, y[i], swiglu == ops::SwiGluPart::Gate ? up[i] : 0.0f);
     return activation_gradient(dy, i, mask);
   }
-  // The same for a gradient without a SwiGLU part (a caller that never sees one keeps SwiGLU's branch
-  // out of its every element's path).
+  // The same for a gradient without a SwiGLU part (see linear_epilogue<false>).
   __device__ float activation_gradient(float dy, int64_t i, const DeviceDropoutMask& mask) const {
     return with_y(dy, activation != Activation::None ? y[i] : 0.0f, i, mask);
   }

@@ -105,22 +105,17 @@ __device__ __forceinline__ void to_floats(const uint2& raw, float v[4]) {
 // x's value v at (row, col), inside the matrix, after the Linear epilogue or its gradient (when set);
 // GELU's input into *pre when pre is set (the caller stores it at epilogue.pre). With MaySeeSwiGlu,
 // SwiGLU's operands are read here one by one (the small tile); without, the tile never sees them
-// (launch() and launch_batch() give SwiGLU's casts the SwiGLU tile; grid_of checks it): SwiGLU's
-// branches in every element's path had slowed the lab MLP's GELU casts from 314 to 450 us and from 345
-// to 595 us at 16384 rows (the same bytes, the same registers; its FP8 training step 1.60 -> 1.97 ms).
+// (launch() and launch_batch() give SwiGLU's casts the SwiGLU tile; grid_of checks it) and its path
+// has no SwiGLU branch (linear_epilogue<false>: at 16384 rows the lab MLP's GELU casts took 450 and
+// 595 us with them, 314 and 345 without; its FP8 training step 1.97 against 1.60 ms).
 template <bool MaySeeSwiGlu = true>
 __device__ __forceinline__ float transformed(const Params& p, int64_t row, int64_t col, float v,
                                             const DeviceDropoutMask& mask, float* pre) {
   const int64_t i = row * p.cols + col;
-  if constexpr (MaySeeSwiGlu) {
-    if (p.epilogue.active())
-      v = linear_epilogue(p.epilogue, v, p.epilogue.up != nullptr ? p.epilogue.up[i] : 0.0f, col, pre);
-    if (p.gradient_active) v = p.gradient(v, i, mask);
-  } else {
-    const LinearEpilogue& e = p.epilogue;
-    if (e.bias != nullptr) v = linear_epilogue(v, e.bias[col], e.activation, e.bf16, pre);
-    if (p.gradient_active) v = p.gradient.activation_gradient(v, i, mask);
-  }
+  const LinearEpilogue& e = p.epilogue;
+  if (e.active<MaySeeSwiGlu>())
+    v = linear_epilogue<MaySeeSwiGlu>(e, v, MaySeeSwiGlu && e.up != nullptr ? e.up[i] : 0.0f, col, pre);
+  if (p.gradient_active) v = MaySeeSwiGlu ? p.gradient(v, i, mask) : p.gradient.activation_gradient(v, i, mask);
   return v;
 }
 
