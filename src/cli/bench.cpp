@@ -218,14 +218,18 @@ void bench_gemm(const Options& options) {
   const std::vector<Shape> shapes = parse_shapes(texts, 3);
   GemmContext context(GemmOptions{.autotune = options.autotune});
   GemmContext cublaslt_blocks(GemmOptions{.autotune = options.autotune, .block_kernel = false});
+  GemmContext cublaslt_gelu(GemmOptions{.autotune = options.autotune, .resident_kernel = false});
   fmt::print("y[M,N] = a[M,K] . b[N,K]^T, bf16 output; TFLOP/s: median (best) of {} batches after {} warm-up; {}\n",
              options.repeats, options.warmup, options.autotune ? "autotuned" : "heuristic's first algorithm");
   fmt::print("E4M3 operands; scales per tensor, per row x per row (row), 1x128 groups x 128x128 blocks (block: fp8kit's\n"
              "kernel, fp32 promotion every 128 of k; block cuBLASLt: its split accumulation, its only mode for block\n"
              "scales); * = cuBLASLt refused the scale modes and GemmContext's fallback ran (an unscaled GEMM + scaling\n"
-             "pass per row, one GEMM per 128 of k for blocks); # = the block row ran on cuBLASLt, not fp8kit's kernel\n");
-  fmt::print("{:>18} {:>5} {:>16} {:>16} {:>16} {:>16} {:>16} {:>16} {:>9} {:>11}\n", "MxNxK", "sets", "bf16",
-             "fp8 fast acc", "fp8 split acc", "fp8 row fast", "fp8 block", "block cuBLASLt", "fp8/bf16", "block/bf16");
+             "pass per row, one GEMM per 128 of k for blocks); # = the block row ran on cuBLASLt, not fp8kit's kernel;\n"
+             "gelu: per tensor, fast accumulation, bias + GELU into E4M3 codes (r: on fp8kit's short-k kernel,\n"
+             "resident_gemm.h), and the same on cuBLASLt\n");
+  fmt::print("{:>18} {:>5} {:>16} {:>16} {:>16} {:>16} {:>16} {:>16} {:>16} {:>16} {:>9} {:>11}\n", "MxNxK", "sets",
+             "bf16", "fp8 fast acc", "fp8 split acc", "fp8 row fast", "fp8 block", "block cuBLASLt", "gelu e4m3",
+             "gelu cuBLASLt", "fp8/bf16", "block/bf16");
   for (const Shape& s : shapes) {
     const double flops = 2.0 * s.m * s.n * s.k;
     // Small problems fit in the 50 MB L2: rotate among input sets so every GEMM reads from memory.
@@ -236,7 +240,8 @@ void bench_gemm(const Options& options) {
     const int iters = options.iters > 0 ? options.iters : static_cast<int>(std::clamp(20e-3 * 1e15 / flops, 3.0, 1000.0));
 
     // scaling: ScaleMode::Scalar per tensor, OuterVec per row, Vec128 the block-scaled GEMM.
-    const auto tflops = [&](DType type, bool fast, ScaleMode scaling = ScaleMode::Scalar, GemmContext* on = nullptr) {
+    const auto tflops = [&](DType type, bool fast, ScaleMode scaling = ScaleMode::Scalar, GemmContext* on = nullptr,
+                            bool gelu = false) {
       const Timing t = time_batches(iters, options.warmup, options.repeats, [&](int i) {
         GemmBuffers& g = buffers[i % sets];
         GemmArgs args;
@@ -256,6 +261,10 @@ void bench_gemm(const Options& options) {
           args.b_scale_mode = scaling == ScaleMode::OuterVec ? ScaleMode::OuterVec : ScaleMode::Block128;
         }
         args.fast_accumulation = type != DType::Bf16 && fast;
+        if (gelu) {  // bias: the first n of b's bf16 values; y_scale: a's scale_inv
+          args.epilogue = Epilogue::GeluBias, args.bias = g.b16.data();
+          args.y_type = DType::E4M3, args.y_scale = g.scalars.data() + 4;
+        }
         (on != nullptr ? *on : context).gemm(args);
       });
       return std::pair{flops / (t.median_ms * 1e-3) / 1e12, flops / (t.best_ms * 1e-3) / 1e12};
@@ -273,10 +282,14 @@ void bench_gemm(const Options& options) {
     const size_t before_cublaslt = cublaslt_blocks.fallback_gemms();
     const auto cublaslt_block = tflops(DType::E4M3, false, ScaleMode::Vec128, &cublaslt_blocks);
     const std::string block_cell = (block_cublaslt && !block_fallback ? "#" : "") + cell(block, block_fallback);
-    fmt::print("{:>18} {:>5} {:>16} {:>16} {:>16} {:>16} {:>16} {:>16} {:>9.2f} {:>11.2f}\n",
+    const size_t before_resident = context.resident_kernel_gemms();
+    const auto gelu = tflops(DType::E4M3, true, ScaleMode::Scalar, nullptr, true);
+    const auto cublaslt_gelu_tflops = tflops(DType::E4M3, true, ScaleMode::Scalar, &cublaslt_gelu, true);
+    const std::string gelu_cell = (context.resident_kernel_gemms() != before_resident ? "r" : "") + cell(gelu);
+    fmt::print("{:>18} {:>5} {:>16} {:>16} {:>16} {:>16} {:>16} {:>16} {:>16} {:>16} {:>9.2f} {:>11.2f}\n",
                fmt::format("{}x{}x{}", s.m, s.n, s.k), sets, cell(bf16), cell(fast), cell(split), cell(row, row_fallback),
-               block_cell, cell(cublaslt_block, cublaslt_blocks.fallback_gemms() != before_cublaslt), fast.first / bf16.first,
-               block.first / bf16.first);
+               block_cell, cell(cublaslt_block, cublaslt_blocks.fallback_gemms() != before_cublaslt), gelu_cell,
+               cell(cublaslt_gelu_tflops), fast.first / bf16.first, block.first / bf16.first);
   }
 }
 

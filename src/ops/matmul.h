@@ -19,8 +19,9 @@ struct MatmulOptions {
   // for FP8 products (cuBLASLt's rule), on the operands' device. Null: no bias.
   const Tensor* bias = nullptr;
   // After the bias, before y's rounding: None, or Gelu (the tanh form of ops/activation.h; the GPU's
-  // cuBLASLt epilogue computes the same formula with its own tanh, so the two agree within float32
-  // ulps before y's rounding). Not with per-row or block scales.
+  // epilogues compute the same function with their own tanh: cuBLASLt's, and for short k
+  // ops/cuda/resident_gemm.h's, accurate to float32 ulps into bf16 or f32 and to 2^-11 into E4M3,
+  // below E4M3's rounding). Not with per-row or block scales.
   Activation activation = Activation::None;
   // FP8 products into an e4m3 or e5m2 y: [1] f32 on the operands' device; y = fp8(scale * result)
   // (saturating), ops::quantize's codes of the result at that static scale, written by the GEMM's

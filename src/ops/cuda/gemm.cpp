@@ -16,6 +16,7 @@
 
 #include "base/error.h"
 #include "ops/cuda/block_gemm.h"
+#include "ops/cuda/resident_gemm.h"
 #include "ops/cuda/gemm_scales.h"
 #include "runtime/cuda/check.h"
 #include "runtime/cuda/stream.h"
@@ -186,6 +187,8 @@ GemmContext::GemmContext(GemmOptions options) : options_(options), workspace_(kW
   // FP8KIT_BLOCK_GEMM=cublaslt: block-scaled GEMMs on cuBLASLt (a whole program's, for comparisons).
   if (const char* v = std::getenv("FP8KIT_BLOCK_GEMM"); v != nullptr && std::string_view(v) == "cublaslt")
     options_.block_kernel = false;
+  if (const char* v = std::getenv("FP8KIT_RESIDENT_GEMM"); v != nullptr && std::string_view(v) == "cublaslt")
+    options_.resident_kernel = false;
   FP8KIT_CUBLAS_CHECK(cublasLtCreate(&handle_), "creating the cuBLASLt handle");
 }
 
@@ -509,6 +512,14 @@ void GemmContext::gemm(const GemmArgs& args, cudaStream_t stream) {
   align_scale(g.a_scale_inv, 0);  // vector scales are aligned (validate)
   align_scale(g.b_scale_inv, 1);
   align_scale(g.y_scale, 2);
+  // GELU epilogues only: there the own kernel's overlapped epilogue wins (the lab MLP's first Linear,
+  // 16384 x 3072 x 768 into E4M3: about 78 us against cuBLASLt's 88-93); without one cuBLASLt is as
+  // fast or faster at large m (bench/cuda/README.md, "The short-k FP8 GEMM").
+  if (options_.resident_kernel && (g.epilogue == Epilogue::Gelu || g.epilogue == Epilogue::GeluBias) &&
+      resident_gemm_runs(g)) {
+    ++resident_kernel_gemms_;
+    return resident_gemm(g, stream);
+  }
   switch (g.a_scale_mode) {
     case ScaleMode::Scalar:
       return dispatch(g, stream);

@@ -1,0 +1,422 @@
+// The short-k FP8 GEMM (resident_gemm.h). A persistent grid of clusters of two blocks walks units of
+// (128 rows, a run of 128-column tiles); the cluster's two blocks take neighbouring row blocks and the
+// same columns. Per block, one thread of a producer warpgroup loads the unit's rows of a into shared
+// memory once (every 128 of k a 128 x 128 swizzled tile: the whole of k stays resident), then streams
+// b's 128 x 128 k-slices of each column tile through a ring of stages, half of each slice loaded by
+// each block and multicast to both (L2 serves b's bytes once per pair). The math warpgroups take the
+// column tiles in turns: the even tiles are warpgroup 0's, the odd ones warpgroup 1's, each tile's
+// 128 x 128 accumulator in its warpgroup's registers (two wgmma m64n128k32 per 32 of k). A named
+// barrier hands the tensor cores from one to the other once a tile's wgmmas are issued, so the
+// epilogue of one tile (scales, bias, GELU, conversion, stores) overlaps the next tile's products.
+// Stores go out in 8- or 16-byte row chunks after a transposition within each quad of lanes (the
+// fragment holds two columns of every eight). Instruction forms: the PTX ISA; the schedule follows
+// CUTLASS's KernelTmaWarpSpecializedPingpong, the resident a is this kernel's own.
+#include "ops/cuda/resident_gemm.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp8.h>
+
+#include <algorithm>
+#include <mutex>
+
+#include "base/error.h"
+#include "ops/activation.h"
+#include "ops/cuda/aligned.h"
+#include "ops/cuda/sm90.cuh"
+#include "runtime/cuda/check.h"
+#include "runtime/cuda/device_info.h"
+
+namespace fp8kit::cuda {
+namespace {
+
+using namespace sm90;
+
+constexpr int kBlockM = 128, kBlockN = 128, kBlockK = 128;
+constexpr int kTileBytes = kBlockM * kBlockK;  // one 128-wide slice of k of a's rows, or one stage of b
+constexpr int kMathThreads = 256, kThreads = kMathThreads + 128;
+constexpr int kCluster = 2;  // neighbouring row blocks, the same column tiles: b multicast to both
+constexpr int kMaxStages = 8, kMinStages = 3;
+
+// Shared memory, from a 1024-byte aligned base (128-byte swizzled tiles need it): a's k_blocks tiles,
+// b's stages, then the stages' full and empty barriers and a's (loaded, released).
+struct Layout {
+  int k_blocks = 0, stages = 0;
+  size_t bytes = 0;
+};
+Layout layout(int64_t k, size_t shared_optin) {
+  Layout l;
+  l.k_blocks = static_cast<int>((k + kBlockK - 1) / kBlockK);
+  const size_t fixed = 1024 + static_cast<size_t>(l.k_blocks) * kTileBytes + 2 * 8;
+  const size_t per_stage = kTileBytes + 2 * 8;
+  l.stages = shared_optin > fixed ? static_cast<int>(std::min<size_t>(kMaxStages, (shared_optin - fixed) / per_stage)) : 0;
+  l.bytes = fixed + static_cast<size_t>(l.stages) * per_stage;
+  return l;
+}
+
+enum class Out { E4M3, Bf16, F32 };
+
+struct Params {
+  const float* a_scale_inv;  // Scalar: one float (null = 1); OuterVec: one per row of a
+  const float* b_scale_inv;  // likewise per row of b (column of y)
+  bool vector_scales;  // OuterVec x OuterVec
+  const __nv_bfloat16* bias;  // [n] or null
+  const float* y_scale;  // E4M3 y: codes of y_scale * result
+  void* y;
+  int m, n, k_blocks, stages;
+  int n_tiles, chunk_tiles, n_chunks, units;  // a unit: a pair of row blocks x a chunk of column tiles
+};
+
+// Unit u's row-block pair and its column tiles [first, end).
+__device__ __forceinline__ void unit_of(const Params& p, int u, int& pair, int& first, int& end) {
+  pair = u / p.n_chunks;
+  first = u % p.n_chunks * p.chunk_tiles;
+  end = min(first + p.chunk_tiles, p.n_tiles);
+}
+
+// A position in the ring of b's stages: the same sequence of k-slices in both blocks and all roles.
+struct Ring {
+  int stages, stage = 0;
+  uint32_t phase = 0;  // the stage's fill, modulo 2, as its barriers count
+  __device__ __forceinline__ void advance() {
+    if (++stage == stages) stage = 0, phase ^= 1;
+  }
+};
+
+// The math warpgroups' turns at the tensor cores: named barriers 1 and 2 (__syncthreads is 0), each
+// met by the 128 threads of the warpgroup whose turn it is and the 128 of the one handing it over.
+__device__ __forceinline__ void wait_turn(int group) { asm volatile("bar.sync %0, %1;" ::"r"(1 + group), "n"(kMathThreads) : "memory"); }
+__device__ __forceinline__ void hand_turn(int group) { asm volatile("bar.arrive %0, %1;" ::"r"(1 + group), "n"(kMathThreads) : "memory"); }
+
+// The quad's (4 lanes') 4 x 4 matrix of words transposed: lane q holds e[j] = E[q][j] and ends with
+// e[r] = E[r][q]. First lanes q and q ^ 1 swap words so that each pair (e[2i], e[2i + 1]) holds one
+// column of two rows; then lanes q and q ^ 2 swap pairs.
+__device__ __forceinline__ void quad_transpose(uint32_t (&e)[4], int q) {
+  const bool odd = q & 1, high = q & 2;
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const uint32_t got = __shfl_xor_sync(0xFFFFFFFFu, odd ? e[2 * i] : e[2 * i + 1], 1);
+    if (odd) {
+      e[2 * i] = got;
+    } else {
+      e[2 * i + 1] = got;
+    }
+  }
+  const uint32_t got0 = __shfl_xor_sync(0xFFFFFFFFu, high ? e[0] : e[2], 2);
+  const uint32_t got1 = __shfl_xor_sync(0xFFFFFFFFu, high ? e[1] : e[3], 2);
+  if (high) {
+    e[0] = got0, e[1] = got1;
+  } else {
+    e[2] = got0, e[3] = got1;
+  }
+}
+
+// GELU for the epilogue, times y's scale. CUDA's accurate tanhf costs about 20 instructions an element,
+// more than the tensor cores' time for it at this k, so: for E4M3 y, the tanh form of ops/activation.h
+// on the special-function unit's tanh (one instruction, relative error below 2^-10.9, far below E4M3's
+// 2^-4; where x < -2.6 and 1 + tanh(u) cancels, y may differ by one code); for bf16 and f32 y, which
+// keep more bits, its sigmoid form x sigmoid(2u) = x / (1 + 2^(-2 log2(e) u)) on the units' exp2 and
+// reciprocal (each within 2 ulp; flushing to zero only meets 1 + 2^z >= 1), accurate to float32 ulps
+// where the tanh form cancels.
+template <Out O>
+__device__ __forceinline__ float gelu_scaled(float x, float scale) {
+  using namespace ops::gelu_detail;
+  if constexpr (O == Out::E4M3) {
+    const float u = fmaf(x * x, kCubic * kSqrt2OverPi, kSqrt2OverPi) * x;  // sqrt(2/pi) (x + 0.044715 x^3)
+    float t;
+    asm("tanh.approx.f32 %0, %1;" : "=f"(t) : "f"(u));
+    const float h = (0.5f * scale) * x;
+    return fmaf(h, t, h);
+  } else {
+    constexpr float kScale = -2.0f * 1.4426950408889634f * kSqrt2OverPi;  // -2 log2(e) sqrt(2/pi)
+    const float z = fmaf(x * x, kCubic * kScale, kScale) * x;  // -2 log2(e) u
+    float e, r;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(z));
+    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(1.0f + e));
+    return x * r;  // (scale is 1: only E4M3 y has one)
+  }
+}
+
+// The kernel's scalar factors: the per-tensor product of the operands' scales and y's scale.
+struct Scales {
+  float tensor, y;
+};
+template <Out O>
+__device__ __forceinline__ Scales load_scales(const Params& p) {
+  Scales s{1.0f, 1.0f};
+  if (!p.vector_scales) {
+    if (p.a_scale_inv != nullptr) s.tensor = *p.a_scale_inv;
+    if (p.b_scale_inv != nullptr) s.tensor *= *p.b_scale_inv;
+  }
+  if (O == Out::E4M3 && p.y_scale != nullptr) s.y = *p.y_scale;
+  return s;
+}
+
+// The bias's bf16 pairs at the thread's columns of tile nb (zeros without a bias or past n).
+__device__ __forceinline__ void load_bias(const Params& p, int nb, int lane, uint32_t (&bias)[16]) {
+#pragma unroll
+  for (int j = 0; j < 16; ++j) {
+    const int col = nb * kBlockN + 8 * j + 2 * (lane % 4);
+    bias[j] = p.bias != nullptr && col < p.n ? *reinterpret_cast<const uint32_t*>(p.bias + col) : 0u;
+  }
+}
+
+// y's tile (row block mb, column tile nb) from the warpgroup's accumulator: y = (sa sb) acc + bias
+// (one fused multiply-add), GELU (gelu_scaled), then E4M3 codes of y_scale y (round to nearest even, saturating;
+// NaN as 0x7F, without its sign) or bf16 (round to nearest even) through the hardware's paired
+// conversions, or f32. The thread's rows are rows[h * 2 + i] = 64 h + 16 warp + lane / 4 + 8 i of
+// the tile, its columns 8 j + 2 (lane % 4) + {0, 1} for j = 0..15: acc[64 h + 4 j + 2 i + {0, 1}].
+template <Out O, bool Gelu>
+__device__ __forceinline__ void store_tile(const float (&acc)[128], const Params& p, const Scales& scales,
+                                           const uint32_t (&bias)[16], int mb, int nb, int warp, int lane) {
+  const int q = lane % 4;
+  int rows[4];
+  float row_scale[4];
+#pragma unroll
+  for (int r = 0; r < 4; ++r) {
+    rows[r] = mb * kBlockM + (r / 2) * 64 + warp * 16 + lane / 4 + 8 * (r % 2);
+    row_scale[r] = p.vector_scales ? (rows[r] < p.m ? p.a_scale_inv[rows[r]] : 0.0f) : scales.tensor;
+  }
+#pragma unroll
+  for (int group = 0; group < 4; ++group) {  // four 8-column chunks at a time, one per lane of the quad
+    uint32_t words[4][4];  // [row][chunk]: the row's two columns of the chunk, packed
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      const int j = 4 * group + c, col = nb * kBlockN + 8 * j + 2 * q;
+      const float2 b = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&bias[j]));
+      float2 col_scale = make_float2(1.0f, 1.0f);
+      if (p.vector_scales && col < p.n) col_scale = *reinterpret_cast<const float2*>(p.b_scale_inv + col);
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        const float* a = acc + 64 * (r / 2) + 4 * j + 2 * (r % 2);
+        float v0 = fmaf(p.vector_scales ? row_scale[r] * col_scale.x : row_scale[r], a[0], b.x);
+        float v1 = fmaf(p.vector_scales ? row_scale[r] * col_scale.y : row_scale[r], a[1], b.y);
+        if constexpr (Gelu) {
+          v0 = gelu_scaled<O>(v0, scales.y), v1 = gelu_scaled<O>(v1, scales.y);
+        } else if constexpr (O == Out::E4M3) {
+          v0 *= scales.y, v1 *= scales.y;
+        }
+        if constexpr (O == Out::E4M3) {
+          words[r][c] = __nv_cvt_float2_to_fp8x2(make_float2(v0, v1), __NV_SATFINITE, __NV_E4M3);
+        } else if constexpr (O == Out::Bf16) {
+          const __nv_bfloat162 pair = __float22bfloat162_rn(make_float2(v0, v1));
+          words[r][c] = *reinterpret_cast<const uint32_t*>(&pair);
+        } else {
+          if (rows[r] < p.m && col < p.n)
+            *reinterpret_cast<float2*>(static_cast<float*>(p.y) + static_cast<size_t>(rows[r]) * p.n + col) =
+                make_float2(v0, v1);
+        }
+      }
+    }
+    if constexpr (O != Out::F32) {
+      const int col = nb * kBlockN + 8 * (4 * group + q);  // after the transposition: one chunk per lane
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        quad_transpose(words[r], q);
+        if (rows[r] >= p.m || col >= p.n) continue;
+        const size_t at = static_cast<size_t>(rows[r]) * p.n + col;
+        if constexpr (O == Out::E4M3) {
+          *reinterpret_cast<uint2*>(static_cast<uint8_t*>(p.y) + at) =
+              make_uint2(__byte_perm(words[r][0], words[r][1], 0x5410), __byte_perm(words[r][2], words[r][3], 0x5410));
+        } else {
+          *reinterpret_cast<uint4*>(static_cast<__nv_bfloat16*>(p.y) + at) =
+              make_uint4(words[r][0], words[r][1], words[r][2], words[r][3]);
+        }
+      }
+    }
+  }
+}
+
+template <Out O, bool Gelu>
+__global__ void __launch_bounds__(kThreads, 1)
+    resident_gemm_kernel(const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap b_map, const Params p) {
+#ifdef FP8KIT_SM90
+  extern __shared__ uint8_t raw[];
+  uint8_t* const base = raw + ((1024 - (shared_address(raw) & 1023)) & 1023);
+  uint8_t* const a_tiles = base;
+  uint8_t* const b_stages = base + p.k_blocks * kTileBytes;
+  uint64_t* const full = reinterpret_cast<uint64_t*>(b_stages + p.stages * kTileBytes);
+  uint64_t* const empty = full + p.stages;
+  uint64_t* const a_full = empty + p.stages;
+  uint64_t* const a_empty = a_full + 1;
+  const int cluster = blockIdx.x / kCluster, clusters = gridDim.x / kCluster;
+  const uint32_t rank = cluster_rank();
+
+  if (threadIdx.x == kMathThreads) {
+    for (int s = 0; s < p.stages; ++s) {
+      barrier_init(&full[s], 1);
+      barrier_init(&empty[s], kCluster * 4);  // one arrival per warp of the consuming warpgroup, both blocks
+    }
+    barrier_init(a_full, 1);
+    barrier_init(a_empty, kMathThreads / 32);  // every math warp, when the unit's tiles are done
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  cluster_sync();  // the partner's barriers are ready before anything arrives on them
+
+  if (threadIdx.x >= kMathThreads) {  // the producer warpgroup: one thread issues every copy
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
+    if (threadIdx.x != kMathThreads) return;
+    Ring ring{p.stages};
+    int unit = 0;
+    for (int u = cluster; u < p.units; u += clusters, ++unit) {
+      int pair, first, end;
+      unit_of(p, u, pair, first, end);
+      const int mb = pair * kCluster + static_cast<int>(rank);
+      if (unit > 0) barrier_wait(a_empty, (unit - 1) & 1);  // the last unit's products are done with a
+      barrier_expect_bytes(a_full, p.k_blocks * kTileBytes);
+      for (int kb = 0; kb < p.k_blocks; ++kb) tma_load(a_tiles + kb * kTileBytes, &a_map, a_full, kb * kBlockK, mb * kBlockM);
+      for (int nb = first; nb < end; ++nb) {
+        for (int kb = 0; kb < p.k_blocks; ++kb, ring.advance()) {
+          barrier_wait(&empty[ring.stage], ring.phase ^ 1);  // both blocks' math warps are done with the stage
+          barrier_expect_bytes(&full[ring.stage], kTileBytes);
+          tma_load_multicast(b_stages + ring.stage * kTileBytes + rank * (kTileBytes / kCluster), &b_map, &full[ring.stage],
+                             kb * kBlockK, nb * kBlockN + static_cast<int>(rank) * (kBlockN / kCluster), (1u << kCluster) - 1);
+        }
+      }
+    }
+    // The partner arrives on this block's barriers until its last stage: this block's shared memory
+    // must outlive those arrivals.
+    for (int i = 0; i < p.stages; ++i, ring.advance()) barrier_wait(&empty[ring.stage], ring.phase ^ 1);
+    return;
+  }
+
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
+  const int group = threadIdx.x / 128, warp = threadIdx.x / 32 % 4, lane = threadIdx.x % 32;
+  int tiles = 0;  // the block's column tiles over all its units, for the turns' last hand-over
+  for (int u = cluster; u < p.units; u += clusters) {
+    int pair, first, end;
+    unit_of(p, u, pair, first, end);
+    tiles += end - first;
+  }
+  const Scales scales = load_scales<O>(p);
+  const uint32_t a_low = descriptor_low(a_tiles), b_low = descriptor_low(b_stages);
+  const auto release = [&](int stage) {  // the stage's slice is read: lane i tells the cluster's block i
+    if (lane < kCluster) barrier_arrive_in(&empty[stage], lane);
+  };
+  float acc[128];
+  Ring ring{p.stages};
+  int t = 0, unit = 0;
+  for (int u = cluster; u < p.units; u += clusters, ++unit) {
+    int pair, first, end;
+    unit_of(p, u, pair, first, end);
+    const int mb = pair * kCluster + static_cast<int>(rank);
+    barrier_wait(a_full, unit & 1);
+    for (int nb = first; nb < end; ++nb, ++t) {
+      if (t % 2 != group) {  // the other warpgroup's tile
+        for (int kb = 0; kb < p.k_blocks; ++kb) ring.advance();
+        continue;
+      }
+      // The tile's bias, read before the products so that the epilogue does not wait for it.
+      uint32_t bias[16];
+      load_bias(p, nb, lane, bias);
+      if (t > 0) wait_turn(group);
+      int last = 0;
+      for (int kb = 0; kb < p.k_blocks; ++kb, ring.advance()) {
+        barrier_wait(&full[ring.stage], ring.phase);
+#pragma unroll
+        for (int i = 0; i < 128; ++i) fence_operand(acc[i]);
+        asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+        const uint32_t b_at = b_low + ring.stage * (kTileBytes >> 4);
+#pragma unroll
+        for (int ks = 0; ks < kBlockK / 32; ++ks) {  // 32 bytes of k per step: 2 in the descriptor's units
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const uint32_t a_at = a_low + ((kb * kTileBytes + h * 64 * kBlockK) >> 4) + 2 * ks;
+            wgmma<Formats::E4M3xE4M3>((static_cast<uint64_t>(kDescriptorHigh) << 32) | a_at,
+                                      (static_cast<uint64_t>(kDescriptorHigh) << 32) | (b_at + 2 * ks), acc + 64 * h,
+                                      kb > 0 || ks > 0);
+          }
+        }
+        asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+#pragma unroll
+        for (int i = 0; i < 128; ++i) fence_operand(acc[i]);
+        if (kb > 0) {
+          asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
+          release(last);
+        }
+        last = ring.stage;
+      }
+      if (t + 1 < tiles) hand_turn(1 - group);  // the products are queued: the other warpgroup's turn
+      asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+#pragma unroll
+      for (int i = 0; i < 128; ++i) fence_operand(acc[i]);
+      release(last);
+      store_tile<O, Gelu>(acc, p, scales, bias, mb, nb, warp, lane);
+    }
+    if (lane == 0) barrier_arrive_in(a_empty, rank);  // this warp is done with the unit's a
+  }
+#endif
+}
+
+template <Out O, bool Gelu>
+void launch(const GemmArgs& g, cudaStream_t stream) {
+  const DeviceFacts& device = device_facts();
+  const Layout l = layout(g.k, device.shared_optin);
+  static std::once_flag configured;
+  std::call_once(configured, [&] {
+    FP8KIT_CUDA_CHECK(cudaFuncSetAttribute(resident_gemm_kernel<O, Gelu>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           static_cast<int>(device.shared_optin)));
+  });
+  const CUtensorMap a = tensor_map(g.a, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, g.m, g.k, kBlockM, kBlockK, CU_TENSOR_MAP_SWIZZLE_128B);
+  const CUtensorMap b = tensor_map(g.b, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, g.n, g.k, kBlockN / kCluster, kBlockK,
+                                   CU_TENSOR_MAP_SWIZZLE_128B);
+  cudaLaunchConfig_t config{};
+  cudaLaunchAttribute attribute{};
+  attribute.id = cudaLaunchAttributeClusterDimension;
+  attribute.val.clusterDim.x = kCluster, attribute.val.clusterDim.y = 1, attribute.val.clusterDim.z = 1;
+  config.blockDim = dim3(kThreads);
+  config.dynamicSmemBytes = l.bytes;
+  config.stream = stream;
+  config.attrs = &attribute;
+  config.numAttrs = 1;
+  // As many clusters as fit at once (one block per SM; GPCs may leave an SM without a partner).
+  static const int resident = [&] {
+    cudaLaunchConfig_t probe = config;
+    probe.gridDim = dim3(current_device_attribute(cudaDevAttrMultiProcessorCount) / kCluster * kCluster);
+    int clusters = 0;
+    FP8KIT_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, resident_gemm_kernel<O, Gelu>, &probe));
+    return std::max(clusters, 1);
+  }();
+  Params p{};
+  p.vector_scales = g.a_scale_mode == ScaleMode::OuterVec;
+  p.a_scale_inv = g.a_scale_inv, p.b_scale_inv = g.b_scale_inv;
+  p.bias = static_cast<const __nv_bfloat16*>(g.bias);
+  p.y_scale = g.y_scale;
+  p.y = g.y;
+  p.m = static_cast<int>(g.m), p.n = static_cast<int>(g.n), p.k_blocks = l.k_blocks, p.stages = l.stages;
+  // Column tiles are split into chunks when there are fewer row-block pairs than clusters, so that every
+  // cluster has work (each chunk loads its rows of a once more).
+  const int row_pairs = static_cast<int>((g.m + kBlockM * kCluster - 1) / (kBlockM * kCluster));
+  p.n_tiles = static_cast<int>((g.n + kBlockN - 1) / kBlockN);
+  p.chunk_tiles = (p.n_tiles + std::clamp(resident / row_pairs, 1, p.n_tiles) - 1) / std::clamp(resident / row_pairs, 1, p.n_tiles);
+  p.n_chunks = (p.n_tiles + p.chunk_tiles - 1) / p.chunk_tiles;
+  p.units = row_pairs * p.n_chunks;
+  config.gridDim = dim3(static_cast<unsigned>(std::min(p.units, resident) * kCluster));
+  FP8KIT_CUDA_CHECK(cudaLaunchKernelEx(&config, resident_gemm_kernel<O, Gelu>, a, b, p));
+}
+
+}  // namespace
+
+bool resident_gemm_runs(const GemmArgs& g) {
+  const DeviceFacts& device = device_facts();
+  const bool scales = (g.a_scale_mode == ScaleMode::Scalar && g.b_scale_mode == ScaleMode::Scalar) ||
+                      (g.a_scale_mode == ScaleMode::OuterVec && g.b_scale_mode == ScaleMode::OuterVec);
+  const bool y = g.y_type == DType::E4M3 || g.y_type == DType::Bf16 || g.y_type == DType::F32;
+  return device.hopper && g.a_type == DType::E4M3 && g.b_type == DType::E4M3 && g.fast_accumulation && !g.accumulate &&
+         scales && y && g.m > 0 && g.n > 0 && g.n % 8 == 0 && g.k > 0 && g.k % 16 == 0 && g.m < (int64_t{1} << 31) &&
+         g.n < (int64_t{1} << 31) && aligned(g.a, 16) && aligned(g.b, 16) && aligned(g.y, 16) && aligned(g.bias, 4) &&
+         layout(g.k, device.shared_optin).stages >= kMinStages;
+}
+
+void resident_gemm(const GemmArgs& g, cudaStream_t stream) {
+  if (!resident_gemm_runs(g))
+    throw Error("resident GEMM: a " + std::to_string(g.m) + "x" + std::to_string(g.n) + "x" + std::to_string(g.k) +
+                " product this kernel does not run (resident_gemm_runs)");
+  const bool gelu = g.epilogue == Epilogue::Gelu || g.epilogue == Epilogue::GeluBias;
+  switch (g.y_type) {
+    case DType::E4M3: return gelu ? launch<Out::E4M3, true>(g, stream) : launch<Out::E4M3, false>(g, stream);
+    case DType::Bf16: return gelu ? launch<Out::Bf16, true>(g, stream) : launch<Out::Bf16, false>(g, stream);
+    default: return gelu ? launch<Out::F32, true>(g, stream) : launch<Out::F32, false>(g, stream);
+  }
+}
+
+}  // namespace fp8kit::cuda

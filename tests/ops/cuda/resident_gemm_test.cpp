@@ -1,0 +1,169 @@
+// The short-k FP8 GEMM (ops/cuda/resident_gemm.h) against cuBLASLt, both with fast accumulation: every
+// y type and epilogue it runs, per-tensor and per-row scales, and shapes that exercise its edges (a
+// partial last row block, column tile and slice of k; a cluster whose second block lies past m; units
+// of one tile, so that one math warpgroup has none; more units than clusters, so that a's rows are
+// reloaded).
+#include "ops/cuda/resident_gemm.h"
+
+#include "common/host_tensors.h"
+#include "numerics/cast.h"
+#include "ops/cuda/gemm.h"
+#include "ops/cuda/gpu_test.h"
+#include "ops/gemm.h"
+#include "ops/quantize.h"
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+namespace fp8kit::ops {
+namespace {
+
+using cuda::testing::random_normal;
+using testing::float_values;
+using testing::host_tensor;
+
+struct Case {
+  int64_t m, n, k;
+  DType y_type;
+  cuda::Epilogue epilogue;
+  bool per_row;
+};
+
+// y's values: an E4M3 y's codes decoded (unscaled), the others as floats.
+std::vector<float> values(const Tensor& y) {
+  if (y.dtype() != DType::E4M3) return float_values(y);
+  const Tensor host = y.to(Device::Cpu);
+  std::vector<float> out(static_cast<size_t>(host.numel()));
+  decode_fp8(host.span<uint8_t>(), Fp8Format::E4M3, out);
+  return out;
+}
+
+std::string describe(const Case& c) {
+  return fmt::format("{}x{}x{} -> {}, epilogue {}{}", c.m, c.n, c.k, name(c.y_type), static_cast<int>(c.epilogue),
+                     c.per_row ? ", per-row scales" : "");
+}
+
+TEST(ResidentGemm, AgreesWithCublasLt) {
+  FP8KIT_REQUIRE_GPU();
+  using cuda::Epilogue;
+  const Case cases[] = {
+      {260, 656, 784, DType::E4M3, Epilogue::GeluBias, false},  // 3 row blocks, 6 column tiles, 7 slices: all partial
+      {260, 656, 784, DType::Bf16, Epilogue::Bias, false},
+      {260, 656, 784, DType::F32, Epilogue::None, false},
+      {1000, 3072, 768, DType::E4M3, Epilogue::GeluBias, false},  // units of two tiles: both warpgroups
+      {1000, 3072, 768, DType::Bf16, Epilogue::Gelu, false},
+      {1000, 3072, 768, DType::F32, Epilogue::GeluBias, false},
+      {300, 520, 256, DType::Bf16, Epilogue::Bias, true},
+      {300, 520, 256, DType::F32, Epilogue::None, true},
+      {17000, 136, 128, DType::Bf16, Epilogue::Bias, false},  // more row-block pairs than clusters
+      {70, 24, 32, DType::E4M3, Epilogue::None, false},  // one slice of k, fewer than 128 rows and columns
+  };
+  for (const Case& c : cases) {
+    const std::string what = describe(c);
+    std::vector<float> xv = random_normal(c.m * c.k, 11), wv = random_normal(c.n * c.k, 12);
+    for (int64_t i = 0; i < c.m * c.k; ++i) xv[i] *= std::ldexp(1.0f, static_cast<int>(i / c.k % 5) - 2);
+    const Tensor x = host_tensor(xv, {c.m, c.k}).to(Device::Cuda), w = host_tensor(wv, {c.n, c.k}).to(Device::Cuda);
+    const Tensor bias = host_tensor(random_normal(c.n, 13), {c.n}, DType::Bf16).to(Device::Cuda);
+    const QuantSpec spec{.granularity = c.per_row ? Granularity::PerRow : Granularity::PerTensor};
+    const QTensor xq = quantize(x, spec), wq = quantize(w, spec);
+    const Tensor y_scale = host_tensor({2.0f}, {1}).to(Device::Cuda);
+    // sum_l |term| per output (scaled), the fast accumulator's error bound's scale.
+    const std::vector<float> xa = float_values(dequantize(xq)), wa = float_values(dequantize(wq));
+    std::vector<float> results[2];
+    for (const bool own : {true, false}) {
+      cuda::GemmContext context({.resident_kernel = false});
+      Tensor y({c.m, c.n}, c.y_type, Device::Cuda);
+      cuda::GemmArgs args;
+      args.m = c.m, args.n = c.n, args.k = c.k;
+      args.a = xq.codes.device_data<std::byte>(), args.a_type = DType::E4M3;
+      args.b = wq.codes.device_data<std::byte>(), args.b_type = DType::E4M3;
+      args.y = y.device_data<std::byte>(), args.y_type = c.y_type;
+      args.a_scale_inv = xq.scale_inv.device_data<float>(), args.b_scale_inv = wq.scale_inv.device_data<float>();
+      if (c.per_row) args.a_scale_mode = args.b_scale_mode = cuda::ScaleMode::OuterVec;
+      if (c.y_type == DType::E4M3) args.y_scale = y_scale.device_data<float>();
+      args.epilogue = c.epilogue;
+      if (c.epilogue == Epilogue::Bias || c.epilogue == Epilogue::GeluBias) args.bias = bias.device_data<std::byte>();
+      args.fast_accumulation = true;
+      ASSERT_EQ(cuda::resident_gemm_runs(args), true) << what;
+      if (own) {
+        cuda::resident_gemm(args, nullptr);
+      } else {
+        context.gemm(args);
+      }
+      results[own ? 0 : 1] = values(y);
+    }
+    int64_t differing = 0;
+    for (int64_t i = 0; i < c.m; ++i) {
+      for (int64_t j = 0; j < c.n; ++j) {
+        double magnitude = 0.0;
+        for (int64_t l = 0; l < c.k; ++l) magnitude += std::fabs(static_cast<double>(xa[i * c.k + l]) * wa[j * c.k + l]);
+        const float own = results[0][i * c.n + j], theirs = results[1][i * c.n + j];
+        // GELU's slope is at most 1.13; an E4M3 y (times 2) may round either way, one step (2^-3 relative).
+        const double rounding = c.y_type == DType::E4M3 ? 0x1p-3 : c.y_type == DType::Bf16 ? 0x1p-7 : 0.0;
+        const double scale = c.y_type == DType::E4M3 ? 2.0 : 1.0;
+        const double tol = rounding * std::fabs(theirs) + scale * 0x1p-11 * magnitude + 1e-30;
+        ASSERT_NEAR(own, theirs, tol) << what << " at " << i << "," << j;
+        differing += own != theirs;
+      }
+    }
+    // Rounded to bf16 or E4M3, mostly the same values: the products' order differs within the fast
+    // accumulator only (f32's last bits differ with any order).
+    if (c.y_type != DType::F32) EXPECT_LT(differing, c.m * c.n / 4) << what;
+  }
+}
+
+// GemmContext runs GELU epilogues on the kernel where it runs them, the others on cuBLASLt.
+TEST(ResidentGemm, RunsTheGeluEpiloguesOfGemmContext) {
+  FP8KIT_REQUIRE_GPU();
+  const int64_t m = 256, n = 384, k = 768;
+  const Tensor x = host_tensor(random_normal(m * k, 21), {m, k}).to(Device::Cuda);
+  const Tensor w = host_tensor(random_normal(n * k, 22), {n, k}).to(Device::Cuda);
+  const QTensor xq = quantize(x, {}), wq = quantize(w, {});
+  Tensor y({m, n}, DType::Bf16, Device::Cuda);
+  cuda::GemmContext context;
+  cuda::GemmArgs args;
+  args.m = m, args.n = n, args.k = k;
+  args.a = xq.codes.device_data<std::byte>(), args.a_type = DType::E4M3;
+  args.b = wq.codes.device_data<std::byte>(), args.b_type = DType::E4M3;
+  args.y = y.device_data<std::byte>(), args.y_type = DType::Bf16;
+  args.a_scale_inv = xq.scale_inv.device_data<float>(), args.b_scale_inv = wq.scale_inv.device_data<float>();
+  args.fast_accumulation = true;
+  context.gemm(args);
+  EXPECT_EQ(context.resident_kernel_gemms(), 0u);
+  args.epilogue = cuda::Epilogue::Gelu;
+  context.gemm(args);
+  EXPECT_EQ(context.resident_kernel_gemms(), 1u);
+  args.fast_accumulation = false;  // the split accumulator: cuBLASLt's
+  context.gemm(args);
+  EXPECT_EQ(context.resident_kernel_gemms(), 1u);
+}
+
+TEST(ResidentGemm, RefusesWhatItDoesNotRun) {
+  FP8KIT_REQUIRE_GPU();
+  cuda::GemmArgs args;
+  args.m = 256, args.n = 256, args.k = 256;
+  alignas(16) static const std::byte dummy[16] = {};
+  args.a = args.b = args.y = const_cast<std::byte*>(dummy);
+  args.a_type = args.b_type = DType::E4M3, args.y_type = DType::Bf16;
+  args.fast_accumulation = true;
+  EXPECT_TRUE(cuda::resident_gemm_runs(args));
+  cuda::GemmArgs split = args;
+  split.fast_accumulation = false;  // the split accumulator: cuBLASLt's
+  EXPECT_FALSE(cuda::resident_gemm_runs(split));
+  cuda::GemmArgs long_k = args;
+  long_k.k = 8192;  // a's rows do not fit in shared memory
+  EXPECT_FALSE(cuda::resident_gemm_runs(long_k));
+  cuda::GemmArgs e5m2 = args;
+  e5m2.a_type = DType::E5M2;
+  EXPECT_FALSE(cuda::resident_gemm_runs(e5m2));
+  cuda::GemmArgs accumulate = args;
+  accumulate.accumulate = true;
+  EXPECT_FALSE(cuda::resident_gemm_runs(accumulate));
+  EXPECT_THROW(cuda::resident_gemm(long_k, nullptr), Error);
+}
+
+}  // namespace
+}  // namespace fp8kit::ops
