@@ -126,11 +126,11 @@ void Mlp::infer(const Tensor& x, Tensor& y) {
   const int64_t rows = x.dim(0);
   ops::sized(y, {rows, config_.output}, DType::Bf16, c.device());
   // fc1's bias and GELU in its GEMM's epilogue, which writes fc2's operand (bf16, or E4M3 codes at
-  // fc2's static input scale): no pass over the hidden activation of its own.
+  // fc2's static input scale): no pass over the hidden activation of its own. FP8's fc1 quantizes x at
+  // its static scale inside the product (on the GPU, as its blocks load x's rows).
   if (precision_ == nn::Precision::Fp8) {
     ops::sized(act_q_.codes, {rows, config_.hidden}, DType::E4M3, c.device());
-    ops::quantize(c, x, kE4m3PerTensor, x_q_, &x_scale_[0]);
-    ops::matmul(c, x_q_, w_q_[0], act_q_.codes,
+    ops::matmul(c, x, x_scale_[0], w_q_[0], act_q_.codes,
                 {.bias = &b_bf16_[0], .activation = ops::Activation::Gelu, .y_scale = &x_scale_[1], .fast_accumulation = true});
     ops::matmul(c, act_q_, w_q_[1], y, {.bias = &b_bf16_[1], .fast_accumulation = true});
     return;

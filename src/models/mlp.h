@@ -72,7 +72,7 @@ class Mlp {
   Tensor loss_, dy_;
   // Inference: weights [out, in] bf16 or quantized, fc2's input (bf16 or E4M3), input scales [1].
   Tensor w_bf16_[2], b_bf16_[2], act_bf16_, x_scale_[2];
-  QTensor w_q_[2], x_q_, act_q_;
+  QTensor w_q_[2], act_q_;
   float activation_scales_[2] = {1.0f, 1.0f};
   bool inference_ready_ = false;
 };

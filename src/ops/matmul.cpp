@@ -7,6 +7,7 @@
 #include "numerics/cast.h"
 #include "numerics/convert.h"
 #include "ops/gemm.h"
+#include "ops/quantize.h"
 
 #include <fmt/ranges.h>
 
@@ -95,28 +96,18 @@ void vec128_scales(const Tensor& scale_inv, float* out, cudaStream_t stream) {
 // and scratch; without, on the legacy default stream with a per-thread cuBLASLt context, and the
 // Vec128 scales (or a per-tensor scale broadcast to m floats) in tensors of their own. Decode-sized
 // products (cuda::gemv_fits: m <= 8) run gemv, which reads the weight b once at memory speed.
-void matmul_cuda(Context* c, const Operand& a, const Operand& b, Tensor& y, const MatmulOptions& options,
-                 const GemmShape& s, Scaling scaling) {
-  thread_local cuda::GemmContext own;  // one handle, workspace and plan cache per thread
-  cuda::GemmContext& context = c != nullptr ? gemm(*c) : own;
-  const cudaStream_t queue = c != nullptr ? stream(*c) : nullptr;
+// The GEMM's operands, y and epilogue (bias, GELU, y's scale, accumulation); scales are the caller's.
+cuda::GemmArgs gemm_args(const Tensor& a, const Tensor& b, Tensor& y, const MatmulOptions& options, const GemmShape& s) {
   cuda::GemmArgs args;
   args.m = s.m;
   args.n = s.n;
   args.k = s.k;
-  args.a = a.data.device_data<std::byte>();
-  args.a_type = a.data.dtype();
-  args.b = b.data.device_data<std::byte>();
-  args.b_type = b.data.dtype();
+  args.a = a.device_data<std::byte>();
+  args.a_type = a.dtype();
+  args.b = b.device_data<std::byte>();
+  args.b_type = b.dtype();
   args.y = y.device_data<std::byte>();
   args.y_type = y.dtype();
-  Tensor a_scales, b_scales;  // Vec128 layouts of 1x128 scales or a's broadcast scale, without a context
-  if (a.scale_inv != nullptr) {
-    args.a_scale_inv = a.scale_inv->device_data<float>();
-    args.b_scale_inv = b.scale_inv->device_data<float>();
-  }
-  if (scaling == Scaling::PerRow) args.a_scale_mode = args.b_scale_mode = cuda::ScaleMode::OuterVec;
-  if (scaling == Scaling::TensorRow) args.b_scale_mode = cuda::ScaleMode::OuterVec;
   const bool gelu = options.activation == Activation::Gelu;
   if (options.bias != nullptr) {
     args.epilogue = gelu ? cuda::Epilogue::GeluBias : cuda::Epilogue::Bias;
@@ -127,6 +118,22 @@ void matmul_cuda(Context* c, const Operand& a, const Operand& b, Tensor& y, cons
   if (options.y_scale != nullptr) args.y_scale = options.y_scale->device_data<float>();
   args.fast_accumulation = options.fast_accumulation;
   args.constant_b = options.constant_b;
+  return args;
+}
+
+void matmul_cuda(Context* c, const Operand& a, const Operand& b, Tensor& y, const MatmulOptions& options,
+                 const GemmShape& s, Scaling scaling) {
+  thread_local cuda::GemmContext own;  // one handle, workspace and plan cache per thread
+  cuda::GemmContext& context = c != nullptr ? gemm(*c) : own;
+  const cudaStream_t queue = c != nullptr ? stream(*c) : nullptr;
+  cuda::GemmArgs args = gemm_args(a.data, b.data, y, options, s);
+  Tensor a_scales, b_scales;  // Vec128 layouts of 1x128 scales or a's broadcast scale, without a context
+  if (a.scale_inv != nullptr) {
+    args.a_scale_inv = a.scale_inv->device_data<float>();
+    args.b_scale_inv = b.scale_inv->device_data<float>();
+  }
+  if (scaling == Scaling::PerRow) args.a_scale_mode = args.b_scale_mode = cuda::ScaleMode::OuterVec;
+  if (scaling == Scaling::TensorRow) args.b_scale_mode = cuda::ScaleMode::OuterVec;
   if (scaling != Scaling::Block && cuda::gemv_fits(args)) return cuda::gemv(args, queue);  // (blocks: cuBLASLt)
   if (scaling == Scaling::TensorRow) {
     // cuBLASLt scales per row x per row: a's one scale repeated m times.
@@ -328,6 +335,31 @@ void matmul(Context& c, const Tensor& a, const Tensor& b, Tensor& y, const Matmu
 
 void matmul(Context& c, const QTensor& a, const QTensor& b, Tensor& y, const MatmulOptions& options) {
   matmul_quantized(&c, a, b, y, options);
+}
+
+void matmul(Context& c, const Tensor& a, const Tensor& a_scale, const QTensor& b, Tensor& y, const MatmulOptions& options) {
+  FP8KIT_CHECK(a.dtype() == DType::Bf16, "matmul: a quantized in the product must be bf16, got {}", name(a.dtype()));
+  FP8KIT_CHECK(b.codes.dtype() == DType::E4M3 && b.spec.granularity == Granularity::PerTensor,
+               "matmul: with a quantized in the product, b must be E4M3 per tensor, got {} {}", name(b.codes.dtype()),
+               name(b.spec.granularity));
+  FP8KIT_CHECK(a_scale.numel() == 1 && a_scale.dtype() == DType::F32 && a_scale.device() == a.device(),
+               "matmul: a_scale must be one f32 on {}, got [{}] {} on {}", name(a.device()),
+               fmt::join(a_scale.shape(), ", "), name(a_scale.dtype()), name(a_scale.device()));
+#if FP8KIT_HAVE_CUDA
+  if (a.device() == Device::Cuda) {
+    // a_scale marks a as FP8 for the checks (a bf16 bias, an FP8 y allowed).
+    const GemmShape s = check(Operand{a, &a_scale}, Operand{b.codes, &b.scale_inv, &b}, y, options);
+    FP8KIT_CHECK(c.device() == Device::Cuda, "matmul: the operands are on cuda and the context on {}", name(c.device()));
+    FP8KIT_CHECK(b.scale_inv.numel() == 1 && b.scale_inv.device() == Device::Cuda,
+                 "matmul: b's per-tensor scale_inv must be one float on cuda");
+    cuda::GemmArgs args = gemm_args(a, b.codes, y, options, s);
+    args.a_scale = a_scale.device_data<float>();
+    args.b_scale_inv = b.scale_inv.device_data<float>();
+    gemm(c).gemm(args, stream(c));
+    return;
+  }
+#endif
+  matmul(c, quantize(a, {.format = Fp8Format::E4M3}, &a_scale), b, y, options);
 }
 
 }  // namespace fp8kit::ops

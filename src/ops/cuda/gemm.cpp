@@ -16,6 +16,7 @@
 
 #include "base/error.h"
 #include "ops/cuda/block_gemm.h"
+#include "ops/cuda/quantize.h"
 #include "ops/cuda/resident_gemm.h"
 #include "ops/cuda/gemm_scales.h"
 #include "runtime/cuda/check.h"
@@ -98,8 +99,12 @@ void validate(const GemmArgs& g) {
   const std::string what = describe(g);
   FP8KIT_CHECK(g.m > 0 && g.n > 0 && g.k > 0, "{}: m, n and k must be positive", what);
   FP8KIT_CHECK(g.a != nullptr && g.b != nullptr && g.y != nullptr, "{}: a, b and y must be device pointers, not null", what);
+  FP8KIT_CHECK(g.a_scale == nullptr || (g.a_type == DType::Bf16 && g.b_type == DType::E4M3 && g.a_scale_inv == nullptr &&
+                                          g.a_scale_mode == ScaleMode::Scalar && g.b_scale_mode == ScaleMode::Scalar),
+               "{}: a_scale quantizes a bf16 a for an E4M3 b with a per-tensor scale (and no a_scale_inv)", what);
   if (is_fp8(g.a_type) || is_fp8(g.b_type)) {
-    FP8KIT_CHECK(is_fp8(g.a_type) && is_fp8(g.b_type), "{}: FP8 GEMMs need both operands in FP8", what);
+    FP8KIT_CHECK((is_fp8(g.a_type) || g.a_scale != nullptr) && is_fp8(g.b_type),
+                 "{}: FP8 GEMMs need both operands in FP8 (or a bf16 a and a_scale)", what);
     FP8KIT_CHECK(!(g.a_type == DType::E5M2 && g.b_type == DType::E5M2),
                  "{}: E5M2 x E5M2 is not supported by Hopper's FP8 GEMMs; quantize one operand as E4M3", what);
     FP8KIT_CHECK(g.y_type == DType::Bf16 || g.y_type == DType::F32 || is_fp8(g.y_type),
@@ -467,6 +472,28 @@ void GemmContext::matmul_block_fallback(const GemmArgs& g, cudaStream_t stream) 
   FP8KIT_CUDA_CHECK(cudaFreeAsync(buffer, stream));
 }
 
+// A bf16 a with a_scale where the short-k kernel does not run: quantized into a temporary (ops::quantize's
+// codes and scale_inv), then the FP8 GEMM.
+void GemmContext::quantize_a_first(const GemmArgs& g, cudaStream_t stream) {
+  void* buffer = nullptr;
+  FP8KIT_CUDA_CHECK(cudaMallocAsync(&buffer, 256 + static_cast<size_t>(g.m * g.k), stream));
+  try {
+    QuantizeArgs q;
+    q.x = g.a, q.x_type = DType::Bf16, q.rows = g.m, q.cols = g.k;
+    q.scale = g.a_scale;
+    q.scale_inv = static_cast<float*>(buffer);
+    q.q = static_cast<uint8_t*>(buffer) + 256;
+    quantize_fp8(q, stream);
+    GemmArgs codes = g;
+    codes.a = q.q, codes.a_type = DType::E4M3, codes.a_scale = nullptr, codes.a_scale_inv = q.scale_inv;
+    gemm(codes, stream);
+  } catch (...) {
+    cudaFreeAsync(buffer, stream);
+    throw;
+  }
+  FP8KIT_CUDA_CHECK(cudaFreeAsync(buffer, stream));
+}
+
 // cuBLASLt's GEMM, through zero-padded copies where its 16-byte rules (or whole 128-blocks of k) ask.
 void GemmContext::dispatch(const GemmArgs& g, cudaStream_t stream) {
   const bool unaligned = alignment(g.a) < 16 || alignment(g.b) < 16 || alignment(g.y) < 16 || alignment(g.bias) < 16;
@@ -515,11 +542,12 @@ void GemmContext::gemm(const GemmArgs& args, cudaStream_t stream) {
   // GELU epilogues only: there the own kernel's overlapped epilogue wins (the lab MLP's first Linear,
   // 16384 x 3072 x 768 into E4M3: about 78 us against cuBLASLt's 88-93); without one cuBLASLt is as
   // fast or faster at large m (bench/cuda/README.md, "The short-k FP8 GEMM").
-  if (options_.resident_kernel && (g.epilogue == Epilogue::Gelu || g.epilogue == Epilogue::GeluBias) &&
+  if (options_.resident_kernel && (g.epilogue == Epilogue::Gelu || g.epilogue == Epilogue::GeluBias || g.a_scale != nullptr) &&
       resident_gemm_runs(g)) {
     ++resident_kernel_gemms_;
     return resident_gemm(g, stream);
   }
+  if (g.a_scale != nullptr) return quantize_a_first(g, stream);
   switch (g.a_scale_mode) {
     case ScaleMode::Scalar:
       return dispatch(g, stream);

@@ -64,6 +64,11 @@ struct GemmArgs {
   // FP8 y only (one float on the device): y = fp8(y_scale * result), saturating at the format's max
   // (ops::quantize's codes of the result at that scale); no accumulation.
   const float* y_scale = nullptr;
+  // A bf16 a with an E4M3 b (one float on the device): a is quantized per tensor at this static scale,
+  // exactly as ops::quantize (codes = e4m3(a * a_scale), a_scale_inv = 1 / a_scale, which stays null
+  // here), inside the GEMM where resident_gemm.h runs it (its blocks quantize their rows of a as they
+  // load them), otherwise by a quantization into a temporary copy first.
+  const float* a_scale = nullptr;
   Epilogue epilogue = Epilogue::None;
   const void* bias = nullptr;  // [n], added before GELU: bf16 for FP8 GEMMs (cuBLASLt's rule), else y_type
   // FP8 only. true: Hopper's fast accumulation (fprop, as TE); false: the split accumulator, which
@@ -142,6 +147,7 @@ class GemmContext {
                     cudaStream_t stream);
   void matmul(const GemmArgs& args, cudaStream_t stream);
   void dispatch(const GemmArgs& args, cudaStream_t stream);
+  void quantize_a_first(const GemmArgs& args, cudaStream_t stream);
   void matmul_block_scaled(const GemmArgs& args, cudaStream_t stream);
   void matmul_padded(const GemmArgs& args, cudaStream_t stream);
   void matmul_outer_fallback(const GemmArgs& args, cudaStream_t stream);

@@ -22,6 +22,7 @@
 #include "base/error.h"
 #include "ops/activation.h"
 #include "ops/cuda/aligned.h"
+#include "ops/cuda/fp8_cast.cuh"
 #include "ops/cuda/sm90.cuh"
 #include "runtime/cuda/check.h"
 #include "runtime/cuda/device_info.h"
@@ -38,7 +39,7 @@ constexpr int kCluster = 2;  // neighbouring row blocks, the same column tiles: 
 constexpr int kMaxStages = 8, kMinStages = 3;
 
 // Shared memory, from a 1024-byte aligned base (128-byte swizzled tiles need it): a's k_blocks tiles,
-// b's stages, then the stages' full and empty barriers and a's (loaded, released).
+// b's stages, then the stages' full and empty barriers, a's per tile (loaded) and a's released.
 struct Layout {
   int k_blocks = 0, stages = 0;
   size_t bytes = 0;
@@ -46,7 +47,7 @@ struct Layout {
 Layout layout(int64_t k, size_t shared_optin) {
   Layout l;
   l.k_blocks = static_cast<int>((k + kBlockK - 1) / kBlockK);
-  const size_t fixed = 1024 + static_cast<size_t>(l.k_blocks) * kTileBytes + 2 * 8;
+  const size_t fixed = 1024 + static_cast<size_t>(l.k_blocks) * (kTileBytes + 8) + 8;
   const size_t per_stage = kTileBytes + 2 * 8;
   l.stages = shared_optin > fixed ? static_cast<int>(std::min<size_t>(kMaxStages, (shared_optin - fixed) / per_stage)) : 0;
   l.bytes = fixed + static_cast<size_t>(l.stages) * per_stage;
@@ -56,13 +57,15 @@ Layout layout(int64_t k, size_t shared_optin) {
 enum class Out { E4M3, Bf16, F32 };
 
 struct Params {
+  const __nv_bfloat16* a_bf16;  // bf16 a, quantized here at a_scale (then a_scale_inv is null); else null
+  const float* a_scale;
   const float* a_scale_inv;  // Scalar: one float (null = 1); OuterVec: one per row of a
   const float* b_scale_inv;  // likewise per row of b (column of y)
   bool vector_scales;  // OuterVec x OuterVec
   const __nv_bfloat16* bias;  // [n] or null
   const float* y_scale;  // E4M3 y: codes of y_scale * result
   void* y;
-  int m, n, k_blocks, stages;
+  int m, n, k, k_blocks, stages;
   int n_tiles, chunk_tiles, n_chunks, units;  // a unit: a pair of row blocks x a chunk of column tiles
 };
 
@@ -145,6 +148,7 @@ __device__ __forceinline__ Scales load_scales(const Params& p) {
   Scales s{1.0f, 1.0f};
   if (!p.vector_scales) {
     if (p.a_scale_inv != nullptr) s.tensor = *p.a_scale_inv;
+    if (p.a_scale != nullptr) s.tensor = 1.0f / *p.a_scale;  // ops::quantize's scale_inv, bit for bit
     if (p.b_scale_inv != nullptr) s.tensor *= *p.b_scale_inv;
   }
   if (O == Out::E4M3 && p.y_scale != nullptr) s.y = *p.y_scale;
@@ -226,6 +230,50 @@ __device__ __forceinline__ void store_tile(const float (&acc)[128], const Params
   }
 }
 
+// The math warps' barrier (id 3; the turns use 1 and 2), without the producer.
+__device__ __forceinline__ void math_sync() { asm volatile("bar.sync 3, %0;" ::"n"(kMathThreads) : "memory"); }
+
+// With a bf16 a, the math warps quantize the unit's rows themselves before its first products: each
+// 16-code chunk (encode_row: ops::quantize's codes, bit for bit) goes where a TMA load with 128-byte
+// swizzling would have put it (chunk c of row r at chunk c ^ (r % 8) of the row). Eight chunks' loads
+// are in flight per thread at a time, so that the reads run at memory speed rather than its latency.
+__device__ __forceinline__ void quantize_rows(const Params& p, int mb, uint8_t* a_tiles) {
+  constexpr int kBatch = 8;
+  const float scale = *p.a_scale;
+  const int items = p.k_blocks * kBlockM * 8;  // (k-slice, row, chunk), 8 threads a row: 256 bytes read
+  for (int first = threadIdx.x; first < items; first += kBatch * kMathThreads) {
+    uint4 bits[kBatch][2];
+#pragma unroll
+    for (int i = 0; i < kBatch; ++i) {
+      const int item = first + i * kMathThreads, kb = item / (kBlockM * 8), r = item / 8 % kBlockM, c = item % 8;
+      const int row = mb * kBlockM + r, k0 = kb * kBlockK + 16 * c;
+      bits[i][0] = bits[i][1] = make_uint4(0, 0, 0, 0);
+      if (item < items && row < p.m && k0 < p.k) {
+        const uint4* src = reinterpret_cast<const uint4*>(p.a_bf16 + static_cast<size_t>(row) * p.k + k0);
+        bits[i][0] = src[0], bits[i][1] = src[1];
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < kBatch; ++i) {
+      const int item = first + i * kMathThreads, kb = item / (kBlockM * 8), r = item / 8 % kBlockM, c = item % 8;
+      if (item >= items) break;
+      uint32_t codes[4];
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const uint4& b = bits[i][q / 2];
+        const uint32_t lo = q % 2 == 0 ? b.x : b.z, hi = q % 2 == 0 ? b.y : b.w;
+        const float v[4] = {__uint_as_float(lo << 16), __uint_as_float(lo & 0xFFFF0000u), __uint_as_float(hi << 16),
+                            __uint_as_float(hi & 0xFFFF0000u)};
+        codes[q] = encode_row<Fp8Format::E4M3, false>(v, scale);
+      }
+      *reinterpret_cast<uint4*>(a_tiles + kb * kTileBytes + r * kBlockK + ((c ^ (r % 8)) << 4)) =
+          make_uint4(codes[0], codes[1], codes[2], codes[3]);
+    }
+  }
+  // The codes were written by ordinary stores and wgmma reads them through the async proxy.
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+
 template <Out O, bool Gelu>
 __global__ void __launch_bounds__(kThreads, 1)
     resident_gemm_kernel(const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap b_map, const Params p) {
@@ -236,8 +284,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   uint8_t* const b_stages = base + p.k_blocks * kTileBytes;
   uint64_t* const full = reinterpret_cast<uint64_t*>(b_stages + p.stages * kTileBytes);
   uint64_t* const empty = full + p.stages;
-  uint64_t* const a_full = empty + p.stages;
-  uint64_t* const a_empty = a_full + 1;
+  uint64_t* const a_ready = empty + p.stages;  // [k_blocks]
+  uint64_t* const a_empty = a_ready + p.k_blocks;
   const int cluster = blockIdx.x / kCluster, clusters = gridDim.x / kCluster;
   const uint32_t rank = cluster_rank();
 
@@ -246,7 +294,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       barrier_init(&full[s], 1);
       barrier_init(&empty[s], kCluster * 4);  // one arrival per warp of the consuming warpgroup, both blocks
     }
-    barrier_init(a_full, 1);
+    for (int kb = 0; kb < p.k_blocks; ++kb) barrier_init(&a_ready[kb], 1);
     barrier_init(a_empty, kMathThreads / 32);  // every math warp, when the unit's tiles are done
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
@@ -261,9 +309,13 @@ __global__ void __launch_bounds__(kThreads, 1)
       int pair, first, end;
       unit_of(p, u, pair, first, end);
       const int mb = pair * kCluster + static_cast<int>(rank);
-      if (unit > 0) barrier_wait(a_empty, (unit - 1) & 1);  // the last unit's products are done with a
-      barrier_expect_bytes(a_full, p.k_blocks * kTileBytes);
-      for (int kb = 0; kb < p.k_blocks; ++kb) tma_load(a_tiles + kb * kTileBytes, &a_map, a_full, kb * kBlockK, mb * kBlockM);
+      if (p.a_bf16 == nullptr) {  // a's codes by TMA (a bf16 a: the math warps'), each 128 of k on its own
+        if (unit > 0) barrier_wait(a_empty, (unit - 1) & 1);  // the last unit's products are done with a
+        for (int kb = 0; kb < p.k_blocks; ++kb) {
+          barrier_expect_bytes(&a_ready[kb], kTileBytes);
+          tma_load(a_tiles + kb * kTileBytes, &a_map, &a_ready[kb], kb * kBlockK, mb * kBlockM);
+        }
+      }
       for (int nb = first; nb < end; ++nb) {
         for (int kb = 0; kb < p.k_blocks; ++kb, ring.advance()) {
           barrier_wait(&empty[ring.stage], ring.phase ^ 1);  // both blocks' math warps are done with the stage
@@ -299,7 +351,11 @@ __global__ void __launch_bounds__(kThreads, 1)
     int pair, first, end;
     unit_of(p, u, pair, first, end);
     const int mb = pair * kCluster + static_cast<int>(rank);
-    barrier_wait(a_full, unit & 1);
+    if (p.a_bf16 != nullptr) {
+      math_sync();  // both warpgroups' products of the last unit are done with a
+      quantize_rows(p, mb, a_tiles);
+      math_sync();
+    }
     for (int nb = first; nb < end; ++nb, ++t) {
       if (t % 2 != group) {  // the other warpgroup's tile
         for (int kb = 0; kb < p.k_blocks; ++kb) ring.advance();
@@ -311,6 +367,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       if (t > 0) wait_turn(group);
       int last = 0;
       for (int kb = 0; kb < p.k_blocks; ++kb, ring.advance()) {
+        if (p.a_bf16 == nullptr) barrier_wait(&a_ready[kb], unit & 1);
         barrier_wait(&full[ring.stage], ring.phase);
 #pragma unroll
         for (int i = 0; i < 128; ++i) fence_operand(acc[i]);
@@ -356,9 +413,12 @@ void launch(const GemmArgs& g, cudaStream_t stream) {
     FP8KIT_CUDA_CHECK(cudaFuncSetAttribute(resident_gemm_kernel<O, Gelu>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            static_cast<int>(device.shared_optin)));
   });
-  const CUtensorMap a = tensor_map(g.a, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, g.m, g.k, kBlockM, kBlockK, CU_TENSOR_MAP_SWIZZLE_128B);
   const CUtensorMap b = tensor_map(g.b, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, g.n, g.k, kBlockN / kCluster, kBlockK,
                                    CU_TENSOR_MAP_SWIZZLE_128B);
+  // A bf16 a is read by the kernel's own loads (b's map stands in, unused).
+  const CUtensorMap a = g.a_type == DType::Bf16 ? b
+                                                : tensor_map(g.a, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, g.m, g.k, kBlockM,
+                                                             kBlockK, CU_TENSOR_MAP_SWIZZLE_128B);
   cudaLaunchConfig_t config{};
   cudaLaunchAttribute attribute{};
   attribute.id = cudaLaunchAttributeClusterDimension;
@@ -377,12 +437,14 @@ void launch(const GemmArgs& g, cudaStream_t stream) {
     return std::max(clusters, 1);
   }();
   Params p{};
+  if (g.a_type == DType::Bf16) p.a_bf16 = static_cast<const __nv_bfloat16*>(g.a), p.a_scale = g.a_scale;
   p.vector_scales = g.a_scale_mode == ScaleMode::OuterVec;
   p.a_scale_inv = g.a_scale_inv, p.b_scale_inv = g.b_scale_inv;
   p.bias = static_cast<const __nv_bfloat16*>(g.bias);
   p.y_scale = g.y_scale;
   p.y = g.y;
-  p.m = static_cast<int>(g.m), p.n = static_cast<int>(g.n), p.k_blocks = l.k_blocks, p.stages = l.stages;
+  p.m = static_cast<int>(g.m), p.n = static_cast<int>(g.n), p.k = static_cast<int>(g.k);
+  p.k_blocks = l.k_blocks, p.stages = l.stages;
   // Column tiles are split into chunks when there are fewer row-block pairs than clusters, so that every
   // cluster has work (each chunk loads its rows of a once more).
   const int row_pairs = static_cast<int>((g.m + kBlockM * kCluster - 1) / (kBlockM * kCluster));
@@ -401,8 +463,9 @@ bool resident_gemm_runs(const GemmArgs& g) {
   const bool scales = (g.a_scale_mode == ScaleMode::Scalar && g.b_scale_mode == ScaleMode::Scalar) ||
                       (g.a_scale_mode == ScaleMode::OuterVec && g.b_scale_mode == ScaleMode::OuterVec);
   const bool y = g.y_type == DType::E4M3 || g.y_type == DType::Bf16 || g.y_type == DType::F32;
-  return device.hopper && g.a_type == DType::E4M3 && g.b_type == DType::E4M3 && g.fast_accumulation && !g.accumulate &&
-         scales && y && g.m > 0 && g.n > 0 && g.n % 8 == 0 && g.k > 0 && g.k % 16 == 0 && g.m < (int64_t{1} << 31) &&
+  const bool a = g.a_type == DType::E4M3 || (g.a_type == DType::Bf16 && g.a_scale != nullptr &&
+                                              g.a_scale_mode == ScaleMode::Scalar && g.b_scale_mode == ScaleMode::Scalar);
+  return device.hopper && a && g.b_type == DType::E4M3 && g.fast_accumulation && !g.accumulate && scales && y && g.m > 0 && g.n > 0 && g.n % 8 == 0 && g.k > 0 && g.k % 16 == 0 && g.m < (int64_t{1} << 31) &&
          g.n < (int64_t{1} << 31) && aligned(g.a, 16) && aligned(g.b, 16) && aligned(g.y, 16) && aligned(g.bias, 4) &&
          layout(g.k, device.shared_optin).stages >= kMinStages;
 }

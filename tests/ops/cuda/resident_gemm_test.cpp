@@ -2,7 +2,7 @@
 // y type and epilogue it runs, per-tensor and per-row scales, and shapes that exercise its edges (a
 // partial last row block, column tile and slice of k; a cluster whose second block lies past m; units
 // of one tile, so that one math warpgroup has none; more units than clusters, so that a's rows are
-// reloaded).
+// reloaded); a bf16 a quantized inside it, against ops::quantize's codes.
 #include "ops/cuda/resident_gemm.h"
 
 #include "common/host_tensors.h"
@@ -111,7 +111,63 @@ TEST(ResidentGemm, AgreesWithCublasLt) {
     }
     // Rounded to bf16 or E4M3, mostly the same values: the products' order differs within the fast
     // accumulator only (f32's last bits differ with any order).
-    if (c.y_type != DType::F32) EXPECT_LT(differing, c.m * c.n / 4) << what;
+    if (c.y_type != DType::F32) {
+      EXPECT_LT(differing, c.m * c.n / 4) << what;
+    }
+  }
+}
+
+// A bf16 a with a_scale: quantized inside the kernel, the same bits as ops::quantize's codes multiplied
+// by the same kernel; where the kernel is not used, quantized into a temporary first (cuBLASLt's bits).
+TEST(ResidentGemm, QuantizesABf16AsTheQuantizeOpDoes) {
+  FP8KIT_REQUIRE_GPU();
+  using cuda::Epilogue;
+  const Case cases[] = {
+      {260, 656, 784, DType::E4M3, Epilogue::GeluBias, false},
+      {1000, 3072, 768, DType::Bf16, Epilogue::Bias, false},
+      {70, 24, 32, DType::F32, Epilogue::None, false},
+  };
+  for (const Case& c : cases) {
+    const std::string what = describe(c);
+    std::vector<float> xv = random_normal(c.m * c.k, 31);
+    for (int64_t i = 0; i < c.m * c.k; i += 97) xv[i] *= 64.0f;  // some saturate at the scale below
+    const Tensor x = host_tensor(xv, {c.m, c.k}, DType::Bf16).to(Device::Cuda);
+    const Tensor w = host_tensor(random_normal(c.n * c.k, 32), {c.n, c.k}).to(Device::Cuda);
+    const Tensor bias = host_tensor(random_normal(c.n, 33), {c.n}, DType::Bf16).to(Device::Cuda);
+    const Tensor x_scale = host_tensor({40.0f}, {1}).to(Device::Cuda), y_scale = host_tensor({2.0f}, {1}).to(Device::Cuda);
+    const QTensor wq = quantize(w, {}), xq = quantize(x, {}, &x_scale);
+    for (const bool own : {true, false}) {
+      std::vector<float> results[2];
+      for (const bool fused : {true, false}) {
+        cuda::GemmContext context({.resident_kernel = own});
+        Tensor y({c.m, c.n}, c.y_type, Device::Cuda);
+        cuda::GemmArgs args;
+        args.m = c.m, args.n = c.n, args.k = c.k;
+        if (fused) {
+          args.a = x.device_data<std::byte>(), args.a_type = DType::Bf16, args.a_scale = x_scale.device_data<float>();
+        } else {
+          args.a = xq.codes.device_data<std::byte>(), args.a_type = DType::E4M3;
+          args.a_scale_inv = xq.scale_inv.device_data<float>();
+        }
+        args.b = wq.codes.device_data<std::byte>(), args.b_type = DType::E4M3, args.b_scale_inv = wq.scale_inv.device_data<float>();
+        args.y = y.device_data<std::byte>(), args.y_type = c.y_type;
+        if (c.y_type == DType::E4M3) args.y_scale = y_scale.device_data<float>();
+        args.epilogue = c.epilogue;
+        if (c.epilogue == Epilogue::Bias || c.epilogue == Epilogue::GeluBias) args.bias = bias.device_data<std::byte>();
+        args.fast_accumulation = true;
+        if (!fused && own) {
+          cuda::resident_gemm(args, nullptr);
+        } else {
+          context.gemm(args);
+        }
+        if (fused) {
+          EXPECT_EQ(context.resident_kernel_gemms(), own ? 1u : 0u) << what;
+        }
+        results[fused ? 0 : 1] = values(y);
+      }
+      for (int64_t i = 0; i < c.m * c.n; ++i)
+        ASSERT_EQ(results[0][i], results[1][i]) << what << (own ? "" : " (cuBLASLt)") << " at " << i / c.n << "," << i % c.n;
+    }
   }
 }
 
