@@ -259,26 +259,10 @@ void launch(const GemmArgs& g, cudaStream_t stream) {
   const Params p{g.b_scale_inv, static_cast<const __nv_bfloat16*>(g.bias), g.y, static_cast<int>(g.m),
                  static_cast<int>(g.n), k_blocks, g.accumulate};
   const int64_t pairs = ((g.m + kBlockM - 1) / kBlockM) * ((g.n + kBlockN * kCluster - 1) / (kBlockN * kCluster));
-  cudaLaunchConfig_t config{};
-  cudaLaunchAttribute attribute{};
-  attribute.id = cudaLaunchAttributeClusterDimension;
-  attribute.val.clusterDim.x = kCluster, attribute.val.clusterDim.y = 1, attribute.val.clusterDim.z = 1;
-  config.blockDim = dim3(kThreads);
-  config.dynamicSmemBytes = bytes;
-  config.stream = stream;
-  config.attrs = &attribute;
-  config.numAttrs = 1;
-  // As many clusters as fit at once (GPCs may leave an SM without a partner), each walking pairs.
-  static const int resident = [&] {
-    cudaLaunchConfig_t probe = config;
-    probe.gridDim = dim3(current_device_attribute(cudaDevAttrMultiProcessorCount) / kCluster * kCluster);
-    probe.dynamicSmemBytes = shared_bytes(64);
-    int clusters = 0;
-    FP8KIT_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, block_gemm_kernel<F, YBf16>, &probe));
-    return std::max(clusters, 1);
-  }();
-  config.gridDim = dim3(static_cast<unsigned>(std::min<int64_t>(pairs, resident) * kCluster));
-  FP8KIT_CUDA_CHECK(cudaLaunchKernelEx(&config, block_gemm_kernel<F, YBf16>, a, b, scales, p));
+  ClusterLaunch launcher(kCluster, kThreads, bytes, stream);
+  static const int resident = launcher.resident_clusters(block_gemm_kernel<F, YBf16>, shared_bytes(64));
+  launcher.config.gridDim = dim3(static_cast<unsigned>(std::min<int64_t>(pairs, resident) * kCluster));  // each walks pairs
+  FP8KIT_CUDA_CHECK(cudaLaunchKernelEx(&launcher.config, block_gemm_kernel<F, YBf16>, a, b, scales, p));
 }
 
 }  // namespace

@@ -419,23 +419,9 @@ void launch(const GemmArgs& g, cudaStream_t stream) {
   const CUtensorMap a = g.a_type == DType::Bf16 ? b
                                                 : tensor_map(g.a, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, g.m, g.k, kBlockM,
                                                              kBlockK, CU_TENSOR_MAP_SWIZZLE_128B);
-  cudaLaunchConfig_t config{};
-  cudaLaunchAttribute attribute{};
-  attribute.id = cudaLaunchAttributeClusterDimension;
-  attribute.val.clusterDim.x = kCluster, attribute.val.clusterDim.y = 1, attribute.val.clusterDim.z = 1;
-  config.blockDim = dim3(kThreads);
-  config.dynamicSmemBytes = l.bytes;
-  config.stream = stream;
-  config.attrs = &attribute;
-  config.numAttrs = 1;
-  // As many clusters as fit at once (one block per SM; GPCs may leave an SM without a partner).
-  static const int resident = [&] {
-    cudaLaunchConfig_t probe = config;
-    probe.gridDim = dim3(current_device_attribute(cudaDevAttrMultiProcessorCount) / kCluster * kCluster);
-    int clusters = 0;
-    FP8KIT_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, resident_gemm_kernel<O, Gelu>, &probe));
-    return std::max(clusters, 1);
-  }();
+  ClusterLaunch launcher(kCluster, kThreads, l.bytes, stream);
+  // One block per SM whatever k is, so the first call's count holds for all.
+  static const int resident = launcher.resident_clusters(resident_gemm_kernel<O, Gelu>, l.bytes);
   Params p{};
   if (g.a_type == DType::Bf16) p.a_bf16 = static_cast<const __nv_bfloat16*>(g.a), p.a_scale = g.a_scale;
   p.vector_scales = g.a_scale_mode == ScaleMode::OuterVec;
@@ -452,8 +438,8 @@ void launch(const GemmArgs& g, cudaStream_t stream) {
   p.chunk_tiles = (p.n_tiles + std::clamp(resident / row_pairs, 1, p.n_tiles) - 1) / std::clamp(resident / row_pairs, 1, p.n_tiles);
   p.n_chunks = (p.n_tiles + p.chunk_tiles - 1) / p.chunk_tiles;
   p.units = row_pairs * p.n_chunks;
-  config.gridDim = dim3(static_cast<unsigned>(std::min(p.units, resident) * kCluster));
-  FP8KIT_CUDA_CHECK(cudaLaunchKernelEx(&config, resident_gemm_kernel<O, Gelu>, a, b, p));
+  launcher.config.gridDim = dim3(static_cast<unsigned>(std::min(p.units, resident) * kCluster));
+  FP8KIT_CUDA_CHECK(cudaLaunchKernelEx(&launcher.config, resident_gemm_kernel<O, Gelu>, a, b, p));
 }
 
 }  // namespace

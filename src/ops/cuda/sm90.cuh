@@ -11,6 +11,8 @@
 #include <string>
 
 #include "base/error.h"
+#include "runtime/cuda/check.h"
+#include "runtime/cuda/device_info.h"
 
 namespace fp8kit::cuda::sm90 {
 
@@ -166,5 +168,36 @@ inline const DeviceFacts& device_facts() {
   }();
   return facts;
 }
+
+// A launch of `threads`-thread blocks in clusters of `cluster` blocks along x, with `shared` bytes of
+// dynamic shared memory, on `stream`; the grid is the caller's.
+struct ClusterLaunch {
+  cudaLaunchConfig_t config{};
+  cudaLaunchAttribute attribute{};
+  ClusterLaunch(int cluster, int threads, size_t shared, cudaStream_t stream) {
+    attribute.id = cudaLaunchAttributeClusterDimension;
+    attribute.val.clusterDim.x = static_cast<unsigned>(cluster), attribute.val.clusterDim.y = 1;
+    attribute.val.clusterDim.z = 1;
+    config.blockDim = dim3(static_cast<unsigned>(threads));
+    config.dynamicSmemBytes = shared;
+    config.stream = stream;
+    config.attrs = &attribute;
+    config.numAttrs = 1;
+  }
+  ClusterLaunch(const ClusterLaunch&) = delete;  // config points at attribute
+  ClusterLaunch& operator=(const ClusterLaunch&) = delete;
+  // How many clusters of `kernel` fit at once with `shared` bytes a block (GPCs may leave an SM without
+  // a partner); at least 1.
+  template <typename Kernel>
+  int resident_clusters(Kernel kernel, size_t shared) const {
+    cudaLaunchConfig_t probe = config;
+    const int cluster = static_cast<int>(attribute.val.clusterDim.x);
+    probe.gridDim = dim3(static_cast<unsigned>(current_device_attribute(cudaDevAttrMultiProcessorCount) / cluster * cluster));
+    probe.dynamicSmemBytes = shared;
+    int clusters = 0;
+    FP8KIT_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, kernel, &probe));
+    return clusters > 1 ? clusters : 1;
+  }
+};
 
 }  // namespace fp8kit::cuda::sm90
