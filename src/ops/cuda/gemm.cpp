@@ -539,11 +539,11 @@ void GemmContext::gemm(const GemmArgs& args, cudaStream_t stream) {
   align_scale(g.a_scale_inv, 0);  // vector scales are aligned (validate)
   align_scale(g.b_scale_inv, 1);
   align_scale(g.y_scale, 2);
-  // GELU epilogues only: there the own kernel's overlapped epilogue wins (the lab MLP's first Linear,
-  // 16384 x 3072 x 768 into E4M3: about 78 us against cuBLASLt's 88-93); without one cuBLASLt is as
-  // fast or faster at large m (bench/cuda/README.md, "The short-k FP8 GEMM").
-  if (options_.resident_kernel && (g.epilogue == Epilogue::Gelu || g.epilogue == Epilogue::GeluBias || g.a_scale != nullptr) &&
-      resident_gemm_runs(g)) {
+  // GELU epilogues and a quantized in the product only: there the own kernel's overlapped epilogue
+  // and its quantization of a's rows win (the lab MLP's first Linear, 16384 x 3072 x 768 into E4M3);
+  // otherwise cuBLASLt is as fast or faster at large m (bench/cuda/README.md, "The short-k FP8 GEMM").
+  const bool resident_pays = g.epilogue == Epilogue::Gelu || g.epilogue == Epilogue::GeluBias || g.a_scale != nullptr;
+  if (options_.resident_kernel && resident_pays && g.m >= kResidentGemmMinRows && resident_gemm_runs(g)) {
     ++resident_kernel_gemms_;
     return resident_gemm(g, stream);
   }

@@ -20,6 +20,11 @@ namespace fp8kit::cuda {
 // beside three stages of b; n a multiple of 8; a, b and y 16-byte aligned.
 bool resident_gemm_runs(const GemmArgs& g);
 
+// GemmContext's choice: products of fewer rows run on cuBLASLt. Below 256 rows each cluster gets one
+// column tile whose loads and epilogue nothing overlaps (the lab MLP's 32-row inference took twice
+// cuBLASLt's time); at 256 rows the two ran level.
+inline constexpr int64_t kResidentGemmMinRows = 256;
+
 // Queues the GEMM on `stream` (resident_gemm_runs(g) must hold).
 void resident_gemm(const GemmArgs& g, cudaStream_t stream);
 

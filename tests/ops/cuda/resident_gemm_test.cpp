@@ -155,13 +155,14 @@ TEST(ResidentGemm, QuantizesABf16AsTheQuantizeOpDoes) {
         args.epilogue = c.epilogue;
         if (c.epilogue == Epilogue::Bias || c.epilogue == Epilogue::GeluBias) args.bias = bias.device_data<std::byte>();
         args.fast_accumulation = true;
-        if (!fused && own) {
+        const bool kernel = own && c.m >= cuda::kResidentGemmMinRows;  // GemmContext's choice for the fused one
+        if (!fused && kernel) {
           cuda::resident_gemm(args, nullptr);
         } else {
           context.gemm(args);
         }
         if (fused) {
-          EXPECT_EQ(context.resident_kernel_gemms(), own ? 1u : 0u) << what;
+          EXPECT_EQ(context.resident_kernel_gemms(), kernel ? 1u : 0u) << what;
         }
         results[fused ? 0 : 1] = values(y);
       }
@@ -171,7 +172,8 @@ TEST(ResidentGemm, QuantizesABf16AsTheQuantizeOpDoes) {
   }
 }
 
-// GemmContext runs GELU epilogues on the kernel where it runs them, the others on cuBLASLt.
+// GemmContext runs GELU epilogues of 256 rows or more on the kernel where it runs them, the others on
+// cuBLASLt.
 TEST(ResidentGemm, RunsTheGeluEpiloguesOfGemmContext) {
   FP8KIT_REQUIRE_GPU();
   const int64_t m = 256, n = 384, k = 768;
@@ -193,6 +195,10 @@ TEST(ResidentGemm, RunsTheGeluEpiloguesOfGemmContext) {
   context.gemm(args);
   EXPECT_EQ(context.resident_kernel_gemms(), 1u);
   args.fast_accumulation = false;  // the split accumulator: cuBLASLt's
+  context.gemm(args);
+  EXPECT_EQ(context.resident_kernel_gemms(), 1u);
+  args.fast_accumulation = true;
+  args.m = cuda::kResidentGemmMinRows - 8;  // few rows: cuBLASLt's
   context.gemm(args);
   EXPECT_EQ(context.resident_kernel_gemms(), 1u);
 }
