@@ -423,7 +423,7 @@ void setup(CLI::App& app) {
   auto options = std::make_shared<Options>();
   app.require_subcommand(1);
   CLI::App* gemm = app.add_subcommand(
-      "gemm", "bf16 vs FP8 (E4M3: per tensor fast and split accumulation, per row, 1x128 x 128x128 blocks) cuBLASLt GEMMs, TFLOP/s (median and best batch)");
+      "gemm", "bf16 vs FP8 GEMMs (E4M3: per tensor fast and split accumulation, per row, 1x128 x 128x128 blocks, bias + GELU into E4M3; fp8kit's kernels beside cuBLASLt's), TFLOP/s (median and best batch)");
   add_common(gemm, *options, 3,
              "comma-separated MxNxK (default: 8192x8192x8192,4096x4096x4096,16384x4096x4096,16384x16384x4096,"
              "2048x3072x768,32x3072x768)");
