@@ -1,7 +1,8 @@
 // The short-k FP8 GEMM (resident_gemm.h). A persistent grid of clusters of two blocks walks units of
 // (128 rows, a run of 128-column tiles); the cluster's two blocks take neighbouring row blocks and the
 // same columns. Per block, one thread of a producer warpgroup loads the unit's rows of a into shared
-// memory once (every 128 of k a 128 x 128 swizzled tile: the whole of k stays resident), then streams
+// memory once (every 128 of k a 128 x 128 swizzled tile: the whole of k stays resident; a bf16 a is
+// quantized into that layout by the math warps themselves), then streams
 // b's 128 x 128 k-slices of each column tile through a ring of stages, half of each slice loaded by
 // each block and multicast to both (L2 serves b's bytes once per pair). The math warpgroups take the
 // column tiles in turns: the even tiles are warpgroup 0's, the odd ones warpgroup 1's, each tile's
