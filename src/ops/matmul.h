@@ -64,11 +64,13 @@ void matmul(Context& c, const Tensor& a, const Tensor& b, Tensor& y, const Matmu
 void matmul(Context& c, const QTensor& a, const QTensor& b, Tensor& y, const MatmulOptions& options = {});
 
 // Static activation scales (inference): y = a . b^T with a bf16 a quantized per tensor to E4M3 at the
-// scale a_scale ([1] f32 on a's device), b E4M3 per tensor: exactly matmul(c, quantize(a, {.format =
-// E4M3}, &a_scale), b, y, options), which the CPU runs. On the GPU the short-k kernel
-// (ops/cuda/resident_gemm.h) quantizes a's rows as it loads them, so neither a quantization pass nor
-// a's codes cost a trip through memory (elsewhere a is quantized into a temporary first). a's amax is
-// not recorded.
+// scale a_scale ([1] f32 on a's device), b E4M3 per tensor: the codes of quantize(a, {.format = E4M3},
+// &a_scale) times b, which is exactly what the CPU runs. On the GPU the short-k kernel
+// (ops/cuda/resident_gemm.h, from 256 rows) quantizes a's rows as it loads them, so neither a
+// quantization pass nor a's codes cost a trip through memory; elsewhere a is quantized into a temporary
+// first and cuBLASLt multiplies (no gemv for m <= 8). The GPU's product may then differ from
+// matmul(c, quantize(...), b, ...)'s in the last bits where the two run different GEMMs (fast
+// accumulation's order). a's amax is not recorded.
 void matmul(Context& c, const Tensor& a, const Tensor& a_scale, const QTensor& b, Tensor& y,
             const MatmulOptions& options = {});
 

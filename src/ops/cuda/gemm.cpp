@@ -126,7 +126,7 @@ void validate(const GemmArgs& g) {
   }
   FP8KIT_CHECK(has_bias(g.epilogue) == (g.bias != nullptr),
                "{}: epilogues with bias need a bias pointer ([n], {}); the others take none", what,
-               name(bias_type(g.a_type, g.y_type)));
+               name(bias_type(g.a_scale != nullptr ? DType::E4M3 : g.a_type, g.y_type)));
   const ScaleMode a = g.a_scale_mode, b = g.b_scale_mode;
   if (a == ScaleMode::Scalar && b == ScaleMode::Scalar) return;
   FP8KIT_CHECK(is_fp8(g.a_type), "{}: scale modes apply to FP8 operands only", what);

@@ -296,7 +296,12 @@ __global__ void __launch_bounds__(kThreads, 1)
       barrier_init(&empty[s], kCluster * 4);  // one arrival per warp of the consuming warpgroup, both blocks
     }
     for (int kb = 0; kb < p.k_blocks; ++kb) barrier_init(&a_ready[kb], 1);
-    barrier_init(a_empty, kMathThreads / 32);  // every math warp, when the unit's tiles are done
+    // Every math warp, when the unit's tiles are done; a warpgroup without a tile in the unit arrives at
+    // once. One count for both warpgroups is enough because every unit of a block has the same number
+    // of tiles when a block takes several (the column tiles are split only when there are fewer
+    // row-block pairs than clusters): a warpgroup's early arrival for unit u comes after its arrival
+    // for unit u - 1, which its own last products preceded.
+    barrier_init(a_empty, kMathThreads / 32);
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   cluster_sync();  // the partner's barriers are ready before anything arrives on them
@@ -427,7 +432,8 @@ void launch(const GemmArgs& g, cudaStream_t stream) {
   if (g.a_type == DType::Bf16) p.a_bf16 = static_cast<const __nv_bfloat16*>(g.a), p.a_scale = g.a_scale;
   p.vector_scales = g.a_scale_mode == ScaleMode::OuterVec;
   p.a_scale_inv = g.a_scale_inv, p.b_scale_inv = g.b_scale_inv;
-  p.bias = static_cast<const __nv_bfloat16*>(g.bias);
+  p.bias = g.epilogue == Epilogue::Bias || g.epilogue == Epilogue::GeluBias ? static_cast<const __nv_bfloat16*>(g.bias)
+                                                                             : nullptr;
   p.y_scale = g.y_scale;
   p.y = g.y;
   p.m = static_cast<int>(g.m), p.n = static_cast<int>(g.n), p.k = static_cast<int>(g.k);
@@ -452,7 +458,9 @@ bool resident_gemm_runs(const GemmArgs& g) {
   const bool y = g.y_type == DType::E4M3 || g.y_type == DType::Bf16 || g.y_type == DType::F32;
   const bool a = g.a_type == DType::E4M3 || (g.a_type == DType::Bf16 && g.a_scale != nullptr &&
                                               g.a_scale_mode == ScaleMode::Scalar && g.b_scale_mode == ScaleMode::Scalar);
-  return device.hopper && a && g.b_type == DType::E4M3 && g.fast_accumulation && !g.accumulate && scales && y && g.m > 0 && g.n > 0 && g.n % 8 == 0 && g.k > 0 && g.k % 16 == 0 && g.m < (int64_t{1} << 31) &&
+  const bool pointers = (g.a_scale_mode != ScaleMode::OuterVec || (g.a_scale_inv != nullptr && g.b_scale_inv != nullptr)) &&
+                        (g.y_type != DType::E4M3 || g.y_scale != nullptr);
+  return device.hopper && a && g.b_type == DType::E4M3 && g.fast_accumulation && !g.accumulate && scales && y && pointers && g.m > 0 && g.n > 0 && g.n % 8 == 0 && g.k > 0 && g.k % 16 == 0 && g.m <= (int64_t{1} << 31) - kBlockM * kCluster &&
          g.n < (int64_t{1} << 31) && aligned(g.a, 16) && aligned(g.b, 16) && aligned(g.y, 16) && aligned(g.bias, 4) &&
          layout(g.k, device.shared_optin).stages >= kMinStages;
 }

@@ -11,6 +11,7 @@
 #include "ops/cuda/gpu_test.h"
 #include "ops/gemm.h"
 #include "ops/quantize.h"
+#include "runtime/cuda/check.h"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -76,6 +77,7 @@ TEST(ResidentGemm, AgreesWithCublasLt) {
     for (const bool own : {true, false}) {
       cuda::GemmContext context({.resident_kernel = false});
       Tensor y({c.m, c.n}, c.y_type, Device::Cuda);
+      FP8KIT_CUDA_CHECK(cudaMemset(y.device_data<std::byte>(), 0xFF, y.nbytes()));  // no element left unwritten
       cuda::GemmArgs args;
       args.m = c.m, args.n = c.n, args.k = c.k;
       args.a = xq.codes.device_data<std::byte>(), args.a_type = DType::E4M3;
@@ -126,6 +128,7 @@ TEST(ResidentGemm, QuantizesABf16AsTheQuantizeOpDoes) {
       {260, 656, 784, DType::E4M3, Epilogue::GeluBias, false},
       {1000, 3072, 768, DType::Bf16, Epilogue::Bias, false},
       {70, 24, 32, DType::F32, Epilogue::None, false},
+      {34000, 136, 128, DType::Bf16, Epilogue::Bias, false},  // more row-block pairs than clusters: rows re-quantized
   };
   for (const Case& c : cases) {
     const std::string what = describe(c);
@@ -141,6 +144,7 @@ TEST(ResidentGemm, QuantizesABf16AsTheQuantizeOpDoes) {
       for (const bool fused : {true, false}) {
         cuda::GemmContext context({.resident_kernel = own});
         Tensor y({c.m, c.n}, c.y_type, Device::Cuda);
+        FP8KIT_CUDA_CHECK(cudaMemset(y.device_data<std::byte>(), 0xFF, y.nbytes()));  // no element left unwritten
         cuda::GemmArgs args;
         args.m = c.m, args.n = c.n, args.k = c.k;
         if (fused) {
