@@ -92,10 +92,6 @@ void vec128_scales(const Tensor& scale_inv, float* out, cudaStream_t stream) {
   cuda::transpose_scales(scale_inv.device_data<float>(), scale_inv.dim(0), scale_inv.dim(1), out, stream);
 }
 
-// Where the GPU queues a product: with a Context, on its current lane with that lane's cuBLASLt context
-// and scratch; without, on the legacy default stream with a per-thread cuBLASLt context, and the
-// Vec128 scales (or a per-tensor scale broadcast to m floats) in tensors of their own. Decode-sized
-// products (cuda::gemv_fits: m <= 8) run gemv, which reads the weight b once at memory speed.
 // The GEMM's operands, y and epilogue (bias, GELU, y's scale, accumulation); scales are the caller's.
 cuda::GemmArgs gemm_args(const Tensor& a, const Tensor& b, Tensor& y, const MatmulOptions& options, const GemmShape& s) {
   cuda::GemmArgs args;
@@ -121,6 +117,10 @@ cuda::GemmArgs gemm_args(const Tensor& a, const Tensor& b, Tensor& y, const Matm
   return args;
 }
 
+// Where the GPU queues a product: with a Context, on its current lane with that lane's cuBLASLt context
+// and scratch; without, on the legacy default stream with a per-thread cuBLASLt context, and the
+// Vec128 scales (or a per-tensor scale broadcast to m floats) in tensors of their own. Decode-sized
+// products (cuda::gemv_fits: m <= 8) run gemv, which reads the weight b once at memory speed.
 void matmul_cuda(Context* c, const Operand& a, const Operand& b, Tensor& y, const MatmulOptions& options,
                  const GemmShape& s, Scaling scaling) {
   thread_local cuda::GemmContext own;  // one handle, workspace and plan cache per thread
@@ -217,11 +217,15 @@ void gemm_scaled_cpu(const QTensor& a, const QTensor& b, Scaling scaling, const 
 }
 
 // c: the context to queue on (null: matmul()'s without one).
+void check_context(const Context* c, Device operands) {
+  FP8KIT_CHECK(c == nullptr || c->device() == operands,
+               "matmul: the operands are on {} and the context on {}: multiply where the operands are", name(operands),
+               name(c->device()));
+}
+
 void run(Context* c, const Operand& a, const Operand& b, Tensor& y, const MatmulOptions& options, const GemmShape& s,
          Scaling scaling = Scaling::PerTensor) {
-  FP8KIT_CHECK(c == nullptr || c->device() == a.data.device(),
-               "matmul: the operands are on {} and the context on {}: multiply where the operands are",
-               name(a.data.device()), name(c->device()));
+  check_context(c, a.data.device());
   if (a.data.device() == Device::Cuda) {
 #if FP8KIT_HAVE_CUDA
     matmul_cuda(c, a, b, y, options, s, scaling);
@@ -349,7 +353,7 @@ void matmul(Context& c, const Tensor& a, const Tensor& a_scale, const QTensor& b
   if (a.device() == Device::Cuda) {
     // a_scale marks a as FP8 for the checks (a bf16 bias, an FP8 y allowed).
     const GemmShape s = check(Operand{a, &a_scale}, Operand{b.codes, &b.scale_inv, &b}, y, options);
-    FP8KIT_CHECK(c.device() == Device::Cuda, "matmul: the operands are on cuda and the context on {}", name(c.device()));
+    check_context(&c, Device::Cuda);
     FP8KIT_CHECK(b.scale_inv.numel() == 1 && b.scale_inv.device() == Device::Cuda,
                  "matmul: b's per-tensor scale_inv must be one float on cuda");
     cuda::GemmArgs args = gemm_args(a, b.codes, y, options, s);

@@ -103,8 +103,9 @@ struct GemmOptions {
   // Vec128 x Block128 products run on fp8kit's own kernel (block_gemm.h) where it runs them; false
   // (or the environment's FP8KIT_BLOCK_GEMM=cublaslt): on cuBLASLt's scale modes (for comparisons).
   bool block_kernel = true;
-  // Short-k FP8 products with fast accumulation and a GELU epilogue run on fp8kit's own kernel
-  // (resident_gemm.h) where it runs them; false (or FP8KIT_RESIDENT_GEMM=cublaslt): on cuBLASLt.
+  // Short-k FP8 products with fast accumulation, a GELU epilogue or a_scale, and at least
+  // kResidentGemmMinRows rows run on fp8kit's own kernel (resident_gemm.h) where it runs them; false (or
+  // FP8KIT_RESIDENT_GEMM=cublaslt): on cuBLASLt.
   bool resident_kernel = true;
 };
 
@@ -122,7 +123,7 @@ class GemmContext {
   size_t autotuned_plans() const { return autotuned_; }  // plans whose algorithm was chosen by timing
   size_t fallback_gemms() const { return fallbacks_; }   // scaled GEMMs run by a fallback, not cuBLASLt's scale modes
   size_t block_kernel_gemms() const { return block_kernel_gemms_; }  // block-scaled GEMMs run by block_gemm.h
-  size_t resident_kernel_gemms() const { return resident_kernel_gemms_; }  // GELU GEMMs run by resident_gemm.h
+  size_t resident_kernel_gemms() const { return resident_kernel_gemms_; }  // GEMMs run by resident_gemm.h
 
   static constexpr size_t kWorkspaceBytes = size_t{32} << 20;
 

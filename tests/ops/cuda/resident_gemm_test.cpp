@@ -42,6 +42,28 @@ std::vector<float> values(const Tensor& y) {
   return out;
 }
 
+// y for case c, filled with NaN markers so that an element the product leaves unwritten cannot pass.
+Tensor marked_y(const Case& c) {
+  Tensor y({c.m, c.n}, c.y_type, Device::Cuda);
+  FP8KIT_CUDA_CHECK(cudaMemset(y.device_data<std::byte>(), 0xFF, y.nbytes()));
+  return y;
+}
+
+// Case c's product into y of b's codes (scale_inv set; per row with c.per_row) with fast accumulation,
+// y_scale for an E4M3 y, the bias with bias epilogues; a and its scales are the caller's.
+cuda::GemmArgs args_for(const Case& c, const QTensor& b, Tensor& y, const Tensor& y_scale, const Tensor& bias) {
+  cuda::GemmArgs args;
+  args.m = c.m, args.n = c.n, args.k = c.k;
+  args.b = b.codes.device_data<std::byte>(), args.b_type = DType::E4M3, args.b_scale_inv = b.scale_inv.device_data<float>();
+  if (c.per_row) args.a_scale_mode = args.b_scale_mode = cuda::ScaleMode::OuterVec;
+  args.y = y.device_data<std::byte>(), args.y_type = c.y_type;
+  if (c.y_type == DType::E4M3) args.y_scale = y_scale.device_data<float>();
+  args.epilogue = c.epilogue;
+  if (c.epilogue == cuda::Epilogue::Bias || c.epilogue == cuda::Epilogue::GeluBias) args.bias = bias.device_data<std::byte>();
+  args.fast_accumulation = true;
+  return args;
+}
+
 std::string describe(const Case& c) {
   return fmt::format("{}x{}x{} -> {}, epilogue {}{}", c.m, c.n, c.k, name(c.y_type), static_cast<int>(c.epilogue),
                      c.per_row ? ", per-row scales" : "");
@@ -76,19 +98,10 @@ TEST(ResidentGemm, AgreesWithCublasLt) {
     std::vector<float> results[2];
     for (const bool own : {true, false}) {
       cuda::GemmContext context({.resident_kernel = false});
-      Tensor y({c.m, c.n}, c.y_type, Device::Cuda);
-      FP8KIT_CUDA_CHECK(cudaMemset(y.device_data<std::byte>(), 0xFF, y.nbytes()));  // no element left unwritten
-      cuda::GemmArgs args;
-      args.m = c.m, args.n = c.n, args.k = c.k;
+      Tensor y = marked_y(c);
+      cuda::GemmArgs args = args_for(c, wq, y, y_scale, bias);
       args.a = xq.codes.device_data<std::byte>(), args.a_type = DType::E4M3;
-      args.b = wq.codes.device_data<std::byte>(), args.b_type = DType::E4M3;
-      args.y = y.device_data<std::byte>(), args.y_type = c.y_type;
-      args.a_scale_inv = xq.scale_inv.device_data<float>(), args.b_scale_inv = wq.scale_inv.device_data<float>();
-      if (c.per_row) args.a_scale_mode = args.b_scale_mode = cuda::ScaleMode::OuterVec;
-      if (c.y_type == DType::E4M3) args.y_scale = y_scale.device_data<float>();
-      args.epilogue = c.epilogue;
-      if (c.epilogue == Epilogue::Bias || c.epilogue == Epilogue::GeluBias) args.bias = bias.device_data<std::byte>();
-      args.fast_accumulation = true;
+      args.a_scale_inv = xq.scale_inv.device_data<float>();
       ASSERT_EQ(cuda::resident_gemm_runs(args), true) << what;
       if (own) {
         cuda::resident_gemm(args, nullptr);
@@ -143,22 +156,14 @@ TEST(ResidentGemm, QuantizesABf16AsTheQuantizeOpDoes) {
       std::vector<float> results[2];
       for (const bool fused : {true, false}) {
         cuda::GemmContext context({.resident_kernel = own});
-        Tensor y({c.m, c.n}, c.y_type, Device::Cuda);
-        FP8KIT_CUDA_CHECK(cudaMemset(y.device_data<std::byte>(), 0xFF, y.nbytes()));  // no element left unwritten
-        cuda::GemmArgs args;
-        args.m = c.m, args.n = c.n, args.k = c.k;
+        Tensor y = marked_y(c);
+        cuda::GemmArgs args = args_for(c, wq, y, y_scale, bias);
         if (fused) {
           args.a = x.device_data<std::byte>(), args.a_type = DType::Bf16, args.a_scale = x_scale.device_data<float>();
         } else {
           args.a = xq.codes.device_data<std::byte>(), args.a_type = DType::E4M3;
           args.a_scale_inv = xq.scale_inv.device_data<float>();
         }
-        args.b = wq.codes.device_data<std::byte>(), args.b_type = DType::E4M3, args.b_scale_inv = wq.scale_inv.device_data<float>();
-        args.y = y.device_data<std::byte>(), args.y_type = c.y_type;
-        if (c.y_type == DType::E4M3) args.y_scale = y_scale.device_data<float>();
-        args.epilogue = c.epilogue;
-        if (c.epilogue == Epilogue::Bias || c.epilogue == Epilogue::GeluBias) args.bias = bias.device_data<std::byte>();
-        args.fast_accumulation = true;
         const bool kernel = own && c.m >= cuda::kResidentGemmMinRows;  // GemmContext's choice for the fused one
         if (!fused && kernel) {
           cuda::resident_gemm(args, nullptr);
