@@ -9,7 +9,7 @@
 // 128 x 128 accumulator in its warpgroup's registers (two wgmma m64n128k32 per 32 of k). A named
 // barrier hands the tensor cores from one to the other once a tile's wgmmas are issued, so the
 // epilogue of one tile (scales, bias, GELU, conversion, stores) overlaps the next tile's products.
-// Stores go out in 8- or 16-byte row chunks after a transposition within each quad of lanes (the
+// Stores go out in 8- or 16-byte row chunks after an exchange within each quad of lanes (the
 // fragment holds two columns of every eight). Instruction forms: the PTX ISA; the schedule follows
 // CUTLASS's KernelTmaWarpSpecializedPingpong, the resident a is this kernel's own.
 #include "ops/cuda/resident_gemm.h"
@@ -70,12 +70,15 @@ struct Params {
   int n_tiles, chunk_tiles, n_chunks, units;  // a unit: a pair of row blocks x a chunk of column tiles
 };
 
-// Unit u's row-block pair and its column tiles [first, end).
-__device__ __forceinline__ void unit_of(const Params& p, int u, int& pair, int& first, int& end) {
+// Unit u's row-block pair and its first column tile; unit_end is the tile past its last. The math
+// warps' loop recomputes the end from the parameters rather than holding it: with one register fewer
+// across the loop the epilogue keeps everything in registers (held, it was spilled and reloaded after
+// every tile, behind the tile's stores).
+__device__ __forceinline__ void unit_of(const Params& p, int u, int& pair, int& first) {
   pair = u / p.n_chunks;
   first = u % p.n_chunks * p.chunk_tiles;
-  end = min(first + p.chunk_tiles, p.n_tiles);
 }
+__device__ __forceinline__ int unit_end(const Params& p, int first) { return min(first + p.chunk_tiles, p.n_tiles); }
 
 // A position in the ring of b's stages: the same sequence of k-slices in both blocks and all roles.
 struct Ring {
@@ -114,46 +117,80 @@ __device__ __forceinline__ void quad_transpose(uint32_t (&e)[4], int q) {
   }
 }
 
-// GELU for the epilogue, times y's scale. CUDA's accurate tanhf costs about 20 instructions an element,
-// more than the tensor cores' time for it at this k, so: for E4M3 y, the tanh form of ops/activation.h
-// on the special-function unit's tanh (one instruction, relative error below 2^-10.9, far below E4M3's
-// 2^-4; where x < -2.6 and 1 + tanh(u) cancels, y may differ by one code); for bf16 and f32 y, which
-// keep more bits, its sigmoid form x sigmoid(2u) = x / (1 + 2^(-2 log2(e) u)) on the units' exp2 and
-// reciprocal (each within 2 ulp; flushing to zero only meets 1 + 2^z >= 1), accurate to float32 ulps
-// where the tanh form cancels.
-template <Out O>
-__device__ __forceinline__ float gelu_scaled(float x, float scale) {
-  using namespace ops::gelu_detail;
-  if constexpr (O == Out::E4M3) {
-    const float u = fmaf(x * x, kCubic * kSqrt2OverPi, kSqrt2OverPi) * x;  // sqrt(2/pi) (x + 0.044715 x^3)
-    float t;
-    asm("tanh.approx.f32 %0, %1;" : "=f"(t) : "f"(u));
-    const float h = (0.5f * scale) * x;
-    return fmaf(h, t, h);
-  } else {
-    constexpr float kScale = -2.0f * 1.4426950408889634f * kSqrt2OverPi;  // -2 log2(e) sqrt(2/pi)
-    const float z = fmaf(x * x, kCubic * kScale, kScale) * x;  // -2 log2(e) u
-    float e, r;
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(z));
-    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(1.0f + e));
-    return x * r;  // (scale is 1: only E4M3 y has one)
-  }
+// y's codes of two neighbouring columns: two bytes, column 2q's first.
+__device__ __forceinline__ uint32_t e4m3x2(float v0, float v1) {
+  return __nv_cvt_float2_to_fp8x2(make_float2(v0, v1), __NV_SATFINITE, __NV_E4M3);
 }
 
-// The kernel's scalar factors: the per-tensor product of the operands' scales and y's scale.
+// Lane q of a quad holds one row's code pairs (columns 2q, 2q + 1) of four 8-column chunks, chunks 0 | 1
+// in lo and 2 | 3 in hi (M[q][c]: lane q's pair of chunk c). Returns chunk q's 8 bytes, the pairs
+// M[0..3][q] in order, by two exchanges of 16-bit pairs, one shuffle each. After the first (lanes q and
+// q ^ 2), lane q = 2h + l holds v = M[l][2h | 2h + 1] and w = M[2 + l][2h | 2h + 1]; in the second
+// (lanes q and q ^ 1) each sends the halves that belong to its partner's chunk.
+__device__ __forceinline__ uint2 quad_gather_codes(uint32_t lo, uint32_t hi, int q) {
+  const bool h = q & 2, l = q & 1;
+  const uint32_t got = __shfl_xor_sync(0xFFFFFFFFu, h ? lo : hi, 2);
+  const uint32_t v = h ? got : lo, w = h ? hi : got;
+  const uint32_t t = __shfl_xor_sync(0xFFFFFFFFu, __byte_perm(v, w, l ? 0x5410 : 0x7632), 1);
+  return make_uint2(__byte_perm(v, t, l ? 0x3254 : 0x5410), __byte_perm(w, t, l ? 0x3276 : 0x7610));
+}
+
+// The epilogue's factors: what multiplies the accumulator (the operands' per-tensor scales) and the
+// bias, and GELU's constants for an E4M3 y.
+//
+// GELU: CUDA's accurate tanhf costs about 20 instructions an element, more than the tensor cores'
+// time for it at this k, so for an E4M3 y the tanh form of ops/activation.h runs on the
+// special-function unit's tanh (one instruction, relative error below 2^-10.9, far below E4M3's 2^-4;
+// where x < -2.6 and 1 + tanh(u) cancels, y may differ by one code), and from h = y_scale x / 2 alone:
+// y_scale GELU(x) = h (1 + tanh(u)) with u = sqrt(2/pi) (x + 0.044715 x^3) = h (b + a h^2), so that
+// one multiply-add of the scaled accumulator and bias makes h and x is never formed. a and b take h's
+// factor raised to 2^-40 at least (y_scale 0 must not make them infinite): below, y's codes are 0
+// unless |x| is so large that tanh(u) is +-1 either way. Past 2^42 a underflows, and u loses its
+// cubic term only where y's codes are 0 or saturated either way.
+// For bf16 and f32 y, which keep more bits, the sigmoid form x sigmoid(2u) = x / (1 + 2^(-2 log2(e) u))
+// on the units' exp2 and reciprocal (each within 2 ulp; flushing to zero only meets 1 + 2^z >= 1),
+// accurate to float32 ulps where the tanh form cancels.
 struct Scales {
-  float tensor, y;
+  float tensor;  // the operands' per-tensor scales, times out
+  float out;  // an E4M3 y's y_scale, halved with GELU (h's factor); else 1
+  float gelu_a, gelu_b;  // an E4M3 y with GELU: u = h (gelu_b + gelu_a h^2)
 };
-template <Out O>
+template <Out O, bool Gelu>
 __device__ __forceinline__ Scales load_scales(const Params& p) {
-  Scales s{1.0f, 1.0f};
+  Scales s{1.0f, 1.0f, 0.0f, 0.0f};
+  if (O == Out::E4M3 && p.y_scale != nullptr) s.out = Gelu ? 0.5f * *p.y_scale : *p.y_scale;
   if (!p.vector_scales) {
     if (p.a_scale_inv != nullptr) s.tensor = *p.a_scale_inv;
     if (p.a_scale != nullptr) s.tensor = 1.0f / *p.a_scale;  // ops::quantize's scale_inv, bit for bit
     if (p.b_scale_inv != nullptr) s.tensor *= *p.b_scale_inv;
   }
-  if (O == Out::E4M3 && p.y_scale != nullptr) s.y = *p.y_scale;
+  s.tensor *= s.out;
+  if (O == Out::E4M3 && Gelu) {
+    using namespace ops::gelu_detail;
+    const float c = fmaxf(s.out, 0x1p-40f);
+    s.gelu_b = kSqrt2OverPi / c;
+    s.gelu_a = kSqrt2OverPi * kCubic / c / (c * c);
+  }
   return s;
+}
+
+// GELU of the epilogue's value v (for an E4M3 y, h; see Scales).
+template <Out O>
+__device__ __forceinline__ float gelu(float v, const Scales& s) {
+  if constexpr (O == Out::E4M3) {
+    const float u = fmaf(v * v, s.gelu_a, s.gelu_b) * v;
+    float t;
+    asm("tanh.approx.f32 %0, %1;" : "=f"(t) : "f"(u));
+    return fmaf(v, t, v);
+  } else {
+    using namespace ops::gelu_detail;
+    constexpr float kScale = -2.0f * 1.4426950408889634f * kSqrt2OverPi;  // -2 log2(e) sqrt(2/pi)
+    const float z = fmaf(v * v, kCubic * kScale, kScale) * v;  // -2 log2(e) u
+    float e, r;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(z));
+    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(1.0f + e));
+    return v * r;
+  }
 }
 
 // The bias's bf16 pairs at the thread's columns of tile nb (zeros without a bias or past n).
@@ -165,46 +202,59 @@ __device__ __forceinline__ void load_bias(const Params& p, int nb, int lane, uin
   }
 }
 
-// y's tile (row block mb, column tile nb) from the warpgroup's accumulator: y = (sa sb) acc + bias
-// (one fused multiply-add), GELU (gelu_scaled), then E4M3 codes of y_scale y (round to nearest even, saturating;
-// NaN as 0x7F, without its sign) or bf16 (round to nearest even) through the hardware's paired
-// conversions, or f32. The thread's rows are rows[h * 2 + i] = 64 h + 16 warp + lane / 4 + 8 i of
-// the tile, its columns 8 j + 2 (lane % 4) + {0, 1} for j = 0..15: acc[64 h + 4 j + 2 i + {0, 1}].
-template <Out O, bool Gelu>
+// The bias as floats times the epilogue's factor (Scales::out). Made while the tile's products run, when
+// the math warps only wait, so that the epilogue (the warpgroups' critical path) does not.
+__device__ __forceinline__ void scale_bias(const uint32_t (&bias)[16], const Scales& scales, float2 (&scaled)[16]) {
+#pragma unroll
+  for (int j = 0; j < 16; ++j) {
+    scaled[j] = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&bias[j]));
+    scaled[j].x *= scales.out, scaled[j].y *= scales.out;
+  }
+}
+
+// y's tile (row block mb, column tile nb) from the warpgroup's accumulator: (sa sb) acc + bias in one
+// fused multiply-add (for an E4M3 y times y_scale, and halved with GELU: see Scales), GELU, then E4M3
+// codes (round to nearest even, saturating; NaN as 0x7F, without its sign) or bf16 (round to nearest
+// even) through the hardware's paired conversions, or f32. The thread's rows are rows[h * 2 + i] =
+// 64 h + 16 warp + lane / 4 + 8 i of the tile, its columns 8 j + 2 (lane % 4) + {0, 1} for j = 0..15:
+// acc[64 h + 4 j + 2 i + {0, 1}]. Stores go out in 8- (E4M3) or 16-byte (bf16) row chunks, each lane of
+// a quad one chunk of every four after an exchange within the quad. Per-row scales (Vec) are a
+// parameter so that no branch splits the tile's code into pieces the compiler schedules one by one.
+template <Out O, bool Gelu, bool Vec>
 __device__ __forceinline__ void store_tile(const float (&acc)[128], const Params& p, const Scales& scales,
-                                           const uint32_t (&bias)[16], int mb, int nb, int warp, int lane) {
+                                           const float2 (&bias)[16], int mb, int nb, int warp, int lane) {
   const int q = lane % 4;
   int rows[4];
   float row_scale[4];
 #pragma unroll
   for (int r = 0; r < 4; ++r) {
     rows[r] = mb * kBlockM + (r / 2) * 64 + warp * 16 + lane / 4 + 8 * (r % 2);
-    row_scale[r] = p.vector_scales ? (rows[r] < p.m ? p.a_scale_inv[rows[r]] : 0.0f) : scales.tensor;
+    row_scale[r] = Vec ? (rows[r] < p.m ? p.a_scale_inv[rows[r]] * scales.out : 0.0f) : scales.tensor;
   }
+  // Four 8-column chunks (one per lane of the quad after the exchange) of two rows at a time: few enough
+  // values in flight that the accumulator, the bias and the loops' state keep to registers.
 #pragma unroll
-  for (int group = 0; group < 4; ++group) {  // four 8-column chunks at a time, one per lane of the quad
-    uint32_t words[4][4];  // [row][chunk]: the row's two columns of the chunk, packed
+  for (int pass = 0; pass < 8; ++pass) {
+    const int group = pass / 2, r0 = pass % 2 * 2;
+    uint32_t words[2][4];  // [row][chunk]: the row's two columns of the chunk, packed (E4M3: two bytes)
 #pragma unroll
     for (int c = 0; c < 4; ++c) {
       const int j = 4 * group + c, col = nb * kBlockN + 8 * j + 2 * q;
-      const float2 b = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&bias[j]));
+      const float2 b = bias[j];
       float2 col_scale = make_float2(1.0f, 1.0f);
-      if (p.vector_scales && col < p.n) col_scale = *reinterpret_cast<const float2*>(p.b_scale_inv + col);
+      if (Vec && col < p.n) col_scale = *reinterpret_cast<const float2*>(p.b_scale_inv + col);
 #pragma unroll
-      for (int r = 0; r < 4; ++r) {
+      for (int i = 0; i < 2; ++i) {
+        const int r = r0 + i;
         const float* a = acc + 64 * (r / 2) + 4 * j + 2 * (r % 2);
-        float v0 = fmaf(p.vector_scales ? row_scale[r] * col_scale.x : row_scale[r], a[0], b.x);
-        float v1 = fmaf(p.vector_scales ? row_scale[r] * col_scale.y : row_scale[r], a[1], b.y);
-        if constexpr (Gelu) {
-          v0 = gelu_scaled<O>(v0, scales.y), v1 = gelu_scaled<O>(v1, scales.y);
-        } else if constexpr (O == Out::E4M3) {
-          v0 *= scales.y, v1 *= scales.y;
-        }
+        float v0 = fmaf(Vec ? row_scale[r] * col_scale.x : row_scale[r], a[0], b.x);
+        float v1 = fmaf(Vec ? row_scale[r] * col_scale.y : row_scale[r], a[1], b.y);
+        if constexpr (Gelu) v0 = gelu<O>(v0, scales), v1 = gelu<O>(v1, scales);
         if constexpr (O == Out::E4M3) {
-          words[r][c] = __nv_cvt_float2_to_fp8x2(make_float2(v0, v1), __NV_SATFINITE, __NV_E4M3);
+          words[i][c] = e4m3x2(v0, v1);
         } else if constexpr (O == Out::Bf16) {
           const __nv_bfloat162 pair = __float22bfloat162_rn(make_float2(v0, v1));
-          words[r][c] = *reinterpret_cast<const uint32_t*>(&pair);
+          words[i][c] = *reinterpret_cast<const uint32_t*>(&pair);
         } else {
           if (rows[r] < p.m && col < p.n)
             *reinterpret_cast<float2*>(static_cast<float*>(p.y) + static_cast<size_t>(rows[r]) * p.n + col) =
@@ -213,18 +263,19 @@ __device__ __forceinline__ void store_tile(const float (&acc)[128], const Params
       }
     }
     if constexpr (O != Out::F32) {
-      const int col = nb * kBlockN + 8 * (4 * group + q);  // after the transposition: one chunk per lane
+      const int col = nb * kBlockN + 8 * (4 * group + q);  // after the exchange: one chunk per lane
 #pragma unroll
-      for (int r = 0; r < 4; ++r) {
-        quad_transpose(words[r], q);
-        if (rows[r] >= p.m || col >= p.n) continue;
-        const size_t at = static_cast<size_t>(rows[r]) * p.n + col;
+      for (int i = 0; i < 2; ++i) {
+        const int r = r0 + i;
         if constexpr (O == Out::E4M3) {
-          *reinterpret_cast<uint2*>(static_cast<uint8_t*>(p.y) + at) =
-              make_uint2(__byte_perm(words[r][0], words[r][1], 0x5410), __byte_perm(words[r][2], words[r][3], 0x5410));
+          const uint2 chunk = quad_gather_codes(words[i][0] | words[i][1] << 16, words[i][2] | words[i][3] << 16, q);
+          if (rows[r] < p.m && col < p.n)
+            *reinterpret_cast<uint2*>(static_cast<uint8_t*>(p.y) + static_cast<size_t>(rows[r]) * p.n + col) = chunk;
         } else {
-          *reinterpret_cast<uint4*>(static_cast<__nv_bfloat16*>(p.y) + at) =
-              make_uint4(words[r][0], words[r][1], words[r][2], words[r][3]);
+          quad_transpose(words[i], q);
+          if (rows[r] < p.m && col < p.n)
+            *reinterpret_cast<uint4*>(static_cast<__nv_bfloat16*>(p.y) + static_cast<size_t>(rows[r]) * p.n + col) =
+                make_uint4(words[i][0], words[i][1], words[i][2], words[i][3]);
         }
       }
     }
@@ -312,8 +363,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     Ring ring{p.stages};
     int unit = 0;
     for (int u = cluster; u < p.units; u += clusters, ++unit) {
-      int pair, first, end;
-      unit_of(p, u, pair, first, end);
+      int pair, first;
+      unit_of(p, u, pair, first);
       const int mb = pair * kCluster + static_cast<int>(rank);
       if (p.a_bf16 == nullptr) {  // a's codes by TMA (a bf16 a: the math warps'), each 128 of k on its own
         if (unit > 0) barrier_wait(a_empty, (unit - 1) & 1);  // the last unit's products are done with a
@@ -322,7 +373,7 @@ __global__ void __launch_bounds__(kThreads, 1)
           tma_load(a_tiles + kb * kTileBytes, &a_map, &a_ready[kb], kb * kBlockK, mb * kBlockM);
         }
       }
-      for (int nb = first; nb < end; ++nb) {
+      for (int nb = first; nb < unit_end(p, first); ++nb) {
         for (int kb = 0; kb < p.k_blocks; ++kb, ring.advance()) {
           barrier_wait(&empty[ring.stage], ring.phase ^ 1);  // both blocks' math warps are done with the stage
           barrier_expect_bytes(&full[ring.stage], kTileBytes);
@@ -341,11 +392,11 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int group = threadIdx.x / 128, warp = threadIdx.x / 32 % 4, lane = threadIdx.x % 32;
   int tiles = 0;  // the block's column tiles over all its units, for the turns' last hand-over
   for (int u = cluster; u < p.units; u += clusters) {
-    int pair, first, end;
-    unit_of(p, u, pair, first, end);
-    tiles += end - first;
+    int pair, first;
+    unit_of(p, u, pair, first);
+    tiles += unit_end(p, first) - first;
   }
-  const Scales scales = load_scales<O>(p);
+  const Scales scales = load_scales<O, Gelu>(p);
   const uint32_t a_low = descriptor_low(a_tiles), b_low = descriptor_low(b_stages);
   const auto release = [&](int stage) {  // the stage's slice is read: lane i tells the cluster's block i
     if (lane < kCluster) barrier_arrive_in(&empty[stage], lane);
@@ -354,15 +405,15 @@ __global__ void __launch_bounds__(kThreads, 1)
   Ring ring{p.stages};
   int t = 0, unit = 0;
   for (int u = cluster; u < p.units; u += clusters, ++unit) {
-    int pair, first, end;
-    unit_of(p, u, pair, first, end);
+    int pair, first;
+    unit_of(p, u, pair, first);
     const int mb = pair * kCluster + static_cast<int>(rank);
     if (p.a_bf16 != nullptr) {
       math_sync();  // both warpgroups' products of the last unit are done with a
       quantize_rows(p, mb, a_tiles);
       math_sync();
     }
-    for (int nb = first; nb < end; ++nb, ++t) {
+    for (int nb = first; nb < unit_end(p, first); ++nb, ++t) {
       if (t % 2 != group) {  // the other warpgroup's tile
         for (int kb = 0; kb < p.k_blocks; ++kb) ring.advance();
         continue;
@@ -370,6 +421,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       // The tile's bias, read before the products so that the epilogue does not wait for it.
       uint32_t bias[16];
       load_bias(p, nb, lane, bias);
+      float2 scaled_bias[16];
       if (t > 0) wait_turn(group);
       int last = 0;
       for (int kb = 0; kb < p.k_blocks; ++kb, ring.advance()) {
@@ -399,11 +451,16 @@ __global__ void __launch_bounds__(kThreads, 1)
         last = ring.stage;
       }
       if (t + 1 < tiles) hand_turn(1 - group);  // the products are queued: the other warpgroup's turn
+      scale_bias(bias, scales, scaled_bias);  // while the last slice's products run
       asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
 #pragma unroll
       for (int i = 0; i < 128; ++i) fence_operand(acc[i]);
       release(last);
-      store_tile<O, Gelu>(acc, p, scales, bias, mb, nb, warp, lane);
+      if (p.vector_scales) {
+        store_tile<O, Gelu, true>(acc, p, scales, scaled_bias, mb, nb, warp, lane);
+      } else {
+        store_tile<O, Gelu, false>(acc, p, scales, scaled_bias, mb, nb, warp, lane);
+      }
     }
     if (lane == 0) barrier_arrive_in(a_empty, rank);  // this warp is done with the unit's a
   }

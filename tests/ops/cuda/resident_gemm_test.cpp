@@ -16,7 +16,9 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <vector>
 
 namespace fp8kit::ops {
@@ -81,6 +83,7 @@ TEST(ResidentGemm, AgreesWithCublasLt) {
       {1000, 3072, 768, DType::F32, Epilogue::GeluBias, false},
       {300, 520, 256, DType::Bf16, Epilogue::Bias, true},
       {300, 520, 256, DType::F32, Epilogue::None, true},
+      {300, 520, 256, DType::E4M3, Epilogue::GeluBias, true},
       {17000, 136, 128, DType::Bf16, Epilogue::Bias, false},  // more row-block pairs than clusters
       {70, 24, 32, DType::E4M3, Epilogue::None, false},  // one slice of k, fewer than 128 rows and columns
   };
@@ -210,6 +213,60 @@ TEST(ResidentGemm, RunsTheGeluEpiloguesOfGemmContext) {
   args.m = cuda::kResidentGemmMinRows - 8;  // few rows: cuBLASLt's
   context.gemm(args);
   EXPECT_EQ(context.resident_kernel_gemms(), 1u);
+}
+
+// GELU into E4M3 codes against double precision, over values from 2^-12 to past E4M3's range and y
+// scales from 2^-40 to 2^40 and 0: a's rows pick one of b's codes each (one
+// product per output, exact), so y = y_scale GELU(s_b code + bias) with x known exactly.
+TEST(ResidentGemm, GeluIntoE4M3FollowsTheReference) {
+  FP8KIT_REQUIRE_GPU();
+  const int64_t m = 256, n = 256, k = 128;
+  Tensor a({m, k}, DType::E4M3), b({n, k}, DType::E4M3);
+  std::ranges::fill(a.span<uint8_t>(), uint8_t{0});
+  for (int64_t i = 0; i < m; ++i) a.span<uint8_t>()[i * k + i % k] = encode_fp8<Fp8Format::E4M3>(1.0f);
+  for (int64_t i = 0; i < n * k; ++i) b.span<uint8_t>()[i] = static_cast<uint8_t>((i * 37 + i / k * 11) % 256);
+  for (uint8_t& code : b.span<uint8_t>()) code = (code & 0x7F) == 0x7F ? code - 1 : code;  // no NaN codes
+  const std::vector<float> bias_values = random_normal(n, 31, 4.0f);
+  const Tensor bias = host_tensor(bias_values, {n}, DType::Bf16);
+  const Tensor a_gpu = a.to(Device::Cuda), b_gpu = b.to(Device::Cuda), bias_gpu = bias.to(Device::Cuda);
+  const std::vector<float> bias_used = float_values(bias);
+  for (const float b_scale : {0x1p-3f, 0x1p-12f, 0x1p8f}) {
+    for (const float y_scale : {2.0f, 0.0448f, 0x1p-40f, 0x1p40f, 0.0f}) {
+      const std::string what = fmt::format("b scale {}, y scale {}", b_scale, y_scale);
+      const Tensor scales = host_tensor({1.0f, b_scale, y_scale}, {3}).to(Device::Cuda);
+      Tensor y({m, n}, DType::E4M3, Device::Cuda);
+      cuda::GemmArgs args;
+      args.m = m, args.n = n, args.k = k;
+      args.a = a_gpu.device_data<std::byte>(), args.a_type = DType::E4M3;
+      args.b = b_gpu.device_data<std::byte>(), args.b_type = DType::E4M3;
+      args.a_scale_inv = scales.device_data<float>(), args.b_scale_inv = args.a_scale_inv + 1;
+      args.y = y.device_data<std::byte>(), args.y_type = DType::E4M3, args.y_scale = args.a_scale_inv + 2;
+      args.bias = bias_gpu.device_data<std::byte>(), args.epilogue = cuda::Epilogue::GeluBias;
+      args.fast_accumulation = true;
+      ASSERT_TRUE(cuda::resident_gemm_runs(args)) << what;
+      cuda::resident_gemm(args, nullptr);
+      const std::vector<float> own = values(y);
+      int64_t differing = 0;
+      double worst = 0.0;
+      for (int64_t i = 0; i < m; ++i) {
+        for (int64_t j = 0; j < n; ++j) {
+          const double x = static_cast<double>(b_scale) * fp8kit::decode_fp8(b.span<uint8_t>()[j * k + i % k], Fp8Format::E4M3) + bias_used[j];
+          const double exact = y_scale * 0.5 * x * (1.0 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+          const float got = own[i * n + j];
+          // One code either way, and tanh.approx's error (2^-10.9 relative) times h = y_scale x / 2 where
+          // 1 + tanh(u) cancels; codes below 2^-9 are subnormal steps.
+          const double tol = 0x1p-3 * std::fabs(exact) + 0x1p-11 * std::fabs(y_scale * x) + 0x1p-9;
+          ASSERT_LE(std::fabs(got - std::clamp(exact, -448.0, 448.0)), tol) << what << " at " << i << "," << j << ": x " << x;
+          differing += got != fp8kit::decode_fp8(encode_fp8<Fp8Format::E4M3>(static_cast<float>(exact)), Fp8Format::E4M3);
+          worst = std::max(worst, std::fabs(got - std::clamp(exact, -448.0, 448.0)) / tol);
+        }
+      }
+      std::printf("%s: %lld of %lld codes differ from the exact value's, worst error %.3f of the bound\n", what.c_str(),
+                  static_cast<long long>(differing), static_cast<long long>(m * n), worst);
+      // Past y scales of about 2^17 the cancelling negative tail matters (GELU's minimum is -0.17).
+      if (y_scale <= 2.0f) EXPECT_LT(differing, m * n / 100) << what;
+    }
+  }
 }
 
 TEST(ResidentGemm, RefusesWhatItDoesNotRun) {
