@@ -7,7 +7,8 @@
 // lane a 4 x 4 micro-tile, loaded as 4 row vectors (16 bytes of fp32, 8 of bf16) so that 8 lanes read
 // one contiguous stretch of a row; each thread does `passes` such micro-tiles, 64 rows apart, all
 // loads issued (as raw registers) before the first use: 2 passes for fp32 and 4 for bf16, so a block
-// has 32 KB of loads in flight either way. The straight output is stored 4 bytes per row. For the
+// has 32 KB of loads in flight either way; fp32 tensors below 2^23 elements take 1 pass (twice the
+// blocks: a grid of the large tile's blocks does not fill the GPU at these sizes). The straight output is stored 4 bytes per row. For the
 // transposed output the 4x4 codes are transposed in registers (byte permutes) into 4 words, each 4
 // rows of one column, kept in shared memory [64 cols][16 * passes + 1 words]; the odd row stride
 // makes the writes (lanes differ in column by 4 and in row-word by 1) conflict-free, and the reads
@@ -48,6 +49,9 @@ constexpr int kThreads = 256;
 template <typename T>
 constexpr int kPasses = sizeof(T) == 4 ? 2 : 4;
 constexpr int64_t kSmallTensor = int64_t{1} << 20;  // elements; below, the small tile
+// f32 tensors below this many elements (a small model's weights) take one pass per thread: twice the
+// large tile's blocks, so that the grid fills the GPU (two 768 x 3072 weights: 1,152 blocks, not 576).
+constexpr int64_t kMediumTensor = int64_t{1} << 23;
 constexpr int kSmall = 0;     // the kernels' Passes for the small tile
 constexpr int kSwiGlu = -1;   // and for the SwiGLU tile: the large tile's columns, one pass (f32 x only)
 constexpr int kSmallTile = 32;  // rows and columns of a small tile
@@ -493,6 +497,7 @@ void launch(const Params& p, bool divide, cudaStream_t stream) {
   if constexpr (sizeof(T) == 4) {
     if (has_swiglu_operands(p)) return launch_passes<kSwiGlu, T, F>(p, divide, stream);
   }
+  if (sizeof(T) == 4 && p.rows * p.cols < kMediumTensor) return launch_passes<1, T, F>(p, divide, stream);
   launch_passes<kPasses<T>, T, F>(p, divide, stream);
 }
 
@@ -522,6 +527,8 @@ void launch_batch(const Params* p, int count, bool divide, cudaStream_t stream) 
     if (std::any_of(p, p + count, has_swiglu_operands))
       return launch_batch_passes<kSwiGlu, T, F>(p, count, divide, stream);
   }
+  if (sizeof(T) == 4 && std::all_of(p, p + count, [](const Params& q) { return q.rows * q.cols < kMediumTensor; }))
+    return launch_batch_passes<1, T, F>(p, count, divide, stream);
   launch_batch_passes<kPasses<T>, T, F>(p, count, divide, stream);
 }
 
