@@ -202,8 +202,9 @@ __device__ __forceinline__ void load_bias(const Params& p, int nb, int lane, uin
   }
 }
 
-// The bias as floats times the epilogue's factor (Scales::out). Made while the tile's products run, when
-// the math warps only wait, so that the epilogue (the warpgroups' critical path) does not.
+// The bias as floats times the epilogue's factor (Scales::out), made before the wait for the tile's
+// last products, where the math warps idle (the compiler keeps much of it there), rather than in the
+// epilogue, the warpgroups' critical path.
 __device__ __forceinline__ void scale_bias(const uint32_t (&bias)[16], const Scales& scales, float2 (&scaled)[16]) {
 #pragma unroll
   for (int j = 0; j < 16; ++j) {
