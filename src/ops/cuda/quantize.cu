@@ -481,6 +481,8 @@ void launch_passes(const Params& p, bool divide, cudaStream_t stream) {
 }
 
 bool small(const Params& p) { return p.rows * p.cols < kSmallTensor; }
+// Whether an fp32 p takes the large tile with one pass (kMediumTensor; rows within one launch's grid).
+bool medium(const Params& p) { return p.rows * p.cols < kMediumTensor && p.rows <= int64_t{65535} * 64; }
 
 // Whether p takes the flat kernel: a large tensor cast as it lies (no transposed copy, no epilogue
 // or gradient), x 16-byte aligned and q aligned for one store per load.
@@ -497,7 +499,7 @@ void launch(const Params& p, bool divide, cudaStream_t stream) {
   if constexpr (sizeof(T) == 4) {
     if (has_swiglu_operands(p)) return launch_passes<kSwiGlu, T, F>(p, divide, stream);
   }
-  if (sizeof(T) == 4 && p.rows * p.cols < kMediumTensor) return launch_passes<1, T, F>(p, divide, stream);
+  if (sizeof(T) == 4 && medium(p)) return launch_passes<1, T, F>(p, divide, stream);
   launch_passes<kPasses<T>, T, F>(p, divide, stream);
 }
 
@@ -527,7 +529,7 @@ void launch_batch(const Params* p, int count, bool divide, cudaStream_t stream) 
     if (std::any_of(p, p + count, has_swiglu_operands))
       return launch_batch_passes<kSwiGlu, T, F>(p, count, divide, stream);
   }
-  if (sizeof(T) == 4 && std::all_of(p, p + count, [](const Params& q) { return q.rows * q.cols < kMediumTensor; }))
+  if (sizeof(T) == 4 && std::all_of(p, p + count, medium))
     return launch_batch_passes<1, T, F>(p, count, divide, stream);
   launch_batch_passes<kPasses<T>, T, F>(p, count, divide, stream);
 }
