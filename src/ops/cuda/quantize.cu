@@ -7,8 +7,8 @@
 // lane a 4 x 4 micro-tile, loaded as 4 row vectors (16 bytes of fp32, 8 of bf16) so that 8 lanes read
 // one contiguous stretch of a row; each thread does `passes` such micro-tiles, 64 rows apart, all
 // loads issued (as raw registers) before the first use: 2 passes for fp32 and 4 for bf16, so a block
-// has 32 KB of loads in flight either way; fp32 tensors below 2^23 elements take 1 pass (twice the
-// blocks: a grid of the large tile's blocks does not fill the GPU at these sizes). The straight output is stored 4 bytes per row. For the
+// has 32 KB of loads in flight either way. fp32 tensors below 2^23 elements take 1 pass (16 KB, twice
+// the blocks: at these sizes a grid of 2-pass blocks leaves the GPU part-empty). The straight output is stored 4 bytes per row. For the
 // transposed output the 4x4 codes are transposed in registers (byte permutes) into 4 words, each 4
 // rows of one column, kept in shared memory [64 cols][16 * passes + 1 words]; the odd row stride
 // makes the writes (lanes differ in column by 4 and in row-word by 1) conflict-free, and the reads
@@ -498,8 +498,8 @@ void launch(const Params& p, bool divide, cudaStream_t stream) {
   if (flat<T>(p)) return launch_passes<kFlat, T, F>(p, divide, stream);
   if constexpr (sizeof(T) == 4) {
     if (has_swiglu_operands(p)) return launch_passes<kSwiGlu, T, F>(p, divide, stream);
+    if (medium(p)) return launch_passes<1, T, F>(p, divide, stream);
   }
-  if (sizeof(T) == 4 && medium(p)) return launch_passes<1, T, F>(p, divide, stream);
   launch_passes<kPasses<T>, T, F>(p, divide, stream);
 }
 
@@ -520,7 +520,8 @@ void launch_batch_passes(const Params* p, int count, bool divide, cudaStream_t s
 }
 
 // A batch takes the small tile when every tensor in it is small, the flat kernel when every one can
-// (every tile gives the same bytes), else the SwiGLU tile when one of them has SwiGLU's operands.
+// (every tile gives the same bytes), else the SwiGLU tile when one of them has SwiGLU's operands, else
+// one pass when every one is medium.
 template <typename T, Fp8Format F>
 void launch_batch(const Params* p, int count, bool divide, cudaStream_t stream) {
   if (std::all_of(p, p + count, small)) return launch_batch_passes<kSmall, T, F>(p, count, divide, stream);
@@ -528,9 +529,8 @@ void launch_batch(const Params* p, int count, bool divide, cudaStream_t stream) 
   if constexpr (sizeof(T) == 4) {
     if (std::any_of(p, p + count, has_swiglu_operands))
       return launch_batch_passes<kSwiGlu, T, F>(p, count, divide, stream);
+    if (std::all_of(p, p + count, medium)) return launch_batch_passes<1, T, F>(p, count, divide, stream);
   }
-  if (sizeof(T) == 4 && std::all_of(p, p + count, medium))
-    return launch_batch_passes<1, T, F>(p, count, divide, stream);
   launch_batch_passes<kPasses<T>, T, F>(p, count, divide, stream);
 }
 

@@ -141,12 +141,14 @@ __device__ __forceinline__ uint2 quad_gather_codes(uint32_t lo, uint32_t hi, int
 // GELU: CUDA's accurate tanhf costs about 20 instructions an element, more than the tensor cores'
 // time for it at this k, so for an E4M3 y the tanh form of ops/activation.h runs on the
 // special-function unit's tanh (one instruction, relative error below 2^-10.9, far below E4M3's 2^-4;
-// where x < -2.6 and 1 + tanh(u) cancels, y may differ by one code), and from h = y_scale x / 2 alone:
-// y_scale GELU(x) = h (1 + tanh(u)) with u = sqrt(2/pi) (x + 0.044715 x^3) = h (b + a h^2), so that
-// one multiply-add of the scaled accumulator and bias makes h and x is never formed. a and b take h's
-// factor raised to 2^-40 at least (y_scale 0 must not make them infinite): below, y's codes are 0
-// unless |x| is so large that tanh(u) is +-1 either way. Past 2^42 a underflows, and u loses its
-// cubic term only where y's codes are 0 or saturated either way.
+// where x < -2.6 and 1 + tanh(u) cancels, y may differ by one code at moderate y scales), and from
+// h = c x alone, c = y_scale / 2: y_scale GELU(x) = h (1 + tanh(u)) with u = sqrt(2/pi) (x + 0.044715
+// x^3) = h (b + a h^2), so that one multiply-add of the scaled accumulator and bias makes h and x is
+// never formed. a and b take c with |c| raised to 2^-40 at least (y_scale 0 must not make them
+// infinite; below, y's codes are 0 unless |x| is so large that tanh(u) is +-1 either way). u is
+// float32-exact for |c| up to 2^40; beyond, a would turn subnormal and u lose its cubic term (a stays
+// at 2^-126 at least, so that an infinite h^2 meets no a of 0): past about 2^49, x in [-10, -7] may
+// give saturated codes where GELU's are 0 (such y scales mean an amax below 1e-12).
 // For bf16 and f32 y, which keep more bits, the sigmoid form x sigmoid(2u) = x / (1 + 2^(-2 log2(e) u))
 // on the units' exp2 and reciprocal (each within 2 ulp; flushing to zero only meets 1 + 2^z >= 1),
 // accurate to float32 ulps where the tanh form cancels.
@@ -167,9 +169,9 @@ __device__ __forceinline__ Scales load_scales(const Params& p) {
   s.tensor *= s.out;
   if (O == Out::E4M3 && Gelu) {
     using namespace ops::gelu_detail;
-    const float c = fmaxf(s.out, 0x1p-40f);
+    const float c = copysignf(fmaxf(fabsf(s.out), 0x1p-40f), s.out);
     s.gelu_b = kSqrt2OverPi / c;
-    s.gelu_a = kSqrt2OverPi * kCubic / c / (c * c);
+    s.gelu_a = copysignf(fmaxf(fabsf(kSqrt2OverPi * kCubic / c / (c * c)), 0x1p-126f), c);
   }
   return s;
 }
