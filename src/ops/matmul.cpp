@@ -216,13 +216,14 @@ void gemm_scaled_cpu(const QTensor& a, const QTensor& b, Scaling scaling, const 
   }
 }
 
-// c: the context to queue on (null: matmul()'s without one).
+// A context, when given, must be on the operands' device.
 void check_context(const Context* c, Device operands) {
   FP8KIT_CHECK(c == nullptr || c->device() == operands,
                "matmul: the operands are on {} and the context on {}: multiply where the operands are", name(operands),
                name(c->device()));
 }
 
+// c: the context to queue on (null: matmul()'s without one).
 void run(Context* c, const Operand& a, const Operand& b, Tensor& y, const MatmulOptions& options, const GemmShape& s,
          Scaling scaling = Scaling::PerTensor) {
   check_context(c, a.data.device());

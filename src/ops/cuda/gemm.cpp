@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "base/error.h"
@@ -65,7 +66,23 @@ std::string_view scale_mode_name(ScaleMode mode) {
   return "?";
 }
 
-bool has_bias(Epilogue e) { return e == Epilogue::Bias || e == Epilogue::GeluBias; }
+// A stream-ordered temporary (capturable in a CUDA graph): freed in stream order when its scope ends,
+// also when an error unwinds; free() ends it on the normal path and reports a failed free.
+class Scratch {
+ public:
+  Scratch(size_t bytes, cudaStream_t stream) : stream_(stream) { FP8KIT_CUDA_CHECK(cudaMallocAsync(&data_, bytes, stream)); }
+  ~Scratch() {
+    if (data_ != nullptr) cudaFreeAsync(data_, stream_);
+  }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  std::byte* data() const { return static_cast<std::byte*>(data_); }
+  void free() { FP8KIT_CUDA_CHECK(cudaFreeAsync(std::exchange(data_, nullptr), stream_)); }
+
+ private:
+  void* data_ = nullptr;
+  cudaStream_t stream_;
+};
 
 std::string_view epilogue_name(Epilogue e) {
   switch (e) {
@@ -369,63 +386,52 @@ void GemmContext::matmul_padded(const GemmArgs& g, cudaStream_t stream) {
                                                                       : 0;
   const size_t b_scale_bytes = round_up(b_scale_rows * np * 4, 256);
   const size_t total = a_bytes + b_bytes + y_bytes + bias_bytes + b_scale_bytes;
-  std::byte* buffer = nullptr;
-  FP8KIT_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&buffer), total, stream));
-  std::byte* a = buffer;
+  Scratch buffer(total, stream);
+  std::byte* a = buffer.data();
   std::byte* b = a + a_bytes;
   std::byte* y = b + b_bytes;
   std::byte* bias = y + y_bytes;
   std::byte* b_scale = bias + bias_bytes;
-  try {
-    FP8KIT_CUDA_CHECK(cudaMemsetAsync(buffer, 0, total, stream));
-    if (b_scale_bytes > 0)
-      FP8KIT_CUDA_CHECK(cudaMemcpy2DAsync(b_scale, np * 4, g.b_scale_inv, g.n * 4, g.n * 4, b_scale_rows,
-                                          cudaMemcpyDeviceToDevice, stream));
-    FP8KIT_CUDA_CHECK(cudaMemcpy2DAsync(a, kp, g.a, g.k, g.k, g.m, cudaMemcpyDeviceToDevice, stream));
-    FP8KIT_CUDA_CHECK(cudaMemcpy2DAsync(b, kp, g.b, g.k, g.k, g.n, cudaMemcpyDeviceToDevice, stream));
-    if (g.accumulate)
-      FP8KIT_CUDA_CHECK(cudaMemcpy2DAsync(y, np * y_size, g.y, g.n * y_size, g.n * y_size, g.m, cudaMemcpyDeviceToDevice, stream));
-    if (bias_bytes > 0) FP8KIT_CUDA_CHECK(cudaMemcpyAsync(bias, g.bias, g.n * 2, cudaMemcpyDeviceToDevice, stream));
-    GemmArgs padded = g;
-    padded.n = np;
-    padded.k = kp;
-    padded.a = a;
-    padded.b = b;
-    padded.y = y;
-    padded.bias = bias_bytes > 0 ? bias : nullptr;
-    if (b_scale_bytes > 0) padded.b_scale_inv = reinterpret_cast<const float*>(b_scale);
-    matmul(padded, stream);
-    FP8KIT_CUDA_CHECK(cudaMemcpy2DAsync(g.y, g.n * y_size, y, np * y_size, g.n * y_size, g.m, cudaMemcpyDeviceToDevice, stream));
-  } catch (...) {
-    cudaFreeAsync(buffer, stream);
-    throw;
-  }
-  FP8KIT_CUDA_CHECK(cudaFreeAsync(buffer, stream));
+  FP8KIT_CUDA_CHECK(cudaMemsetAsync(buffer.data(), 0, total, stream));
+  if (b_scale_bytes > 0)
+    FP8KIT_CUDA_CHECK(cudaMemcpy2DAsync(b_scale, np * 4, g.b_scale_inv, g.n * 4, g.n * 4, b_scale_rows,
+                                        cudaMemcpyDeviceToDevice, stream));
+  FP8KIT_CUDA_CHECK(cudaMemcpy2DAsync(a, kp, g.a, g.k, g.k, g.m, cudaMemcpyDeviceToDevice, stream));
+  FP8KIT_CUDA_CHECK(cudaMemcpy2DAsync(b, kp, g.b, g.k, g.k, g.n, cudaMemcpyDeviceToDevice, stream));
+  if (g.accumulate)
+    FP8KIT_CUDA_CHECK(cudaMemcpy2DAsync(y, np * y_size, g.y, g.n * y_size, g.n * y_size, g.m, cudaMemcpyDeviceToDevice, stream));
+  if (bias_bytes > 0) FP8KIT_CUDA_CHECK(cudaMemcpyAsync(bias, g.bias, g.n * 2, cudaMemcpyDeviceToDevice, stream));
+  GemmArgs padded = g;
+  padded.n = np;
+  padded.k = kp;
+  padded.a = a;
+  padded.b = b;
+  padded.y = y;
+  padded.bias = bias_bytes > 0 ? bias : nullptr;
+  if (b_scale_bytes > 0) padded.b_scale_inv = reinterpret_cast<const float*>(b_scale);
+  matmul(padded, stream);
+  FP8KIT_CUDA_CHECK(cudaMemcpy2DAsync(g.y, g.n * y_size, y, np * y_size, g.n * y_size, g.m, cudaMemcpyDeviceToDevice, stream));
+  buffer.free();
 }
 
 // Per-row x per-row scales where cuBLASLt has no OuterVec algorithm: the unscaled FP8 GEMM into an
 // f32 buffer, then y = (a_scale[i] * b_scale[j]) * acc (+ bias) (+ y) in one pass (gemm_scales.h).
 void GemmContext::matmul_outer_fallback(const GemmArgs& g, cudaStream_t stream) {
   ++fallbacks_;
-  float* acc = nullptr;
-  FP8KIT_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&acc), static_cast<size_t>(g.m * g.n) * sizeof(float), stream));
-  try {
-    GemmArgs unscaled = g;
-    unscaled.a_scale_mode = unscaled.b_scale_mode = ScaleMode::Scalar;
-    unscaled.a_scale_inv = unscaled.b_scale_inv = nullptr;
-    unscaled.y = acc;
-    unscaled.y_type = DType::F32;
-    unscaled.epilogue = Epilogue::None;
-    unscaled.bias = nullptr;
-    unscaled.accumulate = false;
-    gemm(unscaled, stream);
-    scale_outer(acc, g.m, g.n, g.a_scale_inv, g.b_scale_inv, static_cast<const uint16_t*>(g.bias), g.accumulate, g.y,
-                g.y_type, stream);
-  } catch (...) {
-    cudaFreeAsync(acc, stream);
-    throw;
-  }
-  FP8KIT_CUDA_CHECK(cudaFreeAsync(acc, stream));
+  Scratch buffer(static_cast<size_t>(g.m * g.n) * sizeof(float), stream);
+  float* acc = reinterpret_cast<float*>(buffer.data());
+  GemmArgs unscaled = g;
+  unscaled.a_scale_mode = unscaled.b_scale_mode = ScaleMode::Scalar;
+  unscaled.a_scale_inv = unscaled.b_scale_inv = nullptr;
+  unscaled.y = acc;
+  unscaled.y_type = DType::F32;
+  unscaled.epilogue = Epilogue::None;
+  unscaled.bias = nullptr;
+  unscaled.accumulate = false;
+  gemm(unscaled, stream);
+  scale_outer(acc, g.m, g.n, g.a_scale_inv, g.b_scale_inv, static_cast<const uint16_t*>(g.bias), g.accumulate, g.y,
+              g.y_type, stream);
+  buffer.free();
 }
 
 // Block scales where cuBLASLt has no algorithm (matmul.h's formula, step by step): per 128-wide slice
@@ -436,62 +442,50 @@ void GemmContext::matmul_block_fallback(const GemmArgs& g, cudaStream_t stream) 
   const int64_t slices = (g.k + 127) / 128;
   const size_t a_bytes = round_up(g.m * 128, 256), b_bytes = round_up(g.n * 128, 256);
   const size_t f32_bytes = round_up(g.m * g.n * 4, 256);
-  std::byte* buffer = nullptr;
   const size_t total = a_bytes + b_bytes + 2 * f32_bytes;
-  FP8KIT_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&buffer), total, stream));
-  std::byte* a = buffer;
+  Scratch buffer(total, stream);
+  std::byte* a = buffer.data();
   std::byte* b = a + a_bytes;
   float* partial = reinterpret_cast<float*>(b + b_bytes);
   float* acc = reinterpret_cast<float*>(b + b_bytes + f32_bytes);
-  try {
-    FP8KIT_CUDA_CHECK(cudaMemsetAsync(buffer, 0, total, stream));
-    GemmArgs slice = g;
-    slice.k = 128;
-    slice.a = a, slice.b = b, slice.y = partial, slice.y_type = DType::F32;
-    slice.a_scale_inv = slice.b_scale_inv = nullptr;
-    slice.a_scale_mode = slice.b_scale_mode = ScaleMode::Scalar;
-    slice.epilogue = Epilogue::None, slice.bias = nullptr, slice.accumulate = false;
-    for (int64_t s = 0; s < slices; ++s) {
-      const int64_t k0 = 128 * s, width = std::min<int64_t>(128, g.k - k0);
-      if (width < 128) FP8KIT_CUDA_CHECK(cudaMemsetAsync(buffer, 0, a_bytes + b_bytes, stream));
-      const auto* a_codes = static_cast<const std::byte*>(g.a) + k0;
-      const auto* b_codes = static_cast<const std::byte*>(g.b) + k0;
-      FP8KIT_CUDA_CHECK(cudaMemcpy2DAsync(a, 128, a_codes, g.k, width, g.m, cudaMemcpyDeviceToDevice, stream));
-      FP8KIT_CUDA_CHECK(cudaMemcpy2DAsync(b, 128, b_codes, g.k, width, g.n, cudaMemcpyDeviceToDevice, stream));
-      gemm(slice, stream);
-      const bool block = g.b_scale_mode == ScaleMode::Block128;
-      add_scaled_slice(partial, g.m, g.n, g.a_scale_inv + s * g.m, block ? g.b_scale_inv + s : g.b_scale_inv + s * g.n,
-                       block ? 128 : 1, block ? slices : 1, acc, stream);
-    }
-    scale_outer(acc, g.m, g.n, nullptr, nullptr, static_cast<const uint16_t*>(g.bias), g.accumulate, g.y, g.y_type,
-                stream);
-  } catch (...) {
-    cudaFreeAsync(buffer, stream);
-    throw;
+  FP8KIT_CUDA_CHECK(cudaMemsetAsync(a, 0, total, stream));
+  GemmArgs slice = g;
+  slice.k = 128;
+  slice.a = a, slice.b = b, slice.y = partial, slice.y_type = DType::F32;
+  slice.a_scale_inv = slice.b_scale_inv = nullptr;
+  slice.a_scale_mode = slice.b_scale_mode = ScaleMode::Scalar;
+  slice.epilogue = Epilogue::None, slice.bias = nullptr, slice.accumulate = false;
+  for (int64_t s = 0; s < slices; ++s) {
+    const int64_t k0 = 128 * s, width = std::min<int64_t>(128, g.k - k0);
+    if (width < 128) FP8KIT_CUDA_CHECK(cudaMemsetAsync(a, 0, a_bytes + b_bytes, stream));
+    const auto* a_codes = static_cast<const std::byte*>(g.a) + k0;
+    const auto* b_codes = static_cast<const std::byte*>(g.b) + k0;
+    FP8KIT_CUDA_CHECK(cudaMemcpy2DAsync(a, 128, a_codes, g.k, width, g.m, cudaMemcpyDeviceToDevice, stream));
+    FP8KIT_CUDA_CHECK(cudaMemcpy2DAsync(b, 128, b_codes, g.k, width, g.n, cudaMemcpyDeviceToDevice, stream));
+    gemm(slice, stream);
+    const bool block = g.b_scale_mode == ScaleMode::Block128;
+    add_scaled_slice(partial, g.m, g.n, g.a_scale_inv + s * g.m, block ? g.b_scale_inv + s : g.b_scale_inv + s * g.n,
+                     block ? 128 : 1, block ? slices : 1, acc, stream);
   }
-  FP8KIT_CUDA_CHECK(cudaFreeAsync(buffer, stream));
+  scale_outer(acc, g.m, g.n, nullptr, nullptr, static_cast<const uint16_t*>(g.bias), g.accumulate, g.y, g.y_type,
+              stream);
+  buffer.free();
 }
 
 // A bf16 a with a_scale where the short-k kernel does not run: quantized into a temporary (ops::quantize's
 // codes and scale_inv), then the FP8 GEMM.
 void GemmContext::quantize_a_first(const GemmArgs& g, cudaStream_t stream) {
-  void* buffer = nullptr;
-  FP8KIT_CUDA_CHECK(cudaMallocAsync(&buffer, 256 + static_cast<size_t>(g.m * g.k), stream));
-  try {
-    QuantizeArgs q;
-    q.x = g.a, q.x_type = DType::Bf16, q.rows = g.m, q.cols = g.k;
-    q.scale = g.a_scale;
-    q.scale_inv = static_cast<float*>(buffer);
-    q.q = static_cast<uint8_t*>(buffer) + 256;
-    quantize_fp8(q, stream);
-    GemmArgs codes = g;
-    codes.a = q.q, codes.a_type = DType::E4M3, codes.a_scale = nullptr, codes.a_scale_inv = q.scale_inv;
-    gemm(codes, stream);
-  } catch (...) {
-    cudaFreeAsync(buffer, stream);
-    throw;
-  }
-  FP8KIT_CUDA_CHECK(cudaFreeAsync(buffer, stream));
+  Scratch buffer(256 + static_cast<size_t>(g.m * g.k), stream);
+  QuantizeArgs q;
+  q.x = g.a, q.x_type = DType::Bf16, q.rows = g.m, q.cols = g.k;
+  q.scale = g.a_scale;
+  q.scale_inv = reinterpret_cast<float*>(buffer.data());
+  q.q = reinterpret_cast<uint8_t*>(buffer.data() + 256);
+  quantize_fp8(q, stream);
+  GemmArgs codes = g;
+  codes.a = q.q, codes.a_type = DType::E4M3, codes.a_scale = nullptr, codes.a_scale_inv = q.scale_inv;
+  gemm(codes, stream);
+  buffer.free();
 }
 
 // cuBLASLt's GEMM, through zero-padded copies where its 16-byte rules (or whole 128-blocks of k) ask.
@@ -510,21 +504,16 @@ void GemmContext::matmul_block_scaled(const GemmArgs& g, cudaStream_t stream) {
   const int64_t k_blocks = (g.k + 127) / 128, padded_blocks = round_up(k_blocks, 4);
   if (g.b_scale_mode != ScaleMode::Block128 || k_blocks == padded_blocks) return dispatch(g, stream);
   const int64_t n_blocks = (g.n + 127) / 128;
-  float* padded = nullptr;
   const size_t bytes = static_cast<size_t>(n_blocks * padded_blocks) * sizeof(float);
-  FP8KIT_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&padded), bytes, stream));
-  try {
-    FP8KIT_CUDA_CHECK(cudaMemsetAsync(padded, 0, bytes, stream));
-    FP8KIT_CUDA_CHECK(cudaMemcpy2DAsync(padded, padded_blocks * sizeof(float), g.b_scale_inv, k_blocks * sizeof(float),
-                                        k_blocks * sizeof(float), n_blocks, cudaMemcpyDeviceToDevice, stream));
-    GemmArgs with_padded = g;
-    with_padded.b_scale_inv = padded;
-    dispatch(with_padded, stream);
-  } catch (...) {
-    cudaFreeAsync(padded, stream);
-    throw;
-  }
-  FP8KIT_CUDA_CHECK(cudaFreeAsync(padded, stream));
+  Scratch buffer(bytes, stream);
+  float* padded = reinterpret_cast<float*>(buffer.data());
+  FP8KIT_CUDA_CHECK(cudaMemsetAsync(padded, 0, bytes, stream));
+  FP8KIT_CUDA_CHECK(cudaMemcpy2DAsync(padded, padded_blocks * sizeof(float), g.b_scale_inv, k_blocks * sizeof(float),
+                                      k_blocks * sizeof(float), n_blocks, cudaMemcpyDeviceToDevice, stream));
+  GemmArgs with_padded = g;
+  with_padded.b_scale_inv = padded;
+  dispatch(with_padded, stream);
+  buffer.free();
 }
 
 void GemmContext::gemm(const GemmArgs& args, cudaStream_t stream) {
@@ -542,7 +531,7 @@ void GemmContext::gemm(const GemmArgs& args, cudaStream_t stream) {
   // GELU epilogues and a quantized in the product only: there the own kernel's overlapped epilogue
   // and its quantization of a's rows win (the lab MLP's first Linear, 16384 x 3072 x 768 into E4M3);
   // otherwise cuBLASLt is as fast or faster at large m (bench/cuda/README.md, "The short-k FP8 GEMM").
-  const bool resident_pays = g.epilogue == Epilogue::Gelu || g.epilogue == Epilogue::GeluBias || g.a_scale != nullptr;
+  const bool resident_pays = has_gelu(g.epilogue) || g.a_scale != nullptr;
   if (options_.resident_kernel && resident_pays && g.m >= kResidentGemmMinRows && resident_gemm_runs(g)) {
     ++resident_kernel_gemms_;
     return resident_gemm(g, stream);

@@ -19,6 +19,8 @@
 namespace fp8kit::cuda {
 
 enum class Epilogue : uint8_t { None, Bias, Gelu, GeluBias };  // GELU: cuBLASLt's tanh approximation
+inline bool has_bias(Epilogue e) { return e == Epilogue::Bias || e == Epilogue::GeluBias; }
+inline bool has_gelu(Epilogue e) { return e == Epilogue::Gelu || e == Epilogue::GeluBias; }
 
 // How an FP8 operand's scale_inv pointer is read (cuBLASLt's scale modes), for an operand [rows, k]:
 // Scalar: one float. OuterVec: [rows], one per row (per channel / token). Vec128: one per 1 x 128

@@ -8,11 +8,11 @@
 // one contiguous stretch of a row; each thread does `passes` such micro-tiles, 64 rows apart, all
 // loads issued (as raw registers) before the first use: 2 passes for fp32 and 4 for bf16, so a block
 // has 32 KB of loads in flight either way. fp32 tensors below 2^23 elements take 1 pass (16 KB, twice
-// the blocks: at these sizes a grid of 2-pass blocks leaves the GPU part-empty). The straight output is stored 4 bytes per row. For the
-// transposed output the 4x4 codes are transposed in registers (byte permutes) into 4 words, each 4
-// rows of one column, kept in shared memory [64 cols][16 * passes + 1 words]; the odd row stride
-// makes the writes (lanes differ in column by 4 and in row-word by 1) conflict-free, and the reads
-// (16 bytes per lane) nearly so.
+// the blocks: at these sizes a grid of 2-pass blocks leaves the GPU part-empty). The straight output
+// is stored 4 bytes per row. For the transposed output the 4x4 codes are transposed in registers (byte
+// permutes) into 4 words, each 4 rows of one column, kept in shared memory [64 cols][16 * passes + 1
+// words]; the odd row stride makes the writes (lanes differ in column by 4 and in row-word by 1)
+// conflict-free, and the reads (16 bytes per lane) nearly so.
 //
 // Small tensors (latency-bound, like every activation of the seed model): a block of 256 threads
 // casts a 32 x 32 tile, each thread 4 consecutive rows of one column (a warp reads 4 rows of 32
@@ -52,6 +52,7 @@ constexpr int64_t kSmallTensor = int64_t{1} << 20;  // elements; below, the smal
 // f32 tensors below this many elements (a small model's weights) take one pass per thread: twice the
 // large tile's blocks, so that the grid fills the GPU (two 768 x 3072 weights: 1,152 blocks, not 576).
 constexpr int64_t kMediumTensor = int64_t{1} << 23;
+constexpr int64_t kMaxGridY = 65535;  // a launch's blocks along y: the tiled kernels' row tiles
 constexpr int kSmall = 0;     // the kernels' Passes for the small tile
 constexpr int kSwiGlu = -1;   // and for the SwiGLU tile: the large tile's columns, one pass (f32 x only)
 constexpr int kSmallTile = 32;  // rows and columns of a small tile
@@ -462,10 +463,10 @@ dim3 grid_of(const Params& p, int passes, const char* what) {
     throw Error(std::string(what) + ": a cast with SwiGLU's operands routed to the large tile (a launch bug)");
   const int64_t tile_rows = passes == kSmall ? kSmallTile : passes == kSwiGlu ? 64 : 64 * passes;
   const int64_t tile_cols = passes == kSmall ? kSmallTile : kTileCols;
-  if (p.rows > int64_t{65535} * tile_rows)
+  if (p.rows > kMaxGridY * tile_rows)
     throw Error(std::string(what) + ": " + std::to_string(p.rows) + "x" + std::to_string(p.cols) +
                 " has more rows than one launch covers (" +
-                std::to_string(int64_t{65535} * tile_rows) + "); split it");
+                std::to_string(kMaxGridY * tile_rows) + "); split it");
   return dim3(static_cast<unsigned>(std::max<int64_t>(1, (p.cols + tile_cols - 1) / tile_cols)),
               static_cast<unsigned>(std::max<int64_t>(1, (p.rows + tile_rows - 1) / tile_rows)));
 }
@@ -482,7 +483,7 @@ void launch_passes(const Params& p, bool divide, cudaStream_t stream) {
 
 bool small(const Params& p) { return p.rows * p.cols < kSmallTensor; }
 // Whether an fp32 p takes the large tile with one pass (kMediumTensor; rows within one launch's grid).
-bool medium(const Params& p) { return p.rows * p.cols < kMediumTensor && p.rows <= int64_t{65535} * 64; }
+bool medium(const Params& p) { return p.rows * p.cols < kMediumTensor && p.rows <= kMaxGridY * 64; }
 
 // Whether p takes the flat kernel: a large tensor cast as it lies (no transposed copy, no epilogue
 // or gradient), x 16-byte aligned and q aligned for one store per load.

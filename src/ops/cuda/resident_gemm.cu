@@ -492,8 +492,7 @@ void launch(const GemmArgs& g, cudaStream_t stream) {
   if (g.a_type == DType::Bf16) p.a_bf16 = static_cast<const __nv_bfloat16*>(g.a), p.a_scale = g.a_scale;
   p.vector_scales = g.a_scale_mode == ScaleMode::OuterVec;
   p.a_scale_inv = g.a_scale_inv, p.b_scale_inv = g.b_scale_inv;
-  p.bias = g.epilogue == Epilogue::Bias || g.epilogue == Epilogue::GeluBias ? static_cast<const __nv_bfloat16*>(g.bias)
-                                                                             : nullptr;
+  p.bias = has_bias(g.epilogue) ? static_cast<const __nv_bfloat16*>(g.bias) : nullptr;
   p.y_scale = g.y_scale;
   p.y = g.y;
   p.m = static_cast<int>(g.m), p.n = static_cast<int>(g.n), p.k = static_cast<int>(g.k);
@@ -502,7 +501,8 @@ void launch(const GemmArgs& g, cudaStream_t stream) {
   // cluster has work (each chunk loads its rows of a once more).
   const int row_pairs = static_cast<int>((g.m + kBlockM * kCluster - 1) / (kBlockM * kCluster));
   p.n_tiles = static_cast<int>((g.n + kBlockN - 1) / kBlockN);
-  p.chunk_tiles = (p.n_tiles + std::clamp(resident / row_pairs, 1, p.n_tiles) - 1) / std::clamp(resident / row_pairs, 1, p.n_tiles);
+  const int chunks = std::clamp(resident / row_pairs, 1, p.n_tiles);
+  p.chunk_tiles = (p.n_tiles + chunks - 1) / chunks;
   p.n_chunks = (p.n_tiles + p.chunk_tiles - 1) / p.chunk_tiles;
   p.units = row_pairs * p.n_chunks;
   launcher.config.gridDim = dim3(static_cast<unsigned>(std::min(p.units, resident) * kCluster));
@@ -520,16 +520,18 @@ bool resident_gemm_runs(const GemmArgs& g) {
                                               g.a_scale_mode == ScaleMode::Scalar && g.b_scale_mode == ScaleMode::Scalar);
   const bool pointers = (g.a_scale_mode != ScaleMode::OuterVec || (g.a_scale_inv != nullptr && g.b_scale_inv != nullptr)) &&
                         (g.y_type != DType::E4M3 || g.y_scale != nullptr);
-  return device.hopper && a && g.b_type == DType::E4M3 && g.fast_accumulation && !g.accumulate && scales && y && pointers && g.m > 0 && g.n > 0 && g.n % 8 == 0 && g.k > 0 && g.k % 16 == 0 && g.m <= (int64_t{1} << 31) - kBlockM * kCluster &&
-         g.n < (int64_t{1} << 31) && aligned(g.a, 16) && aligned(g.b, 16) && aligned(g.y, 16) && aligned(g.bias, 4) &&
-         layout(g.k, device.shared_optin).stages >= kMinStages;
+  const bool shape = g.m > 0 && g.n > 0 && g.n % 8 == 0 && g.k > 0 && g.k % 16 == 0 &&
+                     g.m <= (int64_t{1} << 31) - kBlockM * kCluster && g.n < (int64_t{1} << 31);
+  const bool alignment = aligned(g.a, 16) && aligned(g.b, 16) && aligned(g.y, 16) && aligned(g.bias, 4);
+  return device.hopper && a && g.b_type == DType::E4M3 && g.fast_accumulation && !g.accumulate && scales && y &&
+         pointers && shape && alignment && layout(g.k, device.shared_optin).stages >= kMinStages;
 }
 
 void resident_gemm(const GemmArgs& g, cudaStream_t stream) {
   if (!resident_gemm_runs(g))
     throw Error("resident GEMM: a " + std::to_string(g.m) + "x" + std::to_string(g.n) + "x" + std::to_string(g.k) +
                 " product this kernel does not run (resident_gemm_runs)");
-  const bool gelu = g.epilogue == Epilogue::Gelu || g.epilogue == Epilogue::GeluBias;
+  const bool gelu = has_gelu(g.epilogue);
   switch (g.y_type) {
     case DType::E4M3: return gelu ? launch<Out::E4M3, true>(g, stream) : launch<Out::E4M3, false>(g, stream);
     case DType::Bf16: return gelu ? launch<Out::Bf16, true>(g, stream) : launch<Out::Bf16, false>(g, stream);
