@@ -81,26 +81,41 @@ const Tensor& GroupedQueryAttention::forward(ops::Context& c, const Tensor& x, i
   rope_ = rope;
   bf16_ = bf16;
   ops::linear_prepare_input(c, q_proj.op(), x, training);
+  // Without bias y is the GEMM's output, no pass after it; with one, the three biases are applied
+  // together as the outputs become SDPA's operands.
+  ops::LinearOp* projections[] = {&q_proj.op(), &k_proj.op(), &v_proj.op()};
+  const bool biased = q_proj.op().has_epilogue();
+  const ops::LinearOutput next_qkv{.deferred = biased};
   c.fork(ops::Lane::A);
   c.fork(ops::Lane::B);
-  q_proj.forward(c, x, training);  // without bias y is the GEMM's output, no pass after it
+  q_proj.forward(c, x, training, next_qkv);
   {
     const ops::Context::OnLane lane(c, ops::Lane::A);
-    k_proj.forward(c, x, training);
+    k_proj.forward(c, x, training, next_qkv);
   }
   {
     const ops::Context::OnLane lane(c, ops::Lane::B);
-    v_proj.forward(c, x, training);
+    v_proj.forward(c, x, training, next_qkv);
   }
   c.join(ops::Lane::A);
   c.join(ops::Lane::B);
   const int64_t q_channels = shape_.heads * shape_.head_dim, kv_channels = shape_.kv_heads * shape_.head_dim;
   // bf16 operands on the GPU: RoPE writes q and k as bf16, v is cast once for the forward and the
-  // backward, and cuDNN's out is converted once for o_proj (no casts inside sdpa).
+  // backward (without RoPE, biased q, k and v in one pass from the GEMMs' outputs), and cuDNN's out is
+  // converted once for o_proj (no casts inside sdpa).
   const DType dtype = ops::sdpa_dtype(c, bf16);
-  sdpa_operand(c, rope, q_proj.op().y.view(0, {batch, seq, q_channels}), shape_.heads, bf16, dtype, q_);
-  sdpa_operand(c, rope, k_proj.op().y.view(0, {batch, seq, kv_channels}), shape_.kv_heads, bf16, dtype, k_);
-  sdpa_operand(c, nullptr, v_proj.op().y.view(0, {batch, seq, kv_channels}), shape_.kv_heads, bf16, dtype, v_);
+  if (biased && rope == nullptr && dtype != DType::F32) {
+    Tensor* operands[] = {&output_of(q_, dtype), &output_of(k_, dtype), &output_of(v_, dtype)};
+    ops::linear_finish(c, projections, dtype, operands);
+    q_.resize({batch, seq, q_channels});
+    k_.resize({batch, seq, kv_channels});
+    v_.resize({batch, seq, kv_channels});
+  } else {
+    if (biased) ops::linear_finish(c, projections);
+    sdpa_operand(c, rope, q_proj.op().y.view(0, {batch, seq, q_channels}), shape_.heads, bf16, dtype, q_);
+    sdpa_operand(c, rope, k_proj.op().y.view(0, {batch, seq, kv_channels}), shape_.kv_heads, bf16, dtype, k_);
+    sdpa_operand(c, nullptr, v_proj.op().y.view(0, {batch, seq, kv_channels}), shape_.kv_heads, bf16, dtype, v_);
+  }
   ops::sdpa_forward(c, shape_, q_, k_, v_, bf16, output_of(out_, dtype), lse_);
   if (dtype == DType::F32) return o_proj.forward(c, out_, training, next);
   ops::convert(c, out_, DType::F32, out_f32_);

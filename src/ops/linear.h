@@ -92,9 +92,9 @@ struct LinearOp {
 };
 
 // What follows a Linear's activation in the model: out = residual + dropout(y) (bf16: each step
-// rounded as its own op); with out null, y only. Or, when its output feeds another Linear alone,
-// `deferred`: y is left as x W, and the consumer's forward applies the bias and activation as it
-// reads it (into y, before its own cast: one pass fewer on the GPU; a GELU's activated values, which
+// rounded as its own op); with out null, y only. Or, when its output feeds another Linear alone (or
+// linear_finish), `deferred`: y is left as x W, and the consumer's forward applies the bias and
+// activation as it reads it (into y, before its own cast: one pass fewer on the GPU; a GELU's activated values, which
 // its backward does not read, go only into the consumer's bf16 or FP8 operand there, and y keeps x W).
 struct LinearOutput {
   DropoutSpec dropout{};
@@ -147,6 +147,11 @@ void linear_forward(Context& c, LinearOp& l, const GatedInput& x, bool training,
 // Applies deferred outputs' bias and activation to each l.y in place (one launch for up to 4 on the
 // GPU): for a consumer that cannot fuse them, or Linears that ran side by side.
 void linear_finish(Context& c, std::span<LinearOp* const> linears);
+// The same into copies of `dtype` (F32 or Bf16): *outs[i] [rows, out] = linears[i]'s finished y as
+// linear_finish and then convert make it (a biased projection's bf16 operand of the attention). On
+// the GPU, bf16 copies take one pass that reads x W once and writes neither y (its contents are left
+// unspecified, but for ReLU's activated values, which its backward reads) nor an f32 copy.
+void linear_finish(Context& c, std::span<LinearOp* const> linears, DType dtype, std::span<Tensor* const> outs);
 
 // The gradient dy [rows, out] of one Linear's output or, with an active dropout, of the dropout that
 // followed it; the dgrad runs on `lane` (A and B: beside Main, joined back before the call returns).

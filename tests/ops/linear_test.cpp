@@ -4,13 +4,16 @@
 // the same weight gradients, and which FP8 Linears share an input's cast.
 #include "ops/linear.h"
 
+#include "common/error_of.h"
 #include "common/gradient_check.h"
 #include "cpu_op_test.h"
 #include "numerics/cast.h"
 #include "ops/activation.h"
+#include "ops/elementwise.h"
 #include "ops/swiglu.h"
 #include "ops/tensor_checks.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <deque>
@@ -78,6 +81,30 @@ TEST(LinearGelu, DeferredIntoTheNextLinearIsTheSame) {
       results[deferred].emplace_back(t->span<float>().begin(), t->span<float>().end());
   }
   for (size_t k = 0; k < results[0].size(); ++k) EXPECT_TRUE(testing::same_bits(results[0][k], results[1][k])) << k;
+}
+
+// A deferred output finished into a bf16 copy (a biased projection's SDPA operand): on the CPU,
+// linear_finish and then convert; mismatched arguments are named.
+TEST(LinearFinish, IntoBf16IsFinishThenConvert) {
+  const int64_t rows = 5, in = 8, out = 6;
+  const Tensor x = testing::host_tensor(testing::random_vector(rows * in, 13, -2, 2), {rows, in});
+  Context c;
+  Layer l(in, out, Activation::Gelu, LinearPrecision::Bf16, 9);
+  LinearOp* one[] = {&l.op};
+  linear_prepare_weights(c, one, true);
+  linear_forward(c, l.op, x, true, {.deferred = true});
+  Tensor copy;
+  Tensor* outs[] = {&copy};
+  linear_finish(c, one, DType::Bf16, outs);
+  Tensor want;
+  convert(c, l.op.y, DType::Bf16, want);  // y finished in place by the call
+  ASSERT_EQ(copy.shape(), (std::vector<int64_t>{rows, out}));
+  EXPECT_TRUE(std::equal(copy.span<uint16_t>().begin(), copy.span<uint16_t>().end(), want.span<uint16_t>().begin()));
+  Tensor* two[] = {&copy, &want};
+  EXPECT_THAT(testing::error_of([&] { linear_finish(c, one, DType::Bf16, two); }),
+              ::testing::HasSubstr("1 Linears and 2 outputs"));
+  EXPECT_THAT(testing::error_of([&] { linear_finish(c, one, DType::I32, outs); }),
+              ::testing::HasSubstr("into f32 or bf16"));
 }
 
 // SwiGLU's gate deferred into the Linear (GatedInput): on the CPU, swiglu_forward into act, then the

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "base/error.h"
+#include "ops/cuda/aligned.h"
 #include "ops/cuda/batch.cuh"
 #include "ops/cuda/dropout.cuh"
 #include "ops/cuda/linear_epilogue.h"
@@ -34,31 +35,88 @@ __global__ void residual_gradient_kernel(const float* a, const float* b, const f
   out[i] = dropout.backward(a[i] + s, static_cast<uint32_t>(i));
 }
 
-// Up to kMaxOutputs LinearOutputs in one launch, a row of blocks each.
+// Up to kMaxOutputs LinearOutputs in one launch. Block (x, row) of an output takes kOutputSpan
+// consecutive columns of one row, 4 per thread: the bias is indexed by column without a 64-bit
+// division per element (one per element had held the kernel at half the copy bandwidth), and the
+// accesses are 16 bytes wide where every row starts aligned (`vector`).
 constexpr int kMaxOutputs = 4;
+constexpr int kOutputSpan = 4 * kThreads;
 struct Output {
   float* y;
   const float* bias;
-  int64_t n, cols;
+  int64_t cols;
   Activation activation;
   float* pre;
   DropoutArgs dropout;
   const float* residual;
   float* out;
+  uint16_t* copy;
+  bool write_y;
+  bool vector;  // cols % 4 == 0, every f32 pointer 16-byte aligned and copy 8-byte aligned
 };
 using Outputs = LaunchBatch<Output, kMaxOutputs>;
+
+// v[0 .. n) = x[0 .. n): one 16-byte load when vector (then n == 4).
+__device__ __forceinline__ void load4(const float* x, int n, bool vector, float (&v)[4]) {
+  if (vector) {
+    const float4 q = *reinterpret_cast<const float4*>(x);
+    v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
+    return;
+  }
+#pragma unroll
+  for (int i = 0; i < 4; ++i) v[i] = i < n ? x[i] : 0.0f;
+}
+
+__device__ __forceinline__ void store4(float* x, int n, bool vector, const float (&v)[4]) {
+  if (vector) {
+    *reinterpret_cast<float4*>(x) = make_float4(v[0], v[1], v[2], v[3]);
+    return;
+  }
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+    if (i < n) x[i] = v[i];
+}
 
 __global__ void linear_outputs_kernel(const __grid_constant__ Outputs b, bool bf16) {
   const BatchTile at = b.tile(blockIdx.x);
   const Output& o = b.m[at.member];
-  const int64_t i = at.x * blockDim.x + threadIdx.x;
-  if (i >= o.n) return;
-  float v = o.y[i];
-  if (o.bias != nullptr)
-    o.y[i] = v = linear_epilogue(v, o.bias[i % o.cols], o.activation, bf16, o.pre != nullptr ? o.pre + i : nullptr);
+  const int64_t col = at.x * kOutputSpan + 4 * threadIdx.x;
+  if (col >= o.cols) return;
+  const int64_t first = at.y * o.cols + col;  // at.y: the row
+  const int n = o.cols - col < 4 ? static_cast<int>(o.cols - col) : 4;
+  const bool vector = o.vector && n == 4;
+  float v[4];
+  load4(o.y + first, n, vector, v);
+  if (o.bias != nullptr) {
+    float pre[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) v[i] = linear_epilogue(v[i], i < n ? o.bias[col + i] : 0.0f, o.activation, bf16, pre + i);
+    if (o.write_y) store4(o.y + first, n, vector, v);
+    if (o.pre != nullptr) store4(o.pre + first, n, vector, pre);
+  }
+  if (o.copy != nullptr) {
+    uint16_t h[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) h[i] = float_to_bf16(v[i]);
+    if (vector) {
+      *reinterpret_cast<uint2*>(o.copy + first) =
+          make_uint2(h[0] | (static_cast<uint32_t>(h[1]) << 16), h[2] | (static_cast<uint32_t>(h[3]) << 16));
+    } else {
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+        if (i < n) o.copy[first + i] = h[i];
+    }
+  }
   if (o.out == nullptr) return;
-  const float d = o.dropout.forward(v, static_cast<uint32_t>(i), bf16);
-  o.out[i] = o.residual != nullptr ? maybe_bf16(o.residual[i] + d, bf16) : d;
+  const DeviceDropoutMask mask = o.dropout.mask();
+  float r[4] = {};
+  if (o.residual != nullptr) load4(o.residual + first, n, vector, r);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float d = o.dropout.forward(v[i], static_cast<uint32_t>(first + i), bf16, mask);
+    v[i] = o.residual != nullptr ? maybe_bf16(r[i] + d, bf16) : d;
+  }
+  store4(o.out + first, n, vector, v);
 }
 
 // The bias gradient in a PieceOrder: pieces of piece_rows rows, each summed row by row, then the
@@ -173,9 +231,12 @@ void linear_outputs(std::span<const LinearOutput> outputs, bool bf16, cudaStream
         throw Error(what + ": shape " + std::to_string(o.rows) + "x" + std::to_string(o.cols) +
                     " is negative or has 2^32 elements or more");
       if (n > 0 && o.y == nullptr) throw Error(what + ": y must be a device pointer");
-      b.add({o.y, o.bias, n, o.cols, o.activation, o.pre,
-             o.out != nullptr ? dropout_args(o.dropout, bf16, "linear_outputs", n) : DropoutArgs{}, o.residual, o.out},
-            (n + kThreads - 1) / kThreads, 1);
+      const bool vector = o.cols % 4 == 0 && aligned(o.y, 16) && aligned(o.pre, 16) && aligned(o.residual, 16) &&
+                          aligned(o.out, 16) && aligned(o.copy, 8);
+      b.add({o.y, o.bias, o.cols, o.activation, o.pre,
+             o.out != nullptr ? dropout_args(o.dropout, bf16, "linear_outputs", n) : DropoutArgs{}, o.residual, o.out,
+             o.copy, o.write_y, vector},
+            (o.cols + kOutputSpan - 1) / kOutputSpan, o.rows);
     }
     const unsigned blocks = b.blocks("linear_outputs");
     if (blocks == 0) continue;

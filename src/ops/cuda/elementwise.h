@@ -30,7 +30,8 @@ void residual_gradient(const float* a, const float* b, const float* c, const flo
 // op: y [rows, cols] in place = act(y + bias) (bf16: act(bf16(bf16(y) + bf16(bias))), the Linear op's
 // linear_epilogue; no bias: y as it is, unrounded; GELU's input into pre when set);
 // then, when out is set, out = dropout_forward(y) (elements indexed row-major), and with residual
-// out = residual + that (bf16: rounded), as add(residual, dropout(y)).
+// out = residual + that (bf16: rounded), as add(residual, dropout(y)). With copy set, act(y + bias)
+// goes there as bf16 (float_to_bf16's rounding), and into y only when write_y.
 struct LinearOutput {
   float* y = nullptr;
   const float* bias = nullptr;  // [cols], or null: no epilogue
@@ -40,6 +41,8 @@ struct LinearOutput {
   const float* residual = nullptr;  // [rows, cols] or null
   float* out = nullptr;             // [rows, cols] or null: y only (dropout and residual unused)
   float* pre = nullptr;             // [rows, cols] or null
+  uint16_t* copy = nullptr;         // [rows, cols] or null
+  bool write_y = true;
 };
 // Up to 4 outputs (any shapes, fewer than 2^32 elements each) in one launch; bf16: mixed bf16 rounding.
 void linear_outputs(std::span<const LinearOutput> outputs, bool bf16, cudaStream_t stream);

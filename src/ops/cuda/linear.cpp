@@ -276,6 +276,18 @@ void cuda_linear_finish(Context& c, std::span<LinearOp* const> linears) {
   if (!all.empty()) cuda::linear_outputs(all, bf16_rounding(*linears[0]), stream(c));
 }
 
+void cuda_linear_finish(Context& c, std::span<LinearOp* const> linears, std::span<Tensor* const> outs) {
+  std::vector<cuda::LinearOutput> all;
+  for (size_t i = 0; i < linears.size(); ++i) {
+    FP8KIT_CHECK(bf16_rounding(*linears[i]) == bf16_rounding(*linears[0]), "linear_finish: Linears of one precision");
+    cuda::LinearOutput o = output_of(c, *linears[i], {});
+    o.copy = outs[i]->device_data<uint16_t>();
+    o.write_y = linears[i]->activation == Activation::Relu;  // only ReLU's backward reads the activated y
+    all.push_back(o);
+  }
+  cuda::linear_outputs(all, bf16_rounding(*linears[0]), stream(c));
+}
+
 void cuda_linear_forward(Context& c, LinearOp& l, const Tensor& x, bool training, const LinearOutput& next,
                          LinearOp* producer, const GatedInput* gated) {
   const int64_t M = l.rows, N = l.out, K = l.in;

@@ -12,6 +12,8 @@ void cuda_linear_prepare_input(Context& c, LinearOp& l, const Tensor& x, bool tr
 void cuda_linear_forward(Context& c, LinearOp& l, const Tensor& x, bool training, const LinearOutput& next,
                          LinearOp* producer, const GatedInput* gated);
 void cuda_linear_finish(Context& c, std::span<LinearOp* const> linears);
+// Into bf16 copies outs[i], sized by the caller.
+void cuda_linear_finish(Context& c, std::span<LinearOp* const> linears, std::span<Tensor* const> outs);
 // A deferred output's bias and activation as a kernel's epilogue on l.y (for ops that fuse them).
 cuda::LinearEpilogue deferred_epilogue(LinearOp& l);
 void cuda_linear_backward(Context& c, std::span<const LinearGradient> group);

@@ -44,7 +44,9 @@ TEST(CudaElementwise, LinearOutputsAreBiasReluDropoutAndAdd) {
   constexpr float kRate = 0.1f;
   DeviceBuffer<uint64_t> d_step(1);
   d_step.upload(std::vector<uint64_t>{kStep});
-  const std::vector<std::pair<int64_t, int64_t>> shapes = {{6400, 32}, {32, 1}, {5, 33}, {1, 1}, {300, 7}};
+  // 16-byte accesses ({6400, 32}, {3, 2052}: rows wider than a block's 1024 columns) and single ones.
+  const std::vector<std::pair<int64_t, int64_t>> shapes = {{6400, 32}, {32, 1}, {5, 33}, {1, 1}, {300, 7}, {3, 2052},
+                                                           {4, 1030}};
   for (bool relu : {false, true})
     for (bool bf16 : {false, true})
       for (int mode = 0; mode < 4; ++mode) {  // y only; dropout; dropout + residual; inactive site + residual
