@@ -105,7 +105,8 @@ TEST(CudaElementwise, BiasBackwardMasksReluAndDropout) {
   constexpr float kRate = 0.1f;
   DeviceBuffer<uint64_t> d_step(1);
   d_step.upload(std::vector<uint64_t>{kStep});
-  for (const auto& [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{{6400, 32}, {32, 1}, {5, 33}}) {
+  // {8195, 4001}: a thread per piece and column (the large gradients' kernel).
+  for (const auto& [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{{6400, 32}, {32, 1}, {5, 33}, {8195, 4001}}) {
     const std::vector<float> y = testing::random_normal(rows * cols, 1), dy = testing::random_normal(rows * cols, 3);
     DeviceBuffer<float> d_y(y.size()), d_dy(dy.size()), d_g(dy.size()), d_db(cols),
         workspace(bias_backward_workspace(rows, cols, kOrder));
@@ -136,7 +137,8 @@ TEST(CudaElementwise, BiasGradientIsTheCpuLayersBitForBit) {
   FP8KIT_REQUIRE_GPU();
   constexpr int64_t kIn = 3;
   for (const auto& [rows, cols] :
-       std::vector<std::pair<int64_t, int64_t>>{{6400, 32}, {32, 1}, {5, 33}, {1537, 70}, {512, 32}, {513, 32}}) {
+       std::vector<std::pair<int64_t, int64_t>>{{6400, 32}, {32, 1}, {5, 33}, {1537, 70}, {512, 32}, {513, 32},
+                                                {8195, 4001}, {300, 70000}}) {
     for (bool relu : {false, true}) {
       auto host = [](const std::vector<float>& v, std::vector<int64_t> shape) {
         Tensor t(std::move(shape), DType::F32);
@@ -206,12 +208,13 @@ TEST(CudaElementwise, BiasBackwardSumsInTheGivenPieceOrder) {
 }
 
 // Three Linears of one shape in one call (query, key, value): each one's g and bias gradient are
-// those of its own call, bit for bit (one piece and several).
+// those of its own call, bit for bit (one piece and several; at {1030, 11000} the three take the large
+// gradients' kernel, each alone the other).
 TEST(CudaElementwise, BiasBackwardOfSeveralLinearsIsEachOnesOwn) {
   FP8KIT_REQUIRE_GPU();
   DeviceBuffer<uint64_t> d_step(1);
   d_step.upload(std::vector<uint64_t>{4});
-  for (const auto& [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{{6400, 32}, {32, 1}, {513, 33}}) {
+  for (const auto& [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{{6400, 32}, {32, 1}, {513, 33}, {1030, 11000}}) {
     std::vector<DeviceBuffer<float>> dy, y, g, db;
     std::vector<BiasBackward> tensors;
     for (int t = 0; t < 3; ++t) {
