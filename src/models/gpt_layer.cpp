@@ -8,7 +8,6 @@
 
 #include "base/error.h"
 #include "nn/init.h"
-#include "ops/elementwise.h"
 
 #include <random>
 
@@ -94,9 +93,9 @@ const Tensor& GptLayer::backward(const Tensor& dy) {
                "gpt layer: dy must be [{}, {}] f32, the forward's output shape", rows_, config_.hidden);
   trained_forward_ = false;  // one backward per forward: the FP8 state moves once per step
   const Tensor& d_h2 = fc1_.backward(c, fc2_.backward(c, dy));
-  ops::add(c, dy, ln2_.backward(c, d_h2), false, d_mid_);
+  ln2_.backward(c, d_h2, dy, d_mid_);  // the residual streams' sums inside the norms' dx passes
   const Tensor& d_h = attention_.backward(c, d_mid_);
-  ops::add(c, d_mid_, ln1_.backward(c, d_h), false, dx_);
+  ln1_.backward(c, d_h, d_mid_, dx_);
   c.join_all();  // the weight and norm gradients (other lanes) before the scaling update
   if (scaling_) {
     c.fork(ops::Lane::Side);

@@ -16,13 +16,20 @@ const Tensor& LayerNorm::forward(ops::Context& c, const Tensor& x, bool bf16) {
 }
 
 const Tensor& LayerNorm::backward(ops::Context& c, const Tensor& dy, const Tensor* dy2) {
-  c.fork(ops::Lane::Side);
-  {
-    const ops::Context::OnLane side(c, ops::Lane::Side);
-    ops::layer_norm_backward_params(c, *x_, mean_, rstd_, dy, dy2, gamma.grad, beta.grad);
-  }
+  params_backward(c, dy, dy2);
   ops::layer_norm_backward_dx(c, *x_, gamma.value, mean_, rstd_, dy, dy2, dx_);
   return dx_;
+}
+
+void LayerNorm::backward(ops::Context& c, const Tensor& dy, const Tensor& residual, Tensor& out) {
+  params_backward(c, dy, nullptr);
+  ops::layer_norm_backward_dx(c, *x_, gamma.value, mean_, rstd_, dy, nullptr, out, &residual);
+}
+
+void LayerNorm::params_backward(ops::Context& c, const Tensor& dy, const Tensor* dy2) {
+  c.fork(ops::Lane::Side);
+  const ops::Context::OnLane side(c, ops::Lane::Side);
+  ops::layer_norm_backward_params(c, *x_, mean_, rstd_, dy, dy2, gamma.grad, beta.grad);
 }
 
 }  // namespace fp8kit::nn

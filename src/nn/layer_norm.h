@@ -18,11 +18,16 @@ class LayerNorm {
   // The output gradient is dy, or dy + dy2 (a residual's two branches, summed as read). Returns dx;
   // gamma's and beta's gradients are overwritten on Lane::Side (joined by the step's end).
   const Tensor& backward(ops::Context& c, const Tensor& dy, const Tensor* dy2 = nullptr);
+  // The same with dx = residual + it into `out` (a pre-norm block's residual stream, in the same pass).
+  void backward(ops::Context& c, const Tensor& dy, const Tensor& residual, Tensor& out);
 
   Parameter& gamma;  // [dim], initialised to 1
   Parameter& beta;   // [dim], 0
 
  private:
+  // gamma's and beta's gradients, queued on Lane::Side.
+  void params_backward(ops::Context& c, const Tensor& dy, const Tensor* dy2);
+
   float epsilon_;
   const Tensor* x_ = nullptr;
   Tensor out_, dx_, mean_, rstd_;

@@ -52,21 +52,23 @@ void layer_norm_forward(Context& c, const Tensor& x, const Tensor& gamma, const 
 }
 
 void layer_norm_backward_dx(Context& c, const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& rstd,
-                            const Tensor& dout, const Tensor* dout2, Tensor& dx) {
+                            const Tensor& dout, const Tensor* dout2, Tensor& dx, const Tensor* residual) {
   constexpr std::string_view op = "layer_norm_backward_dx";
   const Rows s = check_backward(c, x, mean, rstd, dout, dout2, op);
   check_tensor(c, gamma, {s.dim}, DType::F32, op, "gamma");
+  if (residual != nullptr) check_tensor(c, *residual, {s.rows, s.dim}, DType::F32, op, "residual");
   prepare_output(c, dx, {s.rows, s.dim}, DType::F32, op, "dx");
   if (c.is_cuda()) {
 #if FP8KIT_HAVE_CUDA
     cuda::layer_norm_backward_dx(s.rows, s.dim, x.device_data<float>(), gamma.device_data<float>(),
                                  mean.device_data<float>(), rstd.device_data<float>(), dout.device_data<float>(),
-                                 data_or_null(dout2), dx.device_data<float>(), stream(c));
+                                 data_or_null(dout2), dx.device_data<float>(), stream(c), data_or_null(residual));
 #endif
     return;
   }
   cpu::layer_norm_backward_dx(s.rows, s.dim, x.data<float>(), gamma.data<float>(), mean.data<float>(),
-                              rstd.data<float>(), dout.data<float>(), data_or_null(dout2), dx.data<float>());
+                              rstd.data<float>(), dout.data<float>(), data_or_null(dout2), dx.data<float>(),
+                              data_or_null(residual));
 }
 
 void layer_norm_backward_params(Context& c, const Tensor& x, const Tensor& mean, const Tensor& rstd,

@@ -97,6 +97,12 @@ TEST(LayerNormOp, MatchesTheCpuCoreBitForBit) {
       layer_norm_backward_dx(c, tx, tg, mean, rstd, tsum, nullptr, dx_sum);
       EXPECT_TRUE(testing::same_bits(dx.span<float>(), want_dx)) << s.rows << "x" << s.dim;
       EXPECT_TRUE(testing::same_bits(dx_sum.span<float>(), want_dx)) << s.rows << "x" << s.dim;
+      // A residual added in the dx pass: add(residual, dx)'s bits.
+      std::vector<float> want_residual_dx(x.size());
+      cpu::add(d2, want_dx, false, want_residual_dx);
+      Tensor residual_dx;
+      layer_norm_backward_dx(c, tx, tg, mean, rstd, tsum, nullptr, residual_dx, &t2);
+      EXPECT_TRUE(testing::same_bits(residual_dx.span<float>(), want_residual_dx)) << s.rows << "x" << s.dim;
       for (const Tensor* dout2 : {static_cast<const Tensor*>(&t2), static_cast<const Tensor*>(nullptr)}) {
         layer_norm_backward_params(c, tx, mean, rstd, dout2 != nullptr ? t1 : tsum, dout2, dgamma, dbeta);
         EXPECT_TRUE(testing::same_bits(dgamma.span<float>(), want_dgamma)) << s.rows << "x" << s.dim;

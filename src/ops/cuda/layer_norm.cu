@@ -51,7 +51,7 @@ __device__ __forceinline__ float output_grad(const float* dout, const float* dou
 
 // dx, one warp per row (as the forward).
 __global__ void dx_kernel(int64_t rows, int dim, const float* x, const float* gamma, const float* mean,
-                          const float* rstd, const float* dout, const float* dout2, float* dx) {
+                          const float* rstd, const float* dout, const float* dout2, float* dx, const float* residual) {
   const int lane = threadIdx.x % 32;
   const int64_t r = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32;
   if (r >= rows) return;
@@ -68,7 +68,8 @@ __global__ void dx_kernel(int64_t rows, int dim, const float* x, const float* ga
   const float mean_dxhat_xhat = warp_sum(sum_dxhat_xhat) / static_cast<float>(dim);
   for (int i = lane; i < dim; i += 32) {
     const float xhat = (xr[i] - mu) * rs;
-    dx[r * dim + i] = rs * (output_grad(dout, dout2, r * dim + i) * gamma[i] - mean_dxhat - xhat * mean_dxhat_xhat);
+    const float d = rs * (output_grad(dout, dout2, r * dim + i) * gamma[i] - mean_dxhat - xhat * mean_dxhat_xhat);
+    dx[r * dim + i] = residual != nullptr ? residual[r * dim + i] + d : d;
   }
 }
 
@@ -114,8 +115,9 @@ __global__ void row_forward_kernel(int64_t dim, float eps, const float* x, const
 // dx, a block per row (as row_forward_kernel): dx_kernel's formulas.
 template <int V>
 __global__ void row_dx_kernel(int64_t dim, const float* x, const float* gamma, const float* mean, const float* rstd,
-                              const float* dout, const float* dout2, float* dx) {
+                              const float* dout, const float* dout2, float* dx, const float* residual) {
   const int64_t r = blockIdx.x, n = dim / V;
+  const auto* res = residual != nullptr ? reinterpret_cast<const Floats<V>*>(residual + r * dim) : nullptr;
   const auto* xr = reinterpret_cast<const Floats<V>*>(x + r * dim);
   const auto* dr = reinterpret_cast<const Floats<V>*>(dout + r * dim);
   const auto* dr2 = dout2 != nullptr ? reinterpret_cast<const Floats<V>*>(dout2 + r * dim) : nullptr;
@@ -152,6 +154,11 @@ __global__ void row_dx_kernel(int64_t dim, const float* x, const float* gamma, c
     for (int k = 0; k < V; ++k) {
       const float xhat = (a.v[k] - mu) * rs;
       y.v[k] = rs * (dy.v[k] * gg.v[k] - mean_dxhat - xhat * mean_dxhat_xhat);
+    }
+    if (res != nullptr) {
+      const Floats<V> a = res[j];
+#pragma unroll
+      for (int k = 0; k < V; ++k) y.v[k] = a.v[k] + y.v[k];
     }
     d[j] = y;
   }
@@ -230,20 +237,21 @@ void layer_norm_forward(int64_t rows, int64_t dim, float eps, const float* x, co
 int64_t layer_norm_backward_workspace(int64_t rows, int64_t dim) { return piece_count(rows, kPieceRows) * 2 * dim; }
 
 void layer_norm_backward_dx(int64_t rows, int64_t dim, const float* x, const float* gamma, const float* mean,
-                            const float* rstd, const float* dout, const float* dout2, float* dx, cudaStream_t stream) {
+                            const float* rstd, const float* dout, const float* dout2, float* dx, cudaStream_t stream,
+                            const float* residual) {
   check_dim(dim, "layer_norm_backward");
   check_rows(rows, dim, "layer_norm_backward");
   if (rows == 0) return;
   const unsigned blocks = static_cast<unsigned>(rows);
   if (dim <= kMaxWarpDim) {
     dx_kernel<<<blocks_for(rows, kWarps), kWarps * 32, 0, stream>>>(rows, static_cast<int>(dim), x, gamma, mean, rstd,
-                                                                    dout, dout2, dx);
-  } else if (vectorizable(dim, {x, gamma, dout, dout2, dx})) {
+                                                                    dout, dout2, dx, residual);
+  } else if (vectorizable(dim, {x, gamma, dout, dout2, dx, residual})) {
     row_dx_kernel<4><<<blocks, row_threads(dim / 4, kMaxRowThreads), 0, stream>>>(dim, x, gamma, mean, rstd, dout,
-                                                                                   dout2, dx);
+                                                                                   dout2, dx, residual);
   } else {
     row_dx_kernel<1><<<blocks, row_threads(dim, kMaxRowThreads), 0, stream>>>(dim, x, gamma, mean, rstd, dout, dout2,
-                                                                               dx);
+                                                                               dx, residual);
   }
   check_launch("layer_norm_backward");
 }

@@ -22,9 +22,11 @@ void layer_norm_backward(int64_t rows, int64_t dim, const float* x, const float*
                          const float* rstd, const float* dout, const float* dout2, float* dx, float* dgamma,
                          float* dbeta, float* workspace, cudaStream_t stream);
 // The two independent halves of layer_norm_backward (the same kernels), for queueing them on
-// different streams: dx (what the rest of the backward waits for), and dgamma and dbeta.
+// different streams: dx (what the rest of the backward waits for; with residual, residual + it, as
+// ops::cpu::layer_norm_backward_dx), and dgamma and dbeta.
 void layer_norm_backward_dx(int64_t rows, int64_t dim, const float* x, const float* gamma, const float* mean,
-                            const float* rstd, const float* dout, const float* dout2, float* dx, cudaStream_t stream);
+                            const float* rstd, const float* dout, const float* dout2, float* dx, cudaStream_t stream,
+                            const float* residual = nullptr);
 void layer_norm_backward_params(int64_t rows, int64_t dim, const float* x, const float* mean, const float* rstd,
                                 const float* dout, const float* dout2, float* dgamma, float* dbeta, float* workspace,
                                 cudaStream_t stream);

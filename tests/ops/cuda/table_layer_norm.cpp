@@ -70,6 +70,15 @@ const RegisterOps rows([](std::vector<OpCase>& t) {
                      return out;
                    },
                    s.dim == 1 ? 1e-3 : 1e-5, 1e-4});
+      if (!two)  // dout2's values as the residual added in the dx pass
+        t.push_back({fmt::format("layer_norm_backward_dx/{}/residual", shape),
+                     [=](ops::Context& c) {
+                       const std::vector<Tensor> in = inputs(c);
+                       std::vector<Tensor> out(1);
+                       ops::layer_norm_backward_dx(c, in[0], in[1], in[2], in[3], in[4], nullptr, out[0], &in[5]);
+                       return out;
+                     },
+                     s.dim == 1 ? 1e-3 : 1e-5, 1e-4});
       t.push_back({fmt::format("layer_norm_backward_params/{}/{}", shape, grads), [=](ops::Context& c) {
                      const std::vector<Tensor> in = inputs(c);
                      std::vector<Tensor> out(2);
