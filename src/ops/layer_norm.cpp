@@ -3,6 +3,7 @@
 #include "ops/layer_norm.h"
 
 #include "base/error.h"
+#include "ops/cpu/elementwise.h"
 #include "ops/cpu/layer_norm.h"
 #include "ops/tensor_checks.h"
 
@@ -56,7 +57,10 @@ void layer_norm_backward_dx(Context& c, const Tensor& x, const Tensor& gamma, co
   constexpr std::string_view op = "layer_norm_backward_dx";
   const Rows s = check_backward(c, x, mean, rstd, dout, dout2, op);
   check_tensor(c, gamma, {s.dim}, DType::F32, op, "gamma");
-  if (residual != nullptr) check_tensor(c, *residual, {s.rows, s.dim}, DType::F32, op, "residual");
+  if (residual != nullptr) check_tensor(c, *residual, {s.rows, s.dim}, DType::F32, op, "residual (dout's shape)");
+  FP8KIT_CHECK(!dx.shares_storage(x) && !dx.shares_storage(dout) && (dout2 == nullptr || !dx.shares_storage(*dout2)) &&
+                   (residual == nullptr || !dx.shares_storage(*residual)),
+               "{}: dx must be a tensor of its own (not x, dout, dout2 or residual)", op);
   prepare_output(c, dx, {s.rows, s.dim}, DType::F32, op, "dx");
   if (c.is_cuda()) {
 #if FP8KIT_HAVE_CUDA
@@ -67,8 +71,8 @@ void layer_norm_backward_dx(Context& c, const Tensor& x, const Tensor& gamma, co
     return;
   }
   cpu::layer_norm_backward_dx(s.rows, s.dim, x.data<float>(), gamma.data<float>(), mean.data<float>(),
-                              rstd.data<float>(), dout.data<float>(), data_or_null(dout2), dx.data<float>(),
-                              data_or_null(residual));
+                              rstd.data<float>(), dout.data<float>(), data_or_null(dout2), dx.data<float>());
+  if (residual != nullptr) cpu::add(residual->span<float>(), dx.span<float>(), false, dx.span<float>());
 }
 
 void layer_norm_backward_params(Context& c, const Tensor& x, const Tensor& mean, const Tensor& rstd,

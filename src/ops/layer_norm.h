@@ -19,9 +19,10 @@ void layer_norm_forward(Context& c, const Tensor& x, const Tensor& gamma, const 
 // parameter half on another lane. The output gradient is dout [rows, dim], or dout + *dout2 (float32,
 // added as it is read: the bits of the backward of their sum, as the CPU model's add(..., bf16=false)
 // followed by the backward) when dout2 is not null.
-// dx [rows, dim] (GPU: within ~1e-5 relative of the CPU); with residual [rows, dim], residual + the
-// norm's gradient (ops::add(residual, dx, bf16=false)'s rounding: a pre-norm block's residual stream,
-// added in the same pass).
+// dx [rows, dim] (GPU: within ~1e-5 relative of the CPU; a tensor of its own, not x, dout, dout2 or
+// residual); with residual [rows, dim], residual + the norm's gradient, each element rounded as
+// ops::add(residual, dx, bf16=false) rounds it (a pre-norm block's residual stream, added in the same
+// pass on the GPU).
 void layer_norm_backward_dx(Context& c, const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& rstd,
                             const Tensor& dout, const Tensor* dout2, Tensor& dx, const Tensor* residual = nullptr);
 // dgamma and dbeta [dim], overwritten: per column, pieces of 256 rows summed row by row (dgamma as

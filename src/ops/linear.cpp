@@ -390,15 +390,17 @@ void linear_finish(Context& c, std::span<LinearOp* const> linears) {
 void linear_finish(Context& c, std::span<LinearOp* const> linears, DType dtype, std::span<Tensor* const> outs) {
   FP8KIT_CHECK(linears.size() == outs.size(), "linear_finish: {} Linears and {} outputs", linears.size(), outs.size());
   FP8KIT_CHECK(dtype == DType::F32 || dtype == DType::Bf16, "linear_finish: into f32 or bf16, not {}", name(dtype));
+  FP8KIT_CHECK(linears.size() <= 4, "linear_finish: at most 4 Linears at a time, got {}", linears.size());
+  for (size_t i = 0; i < linears.size(); ++i) {
+    check_linear(c, *linears[i]);
+    FP8KIT_CHECK(linears[i]->y.numel() == linears[i]->rows * linears[i]->out,
+                 "linear_finish needs the Linear's forward first");
+    FP8KIT_CHECK(outs[i] != &linears[i]->y && !outs[i]->shares_storage(linears[i]->y),
+                 "linear_finish: an output must not be the Linear's y");
+  }
   if (c.is_cuda() && dtype == DType::Bf16) {
-    FP8KIT_CHECK(linears.size() <= 4, "linear_finish: at most 4 Linears at a time, got {}", linears.size());
-    for (size_t i = 0; i < linears.size(); ++i) {
-      check_linear(c, *linears[i]);
-      FP8KIT_CHECK(linears[i]->y.numel() == linears[i]->rows * linears[i]->out,
-                   "linear_finish needs the Linear's forward first");
-      FP8KIT_CHECK(outs[i] != &linears[i]->y, "linear_finish: an output must not be the Linear's y");
+    for (size_t i = 0; i < linears.size(); ++i)
       prepare_output(c, *outs[i], {linears[i]->rows, linears[i]->out}, dtype, "linear_finish", "out");
-    }
 #if FP8KIT_HAVE_CUDA
     cuda_linear_finish(c, linears, outs);
 #endif

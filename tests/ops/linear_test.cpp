@@ -105,6 +105,15 @@ TEST(LinearFinish, IntoBf16IsFinishThenConvert) {
               ::testing::HasSubstr("1 Linears and 2 outputs"));
   EXPECT_THAT(testing::error_of([&] { linear_finish(c, one, DType::I32, outs); }),
               ::testing::HasSubstr("into f32 or bf16"));
+  Tensor* into_y[] = {&l.op.y};
+  EXPECT_THAT(testing::error_of([&] { linear_finish(c, one, DType::F32, into_y); }),
+              ::testing::HasSubstr("must not be the Linear's y"));
+  linear_forward(c, l.op, x, true, {.deferred = true});  // y is x W again: into f32, the finished values
+  Tensor f32;
+  Tensor* f32_out[] = {&f32};
+  linear_finish(c, one, DType::F32, f32_out);
+  EXPECT_TRUE(std::equal(want.span<uint16_t>().begin(), want.span<uint16_t>().end(), f32.span<float>().begin(),
+                         [](uint16_t h, float v) { return h == float_to_bf16(v); }));
 }
 
 // SwiGLU's gate deferred into the Linear (GatedInput): on the CPU, swiglu_forward into act, then the

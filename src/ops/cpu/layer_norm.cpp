@@ -27,7 +27,7 @@ float output_grad(const float* g, const float* g2, int64_t i) {
 // the loop around it), and they are the GPU kernels' (__fmaf_rn, or nvcc's contraction).
 template <bool kTwo>
 void backward_dx(int64_t rows, int64_t dim, const float* x, const float* gamma, const float* mean, const float* rstd,
-                 const float* dout, const float* dout2, float* dx, const float* residual) {
+                 const float* dout, const float* dout2, float* dx) {
 #pragma omp parallel for schedule(static) if (rows * dim >= 16384)
   for (int64_t r = 0; r < rows; ++r) {
     const float* xr = x + r * dim;
@@ -47,7 +47,6 @@ void backward_dx(int64_t rows, int64_t dim, const float* x, const float* gamma, 
     for (int64_t i = 0; i < dim; ++i) {
       const float xhat = (xr[i] - mu) * rs;
       d[i] = rs * std::fma(-xhat, mean_dxhat_xhat, std::fma(output_grad<kTwo>(g, g2, i), gamma[i], -mean_dxhat));
-      if (residual != nullptr) d[i] = residual[r * dim + i] + d[i];
     }
   }
 }
@@ -117,12 +116,11 @@ void layer_norm_forward(int64_t rows, int64_t dim, float eps, const float* x, co
 }
 
 void layer_norm_backward_dx(int64_t rows, int64_t dim, const float* x, const float* gamma, const float* mean,
-                            const float* rstd, const float* dout, const float* dout2, float* dx,
-                            const float* residual) {
+                            const float* rstd, const float* dout, const float* dout2, float* dx) {
   if (dout2 != nullptr) {
-    backward_dx<true>(rows, dim, x, gamma, mean, rstd, dout, dout2, dx, residual);
+    backward_dx<true>(rows, dim, x, gamma, mean, rstd, dout, dout2, dx);
   } else {
-    backward_dx<false>(rows, dim, x, gamma, mean, rstd, dout, dout2, dx, residual);
+    backward_dx<false>(rows, dim, x, gamma, mean, rstd, dout, dout2, dx);
   }
 }
 

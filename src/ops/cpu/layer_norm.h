@@ -12,11 +12,9 @@ void layer_norm_forward(int64_t rows, int64_t dim, float eps, const float* x, co
                         bool bf16_out, float* out, float* mean, float* rstd);
 
 // The output gradient is dout, or dout + dout2 (float32, added as it is read: the bits of the backward
-// of their sum) when dout2 is not null. dx [rows, dim] overwritten; with residual [rows, dim], by
-// residual + the norm's gradient (float32: ops::add(residual, dx, bf16=false)'s bits).
+// of their sum) when dout2 is not null. dx [rows, dim] overwritten.
 void layer_norm_backward_dx(int64_t rows, int64_t dim, const float* x, const float* gamma, const float* mean,
-                            const float* rstd, const float* dout, const float* dout2, float* dx,
-                            const float* residual = nullptr);
+                            const float* rstd, const float* dout, const float* dout2, float* dx);
 // dgamma, dbeta [dim] overwritten: per column, pieces of 256 rows summed row by row (dgamma as
 // fma(dout, xhat, sum)), then the pieces in order: cuda::layer_norm_backward_params's bits.
 void layer_norm_backward_params(int64_t rows, int64_t dim, const float* x, const float* mean, const float* rstd,

@@ -35,16 +35,19 @@ __global__ void residual_gradient_kernel(const float* a, const float* b, const f
   out[i] = dropout.backward(a[i] + s, static_cast<uint32_t>(i));
 }
 
-// Up to kMaxOutputs LinearOutputs in one launch. Block (x, row) of an output takes kOutputSpan
-// consecutive columns of one row, 4 per thread: the bias is indexed by column without a 64-bit
-// division per element (one per element had held the kernel at half the copy bandwidth), and the
-// accesses are 16 bytes wide where every row starts aligned (`vector`).
+// Up to kMaxOutputs LinearOutputs in one launch. A thread takes 4 consecutive columns of a row, so
+// that the bias is indexed by column without a 64-bit division per element (one per element had held
+// the kernel at half the copy bandwidth) and the accesses are 16 bytes wide where every row starts
+// aligned (`vector`). An output's rows take per_row threads each (the power of 2 that covers the row's
+// 4-column groups, at most a block's), so that a block holds kThreads / per_row rows and narrow
+// outputs (the seed model's 32 columns) keep every thread busy; block (x, y) of an output takes
+// groups [x per_row, (x + 1) per_row) of its rows [y kThreads / per_row, ...).
 constexpr int kMaxOutputs = 4;
-constexpr int kOutputSpan = 4 * kThreads;
 struct Output {
   float* y;
   const float* bias;
-  int64_t cols;
+  int64_t rows, cols;
+  int per_row;
   Activation activation;
   float* pre;
   DropoutArgs dropout;
@@ -80,9 +83,10 @@ __device__ __forceinline__ void store4(float* x, int n, bool vector, const float
 __global__ void linear_outputs_kernel(const __grid_constant__ Outputs b, bool bf16) {
   const BatchTile at = b.tile(blockIdx.x);
   const Output& o = b.m[at.member];
-  const int64_t col = at.x * kOutputSpan + 4 * threadIdx.x;
-  if (col >= o.cols) return;
-  const int64_t first = at.y * o.cols + col;  // at.y: the row
+  const int64_t row = at.y * (kThreads / o.per_row) + threadIdx.x / o.per_row;
+  const int64_t col = 4 * (at.x * o.per_row + threadIdx.x % o.per_row);
+  if (row >= o.rows || col >= o.cols) return;
+  const int64_t first = row * o.cols + col;
   const int n = o.cols - col < 4 ? static_cast<int>(o.cols - col) : 4;
   const bool vector = o.vector && n == 4;
   float v[4];
@@ -90,7 +94,8 @@ __global__ void linear_outputs_kernel(const __grid_constant__ Outputs b, bool bf
   if (o.bias != nullptr) {
     float pre[4];
 #pragma unroll
-    for (int i = 0; i < 4; ++i) v[i] = linear_epilogue(v[i], i < n ? o.bias[col + i] : 0.0f, o.activation, bf16, pre + i);
+    for (int i = 0; i < 4; ++i)
+      v[i] = linear_epilogue(v[i], i < n ? o.bias[col + i] : 0.0f, o.activation, bf16, pre + i);
     if (o.write_y) store4(o.y + first, n, vector, v);
     if (o.pre != nullptr) store4(o.pre + first, n, vector, pre);
   }
@@ -170,8 +175,9 @@ __global__ void __launch_bounds__(kOrderedSumThreads)
   }
 }
 
-// The same sums for bias gradients with threads enough to fill the GPU on their own (kColumnThreads
-// pieces x columns and more: a Transformer's at 16384 rows): a thread per (piece, column) adds its
+// The same sums for bias gradients with threads enough to fill the GPU on their own (pieces x
+// columns x tensors of kColumnThreads and more: a Transformer's at 16384 rows): a thread per (piece,
+// column) adds its
 // column of the piece itself in row order, kColumnLoads rows' loads in flight at a time (a warp reads
 // 128 contiguous bytes of each row). At 16384 rows (the GPT layer's; H100) it takes 182 us at 4096
 // columns and 834 us at 16384 with GELU's backward, where the block above, whose warp 0 adds what 8
@@ -179,7 +185,7 @@ __global__ void __launch_bounds__(kOrderedSumThreads)
 constexpr int64_t kColumnThreads = 65536;
 constexpr int kColumnLoads = 16;
 
-__global__ void __launch_bounds__(256)
+__global__ void __launch_bounds__(kThreads)
     bias_columns_kernel(const __grid_constant__ BiasTensors b, int64_t rows, int64_t cols, int64_t piece_rows,
                         float* partials, bool last) {
   const BiasTensors::One& p = b.t[blockIdx.z];
@@ -277,10 +283,14 @@ void linear_outputs(std::span<const LinearOutput> outputs, bool bf16, cudaStream
       if (n > 0 && o.y == nullptr) throw Error(what + ": y must be a device pointer");
       const bool vector = o.cols % 4 == 0 && aligned(o.y, 16) && aligned(o.pre, 16) && aligned(o.residual, 16) &&
                           aligned(o.out, 16) && aligned(o.copy, 8);
-      b.add({o.y, o.bias, o.cols, o.activation, o.pre,
+      const int64_t groups = (o.cols + 3) / 4;
+      int per_row = 1;
+      while (per_row < kThreads && per_row < groups) per_row *= 2;
+      const int64_t rows_per_block = kThreads / per_row;
+      b.add({o.y, o.bias, o.rows, o.cols, per_row, o.activation, o.pre,
              o.out != nullptr ? dropout_args(o.dropout, bf16, "linear_outputs", n) : DropoutArgs{}, o.residual, o.out,
              o.copy, o.write_y, vector},
-            (o.cols + kOutputSpan - 1) / kOutputSpan, o.rows);
+            (groups + per_row - 1) / per_row, (o.rows + rows_per_block - 1) / rows_per_block);
     }
     const unsigned blocks = b.blocks("linear_outputs");
     if (blocks == 0) continue;
@@ -319,8 +329,8 @@ void bias_backward(std::span<const BiasBackward> tensors, int64_t rows, int64_t 
     throw Error("bias_backward: " + std::to_string(rows) + " x " + std::to_string(cols) + " is too large");
   const bool last = pieces == 1;
   if (pieces * cols * b.count >= kColumnThreads && pieces <= 65535) {
-    const dim3 grid(blocks_for(cols, 256), static_cast<unsigned>(pieces), static_cast<unsigned>(b.count));
-    bias_columns_kernel<<<grid, 256, 0, stream>>>(b, rows, cols, order.rows_per_piece, workspace, last);
+    const dim3 grid(blocks_for(cols, kThreads), static_cast<unsigned>(pieces), static_cast<unsigned>(b.count));
+    bias_columns_kernel<<<grid, kThreads, 0, stream>>>(b, rows, cols, order.rows_per_piece, workspace, last);
   } else {
     const dim3 grid(static_cast<unsigned>(pieces), blocks_for(cols, 32), static_cast<unsigned>(b.count));
     bias_pieces_kernel<<<grid, kOrderedSumThreads, 0, stream>>>(b, rows, cols, order.rows_per_piece, workspace, last);

@@ -31,7 +31,8 @@ void residual_gradient(const float* a, const float* b, const float* c, const flo
 // linear_epilogue; no bias: y as it is, unrounded; GELU's input into pre when set);
 // then, when out is set, out = dropout_forward(y) (elements indexed row-major), and with residual
 // out = residual + that (bf16: rounded), as add(residual, dropout(y)). With copy set, act(y + bias)
-// goes there as bf16 (float_to_bf16's rounding), and into y only when write_y.
+// also goes there as bf16 (float_to_bf16's rounding). act(y + bias) is written back into y only when
+// write_y (the default).
 struct LinearOutput {
   float* y = nullptr;
   const float* bias = nullptr;  // [cols], or null: no epilogue

@@ -69,7 +69,7 @@ __global__ void dx_kernel(int64_t rows, int dim, const float* x, const float* ga
   for (int i = lane; i < dim; i += 32) {
     const float xhat = (xr[i] - mu) * rs;
     const float d = rs * (output_grad(dout, dout2, r * dim + i) * gamma[i] - mean_dxhat - xhat * mean_dxhat_xhat);
-    dx[r * dim + i] = residual != nullptr ? residual[r * dim + i] + d : d;
+    dx[r * dim + i] = residual != nullptr ? __fadd_rn(residual[r * dim + i], d) : d;  // add's rounding, no FMA
   }
 }
 
@@ -158,7 +158,7 @@ __global__ void row_dx_kernel(int64_t dim, const float* x, const float* gamma, c
     if (res != nullptr) {
       const Floats<V> a = res[j];
 #pragma unroll
-      for (int k = 0; k < V; ++k) y.v[k] = a.v[k] + y.v[k];
+      for (int k = 0; k < V; ++k) y.v[k] = __fadd_rn(a.v[k], y.v[k]);  // add's rounding, no FMA
     }
     d[j] = y;
   }

@@ -485,7 +485,7 @@ void launch_passes(const Params& p, bool divide, cudaStream_t stream) {
 
 bool small(const Params& p) { return p.rows * p.cols < kSmallTensor; }
 // Whether an fp32 p takes the large tile with one pass (kMediumTensor, or an epilogue or gradient to
-// apply; rows within one launch's grid).
+// apply; rows within one launch's grid: beyond, 4,194,240 rows, the 2-pass tile takes them all).
 bool medium(const Params& p) {
   return (p.rows * p.cols < kMediumTensor || p.epilogue.active() || p.gradient_active) && p.rows <= kMaxGridY * 64;
 }

@@ -45,8 +45,8 @@ TEST(CudaElementwise, LinearOutputsAreBiasReluDropoutAndAdd) {
   DeviceBuffer<uint64_t> d_step(1);
   d_step.upload(std::vector<uint64_t>{kStep});
   // 16-byte accesses ({6400, 32}, {3, 2052}: rows wider than a block's 1024 columns) and single ones.
-  const std::vector<std::pair<int64_t, int64_t>> shapes = {{6400, 32}, {32, 1}, {5, 33}, {1, 1}, {300, 7}, {3, 2052},
-                                                           {4, 1030}};
+  const std::vector<std::pair<int64_t, int64_t>> shapes = {{6400, 32}, {32, 1}, {5, 33}, {1, 1},
+                                                           {300, 7}, {3, 2052}, {4, 1030}};
   for (bool relu : {false, true})
     for (bool bf16 : {false, true})
       for (int mode = 0; mode < 4; ++mode) {  // y only; dropout; dropout + residual; inactive site + residual
@@ -95,6 +95,31 @@ TEST(CudaElementwise, LinearOutputsAreBiasReluDropoutAndAdd) {
       }
 }
 
+// The bf16 copy of act(y + bias) (a biased projection's SDPA operand), y left as it is: narrow rows
+// several to a block, wide ones across blocks, 16-byte and single accesses.
+TEST(CudaElementwise, LinearOutputsCopyIsTheBf16OfTheOutput) {
+  FP8KIT_REQUIRE_GPU();
+  for (const auto& [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{{6400, 32}, {5, 33}, {3, 2052}, {4, 1030}})
+    for (bool relu : {false, true}) {
+      const std::vector<float> y0 = testing::random_normal(rows * cols, 7), bias = testing::random_normal(cols, 8);
+      std::vector<float> want;
+      cpu_linear_output(y0, bias, cols, relu, true, want);
+      DeviceBuffer<float> d_y(y0.size()), d_bias(bias.size());
+      DeviceBuffer<uint16_t> d_copy(y0.size());
+      d_y.upload(y0);
+      d_bias.upload(bias);
+      LinearOutput o{d_y.data(), d_bias.data(), rows, cols, (relu ? Activation::Relu : Activation::None)};
+      o.copy = d_copy.data();
+      o.write_y = false;
+      linear_outputs({&o, 1}, true, nullptr);
+      const std::vector<uint16_t> copy = d_copy.to_host();
+      size_t wrong = 0;
+      for (size_t i = 0; i < want.size(); ++i) wrong += copy[i] != fp8kit::float_to_bf16(want[i]);
+      EXPECT_EQ(wrong, 0u) << rows << "x" << cols << " relu " << relu;
+      EXPECT_EQ(testing::max_ulp_difference(d_y.to_host(), y0), 0) << "y must be left as it was";
+    }
+}
+
 // The ReLU mask and the dropout backward folded into the bias gradient's pass: g against
 // ops::dropout_backward and the mask, bit for bit; the bias gradient in float32 (its exact order is
 // the next test's).
@@ -106,7 +131,8 @@ TEST(CudaElementwise, BiasBackwardMasksReluAndDropout) {
   DeviceBuffer<uint64_t> d_step(1);
   d_step.upload(std::vector<uint64_t>{kStep});
   // {8195, 4001}: a thread per piece and column (the large gradients' kernel).
-  for (const auto& [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{{6400, 32}, {32, 1}, {5, 33}, {8195, 4001}}) {
+  for (const auto& [rows, cols] :
+       std::vector<std::pair<int64_t, int64_t>>{{6400, 32}, {32, 1}, {5, 33}, {8195, 4001}}) {
     const std::vector<float> y = testing::random_normal(rows * cols, 1), dy = testing::random_normal(rows * cols, 3);
     DeviceBuffer<float> d_y(y.size()), d_dy(dy.size()), d_g(dy.size()), d_db(cols),
         workspace(bias_backward_workspace(rows, cols, kOrder));
@@ -214,7 +240,8 @@ TEST(CudaElementwise, BiasBackwardOfSeveralLinearsIsEachOnesOwn) {
   FP8KIT_REQUIRE_GPU();
   DeviceBuffer<uint64_t> d_step(1);
   d_step.upload(std::vector<uint64_t>{4});
-  for (const auto& [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{{6400, 32}, {32, 1}, {513, 33}, {1030, 11000}}) {
+  for (const auto& [rows, cols] :
+       std::vector<std::pair<int64_t, int64_t>>{{6400, 32}, {32, 1}, {513, 33}, {1030, 11000}}) {
     std::vector<DeviceBuffer<float>> dy, y, g, db;
     std::vector<BiasBackward> tensors;
     for (int t = 0; t < 3; ++t) {

@@ -104,5 +104,31 @@ TEST(CudaLayerNorm, BackwardOfTwoAddendsIsTheBackwardOfTheirSum) {
   }
 }
 
+// The residual added in the dx pass (the warp kernel, the vectorised and the scalar block kernels):
+// the bits of the GPU's dx without it, plus the residual in float32 (ops::add's rounding, no FMA).
+TEST(CudaLayerNorm, ResidualInTheDxPassIsAddedAsAddAddsIt) {
+  FP8KIT_REQUIRE_GPU();
+  for (const auto& [rows, dim] : std::vector<std::pair<int64_t, int64_t>>{{6400, 32}, {33, 7}, {40, 4096}, {9, 1001}}) {
+    const std::vector<float> x = testing::random_normal(rows * dim, 1, 2.0f), gamma = testing::random_normal(dim, 2),
+                             dout = testing::random_normal(rows * dim, 4), residual = testing::random_normal(rows * dim, 5),
+                             mean = testing::random_normal(rows, 6), rstd = testing::random_normal(rows, 7);
+    DeviceBuffer<float> d_x(x.size()), d_gamma(dim), d_mean(rows), d_rstd(rows), d_dout(dout.size()),
+        d_residual(residual.size()), d_dx(x.size()), d_sum(x.size());
+    d_x.upload(x);
+    d_gamma.upload(gamma);
+    d_mean.upload(mean);
+    d_rstd.upload(rstd);
+    d_dout.upload(dout);
+    d_residual.upload(residual);
+    layer_norm_backward_dx(rows, dim, d_x.data(), d_gamma.data(), d_mean.data(), d_rstd.data(), d_dout.data(), nullptr,
+                           d_dx.data(), nullptr);
+    layer_norm_backward_dx(rows, dim, d_x.data(), d_gamma.data(), d_mean.data(), d_rstd.data(), d_dout.data(), nullptr,
+                           d_sum.data(), nullptr, d_residual.data());
+    std::vector<float> want = d_dx.to_host();
+    for (size_t i = 0; i < want.size(); ++i) want[i] = residual[i] + want[i];
+    EXPECT_TRUE(same_bits(d_sum.to_host(), want)) << rows << "x" << dim;
+  }
+}
+
 }  // namespace
 }  // namespace fp8kit::cuda
