@@ -37,7 +37,9 @@
 #   and LayerNorm's; "none" skips them), then one GPT layer's forward + backward at Transformer
 #   Engine's getting-started configuration, bf16 vs FP8 (bench_cuda_gpt_layer, with GPT_LAYER_BENCH as
 #   its arguments when set: "runs hidden heads seq batch ffn precision"); GPT_LAYER_PROFILE="bf16 fp8" adds
-#   per-kernel times (ncu) of those precisions' steps.
+#   per-kernel times (ncu) of those precisions' steps; BASELINE=<source dir> (model and gpt-layer modes:
+#   a `git archive` of an earlier commit, untracked in this tree) builds the benchmark from it too and
+#   runs the two in turns.
 #   scripts/device-check.sh sanitize [regex]: every GPU test (or those matching regex) under
 #   compute-sanitizer's memcheck, racecheck and synccheck, the three side by side; each must be clean.
 set -uo pipefail
@@ -78,8 +80,10 @@ export CUBLASLT_LOG_LEVEL=1  # cuBLASLt explains its refusals (errors only)
 note "device: $(nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader 2>&1 | head -1)"
 note "nvcc: $(nvcc --version | tail -1); cmake: $(cmake --version | head -1); gcc: $(gcc -dumpfullversion)"
 
+# This tree's cudnn-frontend headers, for a BASELINE tree too (a `git archive` has no .deps).
+frontend=$PWD/.deps/cudnn-frontend/include
 configure() {  # source dir, build dir
-  cmake -S "$1" -B "$2" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFP8KIT_CUDA=ON \
+  cmake -S "$1" -B "$2" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFP8KIT_CUDA=ON -DCUDNN_FRONTEND_INCLUDE_DIR="$frontend" \
     -DPKG_CONFIG_EXECUTABLE="$pkg_config" -DCMAKE_LIBRARY_PATH="$lib/openblas-pthread" \
     -DCMAKE_EXE_LINKER_FLAGS="-Wl,-rpath-link,$lib -Wl,-rpath-link,$lib/openblas-pthread" \
     ${cudnn_root:+-DCUDNN_ROOT="$cudnn_root"} ${nccl_root:+-DNCCL_ROOT="$nccl_root"}
@@ -110,6 +114,23 @@ cd $build
 ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
 # The GPU time per kernel name in an ncu CSV (--metrics gpu__time_duration.sum --csv --page raw) of
 # `steps` steps: the total per step, then the 40 largest.
+# BASELINE=<source dir> (e.g. a `git archive` of the commit before a change, untracked in this tree):
+# benchmark $1 built from it as well, and the two run in turns, twice (arguments $2, the output lines
+# matching $3 into the summary), for a ratio in one call. Runs in the build folder.
+baseline_rounds() {  # target, arguments, line filter
+  [ -n "${BASELINE:-}" ] || return 0
+  if ! (configure "../$BASELINE" "../$BASELINE/build-device" &&
+        cmake --build "../$BASELINE/build-device" -j16 --target "$1") >"$OUT/baseline-build.log" 2>&1; then
+    note "FAIL: baseline build (baseline-build.log)"
+    return 0
+  fi
+  for round in 1 2; do
+    note "baseline ($BASELINE), round $round:"
+    "../$BASELINE/build-device/bench/$1" $2 2>&1 | grep -E "$3" | tee -a "$summary"
+    note "this tree, round $round:"
+    "./bench/$1" $2 2>&1 | grep -E "$3" | tee -a "$summary"
+  done
+}
 ncu_summary() {  # csv, steps ("first": the launches up to the first step's AdamW, inclusive)
   python3 - "$1" "$2" <<'PY'
 import csv, sys, collections
@@ -267,6 +288,7 @@ if [ "$mode" = gpt-layer ]; then
   timeout 300 ./bench/bench_cuda_gpt_layer ${GPT_LAYER_BENCH:-} >"$OUT/bench-gpt-layer.txt" 2>&1 ||
     note "FAIL: bench_cuda_gpt_layer (bench-gpt-layer.txt)"
   grep -E "^gpt_layer|rror" "$OUT/bench-gpt-layer.txt" | tee -a "$summary"
+  baseline_rounds bench_cuda_gpt_layer "${GPT_LAYER_BENCH:-}" "forward \+ backward|rror"
   # GPT_LAYER_PROFILE="bf16 fp8": per-kernel GPU times (ncu) of each precision's steps at the default
   # configuration (6 steps: the eager one, the captured one, 4 replays), summed by kernel name.
   for precision in ${GPT_LAYER_PROFILE:-}; do
@@ -426,21 +448,7 @@ if [ "$mode" = model ]; then
   grep -o "measured error.*\|[a-z0-9_]* step [0-9]:.*\|attention .*measured.*" "$OUT/gpu-tests.log" | sort -u >"$OUT/model-errors.txt"
   ./bench/bench_cuda_seed_epoch >"$OUT/bench-seed-epoch.txt" 2>&1 || note "FAIL: bench_cuda_seed_epoch"
   cat "$OUT/bench-seed-epoch.txt" >>"$summary"
-  # BASELINE=<source dir> (e.g. a `git archive` of the commit before a change, untracked in this
-  # tree): the same benchmark built from it, run in turns with this tree's, for a ratio in one run.
-  if [ -n "${BASELINE:-}" ]; then
-    if (configure "../$BASELINE" "../$BASELINE/build-device" && cmake --build "../$BASELINE/build-device" -j16 \
-        --target bench_cuda_seed_epoch) >"$OUT/baseline-build.log" 2>&1; then
-      for round in 1 2; do
-        note "baseline ($BASELINE), round $round:"
-        "../$BASELINE/build-device/bench/bench_cuda_seed_epoch" 2>&1 | tee -a "$summary"
-        note "this tree, round $round:"
-        ./bench/bench_cuda_seed_epoch 2>&1 | tee -a "$summary"
-      done
-    else
-      note "FAIL: baseline build (baseline-build.log)"
-    fi
-  fi
+  baseline_rounds bench_cuda_seed_epoch "" .
   ./bench/bench_cuda_attention --benchmark_repetitions=3 --benchmark_report_aggregates_only=true \
     >"$OUT/bench-attention.txt" 2>&1 || note "FAIL: bench_cuda_attention"
   grep -E "median" "$OUT/bench-attention.txt" >>"$summary"
