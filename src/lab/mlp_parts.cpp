@@ -338,7 +338,8 @@ void inference_part(report::HtmlPage& page, const LabOptions& options) {
       "calibrated once on the batch being served from a bf16 forward: amax of fc1's input and of the GELU's "
       "output, scale = 448 / amax; fc1 quantizes its input at that scale inside the product and its epilogue "
       "writes fc2's input as E4M3 directly, on a GPU from 256 rows in fp8kit's own short-k kernel, whose "
-      "epilogue overlaps the next tile's products; fp32 accumulation, bf16 outputs); and the lab's simulated FP8, its weights rounded to multiples of amax / 448 / 8 (the lab's "
+      "epilogue overlaps the next tile's products; fp32 accumulation, bf16 outputs); and the lab's simulated "
+      "FP8, its weights rounded to multiples of amax / 448 / 8 (the lab's "
       "simulate_fp8_inference, a uniform grid rather than E4M3's) and served in bf16. Errors are against the bf16 "
       "output, as the lab computes them: mean and max of |bf16 - other|, and mean |difference| over mean |bf16|.");
 

@@ -375,9 +375,15 @@ void linear_forward(Context& c, LinearOp& l, const GatedInput& x, bool training,
   forward(c, l, *x.gate, training, next, nullptr, &x);
 }
 
-void linear_finish(Context& c, std::span<LinearOp* const> linears) {
+namespace {
+
+// linear_finish's checks and its work (after them) in place.
+void check_finish(const Context& c, std::span<LinearOp* const> linears) {
   FP8KIT_CHECK(linears.size() <= 4, "linear_finish: at most 4 Linears at a time, got {}", linears.size());
   for (LinearOp* l : linears) check_linear(c, *l);
+}
+
+void finish_in_place(Context& c, std::span<LinearOp* const> linears) {
   if (c.is_cuda()) {
 #if FP8KIT_HAVE_CUDA
     cuda_linear_finish(c, linears);
@@ -387,12 +393,18 @@ void linear_finish(Context& c, std::span<LinearOp* const> linears) {
   for (LinearOp* l : linears) apply_epilogue(*l);
 }
 
+}  // namespace
+
+void linear_finish(Context& c, std::span<LinearOp* const> linears) {
+  check_finish(c, linears);
+  finish_in_place(c, linears);
+}
+
 void linear_finish(Context& c, std::span<LinearOp* const> linears, DType dtype, std::span<Tensor* const> outs) {
   FP8KIT_CHECK(linears.size() == outs.size(), "linear_finish: {} Linears and {} outputs", linears.size(), outs.size());
   FP8KIT_CHECK(dtype == DType::F32 || dtype == DType::Bf16, "linear_finish: into f32 or bf16, not {}", name(dtype));
-  FP8KIT_CHECK(linears.size() <= 4, "linear_finish: at most 4 Linears at a time, got {}", linears.size());
+  check_finish(c, linears);
   for (size_t i = 0; i < linears.size(); ++i) {
-    check_linear(c, *linears[i]);
     FP8KIT_CHECK(linears[i]->y.numel() == linears[i]->rows * linears[i]->out,
                  "linear_finish needs the Linear's forward first");
     FP8KIT_CHECK(outs[i] != &linears[i]->y && !outs[i]->shares_storage(linears[i]->y),
@@ -406,7 +418,7 @@ void linear_finish(Context& c, std::span<LinearOp* const> linears, DType dtype, 
 #endif
     return;
   }
-  linear_finish(c, linears);
+  finish_in_place(c, linears);
   for (size_t i = 0; i < linears.size(); ++i) convert(c, linears[i]->y, dtype, *outs[i]);
 }
 

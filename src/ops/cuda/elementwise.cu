@@ -136,50 +136,57 @@ struct BiasTensors {
     EpilogueGradientArgs gradient;
     float* g;
     float* bias_grad;
+
+    // What is loaded beside dy: the activation's y (dy itself, never read as one, without an
+    // activation), so that the loads need no branch.
+    __device__ const float* y() const { return gradient.activation != Activation::None ? gradient.y : dy; }
+    // g at element i from the raw dy and y there, written out when asked.
+    __device__ float term(float dy_i, float y_i, int64_t i, const DeviceDropoutMask& mask) const {
+      const float e = gradient.with_y(dy_i, y_i, i, mask);
+      if (g != nullptr) g[i] = e;
+      return e;
+    }
   } t[kMaxBiasTensors];
   int count;
+
+  // Tensor `tensor`'s sum of a piece at column col: with one piece (`last`), the final 0 + sum
+  // (add_pieces' first and only addition) into its bias gradient; else into partials.
+  __device__ void store(int tensor, int64_t piece, int64_t cols, int64_t col, float sum, float* partials,
+                        bool last) const {
+    if (last) {
+      t[tensor].bias_grad[col] = __fadd_rn(0.0f, sum);
+    } else {
+      partials[(piece * count + tensor) * cols + col] = sum;
+    }
+  }
 };
 
 __global__ void __launch_bounds__(kOrderedSumThreads)
     bias_pieces_kernel(const __grid_constant__ BiasTensors b, int64_t rows, int64_t cols, int64_t piece_rows,
                        float* partials, bool last) {
   const BiasTensors::One& p = b.t[blockIdx.z];
-  const float* dy = p.dy;
-  float* g = p.g;
   const DeviceDropoutMask mask = p.gradient.dropout.mask();
   const int64_t col = static_cast<int64_t>(blockIdx.y) * 32 + threadIdx.x % 32;
   const int64_t column = col < cols ? col : cols - 1;  // for the loads of lanes past the last column
   const int64_t begin = static_cast<int64_t>(blockIdx.x) * piece_rows;
   const int64_t end = rows < begin + piece_rows ? rows : begin + piece_rows;
   float sum[1];
-  // The activation's y (dy itself, never read as one, without an activation): loaded unconditionally.
-  const float* y = p.gradient.activation != Activation::None ? p.gradient.y : dy;
+  const float* y = p.y();
   ordered_sum_prepared<1, 2>(
       begin, end, col < cols,
       [&](int64_t r, float(&raw)[2]) {
-        raw[0] = dy[r * cols + column];
+        raw[0] = p.dy[r * cols + column];
         raw[1] = y[r * cols + column];
       },
-      [&](int64_t r, const float(&raw)[2], float(&e)[1]) {
-        const int64_t i = r * cols + col;
-        e[0] = p.gradient.with_y(raw[0], raw[1], i, mask);
-        if (g != nullptr) g[i] = e[0];
-      },
+      [&](int64_t r, const float(&raw)[2], float(&e)[1]) { e[0] = p.term(raw[0], raw[1], r * cols + col, mask); },
       [](float(&acc)[1], const float(&e)[1]) { acc[0] += e[0]; }, sum);
-  if (threadIdx.x < 32 && col < cols) {
-    if (last) {
-      p.bias_grad[col] = __fadd_rn(0.0f, sum[0]);
-    } else {
-      partials[(blockIdx.x * b.count + blockIdx.z) * cols + col] = sum[0];
-    }
-  }
+  if (threadIdx.x < 32 && col < cols) b.store(blockIdx.z, blockIdx.x, cols, col, sum[0], partials, last);
 }
 
 // The same sums for bias gradients with threads enough to fill the GPU on their own (pieces x
 // columns x tensors of kColumnThreads and more: a Transformer's at 16384 rows): a thread per (piece,
-// column) adds its
-// column of the piece itself in row order, kColumnLoads rows' loads in flight at a time (a warp reads
-// 128 contiguous bytes of each row). At 16384 rows (the GPT layer's; H100) it takes 182 us at 4096
+// column) adds its column of the piece itself in row order, kColumnLoads rows' loads in flight at a
+// time (a warp reads 128 contiguous bytes of each row). At 16384 rows (the GPT layer's; H100) it takes 182 us at 4096
 // columns and 834 us at 16384 with GELU's backward, where the block above, whose warp 0 adds what 8
 // warps fetch, took 210 and 1010 us.
 constexpr int64_t kColumnThreads = 65536;
@@ -194,7 +201,7 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t begin = static_cast<int64_t>(blockIdx.y) * piece_rows;
   const int64_t end = rows < begin + piece_rows ? rows : begin + piece_rows;
   const DeviceDropoutMask mask = p.gradient.dropout.mask();
-  const float* y = p.gradient.activation != Activation::None ? p.gradient.y : p.dy;  // as bias_pieces_kernel
+  const float* y = p.y();
   float sum = 0.0f;
   for (int64_t first = begin; first < end; first += kColumnLoads) {
     float raw[kColumnLoads][2];
@@ -207,17 +214,10 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int k = 0; k < kColumnLoads; ++k) {
       if (first + k >= end) break;
-      const int64_t i = (first + k) * cols + col;
-      const float e = p.gradient.with_y(raw[k][0], raw[k][1], i, mask);
-      if (p.g != nullptr) p.g[i] = e;
-      sum += e;
+      sum += p.term(raw[k][0], raw[k][1], (first + k) * cols + col, mask);
     }
   }
-  if (last) {
-    p.bias_grad[col] = __fadd_rn(0.0f, sum);
-  } else {
-    partials[(blockIdx.y * b.count + blockIdx.z) * cols + col] = sum;
-  }
+  b.store(blockIdx.z, blockIdx.y, cols, col, sum, partials, last);
 }
 
 __global__ void spread_kernel(const float* x, int64_t count, int64_t stride, float* out, float* zero) {

@@ -17,8 +17,8 @@ namespace fp8kit::cuda {
 // Whether resident_gemm runs `g` on this device: an sm_90 GPU; E4M3 x E4M3, or a bf16 a quantized at
 // GemmArgs::a_scale inside the kernel (per-tensor scales); fast accumulation and no accumulation into
 // y; Scalar x Scalar (null pointers: 1) or OuterVec x OuterVec scales (both given); y E4M3 (with
-// y_scale), bf16 or f32; any epilogue (the bias bf16, 4-byte aligned); k a multiple of 16 whose rows of a fit in shared memory
-// beside three stages of b; n a multiple of 8; a, b and y 16-byte aligned.
+// y_scale), bf16 or f32; any epilogue (the bias bf16, 4-byte aligned); k a multiple of 16 whose rows
+// of a fit in shared memory beside three stages of b; n a multiple of 8; a, b and y 16-byte aligned.
 bool resident_gemm_runs(const GemmArgs& g);
 
 // GemmContext's choice: products of fewer rows run on cuBLASLt. Below 256 rows each cluster gets one

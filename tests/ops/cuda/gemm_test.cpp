@@ -109,7 +109,7 @@ double bound(const Case& c) {
 double run_case(GemmContext& context, const Case& c, uint32_t seed) {
   const Operand a = make_operand(c.a, c.m * c.k, seed), b = make_operand(c.b, c.n * c.k, seed + 1);
   const bool fp8 = c.a == DType::E4M3 || c.a == DType::E5M2;
-  const bool with_bias = c.epilogue == Epilogue::Bias || c.epilogue == Epilogue::GeluBias;
+  const bool with_bias = has_bias(c.epilogue);
   const Operand bias = make_operand(bias_type(c.a, c.y), c.n, seed + 2);
   const Operand y0 = make_operand(c.y, c.m * c.n, seed + 3);
 
@@ -153,7 +153,7 @@ double run_case(GemmContext& context, const Case& c, uint32_t seed) {
       double dot = 0.0;
       for (int64_t l = 0; l < c.k; ++l) dot += a.values[i * c.k + l] * b.values[j * c.k + l];
       double v = scale * dot + (with_bias ? bias.values[j] : 0.0) + (c.accumulate ? y0.values[i * c.n + j] : 0.0);
-      if (c.epilogue == Epilogue::Gelu || c.epilogue == Epilogue::GeluBias) v = gelu(v);
+      if (has_gelu(c.epilogue)) v = gelu(v);
       ref[i * c.n + j] = v;
     }
   }

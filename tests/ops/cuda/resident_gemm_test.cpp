@@ -61,7 +61,7 @@ cuda::GemmArgs args_for(const Case& c, const QTensor& b, Tensor& y, const Tensor
   args.y = y.device_data<std::byte>(), args.y_type = c.y_type;
   if (c.y_type == DType::E4M3) args.y_scale = y_scale.device_data<float>();
   args.epilogue = c.epilogue;
-  if (c.epilogue == cuda::Epilogue::Bias || c.epilogue == cuda::Epilogue::GeluBias) args.bias = bias.device_data<std::byte>();
+  if (cuda::has_bias(c.epilogue)) args.bias = bias.device_data<std::byte>();
   args.fast_accumulation = true;
   return args;
 }
