@@ -83,6 +83,10 @@ struct LinearOp {
   const Tensor* x = nullptr;
   int64_t rows = 0;
   Tensor y, dx, pre;
+  // GELU on the GPU, set by the forward: its bias and GELU rode in the consumer's cast, which leaves y
+  // as x W and writes no pre (one write of [rows, out] f32 fewer); the backward forms GELU's input from
+  // y and the bias again.
+  bool pre_in_y = false;
   // The precision's GEMM operands (bf16 copies, FP8 codes, transposes) and scratch, sized by the ops.
   // On the GPU wc is the weight laid out [in, out] and wc_t [out, in], whichever layout it is stored in.
   Tensor xc, xc_t, wc, wc_t, gc, gc_t, g, partials;

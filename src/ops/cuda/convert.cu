@@ -11,6 +11,7 @@
 #include "base/error.h"
 #include "ops/cuda/aligned.h"
 #include "ops/cuda/batch.cuh"
+#include "ops/cuda/bias_sum.cuh"
 #include "ops/cuda/fp8_cast.cuh"
 #include "runtime/cuda/check.h"
 
@@ -83,16 +84,17 @@ struct Cast {
   LinearEpilogue epilogue;
   bool gradient_active;
   EpilogueGradientArgs gradient;
+  BiasSumArgs sum;  // the wide tile's summing launches only
 };
 using CastBatch = LaunchBatch<Cast, kMaxCasts>;
 
-// Element i (column c) of a cast: the producer's epilogue (its activated value into e.y where asked)
-// and the output gradient's backward, then bf16; a and b: SwiGLU's operands there (swiglu_operands').
-// SwiGlu false: a launch without SwiGLU's operands, whose elements' path then carries no SwiGLU
-// branches (linear_epilogue<false>).
+// Element i (column c) of a cast before its rounding to bf16: the producer's epilogue (its activated
+// value into e.y where asked) and the output gradient's backward; a and b: SwiGLU's operands there
+// (swiglu_operands'). SwiGlu false: a launch without SwiGLU's operands, whose elements' path then
+// carries no SwiGLU branches (linear_epilogue<false>).
 template <bool SwiGlu>
-__device__ __forceinline__ uint16_t cast_value(const Cast& p, float v, float a, float b, int64_t i, int64_t c,
-                                               const DeviceDropoutMask& mask) {
+__device__ __forceinline__ float cast_value(const Cast& p, float v, float a, float b, int64_t i, int64_t c,
+                                            const DeviceDropoutMask& mask) {
   const LinearEpilogue& e = p.epilogue;
   if (e.active<SwiGlu>()) {
     v = linear_epilogue<SwiGlu>(e, v, a, c, e.pre != nullptr ? e.pre + i : nullptr);
@@ -100,8 +102,8 @@ __device__ __forceinline__ uint16_t cast_value(const Cast& p, float v, float a, 
   }
   if (p.gradient_active)
     v = SwiGlu && p.gradient.swiglu != ops::SwiGluPart::None ? p.gradient.swiglu_gradient(v, a, b)
-                                                             : p.gradient.activation_gradient(v, i, mask);
-  return float_to_bf16(v);
+                                                             : p.gradient.activation_gradient(v, i, c, mask);
+  return v;
 }
 
 template <bool SwiGlu>
@@ -116,8 +118,8 @@ __global__ void __launch_bounds__(kTile * kTileRowsPerPass) cast_transpose_kerne
     if (r >= p.rows || c >= p.cols) continue;
     const int64_t i = r * p.cols + c;
     const SwiGluOperands s = swiglu_operands(p.epilogue, p.gradient);
-    const uint16_t h = cast_value<SwiGlu>(p, p.x[i], s.first != nullptr ? s.first[i] : 0.0f,
-                                  s.second != nullptr ? s.second[i] : 0.0f, i, c, mask);
+    const uint16_t h = float_to_bf16(cast_value<SwiGlu>(p, p.x[i], s.first != nullptr ? s.first[i] : 0.0f,
+                                                         s.second != nullptr ? s.second[i] : 0.0f, i, c, mask));
     if (p.out != nullptr) p.out[i] = h;
     tile[k][threadIdx.x] = h;
   }
@@ -137,39 +139,64 @@ constexpr int kWideTile = 64, kWideThreads = 256;
 // 2 threads per bank at most and its word reads along rows none.
 constexpr int kWidePitch = kWideTile + 2;
 
+// Tile (tx, ty) of p: 64 x 64, 4 elements per thread and access. sums: the tile's values before
+// their rounding also go there, for the bias sums (cast_transpose_wide_kernel).
 template <bool SwiGlu>
-__global__ void __launch_bounds__(kWideThreads) cast_transpose_wide_kernel(const __grid_constant__ CastBatch b) {
+__device__ __forceinline__ void cast_wide_tile(const Cast& p, int64_t tx, int64_t ty, BiasSumTile* sums) {
   __shared__ __align__(4) uint16_t tile_t[kWideTile * kWidePitch];  // [column][row] of the tile
-  const BatchTile at = b.tile(blockIdx.x);
-  const Cast& p = b.m[at.member];
-  const int64_t c0 = at.x * kWideTile, r0 = at.y * kWideTile;
+  const int64_t c0 = tx * kWideTile, r0 = ty * kWideTile;
   const DeviceDropoutMask mask = p.gradient.dropout.mask();
   const int group = threadIdx.x % 16, lane_row = threadIdx.x / 16;  // 16 threads x 4 columns per row
   for (int k = lane_row; k < kWideTile; k += kWideThreads / 16) {
     const int64_t r = r0 + k, c = c0 + 4 * group;
     if (r >= p.rows || c >= p.cols) continue;
     const int64_t i = r * p.cols + c;
-    const float4 v = *reinterpret_cast<const float4*>(p.x + i);
+    const float4 x = *reinterpret_cast<const float4*>(p.x + i);
     const SwiGluOperands s = swiglu_operands(p.epilogue, p.gradient);
     const float4 a = s.first != nullptr ? *reinterpret_cast<const float4*>(s.first + i) : float4{};
     const float4 b = s.second != nullptr ? *reinterpret_cast<const float4*>(s.second + i) : float4{};
-    const uint16_t h[4] = {cast_value<SwiGlu>(p, v.x, a.x, b.x, i, c, mask),
-                           cast_value<SwiGlu>(p, v.y, a.y, b.y, i + 1, c + 1, mask),
-                           cast_value<SwiGlu>(p, v.z, a.z, b.z, i + 2, c + 2, mask),
-                           cast_value<SwiGlu>(p, v.w, a.w, b.w, i + 3, c + 3, mask)};
+    const float v[4] = {cast_value<SwiGlu>(p, x.x, a.x, b.x, i, c, mask),
+                        cast_value<SwiGlu>(p, x.y, a.y, b.y, i + 1, c + 1, mask),
+                        cast_value<SwiGlu>(p, x.z, a.z, b.z, i + 2, c + 2, mask),
+                        cast_value<SwiGlu>(p, x.w, a.w, b.w, i + 3, c + 3, mask)};
+    if (sums != nullptr) put4(*sums, k, 4 * group, v);
+    const uint16_t h[4] = {float_to_bf16(v[0]), float_to_bf16(v[1]), float_to_bf16(v[2]), float_to_bf16(v[3])};
     if (p.out != nullptr)
       *reinterpret_cast<uint2*>(p.out + i) = make_uint2(h[0] | (static_cast<uint32_t>(h[1]) << 16),
                                                         h[2] | (static_cast<uint32_t>(h[3]) << 16));
 #pragma unroll
     for (int j = 0; j < 4; ++j) tile_t[(4 * group + j) * kWidePitch + k] = h[j];
   }
-  if (p.out_t == nullptr) return;  // the same for the whole block
+  if (p.out_t == nullptr && sums == nullptr) return;  // the same for the whole block
   __syncthreads();
+  if (p.out_t == nullptr) return;
   for (int k = lane_row; k < kWideTile; k += kWideThreads / 16) {  // transposed row c0 + k, rows 4 group..
     const int64_t c = c0 + k, r = r0 + 4 * group;
     if (r >= p.rows || c >= p.cols) continue;
     const auto* words = reinterpret_cast<const uint32_t*>(tile_t + k * kWidePitch + 4 * group);
     *reinterpret_cast<uint2*>(p.out_t + c * p.rows + r) = make_uint2(words[0], words[1]);
+  }
+}
+
+// Sums: each block takes one piece of a column tile (its tiles in row order) and adds its values'
+// column sums (bias_sum.cuh) as it goes; otherwise one tile.
+template <bool SwiGlu, bool Sums>
+__global__ void __launch_bounds__(kWideThreads) cast_transpose_wide_kernel(const __grid_constant__ CastBatch b) {
+  const BatchTile at = b.tile(blockIdx.x);
+  const Cast& p = b.m[at.member];
+  if constexpr (Sums) {
+    static_assert(kBiasSumTileRows == kWideTile && kBiasSumTileCols == kWideTile, "a bias sum's tile is the wide tile");
+    __shared__ __align__(16) BiasSumTile sums;
+    float sum = 0.0f;
+    const int64_t first = at.y * p.sum.piece_tiles;
+    for (int64_t ty = first; ty < first + p.sum.piece_tiles && ty * kWideTile < p.rows; ++ty) {
+      cast_wide_tile<SwiGlu>(p, at.x, ty, &sums);  // synchronised after the tile's puts
+      add_rows(sums, p.rows - ty * kWideTile, sum);
+      __syncthreads();  // the sums and the transposed tile read before the next tile writes them
+    }
+    store_sum(p.sum, at.y, p.cols, at.x * kWideTile, sum);
+  } else {
+    cast_wide_tile<SwiGlu>(p, at.x, at.y, nullptr);
   }
 }
 
@@ -210,6 +237,10 @@ void float_to_bf16_transposed(std::span<const Bf16Cast> casts, cudaStream_t stre
       return c.rows % 4 == 0 && c.cols % 4 == 0 && aligned(c.x, 16) && aligned(s.first, 16) && aligned(s.second, 16) &&
              aligned(c.out, 8) && aligned(c.out_t, 8);
     });
+    // The wide tile sums the bias gradients of all of them or none (bias_backward sums the others').
+    const bool sums = wide && std::all_of(casts.begin() + start, casts.begin() + start + count, [](const Bf16Cast& c) {
+      return c.bias_sum.grad != nullptr && c.rows > 0 && cast_sums_bias(c.rows, c.cols, c.bias_sum.order);
+    });
     CastBatch b{};
     for (int t = 0; t < count; ++t) {
       const Bf16Cast& c = casts[start + t];
@@ -218,29 +249,47 @@ void float_to_bf16_transposed(std::span<const Bf16Cast> casts, cudaStream_t stre
       if (c.rows < 0 || c.cols < 0) throw Error(what + " has a negative shape");
       if (c.rows * c.cols > 0 && c.x == nullptr) throw Error(what + ": x is null");
       check_epilogue(c.epilogue, c.gradient, what);
-      b.add_matrix({c.x, c.rows, c.cols, c.out, c.out_t, c.epilogue, c.gradient.active(),
-                    epilogue_gradient_args(c.gradient, c.rows, c.cols, "float_to_bf16_transposed")},
-                   c.rows, c.cols, wide ? kWideTile : kTile);
+      if (c.bias_sum.grad != nullptr && (c.bias_sum.workspace == nullptr || c.gradient.swiglu != ops::SwiGluPart::None))
+        throw Error(what + ": a bias sum needs its workspace and a gradient other than SwiGLU's");
+      const Cast cast{c.x, c.rows, c.cols, c.out, c.out_t, c.epilogue, c.gradient.active(),
+                      epilogue_gradient_args(c.gradient, c.rows, c.cols, "float_to_bf16_transposed"),
+                      sums ? bias_sum_args(c.bias_sum, c.rows) : BiasSumArgs{}};
+      if (sums) {  // a block per (column tile, piece)
+        b.add(cast, (c.cols + kWideTile - 1) / kWideTile, c.bias_sum.order.pieces(c.rows));
+      } else {
+        b.add_matrix(cast, c.rows, c.cols, wide ? kWideTile : kTile);
+      }
     }
     if (std::all_of(casts.begin() + start, casts.begin() + start + count,
                     [&](const Bf16Cast& c) { return c.x == casts[start].x; }))
       b.interleave();
     const unsigned blocks = b.blocks("float_to_bf16_transposed");
-    if (blocks == 0) continue;
     const bool swiglu = std::any_of(casts.begin() + start, casts.begin() + start + count, [](const Bf16Cast& c) {
       return swiglu_operands(c.epilogue, c.gradient).first != nullptr;
     });
     const dim3 tile(kTile, kTileRowsPerPass);
-    if (wide && swiglu) {
-      cast_transpose_wide_kernel<true><<<blocks, kWideThreads, 0, stream>>>(b);
+    if (blocks == 0) {  // empty matrices: only their bias sums (zeros) below
+    } else if (sums) {
+      cast_transpose_wide_kernel<false, true><<<blocks, kWideThreads, 0, stream>>>(b);
+    } else if (wide && swiglu) {
+      cast_transpose_wide_kernel<true, false><<<blocks, kWideThreads, 0, stream>>>(b);
     } else if (wide) {
-      cast_transpose_wide_kernel<false><<<blocks, kWideThreads, 0, stream>>>(b);
+      cast_transpose_wide_kernel<false, false><<<blocks, kWideThreads, 0, stream>>>(b);
     } else if (swiglu) {
       cast_transpose_kernel<true><<<blocks, tile, 0, stream>>>(b);
     } else {
       cast_transpose_kernel<false><<<blocks, tile, 0, stream>>>(b);
     }
     check_launch("float_to_bf16_transposed");
+    for (int t = 0; t < count; ++t) {  // the pieces' sums added, or the sums the tiles did not take
+      const Bf16Cast& c = casts[start + t];
+      if (c.bias_sum.grad == nullptr) continue;
+      if (sums) {
+        add_bias_pieces(c.bias_sum, c.rows, c.cols, stream);
+      } else {
+        bias_sum_pass(c.bias_sum, c.x, c.gradient, c.rows, c.cols, stream);
+      }
+    }
   }
 }
 

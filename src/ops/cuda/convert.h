@@ -34,6 +34,9 @@ struct Bf16Cast {
   uint16_t* out_t = nullptr;
   LinearEpilogue epilogue{};
   EpilogueGradient gradient{};
+  // With the gradient: its Linear's bias gradient, summed in this pass where the cast's tile can
+  // (BiasSum).
+  BiasSum bias_sum{};
 };
 
 // Queues the casts of `casts` (any shapes) as one launch per 16 matrices.

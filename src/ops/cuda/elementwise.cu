@@ -141,8 +141,8 @@ struct BiasTensors {
     // activation), so that the loads need no branch.
     __device__ const float* y() const { return gradient.activation != Activation::None ? gradient.y : dy; }
     // g at element i from the raw dy and y there, written out when asked.
-    __device__ float term(float dy_i, float y_i, int64_t i, const DeviceDropoutMask& mask) const {
-      const float e = gradient.with_y(dy_i, y_i, i, mask);
+    __device__ float term(float dy_i, float y_i, int64_t i, int64_t col, const DeviceDropoutMask& mask) const {
+      const float e = gradient.with_y(dy_i, y_i, i, col, mask);
       if (g != nullptr) g[i] = e;
       return e;
     }
@@ -178,7 +178,7 @@ __global__ void __launch_bounds__(kOrderedSumThreads)
         raw[0] = p.dy[r * cols + column];
         raw[1] = y[r * cols + column];
       },
-      [&](int64_t r, const float(&raw)[2], float(&e)[1]) { e[0] = p.term(raw[0], raw[1], r * cols + col, mask); },
+      [&](int64_t r, const float(&raw)[2], float(&e)[1]) { e[0] = p.term(raw[0], raw[1], r * cols + col, col, mask); },
       [](float(&acc)[1], const float(&e)[1]) { acc[0] += e[0]; }, sum);
   if (threadIdx.x < 32 && col < cols) b.store(blockIdx.z, blockIdx.x, cols, col, sum[0], partials, last);
 }
@@ -214,7 +214,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int k = 0; k < kColumnLoads; ++k) {
       if (first + k >= end) break;
-      sum += p.term(raw[k][0], raw[k][1], (first + k) * cols + col, mask);
+      sum += p.term(raw[k][0], raw[k][1], (first + k) * cols + col, col, mask);
     }
   }
   b.store(blockIdx.z, blockIdx.y, cols, col, sum, partials, last);

@@ -83,6 +83,7 @@ void current_scales(Context& c, ScalingTable& t, const std::vector<cuda::Quantiz
     a.amax = t.amax_slot(slots[k], training);
     a.epilogue.y = nullptr;  // the cast after this pass writes the producer's activated output
     a.epilogue.pre = nullptr;
+    a.bias_sum = {};  // summed by the cast itself
     passes.push_back(a);
     current.push_back(slots[k]);
   }
@@ -147,6 +148,8 @@ cuda::EpilogueGradient gradient_of(Context& c, const LinearGradient& lg) {
   const LinearOp& l = *lg.linear;
   if (lg.swiglu != SwiGluPart::None)  // SwiGLU's backward (linear_backward_gated): the gate and up outputs
     return {Activation::None, f32(*lg.gate), {}, bf16_rounding(l), lg.swiglu, f32(*lg.up)};
+  if (l.activation == Activation::Gelu && l.pre_in_y)  // GELU's input formed from y = x W and the bias
+    return {l.activation, f32(l.y), dropout_site(c, lg.dropout), bf16_rounding(l), SwiGluPart::None, nullptr, f32(*l.b)};
   const Tensor& y = l.activation == Activation::Gelu ? l.pre : l.y;  // what the activation's backward reads
   return {l.activation, y.device_data<float>(), dropout_site(c, lg.dropout), bf16_rounding(l)};
 }
@@ -217,6 +220,7 @@ void cuda_linear_prepare_weights(Context& c, std::span<LinearOp* const> linears,
 
 cuda::LinearEpilogue deferred_epilogue(LinearOp& l) {
   if (!l.has_epilogue()) return {};
+  l.pre_in_y = false;  // GELU's input written to pre
   return {f32(*l.b), l.activation, bf16_rounding(l), f32(l.y), pre_of(l)};
 }
 
@@ -238,17 +242,20 @@ void cuda_linear_prepare_input(Context& c, LinearOp& l, const Tensor& x, bool tr
 }
 
 // The bias and activation of a producer whose output was deferred, as a cast's epilogue. GELU's
-// activated values are not written back to its y: the cast's operands hold them, and GELU's backward
-// reads pre (one write of the hidden activation fewer; ReLU's backward masks by y, so its y is kept).
+// values are not written: the cast's operands hold the activated ones, and GELU's backward forms its
+// input again from y, left as x W, and the bias (pre_in_y: no write of pre). ReLU's backward masks
+// by y, so its activated y is written.
 cuda::LinearEpilogue pending(LinearOp* producer) {
-  if (producer == nullptr) return {};
-  cuda::LinearEpilogue e = deferred_epilogue(*producer);
-  if (producer->activation == Activation::Gelu) e.y = nullptr;
-  return e;
+  if (producer == nullptr || !producer->has_epilogue()) return {};
+  LinearOp& l = *producer;
+  if (l.activation != Activation::Gelu) return deferred_epilogue(l);
+  l.pre_in_y = true;
+  return {f32(*l.b), l.activation, bf16_rounding(l)};
 }
 
 // l.y = act(l.y + b) in place, then `next`, as the kernel takes it.
 cuda::LinearOutput output_of(Context& c, LinearOp& l, const LinearOutput& next) {
+  l.pre_in_y = false;  // GELU's input written to pre
   return {f32(l.y),
           l.has_epilogue() ? f32(*l.b) : nullptr,
           l.rows,
@@ -392,6 +399,19 @@ void cuda_linear_backward(Context& c, std::span<const LinearGradient> group) {
     cuda::bias_backward(bias, M, N, LinearOp::kBiasGradientOrder, static_cast<float*>(c.scratch(floats * sizeof(float))),
                         stream(c));
   };
+  // At large shapes the bf16 and FP8 gradient casts, which read dy (and GELU's input) anyway, sum the
+  // bias gradients themselves: bias_sum(k) for member k's cast, each with its part of the scratch.
+  const bool sums_in_casts = (precision == LinearPrecision::Bf16 || precision == LinearPrecision::Fp8) &&
+                             first.db != nullptr && cuda::cast_sums_bias(M, N, LinearOp::kBiasGradientOrder);
+  const int64_t sum_floats = cuda::bias_backward_workspace(M, N, LinearOp::kBiasGradientOrder);
+  float* const sums_workspace =
+      sums_in_casts ? static_cast<float*>(c.scratch(sizeof(float) * sum_floats * static_cast<int64_t>(group.size())))
+                    : nullptr;
+  auto bias_sum = [&](size_t k) -> cuda::BiasSum {
+    LinearOp& l = *group[k].linear;
+    if (!sums_in_casts || l.db == nullptr) return {};
+    return {f32(*l.db), LinearOp::kBiasGradientOrder, sums_workspace + static_cast<int64_t>(k) * sum_floats};
+  };
   switch (precision) {
     case LinearPrecision::Fp32: {
       // g (the backward of the activation and dropout) on Main, with the bias gradients; the operands'
@@ -442,12 +462,12 @@ void cuda_linear_backward(Context& c, std::span<const LinearGradient> group) {
         sized(l.gc_t, N, M, DType::Bf16);
         // dgrad's operand only when there is a dx to make.
         casts.push_back({f32(*group[t].dy), M, N, group[t].input_gradient ? b16(l.gc) : nullptr, b16(l.gc_t), {},
-                         bias[t].gradient});
+                         bias[t].gradient, bias_sum(t)});
       }
       cuda::float_to_bf16_transposed(casts, stream(c));
       c.fork(Lane::Side);
       if (lanes) fork_lanes();
-      bias_sums(Lane::Side);
+      if (!sums_in_casts) bias_sums(Lane::Side);
       for (const LinearGradient& g : group) {
         LinearOp& l = *g.linear;
         if (g.input_gradient) {
@@ -503,13 +523,14 @@ void cuda_linear_backward(Context& c, std::span<const LinearGradient> group) {
         }
         c.fork(Lane::Side);
       } else {
+        for (size_t k = 0; k < group.size(); ++k) args[k].bias_sum = bias_sum(k);
         current_scales(c, t, args, slots, true);
         quantize_batch(c, args);
         for (size_t k = 0; k < group.size(); ++k) record_gradient(k);
         c.fork(Lane::Side);
         if (lanes) fork_lanes();
       }
-      bias_sums(Lane::Side);
+      if (fused || !sums_in_casts) bias_sums(Lane::Side);
       for (const LinearGradient& g : group) {
         LinearOp& l = *g.linear;
         const int s = l.slot;

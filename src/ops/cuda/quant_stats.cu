@@ -89,7 +89,7 @@ __device__ Acc block_reduce(Acc a) {
 
 struct Params {
   const float* x;
-  int64_t n;
+  int64_t n, cols;
   const float* scale;
   EpilogueGradientArgs gradient;
   bool gradient_active;
@@ -124,7 +124,7 @@ __global__ void __launch_bounds__(kThreads) parts_kernel(Params p) {
   const float s = *p.scale;
   const double dequant = Divide ? static_cast<double>(s) : __drcp_rn(static_cast<double>(s));
   const DeviceDropoutMask mask = p.gradient_active ? p.gradient.dropout.mask() : DeviceDropoutMask(0, 0, 0, 0);
-  const auto value = [&](float v, int64_t i) { return p.gradient_active ? p.gradient(v, i, mask) : v; };
+  const auto value = [&](float v, int64_t i) { return p.gradient_active ? p.gradient(v, i, p.gradient.bias != nullptr ? i % p.cols : 0, mask) : v; };
   Acc a;
   const int64_t first = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * kThreads;
@@ -178,7 +178,7 @@ void quant_stats(const float* x, int64_t n, const ops::QuantStatsSpec& spec, con
   if (spec.scale == nullptr || record == nullptr || partials == nullptr || n < 0 || cols <= 0 || n % cols != 0)
     throw Error("quant_stats: needs the scale, the record, its partials and a whole number of rows");
   if (!aligned(record, 8) || !aligned(partials, 8)) throw Error("quant_stats: records must be 8-byte aligned");
-  Params p{x, n, spec.scale, {}, gradient.active(), reinterpret_cast<QuantStatsRecord*>(partials)};
+  Params p{x, n, cols, spec.scale, {}, gradient.active(), reinterpret_cast<QuantStatsRecord*>(partials)};
   if (p.gradient_active) p.gradient = epilogue_gradient_args(gradient, n / cols, cols, "quant_stats");
   const bool vector = n % 4 == 0 && aligned(x, 16);
   const int64_t per_block = static_cast<int64_t>(kThreads) * (vector ? 16 : 4);

@@ -38,6 +38,7 @@
 #include "base/error.h"
 #include "ops/cuda/aligned.h"
 #include "ops/cuda/batch.cuh"
+#include "ops/cuda/bias_sum.cuh"
 #include "ops/cuda/fp8_cast.cuh"
 #include "runtime/cuda/check.h"
 #include "runtime/cuda/dependent_launch.cuh"
@@ -60,6 +61,8 @@ constexpr int kSwiGlu = -1;   // and for the SwiGLU tile: the large tile's colum
 constexpr int kSmallTile = 32;  // rows and columns of a small tile
 constexpr int kFlat = -2;       // and for the flat kernel (quantize_flat_tile)
 constexpr int kFlatLoads = 4;   // the flat kernel's 16-byte loads in flight per thread
+constexpr int kSums = -3;       // and for the large tile with one pass that also sums a bias gradient
+static_assert(kBiasSumTileRows == 64 && kBiasSumTileCols == kTileCols, "a bias sum's tile is the one-pass tile");
 
 struct Params {
   const void* x;
@@ -77,6 +80,7 @@ struct Params {
   bool vector_store_pre;  // and of epilogue.pre
   bool gradient_active;
   EpilogueGradientArgs gradient;
+  BiasSumArgs sum;  // kSums launches only
 };
 
 // Four consecutive elements of a row as loaded: a float4 of fp32, or a uint2 holding four bf16.
@@ -122,7 +126,7 @@ __device__ __forceinline__ float transformed(const Params& p, int64_t row, int64
   const LinearEpilogue& e = p.epilogue;
   if (e.active<MaySeeSwiGlu>())
     v = linear_epilogue<MaySeeSwiGlu>(e, v, MaySeeSwiGlu && e.up != nullptr ? e.up[i] : 0.0f, col, pre);
-  if (p.gradient_active) v = MaySeeSwiGlu ? p.gradient(v, i, mask) : p.gradient.activation_gradient(v, i, mask);
+  if (p.gradient_active) v = MaySeeSwiGlu ? p.gradient(v, i, col, mask) : p.gradient.activation_gradient(v, i, col, mask);
   return v;
 }
 
@@ -180,9 +184,10 @@ __device__ __forceinline__ void block_amax(const Params& p, uint32_t amax, float
 
 // Casts tile (bx, by) of p: the whole of one block's work, shared by the single and batched kernels.
 // SwiGlu: SwiGLU's operands (swiglu_operands) are loaded 4 at a time with x, up front (one pass leaves
-// the registers for them), rather than one by one as the values are made.
+// the registers for them), rather than one by one as the values are made. sums (one pass): the tile's
+// values (after the epilogue or gradient) are also put there, for quantize_piece's bias sums.
 template <typename T, Fp8Format F, bool Divide, int passes, bool SwiGlu = false>
-__device__ __forceinline__ void quantize_tile(const Params& p, int64_t bx, int64_t by) {
+__device__ __forceinline__ void quantize_tile(const Params& p, int64_t bx, int64_t by, BiasSumTile* sums = nullptr) {
   constexpr int stride = 16 * passes + 1;  // words per transposed row (+1 against bank conflicts)
   __shared__ uint32_t tile_t[kTileCols * stride];
 
@@ -237,6 +242,7 @@ __device__ __forceinline__ void quantize_tile(const Params& p, int64_t bx, int64
           if (p.epilogue.y != nullptr) store_row4(p.epilogue.y, row, col, p.cols, p.vector_store_y, v);
           if (p.epilogue.pre != nullptr) store_row4(p.epilogue.pre, row, col, p.cols, p.vector_store_pre, pre);
         }
+        if (passes == 1 && sums != nullptr) put4(*sums, row_local + r, col_local, v);
       }
 #pragma unroll
       for (int i = 0; i < 4; ++i) amax = max(amax, amax_bits(__float_as_uint(v[i])));
@@ -417,10 +423,28 @@ __device__ __forceinline__ void quantize_flat_tile(const Params& p, int64_t bx) 
   block_amax<Divide>(p, amax, scale, bx == 0);
 }
 
-// Tile (bx, by) of p in the tile that Passes names (kSmall, kSwiGlu, kFlat or the large tile's passes).
+// Piece `piece` of p's column tile bx (f32, one pass): its tiles in row order, and their values'
+// column sums (bias_sum.cuh) added row by row as they go.
+template <typename T, Fp8Format F, bool Divide>
+__device__ __forceinline__ void quantize_piece(const Params& p, int64_t bx, int64_t piece) {
+  __shared__ __align__(16) BiasSumTile sums;
+  float sum = 0.0f;
+  const int64_t first = piece * p.sum.piece_tiles;
+  for (int64_t by = first; by < first + p.sum.piece_tiles && by * 64 < p.rows; ++by) {
+    quantize_tile<T, F, Divide, 1>(p, bx, by, &sums);  // ends synchronised after the tile's puts
+    add_rows(sums, p.rows - by * 64, sum);
+    __syncthreads();  // the sums and the transposed tile read before the next tile writes them
+  }
+  store_sum(p.sum, piece, p.cols, bx * kTileCols, sum);
+}
+
+// Tile (bx, by) of p in the tile that Passes names (kSmall, kSwiGlu, kFlat, kSums or the large tile's
+// passes); kSums: piece by of column tile bx.
 template <typename T, Fp8Format F, bool Divide, int Passes>
 __device__ __forceinline__ void quantize_any_tile(const Params& p, int64_t bx, int64_t by) {
-  if constexpr (Passes == kFlat) {
+  if constexpr (Passes == kSums) {
+    if constexpr (sizeof(T) == 4) quantize_piece<T, F, Divide>(p, bx, by);
+  } else if constexpr (Passes == kFlat) {
     quantize_flat_tile<T, F, Divide>(p, bx);
   } else if constexpr (Passes == kSmall) {
     quantize_small_tile<T, F, Divide>(p, bx, by);
@@ -431,8 +455,13 @@ __device__ __forceinline__ void quantize_any_tile(const Params& p, int64_t bx, i
   }
 }
 
+// Blocks an SM keeps resident: the summing tile, whose blocks wait on their sums between tiles, is
+// held to 64 registers so that 4 fit (80 left 3: fc1's gradient cast in the GPT layer 1862 us).
+template <int Passes>
+constexpr int kMinBlocks = Passes == kSums ? 4 : 1;
+
 template <typename T, Fp8Format F, bool Divide, int Passes>
-__global__ void __launch_bounds__(kThreads) quantize_kernel(Params p) {
+__global__ void __launch_bounds__(kThreads, kMinBlocks<Passes>) quantize_kernel(Params p) {
   wait_for_prior_grids();
   allow_dependent_launch();
   quantize_any_tile<T, F, Divide, Passes>(p, blockIdx.x, blockIdx.y);
@@ -444,7 +473,7 @@ constexpr int kMaxBatch = 16;
 using Batch = LaunchBatch<Params, kMaxBatch>;
 
 template <typename T, Fp8Format F, bool Divide, int Passes>
-__global__ void __launch_bounds__(kThreads) quantize_batch_kernel(const __grid_constant__ Batch b) {
+__global__ void __launch_bounds__(kThreads, kMinBlocks<Passes>) quantize_batch_kernel(const __grid_constant__ Batch b) {
   const BatchTile at = b.tile(blockIdx.x);
   quantize_any_tile<T, F, Divide, Passes>(b.m[at.member], at.x, at.y);
 }
@@ -463,7 +492,10 @@ dim3 grid_of(const Params& p, int passes, const char* what) {
   // The large tile compiles SwiGLU's operands out (transformed<false>): a cast with them must not reach it.
   if (passes > 0 && has_swiglu_operands(p))
     throw Error(std::string(what) + ": a cast with SwiGLU's operands routed to the large tile (a launch bug)");
-  const int64_t tile_rows = passes == kSmall ? kSmallTile : passes == kSwiGlu ? 64 : 64 * passes;
+  const int64_t tile_rows = passes == kSmall    ? kSmallTile
+                            : passes == kSwiGlu ? 64
+                            : passes == kSums   ? 64 * p.sum.piece_tiles
+                                                : 64 * passes;
   const int64_t tile_cols = passes == kSmall ? kSmallTile : kTileCols;
   if (p.rows > kMaxGridY * tile_rows)
     throw Error(std::string(what) + ": " + std::to_string(p.rows) + "x" + std::to_string(p.cols) +
@@ -500,6 +532,9 @@ bool flat(const Params& p) {
 
 template <typename T, Fp8Format F>
 void launch(const Params& p, bool divide, cudaStream_t stream) {
+  if constexpr (sizeof(T) == 4) {
+    if (p.sum.out != nullptr) return launch_passes<kSums, T, F>(p, divide, stream);
+  }
   if (small(p)) return launch_passes<kSmall, T, F>(p, divide, stream);
   if (flat<T>(p)) return launch_passes<kFlat, T, F>(p, divide, stream);
   if constexpr (sizeof(T) == 4) {
@@ -525,11 +560,15 @@ void launch_batch_passes(const Params* p, int count, bool divide, cudaStream_t s
   }
 }
 
-// A batch takes the small tile when every tensor in it is small, the flat kernel when every one can
+// A batch takes the summing tile when its tensors sum bias gradients (all or none: quantize_fp8_batch),
+// else the small tile when every tensor in it is small, the flat kernel when every one can
 // (every tile gives the same bytes), else the SwiGLU tile when one of them has SwiGLU's operands, else
 // one pass when every one is medium.
 template <typename T, Fp8Format F>
 void launch_batch(const Params* p, int count, bool divide, cudaStream_t stream) {
+  if constexpr (sizeof(T) == 4) {
+    if (p[0].sum.out != nullptr) return launch_batch_passes<kSums, T, F>(p, count, divide, stream);
+  }
   if (std::all_of(p, p + count, small)) return launch_batch_passes<kSmall, T, F>(p, count, divide, stream);
   if (std::all_of(p, p + count, flat<T>)) return launch_batch_passes<kFlat, T, F>(p, count, divide, stream);
   if constexpr (sizeof(T) == 4) {
@@ -640,6 +679,13 @@ void launch_gemm(const Params& p, const GemmOperand& g, bool divide, cudaStream_
   }
 }
 
+// Whether args' cast sums its bias gradient in its own tiles (kSums; the other tiles leave it to
+// bias_backward).
+bool sums_in_tile(const QuantizeArgs& args) {
+  return args.bias_sum.grad != nullptr && args.rows > 0 && cast_sums_bias(args.rows, args.cols, args.bias_sum.order) &&
+         args.bias_sum.order.pieces(args.rows) <= kMaxGridY;
+}
+
 // Checks args (naming what is wrong) and derives the kernel's parameters.
 Params params_of(const QuantizeArgs& args) {
   // The message's shape, built only to throw (this runs for every tensor of every call).
@@ -656,6 +702,10 @@ Params params_of(const QuantizeArgs& args) {
   if ((args.epilogue.active() || args.gradient.active()) && args.x_type != DType::F32)
     throw Error("quantize_fp8: a Linear epilogue or its gradient needs an f32 input");
 
+  if (args.bias_sum.grad != nullptr && (args.x_type != DType::F32 || args.bias_sum.workspace == nullptr ||
+                                       args.gradient.swiglu != ops::SwiGluPart::None))
+    throw Error("quantize_fp8: a bias sum needs an f32 gradient (not SwiGLU's) and its workspace");
+
   const size_t element = args.x_type == DType::F32 ? 4 : 2;
   const SwiGluOperands swiglu = swiglu_operands(args.epilogue, args.gradient);  // loaded as x is
   return Params{args.x, args.rows, args.cols, args.scale, args.q, args.q_t, args.amax, args.scale_inv,
@@ -665,7 +715,18 @@ Params params_of(const QuantizeArgs& args) {
                 args.rows % 16 == 0 && aligned(args.q_t, 16), args.epilogue,
                 args.cols % 4 == 0 && aligned(args.epilogue.y, 16), args.cols % 4 == 0 && aligned(args.epilogue.pre, 16),
                 args.gradient.active(),
-                epilogue_gradient_args(args.gradient, args.rows, args.cols, "quantize_fp8")};
+                epilogue_gradient_args(args.gradient, args.rows, args.cols, "quantize_fp8"),
+                sums_in_tile(args) ? bias_sum_args(args.bias_sum, args.rows) : BiasSumArgs{}};
+}
+
+// After args' cast: its bias sum's last step, or the whole sum where the cast's tile did not take it.
+void finish_bias_sum(const QuantizeArgs& args, const Params& p, cudaStream_t stream) {
+  if (args.bias_sum.grad == nullptr) return;
+  if (p.sum.out != nullptr) {
+    add_bias_pieces(args.bias_sum, args.rows, args.cols, stream);
+  } else {
+    bias_sum_pass(args.bias_sum, static_cast<const float*>(args.x), args.gradient, args.rows, args.cols, stream);
+  }
 }
 
 }  // namespace
@@ -681,6 +742,7 @@ void quantize_fp8(const QuantizeArgs& args, cudaStream_t stream) {
          : launch<uint16_t, Fp8Format::E5M2>(p, args.divide, stream);
   }
   check_launch("quantize_fp8");
+  finish_bias_sum(args, p, stream);
 }
 
 void quantize_fp8_batch(std::span<const QuantizeArgs> args, cudaStream_t stream) {
@@ -695,6 +757,9 @@ void quantize_fp8_batch(std::span<const QuantizeArgs> args, cudaStream_t stream)
                     " differs from the first of its launch in input type, format or scaling mode; batch them apart");
       p[t] = params_of(a);
     }
+    // The summing tile for all of them or none (the others' sums by bias_backward after the launch).
+    if (!std::all_of(p, p + count, [](const Params& q) { return q.sum.out != nullptr; }))
+      for (int t = 0; t < count; ++t) p[t].sum = {};
     const bool e4m3 = first.format == Fp8Format::E4M3;
     if (first.x_type == DType::F32) {
       e4m3 ? launch_batch<float, Fp8Format::E4M3>(p, count, first.divide, stream)
@@ -704,6 +769,7 @@ void quantize_fp8_batch(std::span<const QuantizeArgs> args, cudaStream_t stream)
            : launch_batch<uint16_t, Fp8Format::E5M2>(p, count, first.divide, stream);
     }
     check_launch("quantize_fp8_batch");
+    for (int t = 0; t < count; ++t) finish_bias_sum(args[start + t], p[t], stream);
   }
 }
 
@@ -714,6 +780,8 @@ void quantize_fp8_gemm(const QuantizeArgs& x, const uint8_t* w, Fp8Format w_form
                 std::to_string(n) + "x" + std::to_string(x.cols) +
                 " does not fit (k a multiple of 32 up to 128, n a multiple of 8, n k <= 4096); quantize and multiply "
                 "apart");
+  if (x.bias_sum.grad != nullptr)
+    throw Error("quantize_fp8_gemm: no bias sum in this launch (its small tiles); sum with bias_backward");
   if (x.x_type != DType::F32)
     throw Error("quantize_fp8_gemm: x is " + std::string(name(x.x_type)) +
                 "; it takes f32 only (quantize_fp8, then the GEMM, for bf16)");

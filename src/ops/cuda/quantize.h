@@ -36,6 +36,9 @@ struct QuantizeArgs {
   // gradient and the codes and amax are of gradient(x). Not both.
   LinearEpilogue epilogue{};
   EpilogueGradient gradient{};
+  // With the gradient (F32 input): its Linear's bias gradient, summed in this pass where the cast's
+  // tile can (BiasSum).
+  BiasSum bias_sum{};
 };
 
 // Queues the cast on `stream`. Throws fp8kit::Error for bad arguments (naming them).

@@ -34,7 +34,9 @@ namespace {
 struct Shape {
   int64_t rows, in, out;
 };
-constexpr Shape kShapes[] = {{96, 256, 128}, {33, 48, 16}, {1, 200, 130}};
+// {1100, 64, 1024}: large enough that the bf16 and FP8 gradient casts sum the bias gradient themselves
+// (cast_sums_bias), three pieces, the last part of one.
+constexpr Shape kShapes[] = {{96, 256, 128}, {33, 48, 16}, {1, 200, 130}, {1100, 64, 1024}};
 
 const RegisterOps rows([](std::vector<OpCase>& t) {
   using Layout = ops::LinearOp::Layout;
@@ -53,7 +55,13 @@ const RegisterOps rows([](std::vector<OpCase>& t) {
                               : block                      ? "fp8_block"
                                                            : "fp8";
           const double rtol = p == LinearPrecision::Fp32 ? 1e-4 : p == LinearPrecision::Fp8 ? 0.15 : 2e-2;
-          const double atol = p == LinearPrecision::Fp8 || block ? (act == ops::Activation::Gelu ? 0.3 : 2e-2) : 1e-5;
+          // bf16 GELU at the large shape: GELU's input, rounded to bf16 after GEMMs that sum in another
+          // order, flips by an ulp at some of its 1.1M elements, moving dx and dW elements near zero by up
+          // to 2e-3 (seen on the H100).
+          const bool flips = p == LinearPrecision::Bf16 && act == ops::Activation::Gelu && s.rows * s.out >= (1 << 20);
+          const double atol = p == LinearPrecision::Fp8 || block ? (act == ops::Activation::Gelu ? 0.3 : 2e-2)
+                              : flips                            ? 4e-3
+                                                                 : 1e-5;
           t.push_back({fmt::format("linear/{}x{}x{}/{}/{}{}{}", s.rows, s.in, s.out,
                                    layout == Layout::OutIn ? "out_in" : "in_out", pname, bias_grad ? "" : "/no_db",
                                    act == ops::Activation::Gelu ? "/gelu" : ""),
