@@ -79,7 +79,7 @@ const Tensor& GptLayer::forward(const Tensor& x, int64_t batch, int64_t seq, boo
   c.join(ops::Lane::A);
   attention_.forward(c, h, batch, seq, nullptr, training, bf16(), {{}, &x, &mid_});
   const Tensor& h2 = ln2_.forward(c, mid_, bf16());
-  // fc1's bias and GELU ride in fc2's input cast (its pre-activation kept for the backward).
+  // fc1's bias and GELU ride in fc2's input cast (on the GPU the backward forms GELU's input again).
   const Tensor& hidden = fc1_.forward(c, h2, training, {.deferred = true});
   fc2_.forward(c, hidden, training, {{}, &mid_, &out_}, &fc1_);
   trained_forward_ = training;

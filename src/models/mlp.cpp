@@ -71,7 +71,7 @@ void Mlp::train_step(const Tensor& x, const Tensor& target) {
   ops::Context& c = context_;
   ops::LinearOp* linears[] = {&fc1_.op(), &fc2_.op()};
   ops::linear_prepare_weights(c, linears, true);
-  // fc1's bias and GELU ride in fc2's input cast (its pre-activation kept for the backward).
+  // fc1's bias and GELU ride in fc2's input cast (on the GPU the backward forms GELU's input again).
   const Tensor& hidden = fc1_.forward(c, x, true, {.deferred = true});
   const Tensor& y = fc2_.forward(c, hidden, true, {}, &fc1_);
   ops::mse_loss(c, y, target, loss_, dy_);

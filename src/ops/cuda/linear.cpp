@@ -301,9 +301,12 @@ void cuda_linear_forward(Context& c, LinearOp& l, const Tensor& x, bool training
   sized(l.y, M, N, DType::F32);
   const float* xp = f32(x);
   if (producer != nullptr && !producer->has_epilogue()) producer = nullptr;
-  // The producer's epilogue rides in this Linear's cast of x; fp32 has no cast, so it is a pass.
+  // The producer's epilogue rides in this Linear's cast of x; fp32 has no cast, so it is a pass, as it
+  // is while FP8 health statistics are recorded: they read x itself (GELU's output is never written
+  // back to y when it rides in the cast).
+  const bool records = l.precision == LinearPrecision::Fp8 && training && l.scaling->recording();
   if (producer != nullptr && (l.precision == LinearPrecision::Fp32 || l.precision == LinearPrecision::Fp8Block ||
-                              l.input_of != nullptr || l.prepared_input == &x)) {
+                              l.input_of != nullptr || l.prepared_input == &x || records)) {
     outputs(c, *producer, {});
     producer = nullptr;
   }
@@ -365,9 +368,9 @@ void cuda_linear_forward(Context& c, LinearOp& l, const Tensor& x, bool training
       linear_block_forward(c, l, x, training);
       break;
   }
-  // Health statistics of x as its cast saw it (a producer's epilogue applied), before `next` may
-  // write over it.
-  if (l.precision == LinearPrecision::Fp8 && training && l.scaling->recording()) l.scaling->record(c, l.slot, x);
+  // Health statistics of x as its cast saw it (a producer's epilogue applied in its own pass above),
+  // before `next` may write over it.
+  if (records) l.scaling->record(c, l.slot, x);
   // The bias and activation in place, then the dropout and residual sum that follow, in one pass
   // (unless the consumer of y applies them).
   if (!next.deferred) outputs(c, l, next);
@@ -399,9 +402,14 @@ void cuda_linear_backward(Context& c, std::span<const LinearGradient> group) {
     cuda::bias_backward(bias, M, N, LinearOp::kBiasGradientOrder, static_cast<float*>(c.scratch(floats * sizeof(float))),
                         stream(c));
   };
-  // At large shapes the bf16 and FP8 gradient casts, which read dy (and GELU's input) anyway, sum the
-  // bias gradients themselves: bias_sum(k) for member k's cast, each with its part of the scratch.
-  const bool sums_in_casts = (precision == LinearPrecision::Bf16 || precision == LinearPrecision::Fp8) &&
+  // FP8: each Linear's gradient quantization and dgrad GEMM in one launch on its lane when the shape
+  // fits (its MMAs accumulate in fp32 registers, as the split accumulator that dgrad asks for); else
+  // the quantizations in one launch, then the GEMMs.
+  const bool fused = precision == LinearPrecision::Fp8 && cuda::quantize_fp8_gemm_fits(N, K) &&
+                     std::all_of(group.begin(), group.end(), [](const LinearGradient& g) { return g.input_gradient; });
+  // At large shapes the bf16 and (unfused) FP8 gradient casts, which read dy (and GELU's input) anyway,
+  // sum the bias gradients themselves: bias_sum(k) for member k's cast, each with its part of the scratch.
+  const bool sums_in_casts = (precision == LinearPrecision::Bf16 || (precision == LinearPrecision::Fp8 && !fused)) &&
                              first.db != nullptr && cuda::cast_sums_bias(M, N, LinearOp::kBiasGradientOrder);
   const int64_t sum_floats = cuda::bias_backward_workspace(M, N, LinearOp::kBiasGradientOrder);
   float* const sums_workspace =
@@ -495,9 +503,6 @@ void cuda_linear_backward(Context& c, std::span<const LinearGradient> group) {
         args.back().gradient = bias[k].gradient;
         slots.push_back(l.slot + 2);
       }
-      // Each Linear's gradient quantization and dgrad GEMM in one launch on its lane when the shape
-      // fits (its MMAs accumulate in fp32 registers, as the split accumulator that dgrad asks for);
-      // else the quantizations in one launch, then the GEMMs.
       // Health statistics of g = gradient(dy) as each cast quantizes it, after the cast on its lane.
       auto record_gradient = [&](size_t k) {
         if (!t.recording()) return;
@@ -505,8 +510,6 @@ void cuda_linear_backward(Context& c, std::span<const LinearGradient> group) {
         cuda::quant_stats(f32(*group[k].dy), M * N, t.stats_spec(s), bias[k].gradient, t.record_data(s),
                           t.partials_data(s), stream(c), N);
       };
-      const bool fused = cuda::quantize_fp8_gemm_fits(N, K) &&
-                         std::all_of(group.begin(), group.end(), [](const LinearGradient& g) { return g.input_gradient; });
       if (fused) {
         if (lanes) fork_lanes();
         for (size_t k = 0; k < group.size(); ++k) {
@@ -530,7 +533,7 @@ void cuda_linear_backward(Context& c, std::span<const LinearGradient> group) {
         c.fork(Lane::Side);
         if (lanes) fork_lanes();
       }
-      if (fused || !sums_in_casts) bias_sums(Lane::Side);
+      if (!sums_in_casts) bias_sums(Lane::Side);
       for (const LinearGradient& g : group) {
         LinearOp& l = *g.linear;
         const int s = l.slot;

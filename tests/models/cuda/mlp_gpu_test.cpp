@@ -14,6 +14,8 @@
 #include "exec/captured_step.h"
 #include "ops/cuda/gpu_test.h"
 #include "ops/init.h"
+#include "ops/quant_stats.h"
+#include "ops/scaling_table.h"
 
 namespace fp8kit::models {
 namespace {
@@ -87,6 +89,38 @@ TEST(MlpGpu, TrainingAndInferenceMatchTheCpu) {
       EXPECT_LT(rel(gpu.output, cpu.output), p == nn::Precision::Bf16 ? 1e-2 : 3e-2) << nn::name(p);
     }
   }
+}
+
+// FP8 health statistics of fc2's input are those of GELU's output on the GPU as on the CPU: while
+// they are recorded, fc1's bias and GELU run in their own pass instead of inside fc2's cast, which
+// never writes them back to fc1's y (the statistics would otherwise be those of x W).
+TEST(MlpGpu, RecordedStatisticsOfFc2sInputAreOfGelusOutput) {
+  FP8KIT_REQUIRE_GPU();
+  std::vector<ops::QuantStats> stats[2];
+  int slot = -1;
+  for (Device device : {Device::Cpu, Device::Cuda}) {
+    Mlp model(kConfig, 5, device);
+    model.set_precision(nn::Precision::Fp8);
+    ops::Context cpu;
+    Tensor x({kRows, kConfig.input}, DType::F32), t({kRows, kConfig.output}, DType::F32);
+    ops::fill_normal(cpu, x, 1.0f, 6);
+    ops::fill_normal(cpu, t, 1.0f, 7);
+    const Tensor xd = x.to(device), td = t.to(device);
+    ops::ScalingTable& table = *model.scaling();
+    for (int s = 0; s < table.size(); ++s)
+      if (table.name(s) == "fc2/inputs") slot = s;
+    ASSERT_GE(slot, 0);
+    table.set_recording(true);
+    model.train_step(xd, td);
+    stats[device == Device::Cuda] = table.read_records(model.context());
+  }
+  const ops::QuantStatsRecord &cpu = stats[0][slot].raw, &gpu = stats[1][slot].raw;
+  EXPECT_EQ(gpu.count, cpu.count);
+  // GELU's output has no values below -0.17; x W's have (half of them negative), so its sum of squares
+  // and amax are far from these.
+  EXPECT_NEAR(gpu.amax, cpu.amax, 1e-2 * cpu.amax);
+  EXPECT_NEAR(gpu.sum_squares, cpu.sum_squares, 1e-2 * cpu.sum_squares);
+  EXPECT_NEAR(gpu.error_squares, cpu.error_squares, 0.1 * cpu.error_squares);
 }
 
 }  // namespace
