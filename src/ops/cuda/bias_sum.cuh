@@ -54,23 +54,47 @@ __device__ __forceinline__ void store_sum(const BiasSumArgs& s, int64_t piece, i
   }
 }
 
-// Host: the kernel form of s for a [rows, cols] gradient (rows > 0; s.grad set, cast_sums_bias true).
+// Piece `piece` of column tile `col_tile` of a [rows, cols] gradient: cast_tile(t, &tile) casts the
+// piece's tiles t in row order, putting their values into tile and ending synchronised after the
+// puts; thread c adds column c of each as it goes, and the piece's sums are stored.
+template <typename CastTile>
+__device__ __forceinline__ void sum_piece(const BiasSumArgs& s, int64_t rows, int64_t cols, int64_t col_tile,
+                                          int64_t piece, CastTile cast_tile) {
+  __shared__ __align__(16) BiasSumTile tile;
+  float sum = 0.0f;
+  const int64_t first = piece * s.piece_tiles;
+  for (int64_t t = first; t < first + s.piece_tiles && t * kBiasSumTileRows < rows; ++t) {
+    cast_tile(t, &tile);
+    add_rows(tile, rows - t * kBiasSumTileRows, sum);
+    __syncthreads();  // the tile (and the cast's shared memory) read before the next tile writes them
+  }
+  store_sum(s, piece, cols, col_tile * kBiasSumTileCols, sum);
+}
+
+// Host: whether a cast of a [rows, cols] gradient can sum s in its own tiles (the cast's tile must
+// take it too).
+inline bool tile_sums(const BiasSum& s, int64_t rows, int64_t cols) {
+  return s.grad != nullptr && rows > 0 && cast_sums_bias(rows, cols, s.order);
+}
+
+// Host: the kernel form of s for a [rows, cols] gradient whose tiles sum it (tile_sums).
 inline BiasSumArgs bias_sum_args(const BiasSum& s, int64_t rows) {
   const int64_t pieces = s.order.pieces(rows);
   return {pieces == 1 ? s.grad : s.workspace, s.order.rows_per_piece / kBiasSumTileRows, pieces == 1};
 }
 
-// Host, after the cast: the pieces' sums added in order into s.grad (nothing with one piece).
-inline void add_bias_pieces(const BiasSum& s, int64_t rows, int64_t cols, cudaStream_t stream) {
-  const int64_t pieces = s.order.pieces(rows);
-  if (pieces > 1) add_pieces<1>(pieces, cols, s.workspace, {{s.grad}}, stream);
-}
-
-// Host: the same sums by bias_backward's own pass (a cast whose tile cannot sum them), after the cast.
-inline void bias_sum_pass(const BiasSum& s, const float* dy, const EpilogueGradient& gradient, int64_t rows,
-                          int64_t cols, cudaStream_t stream) {
-  const BiasBackward b{dy, gradient, nullptr, s.grad};
-  bias_backward({&b, 1}, rows, cols, s.order, s.workspace, stream);
+// Host, after the cast of dy (gradient) with bias sum s: where its tiles summed it, the pieces' sums
+// added in order into s.grad (nothing to add with one piece); otherwise the whole sum by
+// bias_backward's own pass.
+inline void finish_bias_sum(const BiasSum& s, bool tiles_summed, const float* dy, const EpilogueGradient& gradient,
+                            int64_t rows, int64_t cols, cudaStream_t stream) {
+  if (s.grad == nullptr) return;
+  if (!tiles_summed) {
+    const BiasBackward b{dy, gradient, nullptr, s.grad};
+    bias_backward({&b, 1}, rows, cols, s.order, s.workspace, stream);
+  } else if (const int64_t pieces = s.order.pieces(rows); pieces > 1) {
+    add_pieces<1>(pieces, cols, s.workspace, {{s.grad}}, stream);
+  }
 }
 
 }  // namespace fp8kit::cuda

@@ -186,15 +186,9 @@ __global__ void __launch_bounds__(kWideThreads) cast_transpose_wide_kernel(const
   const Cast& p = b.m[at.member];
   if constexpr (Sums) {
     static_assert(kBiasSumTileRows == kWideTile && kBiasSumTileCols == kWideTile, "a bias sum's tile is the wide tile");
-    __shared__ __align__(16) BiasSumTile sums;
-    float sum = 0.0f;
-    const int64_t first = at.y * p.sum.piece_tiles;
-    for (int64_t ty = first; ty < first + p.sum.piece_tiles && ty * kWideTile < p.rows; ++ty) {
-      cast_wide_tile<SwiGlu>(p, at.x, ty, &sums);  // synchronised after the tile's puts
-      add_rows(sums, p.rows - ty * kWideTile, sum);
-      __syncthreads();  // the sums and the transposed tile read before the next tile writes them
-    }
-    store_sum(p.sum, at.y, p.cols, at.x * kWideTile, sum);
+    sum_piece(p.sum, p.rows, p.cols, at.x, at.y, [&](int64_t ty, BiasSumTile* sums) {
+      cast_wide_tile<SwiGlu>(p, at.x, ty, sums);  // synchronised after the tile's puts
+    });
   } else {
     cast_wide_tile<SwiGlu>(p, at.x, at.y, nullptr);
   }
@@ -239,7 +233,7 @@ void float_to_bf16_transposed(std::span<const Bf16Cast> casts, cudaStream_t stre
     });
     // The wide tile sums the bias gradients of all of them or none (bias_backward sums the others').
     const bool sums = wide && std::all_of(casts.begin() + start, casts.begin() + start + count, [](const Bf16Cast& c) {
-      return c.bias_sum.grad != nullptr && c.rows > 0 && cast_sums_bias(c.rows, c.cols, c.bias_sum.order);
+      return tile_sums(c.bias_sum, c.rows, c.cols);
     });
     CastBatch b{};
     for (int t = 0; t < count; ++t) {
@@ -281,14 +275,9 @@ void float_to_bf16_transposed(std::span<const Bf16Cast> casts, cudaStream_t stre
       cast_transpose_kernel<false><<<blocks, tile, 0, stream>>>(b);
     }
     check_launch("float_to_bf16_transposed");
-    for (int t = 0; t < count; ++t) {  // the pieces' sums added, or the sums the tiles did not take
+    for (int t = 0; t < count; ++t) {
       const Bf16Cast& c = casts[start + t];
-      if (c.bias_sum.grad == nullptr) continue;
-      if (sums) {
-        add_bias_pieces(c.bias_sum, c.rows, c.cols, stream);
-      } else {
-        bias_sum_pass(c.bias_sum, c.x, c.gradient, c.rows, c.cols, stream);
-      }
+      finish_bias_sum(c.bias_sum, sums, c.x, c.gradient, c.rows, c.cols, stream);
     }
   }
 }

@@ -427,15 +427,9 @@ __device__ __forceinline__ void quantize_flat_tile(const Params& p, int64_t bx) 
 // column sums (bias_sum.cuh) added row by row as they go.
 template <typename T, Fp8Format F, bool Divide>
 __device__ __forceinline__ void quantize_piece(const Params& p, int64_t bx, int64_t piece) {
-  __shared__ __align__(16) BiasSumTile sums;
-  float sum = 0.0f;
-  const int64_t first = piece * p.sum.piece_tiles;
-  for (int64_t by = first; by < first + p.sum.piece_tiles && by * 64 < p.rows; ++by) {
-    quantize_tile<T, F, Divide, 1>(p, bx, by, &sums);  // ends synchronised after the tile's puts
-    add_rows(sums, p.rows - by * 64, sum);
-    __syncthreads();  // the sums and the transposed tile read before the next tile writes them
-  }
-  store_sum(p.sum, piece, p.cols, bx * kTileCols, sum);
+  sum_piece(p.sum, p.rows, p.cols, bx, piece, [&](int64_t by, BiasSumTile* sums) {
+    quantize_tile<T, F, Divide, 1>(p, bx, by, sums);  // ends synchronised after the tile's puts
+  });
 }
 
 // Tile (bx, by) of p in the tile that Passes names (kSmall, kSwiGlu, kFlat, kSums or the large tile's
@@ -682,7 +676,7 @@ void launch_gemm(const Params& p, const GemmOperand& g, bool divide, cudaStream_
 // Whether args' cast sums its bias gradient in its own tiles (kSums; the other tiles leave it to
 // bias_backward).
 bool sums_in_tile(const QuantizeArgs& args) {
-  return args.bias_sum.grad != nullptr && args.rows > 0 && cast_sums_bias(args.rows, args.cols, args.bias_sum.order) &&
+  return tile_sums(args.bias_sum, args.rows, args.cols) &&
          args.bias_sum.order.pieces(args.rows) <= kMaxGridY;
 }
 
@@ -721,12 +715,8 @@ Params params_of(const QuantizeArgs& args) {
 
 // After args' cast: its bias sum's last step, or the whole sum where the cast's tile did not take it.
 void finish_bias_sum(const QuantizeArgs& args, const Params& p, cudaStream_t stream) {
-  if (args.bias_sum.grad == nullptr) return;
-  if (p.sum.out != nullptr) {
-    add_bias_pieces(args.bias_sum, args.rows, args.cols, stream);
-  } else {
-    bias_sum_pass(args.bias_sum, static_cast<const float*>(args.x), args.gradient, args.rows, args.cols, stream);
-  }
+  cuda::finish_bias_sum(args.bias_sum, p.sum.out != nullptr, static_cast<const float*>(args.x), args.gradient,
+                        args.rows, args.cols, stream);
 }
 
 }  // namespace
