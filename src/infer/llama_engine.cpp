@@ -501,7 +501,8 @@ struct LlamaEngine::Impl {
         }
       }
     }
-    decode_steps.clear();  // their graphs quantized per token
+    // Their graphs quantized per token; the buffers stay, since a decode returns its logits from them.
+    for (auto& [batch, step] : decode_steps) step.graph.reset();
   }
 
   void drain_calibration(int64_t prompts, int64_t tokens) {

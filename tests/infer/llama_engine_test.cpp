@@ -242,6 +242,29 @@ TEST(LlamaEngine, Fp8WeightsStayNearTheirBf16Draw) {
             "--activations static), or use dynamic or warm-up scaling");
 }
 
+// A warm-up that ends at a decode step: that step's logits are those of per-token scales (the warm-up
+// quantizes per token; its buffers outlive the freeze), and decoding goes on at the frozen scales.
+TEST(LlamaEngine, WarmUpEndingAtADecodeStepKeepsItsLogits) {
+  const models::LlamaConfig config = tiny_config();
+  const EngineOptions options{.max_batch = 2, .max_seq = 16, .activations = ActivationScaling::Dynamic};
+  EngineOptions warm_options = options;
+  warm_options.activations = ActivationScaling::WarmUp;
+  warm_options.warm_up_passes = 2;
+  LlamaEngine dynamic = LlamaEngine::random(config, {.fp8 = true}, 5, Device::Cpu, options);
+  LlamaEngine warm = LlamaEngine::random(config, {.fp8 = true}, 5, Device::Cpu, warm_options);
+  const std::vector<int32_t> prompt = random_tokens(2 * 6, 61, 11);
+  const std::vector<int32_t> next = dynamic.argmax(dynamic.prefill(prompt, 2, 6));
+  EXPECT_EQ(warm.argmax(warm.prefill(prompt, 2, 6)), next);  // warm-up pass 1
+  const Tensor& logits = dynamic.decode(next);
+  const std::vector<float> want = float_values(logits);
+  const std::vector<int32_t> after = dynamic.argmax(logits);
+  EXPECT_EQ(float_values(warm.decode(next)), want);  // pass 2, then the scales freeze
+  const std::vector<float> frozen = float_values(warm.decode(after));
+  double spread = 0;
+  for (float v : want) spread = std::max(spread, std::abs(static_cast<double>(v)));
+  EXPECT_LT(max_abs_diff(frozen, float_values(dynamic.decode(after))), 0.1 * spread);
+}
+
 // The pipeline: calibrate the bf16 model through the engine, pack it (per tensor, per channel, 128x128
 // blocks; static or dynamic activations; FP8 KV cache scales), serve the packed directory.
 TEST(LlamaEngine, ServesWhatItCalibratedAndPacked) {
