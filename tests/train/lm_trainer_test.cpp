@@ -6,6 +6,7 @@
 #include "train/lm_trainer.h"
 
 #include "base/error.h"
+#include "common/error_of.h"
 #include "common/temp_dir.h"
 #include "common/tiny_llama.h"
 #include "models/llama_io.h"
@@ -170,6 +171,11 @@ TEST(LmTrainer, RefusesACheckpointOfAnotherRunAndSavesALoadableModel) {
   o.steps = 2;
   LmTrainResult r = train_lm(o, train, validation);
   o.resume = true;
+  o.steps = 1;  // before the checkpoint's step: refused, no validation of step 1 logged
+  EXPECT_EQ(testing::error_of([&] { train_lm(o, train, validation); }),
+            (dir.path() / "checkpoint-fp32.safetensors").string() +
+                " is at step 2, past --steps 1: pass --steps 2 or more to train on");
+  o.steps = 2;
   o.seed = 1;
   EXPECT_THROW(train_lm(o, train, validation), Error);
   models::save_pretrained(r.model, dir.path() / "model");
