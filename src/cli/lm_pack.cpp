@@ -4,6 +4,7 @@
 
 #include "base/error.h"
 #include "cli/options.h"
+#include "models/llama_config.h"
 #include "quant/pack.h"
 
 #include <fmt/format.h>
@@ -32,6 +33,20 @@ struct PackArgs {
 
 std::string megabytes(uint64_t bytes) { return fmt::format("{:.2f} MB", static_cast<double>(bytes) / 1e6); }
 
+// Why fp8kit's runtime cannot serve a pack of `model` with these weight scales, or "" when it can:
+// its FP8 GEMMs take groups of 128 only, and it fuses q/k/v and gate/up into one GEMM each, so 128x128
+// blocks must not straddle two of their parts.
+std::string runtime_refusal(const PackArgs& a, const models::LlamaConfig& c) {
+  if (a.weights == "group" && a.group != 128)
+    return fmt::format("weights in groups of {} (its FP8 GEMMs take groups of 128)", a.group);
+  const int64_t q = c.num_attention_heads * c.head_dim, kv = c.num_key_value_heads * c.head_dim;
+  if (a.weights == "block" && (q % 128 != 0 || kv % 128 != 0 || c.intermediate_size % 128 != 0))
+    return fmt::format("128x128 blocks straddling the parts of its fused q/k/v or gate/up GEMM (q_proj has {} "
+                       "rows, k_proj and v_proj {}, gate_proj and up_proj {}: multiples of 128 needed)",
+                       q, kv, c.intermediate_size);
+  return "";
+}
+
 void run_pack(const PackArgs& a) {
   quant::PackOptions options;
   options.weights = a.weights == "tensor"  ? Granularity::PerTensor
@@ -48,7 +63,8 @@ void run_pack(const PackArgs& a) {
   options.master_copy = a.master_copy;
   options.max_shard_bytes = static_cast<uint64_t>(a.max_shard_bytes);
   FP8KIT_CHECK(!a.calibration.empty() || (!options.static_activations && !options.fp8_kv_cache),
-               "--activations static and --kv-cache fp8 need --calibration FILE (from `fp8kit lm calibrate`)");
+               "{} needs --calibration FILE (from `fp8kit lm calibrate`)",
+               options.static_activations ? "--activations static" : "--kv-cache fp8");
   FP8KIT_CHECK(!a.percentile || !a.calibration.empty(), "--percentile clips calibrated scales; give --calibration");
   std::optional<quant::CalibrationStats> calibration;
   if (!a.calibration.empty()) calibration = quant::load_calibration(a.calibration);
@@ -64,6 +80,9 @@ void run_pack(const PackArgs& a) {
   fmt::print("Wrote:");
   for (const fs::path& file : r.files) fmt::print(" {}", file.lexically_relative(a.out).string());
   fmt::print(" in {}\n", a.out);
+  if (const std::string why = runtime_refusal(a, models::read_llama_config(a.model)); !why.empty())
+    fmt::print(stderr, "warning: fp8kit's runtime (lm generate, eval, bench) cannot serve this pack: {}; pack with "
+               "--weights channel or tensor to serve it here\n", why);
 }
 
 }  // namespace

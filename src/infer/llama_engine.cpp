@@ -151,7 +151,9 @@ QTensor fuse_packed(std::span<const quant::PackedLinear> parts, Device device) {
   for (const quant::PackedLinear& p : parts) {
     const int64_t rows = p.weight->shape.at(0);
     FP8KIT_CHECK(g != Granularity::Block128x128 || row % 128 == 0,
-                 "{} starts at row {} of its fused GEMM, inside a 128x128 scale block", p.name, row);
+                 "{} starts at row {} of its fused GEMM, inside a 128x128 scale block (the runtime fuses q/k/v and "
+                 "gate/up: block scales need their rows in multiples of 128): pack with another --weights",
+                 p.name, row);
     std::memcpy(c, p.weight->data.data(), p.weight->data.size());
     c += p.weight->data.size();
     const std::vector<float> part = p.scale_inv();
