@@ -1,5 +1,6 @@
 // `fp8kit report RUN_DIR`: a training run's FP8 health report, one self-contained HTML page
 // (report/health.h): the loss and accuracy curves, each FP8 tensor's statistics, what to change.
+#include "base/error.h"
 #include "cli/command.h"
 #include "cli/options.h"
 #include "report/health.h"
@@ -29,12 +30,15 @@ void run(Args args) {
   const report::RunLog log = report::read_run_log(args.run);
   const std::vector<report::HealthFinding> findings = report::diagnose(log, args.thresholds);
   const fs::path out = args.out.empty() ? fs::path(args.run) / "report.html" : fs::path(args.out);
+  FP8KIT_CHECK(!fs::is_directory(out), "--out {} is a directory: give the HTML file to write, e.g. {}", out.string(),
+               (out / "report.html").string());
   if (out.has_parent_path()) fs::create_directories(out.parent_path());
   report::health_report(log, args.thresholds).write(out.string());
   size_t tensors = 0;
   for (const report::PrecisionLog& p : log.precisions) tensors += p.tensors.size();
   if (tensors == 0) {
-    fmt::print("No FP8 health statistics in {} (curves only): train in FP8 with --health-every N to record them\n",
+    fmt::print("No FP8 health statistics in {} (curves only): FP8 training with per-tensor scales (--recipe delayed "
+               "or current; block scaling keeps none) records them every --health-every N steps\n",
                args.run);
   } else if (findings.empty()) {
     fmt::print("All {} FP8 tensors healthy\n", tensors);

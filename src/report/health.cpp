@@ -279,7 +279,7 @@ RunLog read_run_log(const fs::path& dir) {
   FP8KIT_CHECK(!logs.empty(),
                "{} holds no metrics.jsonl (nor do its subdirectories): give the --out directory of fp8kit train or "
                "fp8kit lm train",
-               (dir / "metrics.jsonl").string());
+               dir.string());
   RunLog run;
   run.dir = dir;
   for (const fs::path& log : logs)

@@ -65,6 +65,17 @@ TEST(ReportCli, BadInputIsOneLine) {
   EXPECT_THAT(r.output, HasSubstr("nowhere does not exist"));
   EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
 
+  std::filesystem::create_directories(dir / "empty");
+  r = run_cli("report " + (dir / "empty").string());
+  EXPECT_EQ(r.output, "error: " + (dir / "empty").string() +
+                          " holds no metrics.jsonl (nor do its subdirectories): give the --out directory of fp8kit "
+                          "train or fp8kit lm train\n");
+
+  std::ofstream(dir / "empty" / "metrics.jsonl") << "{\"event\": \"run\"}\n";
+  r = run_cli("report " + (dir / "empty").string() + " --out " + dir.path().string());
+  EXPECT_EQ(r.output, "error: --out " + dir.path().string() + " is a directory: give the HTML file to write, e.g. " +
+                          (dir / "report.html").string() + "\n");
+
   std::ofstream(dir / "metrics.jsonl") << "{\"event\": \"run\"}\nnot json\n";
   r = run_cli("report " + dir.path().string());
   EXPECT_NE(r.exit_code, 0);
