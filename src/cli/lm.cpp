@@ -309,9 +309,11 @@ RunCurve read_run(const fs::path& metrics) {
   // validation, e.g. refused to resume, leaves the one before).
   RunCurve last, r;
   std::string line;
-  while (std::getline(in, line)) {
+  for (int64_t number = 1; std::getline(in, line); ++number) {
+    if (line.empty()) continue;
     const nlohmann::json e = nlohmann::json::parse(line, nullptr, false);
-    if (e.is_discarded() || !e.contains("event")) continue;
+    FP8KIT_CHECK(!e.is_discarded() && e.is_object(), "{}:{}: not a JSON object", metrics.string(), number);
+    if (!e.contains("event")) continue;
     if (e["event"] == "run" && e.value("model", "") == "llama") {
       if (e.value("resume", false) && !r.validation.empty()) continue;
       if (!r.validation.empty()) last = std::move(r);
@@ -353,8 +355,8 @@ void run_compare(const std::vector<std::string>& runs, const std::string& svg) {
   report::LinePlot plot{"Validation loss", {"step"}, {"validation loss (nats)"}, {}};
   for (const auto& [label, rs] : by_label) {
     const auto [mean, std] = stats(rs);
-    fmt::print("{:<16} {:>5} {:>14.4f} ({:.4f}) {:>11.2f}%\n", label, rs.size(), mean, std,
-               100.0 * (mean - reference) / reference);
+    fmt::print("{:<16} {:>5} {:>14.4f} ({:.4f}) {:>12}\n", label, rs.size(), mean, std,
+               std::isnan(reference) ? "-" : fmt::format("{:.2f}%", 100.0 * (mean - reference) / reference));
     for (const RunCurve& r : rs)
       plot.series.push_back({fmt::format("{} seed {}", label, r.seed), r.steps, r.validation, label != "bf16"});
   }

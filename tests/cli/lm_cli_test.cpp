@@ -77,6 +77,12 @@ TEST(LmCli, TrainsWithBlockScaling) {
   r = run_cli("lm compare " + out);
   ASSERT_EQ(r.exit_code, 0) << tail(r.output);
   EXPECT_THAT(r.output, HasSubstr("fp8 block e4m3"));  // formats other than hybrid name their runs apart
+  EXPECT_THAT(r.output, ::testing::Not(HasSubstr("nan")));  // no bf16 run: no ratio to it
+  std::ofstream(std::filesystem::path(out) / "metrics.jsonl", std::ios::app) << "{\"event\": \"valid\n";
+  r = run_cli("lm compare " + out);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.output, HasSubstr("metrics.jsonl:"));
+  EXPECT_THAT(r.output, HasSubstr(": not a JSON object"));
 }
 
 TEST(LmCli, TrainsAndEvaluatesWithFp8Attention) {
