@@ -270,11 +270,14 @@ void run_eval(const EvalArgs& a) {
   if (runtime) {
     FP8KIT_CHECK(a.model.linear_recipes.empty(),
                  "--linear-recipe sets the training model's Linears, not the inference engine's: drop it or --runtime");
+    FP8KIT_CHECK(a.model.precision == "bf16" && !a.model.fp8_attention,
+                 "--precision and --fp8-attention set the training model, not the inference engine, which runs the "
+                 "weights as stored (`fp8kit lm pack` makes FP8 ones): drop them or --runtime");
     EngineArgs args = a.engine;
     args.device = a.model.device;
     const Device device = parse_device(args.device);
     if (device == Device::Cuda) require_cuda();
-    infer::LlamaEngine engine = infer::LlamaEngine::open(a.model.model, device, engine_options(args, a.batch, a.seq));
+    infer::LlamaEngine engine = open_engine(a.model.model, device, engine_options(args, a.batch, a.seq));
     const text::BpeTokenizer tokenizer = text::BpeTokenizer::load(fs::path(a.model.model) / kTokenizerFile);
     const std::vector<int32_t> stream = token_stream(tokenizer, texts);
     const infer::Perplexity e = infer::evaluate(engine, data::TokenWindows(stream, a.seq, 0), a.batch, a.batches);
@@ -283,6 +286,8 @@ void run_eval(const EvalArgs& a) {
                e.tokens);
     return;
   }
+  FP8KIT_CHECK(a.engine.kv_cache == "bf16" && a.engine.activations == "auto",
+               "--kv-cache and --activations set the inference engine: add --runtime");
   LoadedModel m = load(a.model);
   const std::vector<int32_t> stream = token_stream(m.tokenizer, texts);
   const data::TokenWindows windows(stream, a.seq, 0);

@@ -6,6 +6,8 @@
 #include "data/imdb.h"
 #include "data/token_windows.h"
 
+#include <fmt/format.h>
+
 #include <fstream>
 #include <iterator>
 #include <optional>
@@ -66,6 +68,16 @@ infer::EngineOptions engine_options(const EngineArgs& a, int64_t max_batch, int6
   if (a.activations == "warmup") o.activations = infer::ActivationScaling::WarmUp;
   o.warm_up_passes = a.warm_up;
   return o;
+}
+
+infer::LlamaEngine open_engine(const std::filesystem::path& dir, Device device, const infer::EngineOptions& options) {
+  infer::LlamaEngine engine = infer::LlamaEngine::open(dir, device, options);
+  if (engine.default_kv_scales())
+    fmt::print(stderr,
+               "note: {} has no calibrated k/v scales: the FP8 KV cache stores keys and values at scale {} (calibrate, "
+               "then pack with --kv-cache fp8, for calibrated ones)\n",
+               dir.string(), options.default_kv_scale);
+  return engine;
 }
 
 }  // namespace fp8kit::cli

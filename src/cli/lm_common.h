@@ -41,6 +41,9 @@ struct EngineArgs {
 void add_engine_options(CLI::App& app, EngineArgs& a);
 // The engine's options from the arguments (the device is parsed, and CUDA required, by the caller).
 infer::EngineOptions engine_options(const EngineArgs& a, int64_t max_batch, int64_t max_seq);
+// infer::LlamaEngine::open, with a note on stderr when an FP8 KV cache runs at the default scale for
+// want of the model's calibrated k/v scales.
+infer::LlamaEngine open_engine(const std::filesystem::path& dir, Device device, const infer::EngineOptions& options);
 
 // The `lm` subcommands of other files: lm_pack.cpp's and lm_infer.cpp's.
 void add_lm_pack_command(CLI::App& lm);

@@ -83,7 +83,7 @@ void run_calibrate(const CalibrateArgs& a) {
       a.text.empty() ? imdb_corpus(a.data, a.prompts).train : lines_of(a.text, "--text");
   std::vector<std::vector<int32_t>> prompts = encode_prompts(tokenizer, texts, a.seq);
   if (static_cast<int64_t>(prompts.size()) > a.prompts) prompts.resize(static_cast<size_t>(a.prompts));
-  infer::LlamaEngine engine = infer::LlamaEngine::open(a.model, device, engine_options(engine_args, a.batch, a.seq));
+  infer::LlamaEngine engine = open_engine(a.model, device, engine_options(engine_args, a.batch, a.seq));
   FP8KIT_CHECK(!engine.fp8_weights(), "{} is packed already: calibrate its bf16 model", a.model);
   quant::CalibrationStats stats;
   stats.source = fmt::format("{} ({} prompts of up to {} tokens from {})", a.model, prompts.size(), a.seq,
@@ -127,7 +127,7 @@ void run_generate(const GenerateArgs& a) {
   int64_t longest = 0;
   for (const auto& p : prompts) longest = std::max<int64_t>(longest, static_cast<int64_t>(p.size()));
   infer::LlamaEngine engine =
-      infer::LlamaEngine::open(a.model, device,
+      open_engine(a.model, device,
                                engine_options(a.engine, static_cast<int64_t>(prompts.size()),
                                               std::min(config.max_position_embeddings, longest + a.max_new_tokens)));
   infer::GenerationOptions o{.max_new_tokens = a.max_new_tokens,
@@ -190,7 +190,7 @@ void run_agreement(const AgreementArgs& a) {
   // Greedy, no early stop: a.tokens tokens each.
   const infer::GenerationOptions o{.max_new_tokens = a.tokens, .vocabulary = tokenizer.vocab_size()};
   auto open = [&](const std::string& dir, const EngineArgs& args) {
-    return infer::LlamaEngine::open(dir, device, engine_options(args, batch, max_seq));
+    return open_engine(dir, device, engine_options(args, batch, max_seq));
   };
   EngineArgs bf16_args;
   bf16_args.device = a.engine.device;

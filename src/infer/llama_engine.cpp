@@ -180,6 +180,7 @@ struct LlamaEngine::Impl {
   ops::Context c;
   ActivationScaling scaling = ActivationScaling::Dynamic;
   int forwards = 0;  // FP8 WarmUp: forwards so far
+  bool default_kv_scales = false;  // E4M3 KV cache: some layer at options.default_kv_scale
 
   Tensor embed;    // [vocab, hidden] bf16
   Tensor lm_head;  // [vocab, hidden] bf16 (a view of embed when tied)
@@ -249,6 +250,7 @@ struct LlamaEngine::Impl {
     const int64_t kv_heads = config.num_key_value_heads;
     auto per_head = [&](const std::vector<std::vector<float>>& scales, size_t layer) {
       std::vector<float> s(static_cast<size_t>(kv_heads), options.default_kv_scale);
+      default_kv_scales = default_kv_scales || layer >= scales.size() || scales[layer].empty();
       if (layer < scales.size() && !scales[layer].empty()) {
         const auto& given = scales[layer];
         FP8KIT_CHECK(given.size() == 1 || given.size() == s.size(),
@@ -649,6 +651,7 @@ const LlamaConfig& LlamaEngine::config() const { return impl_->config; }
 const EngineOptions& LlamaEngine::options() const { return impl_->options; }
 ops::Context& LlamaEngine::context() { return impl_->c; }
 bool LlamaEngine::fp8_weights() const { return impl_->fp8_weights(); }
+bool LlamaEngine::default_kv_scales() const { return impl_->default_kv_scales; }
 
 int64_t LlamaEngine::weight_bytes() const {
   const Impl& m = *impl_;

@@ -81,6 +81,9 @@ class LlamaEngine {
   const EngineOptions& options() const;
   ops::Context& context();
   bool fp8_weights() const;
+  // Whether an E4M3 KV cache holds some layer's keys or values at EngineOptions::default_kv_scale, the
+  // model having no calibrated k_scale/v_scale there.
+  bool default_kv_scales() const;
   // Device bytes of the weights and of the KV cache.
   int64_t weight_bytes() const;
   int64_t kv_cache_bytes() const;

@@ -57,6 +57,18 @@ TEST(LmInferCli, CalibratesPacksAndServes) {
   r = run_cli("lm eval --seq 16 --batch 2 --runtime --data " + data + " --model " + bf16);
   ASSERT_EQ(r.exit_code, 0) << tail(r.output);
   EXPECT_THAT(r.output, HasSubstr("(runtime: bf16 weights, bf16 KV cache)"));
+  // Engine options without the engine, training options with it: refused, not ignored.
+  r = run_cli("lm eval --seq 16 --batch 2 --data " + data + " --model " + bf16 + " --kv-cache fp8");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.output, HasSubstr("--kv-cache and --activations set the inference engine: add --runtime"));
+  r = run_cli("lm eval --seq 16 --batch 2 --runtime --precision fp8 --data " + data + " --model " + bf16);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.output, HasSubstr("--precision and --fp8-attention set the training model"));
+  // An FP8 KV cache without calibrated scales says so; the pack's calibrated ones (above) do not.
+  EXPECT_THAT(a.output, ::testing::Not(HasSubstr("note:")));
+  r = run_cli("lm generate --max-new-tokens 2 --kv-cache fp8 --model " + bf16 + " 'the movie'");
+  ASSERT_EQ(r.exit_code, 0) << tail(r.output);
+  EXPECT_THAT(r.output, HasSubstr("has no calibrated k/v scales: the FP8 KV cache stores keys and values at scale 1"));
 
   r = run_cli("lm agreement --prompts 4 --prompt-tokens 8 --tokens 6 --data " + data + " --reference " + bf16 +
               " --model " + fp8);
