@@ -198,10 +198,13 @@ void run_train(const TrainArgs& a) {
   models::save_pretrained(result.model, model_dir, static_cast<uint64_t>(a.max_shard_bytes));
   tokenizer.save(model_dir / kTokenizerFile);
   models::write_tokenizer_config(model_dir, tokenizer, result.model.config());
-  fmt::print("Validation: loss {:.4f}, perplexity {:.2f}; {:.0f} tokens/s{}\nModel: {}\nMetrics: {}\n",
-             result.validation->loss, result.validation->perplexity, result.tokens_per_second,
-             result.mfu > 0 ? fmt::format(", MFU {:.1f}%", 100 * result.mfu) : "", model_dir.string(),
-             log.path().string());
+  const std::string speed =
+      result.tokens_per_second > 0
+          ? fmt::format("{:.0f} tokens/s{}", result.tokens_per_second,
+                        result.mfu > 0 ? fmt::format(", MFU {:.1f}%", 100 * result.mfu) : "")
+          : "speed not measured (a run's first two steps build its step, and are not timed)";
+  fmt::print("Validation: loss {:.4f}, perplexity {:.2f}; {}\nModel: {}\nMetrics: {}\n", result.validation->loss,
+             result.validation->perplexity, speed, model_dir.string(), log.path().string());
   if (comm != nullptr) comm->barrier();
 }
 

@@ -579,8 +579,9 @@ LmTrainResult train_lm(const LmTrainOptions& o, std::span<const int32_t> train_s
     result.tokens_per_second = tps;
     result.mfu = o.peak_flops > 0 && timed_steps > 0 ? flops_per_step * timed_steps / seconds / o.peak_flops : 0;
     const double lr = ops::scheduled_learning_rate(adam_options, static_cast<double>(step + 1));
-    std::vector<Metric> metrics = {{"loss", loss}, {"lr", lr, 6}, {"grad_norm", norm}, {"tok/s", tps, 0}};
-    if (o.peak_flops > 0) metrics.push_back({"mfu %", 100 * result.mfu, 1});
+    std::vector<Metric> metrics = {{"loss", loss}, {"lr", lr, 6}, {"grad_norm", norm}};
+    if (timed_steps > 0) metrics.push_back({"tok/s", tps, 0});  // (none before the third step)
+    if (o.peak_flops > 0 && timed_steps > 0) metrics.push_back({"mfu %", 100 * result.mfu, 1});
     progress.update(step + 1, metrics);
     if (metrics_log != nullptr)
       metrics_log->write({{"event", "step"},   {"precision", nn::name(o.precision)}, {"step", step + 1},

@@ -74,6 +74,8 @@ TEST(LmCli, TrainsWithBlockScaling) {
                         " --vocab-size 300 --seq 32 --batch 2 --warmup 1 --eval-batches 1 --eval-every 2");
   ASSERT_EQ(r.exit_code, 0) << tail(r.output);
   EXPECT_THAT(r.output, HasSubstr("2/2 ━━━━━━━━━━━━━━━━━━━━"));
+  EXPECT_THAT(r.output, HasSubstr("speed not measured"));  // two steps: none timed, no "0 tokens/s"
+  EXPECT_THAT(r.output, ::testing::Not(HasSubstr("tok/s")));
   r = run_cli("lm compare " + out);
   ASSERT_EQ(r.exit_code, 0) << tail(r.output);
   EXPECT_THAT(r.output, HasSubstr("fp8 block e4m3"));  // formats other than hybrid name their runs apart
