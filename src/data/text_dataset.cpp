@@ -272,7 +272,7 @@ void scan_archive(ArchiveStream& stream, const std::vector<std::string>& subdirs
   std::unique_ptr<archive, decltype(&archive_read_free)> reader(archive_read_new(), archive_read_free);
   FP8KIT_CHECK(reader != nullptr, "out of memory opening {}", stream.name());
   archive_read_support_filter_all(reader.get());
-  archive_read_support_format_all(reader.get());
+  archive_read_support_format_tar(reader.get());  // (format_all would read a text file as an mtree spec)
   auto reason = [&]() -> std::string {
     if (stream.error) std::rethrow_exception(stream.error);  // our message, not libarchive's "read error"
     const char* text = archive_error_string(reader.get());

@@ -140,6 +140,12 @@ TEST(TextDataset, BadInputGivesClearErrors) {
   const std::string junk = message([&] { load_text_dataset(dir / "junk.tar.gz"); });
   EXPECT_THAT(junk, HasSubstr((dir / "junk.tar.gz").string() + " is not a .tar.gz or .tar archive"));
   EXPECT_THAT(junk, Not(HasSubstr("corrupt")));
+  {
+    std::ofstream text(dir / "vocab.txt");  // lines of words: libarchive's mtree reader would take them
+    for (int i = 0; i < 30; ++i) text << "token" << i << (i % 3 == 0 ? " ##s" : "") << "\n";
+  }
+  EXPECT_THAT(message([&] { load_text_dataset(dir / "vocab.txt"); }),
+              HasSubstr((dir / "vocab.txt").string() + " is not a .tar.gz or .tar archive"));
   std::ofstream(dir / "empty.tar.gz").flush();
   EXPECT_THAT(message([&] { load_text_dataset(dir / "empty.tar.gz"); }), HasSubstr("empty.tar.gz is empty"));
   if (fs::exists("/proc/self/mem")) {  // a regular file whose first read fails (EIO), even for root
