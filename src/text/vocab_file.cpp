@@ -4,6 +4,8 @@
 #include "base/error.h"
 #include "text/utf8.h"
 
+#include <nlohmann/json.hpp>
+
 #include <fstream>
 #include <unordered_map>
 
@@ -53,6 +55,9 @@ std::vector<std::string> read_vocab(const fs::path& path) {
                  path.string(), kMaxVocabFileBytes >> 20);
   }
   FP8KIT_CHECK(!in.bad(), "error while reading vocabulary file {}", path.string());
+  FP8KIT_CHECK(!bytes.starts_with('{') || !nlohmann::json::accept(bytes),
+               "vocabulary file {} is JSON (a tokenizer.json? the CLI takes one with --tokenizer), not a vocab.txt "
+               "of one token per line", path.string());
 
   std::vector<std::string> vocab;
   for (size_t begin = 0; begin < bytes.size();) {

@@ -54,6 +54,9 @@ TEST(VocabFile, RejectsBadFiles) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find(":3:"), std::string::npos) << e.what();  // names the line
   }
+  const auto json = temp_file(dir, "tokenizer.json", "{\n  \"model\": {\n    \"type\": \"BPE\"\n  }\n}\n");
+  EXPECT_NE(error_of([&] { read_vocab(json); }).find("tokenizer.json is JSON (a tokenizer.json?"), std::string::npos);
+  EXPECT_EQ(read_vocab(temp_file(dir, "brace.txt", "{\n[UNK]\n}\n")).size(), 3u);  // braces as tokens stay tokens
   EXPECT_THROW(write_vocab(dir / "bad.txt", {"a\nb"}), Error);
   EXPECT_THROW(write_vocab("/nonexistent/dir/vocab.txt", {"a"}), Error);
 }
