@@ -289,8 +289,17 @@ void run_bench(const BenchArgs& a) {
   FP8KIT_CHECK(max_seq <= config.max_position_embeddings, "the shapes need {} positions; the model has {}", max_seq,
                config.max_position_embeddings);
   const double bandwidth = copy_bandwidth(device);
-  fmt::print("Llama {} ({:.2f}B parameters), random weights, on {}; copy bandwidth {:.0f} GB/s\n", a.config,
-             static_cast<double>(models::parameter_count(config)) / 1e9, name(device), bandwidth / 1e9);
+  // Bytes in GB, or MB or KB where fewer.
+  const auto size = [](int64_t bytes) {
+    const auto b = static_cast<double>(bytes);
+    return b >= 1e9   ? fmt::format("{:.2f}G", b / 1e9)
+           : b >= 1e6 ? fmt::format("{:.2f}M", b / 1e6)
+                      : fmt::format("{:.1f}K", b / 1e3);
+  };
+  const auto parameters = static_cast<double>(models::parameter_count(config));
+  fmt::print("Llama {} ({} parameters), random weights, on {}; copy bandwidth {:.0f} GB/s\n", a.config,
+             parameters >= 1e9 ? fmt::format("{:.2f}B", parameters / 1e9) : fmt::format("{:.2f}M", parameters / 1e6),
+             name(device), bandwidth / 1e9);
   fmt::print("{:<6} {:>9} {:>9} {:>12} {:>12} {:>10} {:>9}\n", "model", "weights", "KV cache", "shape", "tokens/s",
              "ms", "vs bf16");
   std::map<std::string, double> bf16_rate;
@@ -309,8 +318,8 @@ void run_bench(const BenchArgs& a) {
       const double rate = tokens / seconds;
       if (w == "bf16") bf16_rate[what] = rate;
       const auto base = bf16_rate.find(what);
-      fmt::print("{:<6} {:>8.2f}G {:>8.2f}G {:>12} {:>12.0f} {:>10.2f} {:>9}{}\n", w,
-                 static_cast<double>(engine.weight_bytes()) / 1e9, static_cast<double>(engine.kv_cache_bytes()) / 1e9,
+      fmt::print("{:<6} {:>9} {:>9} {:>12} {:>12.0f} {:>10.2f} {:>9}{}\n", w, size(engine.weight_bytes()),
+                 size(engine.kv_cache_bytes()),
                  what, rate, 1e3 * seconds,
                  base != bf16_rate.end() && w != "bf16" ? fmt::format("{:.2f}x", rate / base->second) : "",
                  bound_rate > 0 ? fmt::format("  ({:.0f}% of the weight-read bound)", 100 * rate / bound_rate) : "");
