@@ -126,10 +126,13 @@ void run_generate(const GenerateArgs& a) {
   FP8KIT_CHECK(prompts.size() == texts.size(), "a prompt encodes to no tokens: give some text");
   int64_t longest = 0;
   for (const auto& p : prompts) longest = std::max<int64_t>(longest, static_cast<int64_t>(p.size()));
-  infer::LlamaEngine engine =
-      open_engine(a.model, device,
-                               engine_options(a.engine, static_cast<int64_t>(prompts.size()),
-                                              std::min(config.max_position_embeddings, longest + a.max_new_tokens)));
+  FP8KIT_CHECK(longest + a.max_new_tokens <= config.max_position_embeddings,
+               "the longest prompt's {} tokens and --max-new-tokens {} pass the model's {} positions: give "
+               "--max-new-tokens {} or less",
+               longest, a.max_new_tokens, config.max_position_embeddings,
+               std::max<int64_t>(config.max_position_embeddings - longest, 0));
+  infer::LlamaEngine engine = open_engine(
+      a.model, device, engine_options(a.engine, static_cast<int64_t>(prompts.size()), longest + a.max_new_tokens));
   infer::GenerationOptions o{.max_new_tokens = a.max_new_tokens,
                              .sampling = a.sampling,
                              .eos = tokenizer.eos_id().value_or(-1),

@@ -69,6 +69,9 @@ TEST(LmInferCli, CalibratesPacksAndServes) {
   r = run_cli("lm generate --max-new-tokens 2 --kv-cache fp8 --model " + bf16 + " 'the movie'");
   ASSERT_EQ(r.exit_code, 0) << tail(r.output);
   EXPECT_THAT(r.output, HasSubstr("has no calibrated k/v scales: the FP8 KV cache stores keys and values at scale 1"));
+  r = run_cli("lm generate --max-new-tokens 100000 --model " + bf16 + " 'the movie'");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.output, ::testing::StartsWith("error: the longest prompt's "));  // refused before any text
 
   r = run_cli("lm agreement --prompts 4 --prompt-tokens 8 --tokens 6 --data " + data + " --reference " + bf16 +
               " --model " + fp8);
