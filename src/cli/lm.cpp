@@ -119,9 +119,11 @@ void run_train(const TrainArgs& a) {
     FP8KIT_CHECK(rendezvous.world_size == 1,
                  "--procs starts the job's processes itself, but this one is rank {} of {} ({}): leave --procs out",
                  rendezvous.rank, rendezvous.world_size, rendezvous.source);
+    train::check_batch_split(a.batch, a.procs);  // before the ranks start
     launch_ranks(a.procs);
     return;
   }
+  train::check_batch_split(a.batch, rendezvous.world_size);  // before the tokenizer is learned
   const fs::path tokenizer_path = a.tokenizer.empty() ? fs::path(a.out) / kTokenizerFile : fs::path(a.tokenizer);
   const bool tokenizer_exists = fs::exists(tokenizer_path);  // before rank 0 can write it (after connect)
   std::unique_ptr<dist::Communicator> comm;
@@ -177,7 +179,7 @@ void run_train(const TrainArgs& a) {
              train_stream.size(), validation_stream.size(), a.accumulation * a.batch * a.seq, a.accumulation, a.batch,
              a.seq);
   if (comm != nullptr)
-    fmt::print("Data parallel: {} processes ({}, {} backend), {} sequences of each micro-batch per process\n",
+    fmt::print("Data parallel: {} processes ({}, {} backend), {} of each micro-batch's sequences per process\n",
                comm->world_size(), rendezvous.source, dist::name(comm->backend()), a.batch / comm->world_size());
 
   train::MetricsLog log(fs::path(a.out) / "metrics.jsonl", a.resume);

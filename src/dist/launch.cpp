@@ -60,7 +60,8 @@ std::vector<std::string> rank_environment(int rank, int processes, int port) {
   const std::vector<std::pair<std::string, std::string>> set = {
       {"RANK", std::to_string(rank)},           {"WORLD_SIZE", std::to_string(processes)},
       {"LOCAL_RANK", std::to_string(rank)},     {"LOCAL_WORLD_SIZE", std::to_string(processes)},
-      {"MASTER_ADDR", "127.0.0.1"},             {"MASTER_PORT", std::to_string(port)}};
+      {"MASTER_ADDR", "127.0.0.1"},             {"MASTER_PORT", std::to_string(port)},
+      {"FP8KIT_LAUNCHER", "fp8kit --procs"}};
   std::vector<std::string> env;
   bool nvls_set = false, threads_set = false;
   for (char** e = environ; *e != nullptr; ++e) {

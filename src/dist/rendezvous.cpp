@@ -71,6 +71,9 @@ Rendezvous read_rendezvous(const EnvLookup& lookup) {
   }
   if (family == nullptr) return r;
   r.source = family->source;
+  // fp8kit's own launcher (launch.h) sets torchrun's variables and says so.
+  if (const char* launcher = lookup("FP8KIT_LAUNCHER"); family == &kTorchrun && launcher != nullptr && *launcher)
+    r.source = launcher;
   const std::optional<int> rank = integer(lookup, family->rank);
   const std::optional<int> world_size = integer(lookup, family->world_size);
   FP8KIT_CHECK(rank && world_size, "{} is set but {} is not: the {} environment is incomplete",

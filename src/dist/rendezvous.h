@@ -15,7 +15,7 @@ struct Rendezvous {
   int local_world_size = 1;  // processes on this node
   std::string master_addr;   // rank 0's host; empty at world size 1
   int master_port = 0;
-  std::string source = "none";  // "torchrun", "slurm", "mpirun", "none"
+  std::string source = "none";  // "torchrun", "slurm", "mpirun", "fp8kit --procs" (launch.h), "none"
 };
 
 // The port rank 0 listens on when no MASTER_PORT is set (torchrun's default).

@@ -24,6 +24,12 @@
 
 namespace fp8kit::train {
 
+void check_batch_split(int64_t batch, int64_t processes) {
+  FP8KIT_CHECK(batch % processes == 0,
+               "--batch {} is not divisible by the {} processes of the job: give a multiple of {}", batch, processes,
+               processes);
+}
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -65,8 +71,7 @@ double sum_over_ranks(dist::Communicator* comm, double local) {
 // This rank's share of a micro-batch of `batch` sequences: [first, first + count).
 std::pair<int64_t, int64_t> rank_slice(int64_t batch, const dist::Communicator* comm) {
   const int64_t w = world_size(comm);
-  FP8KIT_CHECK(batch % w == 0, "--batch {} is not divisible by the {} processes of the job: give a multiple of {}",
-               batch, w, w);
+  check_batch_split(batch, w);
   return {rank(comm) * (batch / w), batch / w};
 }
 

@@ -103,6 +103,9 @@ struct LmTrainResult {
   double mfu = 0;  // model FLOPs utilisation against options.peak_flops (0 without one)
 };
 
+// Checks that `batch` sequences split evenly over a job's `processes` (each trains batch / processes).
+void check_batch_split(int64_t batch, int64_t processes);
+
 // Trains on `train_stream` and validates on `validation_stream` (token ids < model.vocab_size).
 LmTrainResult train_lm(const LmTrainOptions& options, std::span<const int32_t> train_stream,
                        std::span<const int32_t> validation_stream);

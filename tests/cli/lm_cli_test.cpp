@@ -182,7 +182,7 @@ TEST(LmCli, TrainsAsTwoLocalProcessesAndResumesAlone) {
                              " --out " + out + " --vocab-size 300 --seq 32 --warmup 1 --eval-batches 1";
   CliResult r = run_cli("lm train --precision fp8 --steps 2 --batch 2 --procs 2 --zero1" + common);
   ASSERT_EQ(r.exit_code, 0) << tail(r.output);
-  EXPECT_THAT(r.output, HasSubstr("[rank 0] Data parallel: 2 processes (torchrun, tcp backend), 1 sequences"));
+  EXPECT_THAT(r.output, HasSubstr("[rank 0] Data parallel: 2 processes (fp8kit --procs, tcp backend), 1 of each"));
   EXPECT_THAT(r.output, ::testing::Not(HasSubstr("[rank 1] Llama")));  // rank 0 alone reports
   for (const char* file : {"tokenizer.json", "metrics.jsonl", "checkpoint-fp8.safetensors", "model-fp8/config.json"})
     EXPECT_TRUE(std::filesystem::exists(std::filesystem::path(out) / file)) << file;
@@ -192,7 +192,8 @@ TEST(LmCli, TrainsAsTwoLocalProcessesAndResumesAlone) {
 
   r = run_cli("lm train --precision fp8 --steps 3 --procs 2 --batch 3" + common);
   EXPECT_NE(r.exit_code, 0);
-  EXPECT_THAT(r.output, HasSubstr("error: --batch 3 is not divisible by the 2 processes of the job"));
+  // Refused before the ranks start: one line, not one per rank.
+  EXPECT_EQ(r.output, "error: --batch 3 is not divisible by the 2 processes of the job: give a multiple of 2\n");
 }
 
 TEST(LmCli, RefusesWhatItCannotUse) {

@@ -34,6 +34,8 @@ TEST(Rendezvous, Torchrun) {
   const Rendezvous r = read({{"RANK", "5"}, {"WORLD_SIZE", "8"}, {"LOCAL_RANK", "1"}, {"LOCAL_WORLD_SIZE", "4"},
                              {"MASTER_ADDR", "node7"}, {"MASTER_PORT", "1234"}});
   EXPECT_EQ(r.source, "torchrun");
+  EXPECT_EQ(read({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "1234"},
+                  {"FP8KIT_LAUNCHER", "fp8kit --procs"}}).source, "fp8kit --procs");
   EXPECT_EQ(r.rank, 5);
   EXPECT_EQ(r.world_size, 8);
   EXPECT_EQ(r.local_rank, 1);
