@@ -204,7 +204,7 @@ void run_train(const TrainArgs& a) {
       result.tokens_per_second > 0
           ? fmt::format("{:.0f} tokens/s{}", result.tokens_per_second,
                         result.mfu > 0 ? fmt::format(", MFU {:.1f}%", 100 * result.mfu) : "")
-          : "speed not measured (a run's first two steps build its step, and are not timed)";
+          : "speed not measured (no step was timed: a run's first two build its captured step)";
   fmt::print("Validation: loss {:.4f}, perplexity {:.2f}; {}\nModel: {}\nMetrics: {}\n", result.validation->loss,
              result.validation->perplexity, speed, model_dir.string(), log.path().string());
   if (comm != nullptr) comm->barrier();
@@ -273,11 +273,13 @@ void run_eval(const EvalArgs& a) {
                                                         : std::vector<std::string>{read_text(a.text)};
   const std::string what = a.text.empty() ? "validation" : a.text;
   if (runtime) {
+    // (A packed model runs on the engine alone.)
+    const char* remedy = a.runtime ? "drop them or --runtime" : "a packed model runs on the inference engine: drop them";
     FP8KIT_CHECK(a.model.linear_recipes.empty(),
-                 "--linear-recipe sets the training model's Linears, not the inference engine's: drop it or --runtime");
+                 "--linear-recipe sets the training model's Linears, not the inference engine's: {}", remedy);
     FP8KIT_CHECK(a.model.precision == "bf16" && !a.model.fp8_attention,
                  "--precision and --fp8-attention set the training model, not the inference engine, which runs the "
-                 "weights as stored (`fp8kit lm pack` makes FP8 ones): drop them or --runtime");
+                 "weights as stored (`fp8kit lm pack` makes FP8 ones): {}", remedy);
     EngineArgs args = a.engine;
     args.device = a.model.device;
     const Device device = parse_device(args.device);
@@ -322,7 +324,8 @@ RunCurve read_run(const fs::path& metrics) {
   for (int64_t number = 1; std::getline(in, line); ++number) {
     if (line.empty()) continue;
     const nlohmann::json e = nlohmann::json::parse(line, nullptr, false);
-    FP8KIT_CHECK(!e.is_discarded() && e.is_object(), "{}:{}: not a JSON object", metrics.string(), number);
+    if (!e.is_object() && in.eof()) break;  // an unfinished last line: a run killed (or still) writing it
+    FP8KIT_CHECK(e.is_object(), "{}:{}: not a JSON object", metrics.string(), number);
     if (!e.contains("event")) continue;
     if (e["event"] == "run" && e.value("model", "") == "llama") {
       if (e.value("resume", false) && !r.validation.empty()) continue;

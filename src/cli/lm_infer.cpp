@@ -126,11 +126,13 @@ void run_generate(const GenerateArgs& a) {
   FP8KIT_CHECK(prompts.size() == texts.size(), "a prompt encodes to no tokens: give some text");
   int64_t longest = 0;
   for (const auto& p : prompts) longest = std::max<int64_t>(longest, static_cast<int64_t>(p.size()));
+  FP8KIT_CHECK(longest < config.max_position_embeddings,
+               "the longest prompt has {} tokens, which leaves none of the model's {} positions to generate: "
+               "shorten it", longest, config.max_position_embeddings);
   FP8KIT_CHECK(longest + a.max_new_tokens <= config.max_position_embeddings,
                "the longest prompt's {} tokens and --max-new-tokens {} pass the model's {} positions: give "
                "--max-new-tokens {} or less",
-               longest, a.max_new_tokens, config.max_position_embeddings,
-               std::max<int64_t>(config.max_position_embeddings - longest, 0));
+               longest, a.max_new_tokens, config.max_position_embeddings, config.max_position_embeddings - longest);
   infer::LlamaEngine engine = open_engine(
       a.model, device, engine_options(a.engine, static_cast<int64_t>(prompts.size()), longest + a.max_new_tokens));
   infer::GenerationOptions o{.max_new_tokens = a.max_new_tokens,

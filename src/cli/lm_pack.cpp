@@ -38,11 +38,12 @@ std::string megabytes(uint64_t bytes) { return fmt::format("{:.2f} MB", static_c
 // blocks must not straddle two of their parts.
 std::string runtime_refusal(const PackArgs& a, const models::LlamaConfig& c) {
   if (a.weights == "group" && a.group != 128)
-    return fmt::format("weights in groups of {} (its FP8 GEMMs take groups of 128)", a.group);
+    return fmt::format("weights in groups of {} (its FP8 GEMMs take groups of 128: pack with --group 128)", a.group);
   const int64_t q = c.num_attention_heads * c.head_dim, kv = c.num_key_value_heads * c.head_dim;
   if (a.weights == "block" && (q % 128 != 0 || kv % 128 != 0 || c.intermediate_size % 128 != 0))
     return fmt::format("128x128 blocks straddling the parts of its fused q/k/v or gate/up GEMM (q_proj has {} "
-                       "rows, k_proj and v_proj {}, gate_proj and up_proj {}: multiples of 128 needed)",
+                       "rows, k_proj and v_proj {}, gate_proj and up_proj {}: multiples of 128 needed; pack with "
+                       "--weights channel or tensor)",
                        q, kv, c.intermediate_size);
   return "";
 }
@@ -63,8 +64,11 @@ void run_pack(const PackArgs& a) {
   options.master_copy = a.master_copy;
   options.max_shard_bytes = static_cast<uint64_t>(a.max_shard_bytes);
   FP8KIT_CHECK(!a.calibration.empty() || (!options.static_activations && !options.fp8_kv_cache),
-               "{} needs --calibration FILE (from `fp8kit lm calibrate`)",
-               options.static_activations ? "--activations static" : "--kv-cache fp8");
+               "{} need{} --calibration FILE (from `fp8kit lm calibrate`)",
+               options.static_activations && options.fp8_kv_cache ? "--activations static and --kv-cache fp8"
+               : options.static_activations                        ? "--activations static"
+                                                                   : "--kv-cache fp8",
+               options.static_activations && options.fp8_kv_cache ? "" : "s");
   FP8KIT_CHECK(!a.percentile || !a.calibration.empty(), "--percentile clips calibrated scales; give --calibration");
   std::optional<quant::CalibrationStats> calibration;
   if (!a.calibration.empty()) calibration = quant::load_calibration(a.calibration);
@@ -81,8 +85,7 @@ void run_pack(const PackArgs& a) {
   for (const fs::path& file : r.files) fmt::print(" {}", file.lexically_relative(a.out).string());
   fmt::print(" in {}\n", a.out);
   if (const std::string why = runtime_refusal(a, models::read_llama_config(a.model)); !why.empty())
-    fmt::print(stderr, "warning: fp8kit's runtime (lm generate, eval, bench) cannot serve this pack: {}; pack with "
-               "--weights channel or tensor to serve it here\n", why);
+    fmt::print(stderr, "warning: fp8kit's runtime (lm generate, eval, agreement) cannot serve this pack: {}\n", why);
 }
 
 }  // namespace

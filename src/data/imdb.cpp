@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <sys/wait.h>
+#include <vector>
 
 namespace fp8kit::data {
 
@@ -59,7 +60,12 @@ std::string sha256_of(const fs::path& file) {
 
 fs::path download_imdb(const fs::path& dir) {
   std::error_code error;
-  const bool made_dir = !fs::exists(dir, error);
+  std::vector<fs::path> made;  // the folders this download creates, deepest first
+  for (fs::path p = dir; !p.empty() && !fs::exists(p, error); p = p.parent_path()) made.push_back(p);
+  // A failed download leaves none of them (each removed only while empty).
+  const auto remove_made = [&] {
+    for (const fs::path& p : made) fs::remove(p, error);
+  };
   fs::create_directories(dir, error);
   FP8KIT_CHECK(!error, "cannot create {} for the IMDB download: {}", dir.string(), error.message());
   const fs::path target = dir / kTarballName;
@@ -71,7 +77,7 @@ fs::path download_imdb(const fs::path& dir) {
   const int status = raw_status != -1 && WIFEXITED(raw_status) ? WEXITSTATUS(raw_status) : -1;
   if (status != 0) {
     fs::remove(partial, error);
-    if (made_dir) fs::remove(dir, error);  // (only if still empty) nothing left behind
+    remove_made();
     fail("could not find the IMDB data and the download failed (curl exit status {}). Download {} yourself "
          "(sha256 {}) and pass its path (--data PATH) or set FP8KIT_DATA to it",
          status, kImdbUrl, kImdbSha256);
@@ -79,7 +85,7 @@ fs::path download_imdb(const fs::path& dir) {
   const std::string digest = sha256_of(partial);
   if (digest != kImdbSha256) {
     fs::remove(partial, error);
-    if (made_dir) fs::remove(dir, error);
+    remove_made();
     fail("the downloaded {} has sha256 {}, expected {}: the download is corrupt; try again", kTarballName, digest,
          kImdbSha256);
   }

@@ -56,8 +56,8 @@ std::vector<std::string> read_vocab(const fs::path& path) {
   }
   FP8KIT_CHECK(!in.bad(), "error while reading vocabulary file {}", path.string());
   FP8KIT_CHECK(!bytes.starts_with('{') || !nlohmann::json::accept(bytes),
-               "vocabulary file {} is JSON (a tokenizer.json? the CLI takes one with --tokenizer), not a vocab.txt "
-               "of one token per line", path.string());
+               "vocabulary file {} is JSON (a tokenizer.json? `lm train` and `tokenize` take one with --tokenizer), "
+               "not a WordPiece vocab.txt of one token per line", path.string());
 
   std::vector<std::string> vocab;
   for (size_t begin = 0; begin < bytes.size();) {

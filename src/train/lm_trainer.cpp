@@ -517,7 +517,7 @@ LmTrainResult train_lm(const LmTrainOptions& o, std::span<const int32_t> train_s
       if (model.scaling() != nullptr) model.scaling()->restored(model.context());
       done = adam.iterations();
       FP8KIT_CHECK(done <= o.steps, "{} is at step {}, past --steps {}: pass --steps {} or more to train on",
-                   checkpoint.string(), done, o.steps, done);
+                   checkpoint.string(), done, o.steps, done + 1);
       if (console != nullptr) fmt::print(console, "Resumed from {} at step {}\n", checkpoint.string(), done);
     }
   }

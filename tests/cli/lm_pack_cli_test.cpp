@@ -34,7 +34,7 @@ TEST(LmPackCli, PacksAndReportsSizes) {
   EXPECT_THAT(r.output, HasSubstr("Checkpoint:"));
   EXPECT_THAT(r.output, HasSubstr("model.safetensors fp8kit_quantization.json config.json"));
   // The tiny model's 64-row parts straddle 128x128 blocks of the runtime's fused GEMMs.
-  EXPECT_THAT(r.output, HasSubstr("warning: fp8kit's runtime (lm generate, eval, bench) cannot serve this pack: "
+  EXPECT_THAT(r.output, HasSubstr("warning: fp8kit's runtime (lm generate, eval, agreement) cannot serve this pack: "
                                   "128x128 blocks straddling"));
   EXPECT_EQ(quant::open_packed_model(out).quantization().weights, Granularity::Block128x128);
 

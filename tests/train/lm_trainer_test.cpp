@@ -174,7 +174,7 @@ TEST(LmTrainer, RefusesACheckpointOfAnotherRunAndSavesALoadableModel) {
   o.steps = 1;  // before the checkpoint's step: refused, no validation of step 1 logged
   EXPECT_EQ(testing::error_of([&] { train_lm(o, train, validation); }),
             (dir.path() / "checkpoint-fp32.safetensors").string() +
-                " is at step 2, past --steps 1: pass --steps 2 or more to train on");
+                " is at step 2, past --steps 1: pass --steps 3 or more to train on");
   o.steps = 2;
   o.seed = 1;
   EXPECT_THROW(train_lm(o, train, validation), Error);
