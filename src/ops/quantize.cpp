@@ -189,6 +189,7 @@ QTensor quantize(const Tensor& x, const QuantSpec& spec, const Tensor* scale, bo
     q.amax = Tensor({1}, DType::F32, device);  // raised again by the cast: the same value
     quantize_tensor_cuda(x, m, current, q, false, nullptr);
   }
+  FP8KIT_CUDA_CHECK(cudaStreamSynchronize(nullptr));  // done on return, for whatever stream reads q next
 #endif
   return q;
 }
@@ -253,7 +254,9 @@ void transpose(Context& c, const QTensor& q, QTensor& t) {
   }
 }
 
-Tensor dequantize(const QTensor& q) {
+namespace {
+
+Tensor dequantize_on(const QTensor& q, [[maybe_unused]] void* stream) {
   const Fp8Format format = fp8_format(q.codes.dtype());
   Tensor out(q.codes.shape(), DType::F32, q.codes.device());
   const BlockShape b = q.block();
@@ -266,9 +269,29 @@ Tensor dequantize(const QTensor& q) {
 #if FP8KIT_HAVE_CUDA
   cuda::dequantize_blocks(q.codes.device_data<uint8_t>(), q.rows(), q.cols(), format, static_cast<int64_t>(b.rows),
                           static_cast<int64_t>(b.cols),
-                          q.scale_inv.device_data<float>(), out.device_data<float>());
+                          q.scale_inv.device_data<float>(), out.device_data<float>(),
+                          static_cast<cudaStream_t>(stream));
 #endif
   return out;
+}
+
+}  // namespace
+
+Tensor dequantize(const QTensor& q) {
+  Tensor out = dequantize_on(q, nullptr);
+#if FP8KIT_HAVE_CUDA
+  if (out.device() == Device::Cuda) FP8KIT_CUDA_CHECK(cudaStreamSynchronize(nullptr));  // done on return
+#endif
+  return out;
+}
+
+Tensor dequantize(Context& c, const QTensor& q) {
+  FP8KIT_CHECK(q.codes.device() == c.device(), "dequantize: the codes are on {} and the context on {}",
+               name(q.codes.device()), name(c.device()));
+#if FP8KIT_HAVE_CUDA
+  if (c.is_cuda()) return dequantize_on(q, stream(c));
+#endif
+  return dequantize_on(q, nullptr);
 }
 
 }  // namespace fp8kit::ops

@@ -15,7 +15,8 @@ namespace fp8kit::ops {
 // from its own amax (numerics' current_scale with spec.options; per tensor on the GPU the amax makes
 // one round trip to the host). `transpose` also writes codes_t: per tensor and 128x128 blocks only
 // (whose scales, transposed, are codes_t's); a row's or a group's scales do not carry over to the
-// transpose, so quantize x^T for those. PerGroup takes group 32, 64 or 128.
+// transpose, so quantize x^T for those. PerGroup takes group 32, 64 or 128. On the GPU: on the default
+// stream, done on return (a context's queued ops are not waited for: quantize their outputs on it, below).
 QTensor quantize(const Tensor& x, const QuantSpec& spec, const Tensor* scale = nullptr, bool transpose = false);
 
 // The same on c's device, queued on c's current lane (the GPU: stream(c)), into q: its tensors are
@@ -32,7 +33,11 @@ void quantize(Context& c, const Tensor& x, const QuantSpec& spec, QTensor& q, co
 // transposed. q must have transposed codes (quantize with transpose).
 void transpose(Context& c, const QTensor& q, QTensor& t);
 
-// float(code) * scale_inv of its block, as f32 of q.codes' shape, on q's device.
+// float(code) * scale_inv of its block, as f32 of q.codes' shape, on q's device. On the GPU this one and
+// quantize() above run on the default stream and are done on return, but do not wait for a context's
+// streams: q written by an op of a context is dequantized on it (below).
 Tensor dequantize(const QTensor& q);
+// The same on c's device, queued on c's current lane (after the ops that wrote q there).
+Tensor dequantize(Context& c, const QTensor& q);
 
 }  // namespace fp8kit::ops

@@ -7,6 +7,7 @@
 #include "common/gradient_check.h"
 #include "common/host_tensors.h"
 #include "numerics/cast.h"
+#include "ops/context.h"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -172,6 +173,8 @@ TEST(QuantizeTensor, EmptyAndOneElementTensors) {
     const QTensor one = quantize(testing::host_tensor({-3.0f}, {1, 1}), c.spec);
     EXPECT_EQ(one.amax.data<float>()[0], 3.0f) << name(c.spec.granularity);
     EXPECT_NEAR(dequantize(one).data<float>()[0], -3.0f, 1e-5) << name(c.spec.granularity);
+    Context cpu(Device::Cpu, 0);
+    EXPECT_EQ(dequantize(cpu, one).data<float>()[0], dequantize(one).data<float>()[0]);
   }
 }
 

@@ -46,7 +46,7 @@ void run_activation_out(ops::Context& c, std::string_view kind, float scale,
   op(fp8 ? ops::ActivationOut{.fp8 = &q, .spec = spec, .scale = kind == "fp8_tensor" ? &multiplier : nullptr}
          : ops::ActivationOut{.bf16 = &out});
   if (fp8) {
-    result.push_back(ops::dequantize(q));
+    result.push_back(ops::dequantize(c, q));  // on c's stream, after op (the default stream would not wait)
     result.push_back(std::move(q.scale_inv));
     result.push_back(std::move(q.amax));
   } else {
