@@ -273,7 +273,6 @@ void run_eval(const EvalArgs& a) {
                                                         : std::vector<std::string>{read_text(a.text)};
   const std::string what = a.text.empty() ? "validation" : a.text;
   if (runtime) {
-    // (A packed model runs on the engine alone.)
     const char* remedy = a.runtime ? "drop them or --runtime" : "a packed model runs on the inference engine: drop them";
     FP8KIT_CHECK(a.model.linear_recipes.empty(),
                  "--linear-recipe sets the training model's Linears, not the inference engine's: {}", remedy);

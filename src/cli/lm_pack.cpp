@@ -64,11 +64,10 @@ void run_pack(const PackArgs& a) {
   options.master_copy = a.master_copy;
   options.max_shard_bytes = static_cast<uint64_t>(a.max_shard_bytes);
   FP8KIT_CHECK(!a.calibration.empty() || (!options.static_activations && !options.fp8_kv_cache),
-               "{} need{} --calibration FILE (from `fp8kit lm calibrate`)",
-               options.static_activations && options.fp8_kv_cache ? "--activations static and --kv-cache fp8"
-               : options.static_activations                        ? "--activations static"
-                                                                   : "--kv-cache fp8",
-               options.static_activations && options.fp8_kv_cache ? "" : "s");
+               "{} --calibration FILE (from `fp8kit lm calibrate`)",
+               !options.fp8_kv_cache          ? "--activations static needs"
+               : !options.static_activations ? "--kv-cache fp8 needs"
+                                              : "--activations static and --kv-cache fp8 need");
   FP8KIT_CHECK(!a.percentile || !a.calibration.empty(), "--percentile clips calibrated scales; give --calibration");
   std::optional<quant::CalibrationStats> calibration;
   if (!a.calibration.empty()) calibration = quant::load_calibration(a.calibration);

@@ -256,7 +256,8 @@ void transpose(Context& c, const QTensor& q, QTensor& t) {
 
 namespace {
 
-Tensor dequantize_on(const QTensor& q, [[maybe_unused]] void* stream) {
+// On c's stream, or with c null the default stream.
+Tensor dequantize_on(const QTensor& q, [[maybe_unused]] Context* c) {
   const Fp8Format format = fp8_format(q.codes.dtype());
   Tensor out(q.codes.shape(), DType::F32, q.codes.device());
   const BlockShape b = q.block();
@@ -270,7 +271,7 @@ Tensor dequantize_on(const QTensor& q, [[maybe_unused]] void* stream) {
   cuda::dequantize_blocks(q.codes.device_data<uint8_t>(), q.rows(), q.cols(), format, static_cast<int64_t>(b.rows),
                           static_cast<int64_t>(b.cols),
                           q.scale_inv.device_data<float>(), out.device_data<float>(),
-                          static_cast<cudaStream_t>(stream));
+                          c != nullptr ? stream(*c) : nullptr);
 #endif
   return out;
 }
@@ -288,10 +289,7 @@ Tensor dequantize(const QTensor& q) {
 Tensor dequantize(Context& c, const QTensor& q) {
   FP8KIT_CHECK(q.codes.device() == c.device(), "dequantize: the codes are on {} and the context on {}",
                name(q.codes.device()), name(c.device()));
-#if FP8KIT_HAVE_CUDA
-  if (c.is_cuda()) return dequantize_on(q, stream(c));
-#endif
-  return dequantize_on(q, nullptr);
+  return dequantize_on(q, &c);
 }
 
 }  // namespace fp8kit::ops
