@@ -101,6 +101,9 @@ int main(int argc, char** argv) {
     }
     return 2;
   } catch (const std::exception& e) {
+    // What the command printed first goes out before the error: with both streams redirected to one
+    // file, stdout's buffer would otherwise land after the error, or split a line around it.
+    std::fflush(stdout);
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;
   }

@@ -71,6 +71,19 @@ TEST_F(VocabCli, BadArgumentsFailWithAMessage) {
   EXPECT_FALSE(fs::exists(dir_ / "v.txt"));
 }
 
+// What a command printed before it failed comes first, whole lines, and the error is the last line,
+// also when stdout is a pipe or file (buffered) and stderr goes to the same place.
+TEST_F(VocabCli, ErrorComesAfterWhatWasPrinted) {
+  std::ofstream(dir_ / "empty.tar.gz").flush();
+  const auto r = testing::run_cli(fmt::format("vocab --data '{}' --out '{}'", (dir_ / "empty.tar.gz").string(),
+                                              (dir_ / "v.txt").string()));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.output.rfind("data: ", 0), 0u) << r.output;
+  const size_t error = r.output.find("\nerror: ");
+  ASSERT_NE(error, std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find('\n', error + 1), r.output.size() - 1) << r.output;
+}
+
 // --reserved and --size that would give a vocab.txt read_vocab or the tokenizer refuses fail before
 // the data is read (the data path here does not exist) and write nothing.
 TEST_F(VocabCli, RefusesReservedTokensItsReadersWouldReject) {
