@@ -52,6 +52,7 @@ Metadata load_checkpoint(const std::filesystem::path& path, std::span<const nn::
                kTrainingCheckpointFormat);
   for (const MetadataRequirement& requirement : requirements) {
     const auto found = file.metadata.find(requirement.key);
+    if (found == file.metadata.end() && requirement.may_be_absent) continue;
     FP8KIT_CHECK(found != file.metadata.end(), "checkpoint {} does not record its {}; it cannot be resumed safely",
                  path.string(), requirement.key);
     FP8KIT_CHECK(found->second == requirement.value, "checkpoint {} was trained with {} {} but {} {} was given",

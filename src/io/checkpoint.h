@@ -20,6 +20,8 @@ struct MetadataRequirement {
   std::string key;
   std::string value;
   std::string option;  // how the user sets it, e.g. "--precision"
+  // A checkpoint without the key is accepted (one written before the key was recorded).
+  bool may_be_absent = false;
 };
 
 // Writes every tensor (copied from the views) and the metadata, plus "format"; replaces `path`

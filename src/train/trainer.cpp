@@ -35,8 +35,21 @@ std::string recipe_text(const TrainOptions& options) {
 constexpr const char* kRecipeOptions =
     "--recipe/--lag/--amax-history/--amax-algo/--margin/--formats/--power-of-two-scales/--skip-zero-amax";
 
+// The training set's token ids and labels, hashed (FNV-1a, 64 bits): another --data, --vocab or --limit
+// with the same number of examples gives other ids, which a resumed model would read as other words.
+std::string fingerprint(const TokenDataset& data) {
+  uint64_t hash = 14695981039346656037ull;
+  auto add = [&hash](std::span<const std::byte> bytes) {
+    for (std::byte b : bytes) hash = (hash ^ static_cast<uint64_t>(b)) * 1099511628211ull;
+  };
+  add(std::as_bytes(std::span(data.tokens)));
+  add(std::as_bytes(std::span(data.labels)));
+  return fmt::format("fnv1a64:{:016x}", hash);
+}
+
 // What a checkpoint must agree on to continue this run, with the option that sets each value.
-std::vector<io::MetadataRequirement> run_identity(const TrainOptions& options, int64_t train_examples) {
+std::vector<io::MetadataRequirement> run_identity(const TrainOptions& options, const TokenDataset& train_data) {
+  const int64_t train_examples = train_data.size();
   const auto& c = options.model;
   const nlohmann::json config = {{"vocabulary_size", c.vocabulary_size}, {"sequence_length", c.sequence_length},
                                  {"hidden_dim", c.hidden_dim},           {"num_heads", c.num_heads},
@@ -51,6 +64,9 @@ std::vector<io::MetadataRequirement> run_identity(const TrainOptions& options, i
           {"seed", std::to_string(options.seed), "--seed"},
           {"batch_size", std::to_string(options.batch_size), "--batch-size"},
           {"train_examples", std::to_string(train_examples), "a training set of size"},
+          // Checkpoints written before it was recorded lack it; they resume as before.
+          {"train_data", fingerprint(train_data), "the training data (the tokens of --data, --vocab and --limit)",
+           /*may_be_absent=*/true},
           {"optimizer", "adam " + adam.dump(), "the optimizer"}};
 }
 
@@ -244,7 +260,7 @@ TrainResult train(const TrainOptions& options, const TokenDataset& train_data, c
   nn::HostState state(checkpoint_tensors(model, adam));  // the checkpoint's view of the model's state
   Stepper stepper(model, adam);
 
-  const std::vector<io::MetadataRequirement> identity = run_identity(options, train_data.size());
+  const std::vector<io::MetadataRequirement> identity = run_identity(options, train_data);
   data::Batcher batcher(train_data.size(), options.batch_size, options.seed);
   const int64_t steps_per_epoch = batcher.num_batches();
   int start_epoch = 0;

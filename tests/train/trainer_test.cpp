@@ -158,6 +158,18 @@ TEST_F(TrainerTest, RefusesACheckpointOfAnotherPrecisionOrModel) {
   other_seed.seed = 7;
   EXPECT_THAT(train_error(other_seed), HasSubstr("seed 1234 but --seed 7 was given"));
 
+  // As many examples, other token ids (another --vocab or --data): the model would read other words.
+  TrainOptions other_data = options(nn::Precision::Fp8, 2, "run");
+  other_data.resume = true;
+  const TokenDataset other = synthetic(static_cast<int>(train_data.size()), 99);
+  try {
+    train(other_data, other, &validation, nullptr);
+    ADD_FAILURE() << "resumed on other training data";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("was trained with train_data fnv1a64:"));
+    EXPECT_THAT(e.what(), HasSubstr("but the training data (the tokens of --data, --vocab and --limit) fnv1a64:"));
+  }
+
 }
 
 TEST_F(TrainerTest, ResumingWithoutACheckpointStartsFromTheBeginning) {
