@@ -14,8 +14,12 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <unistd.h>
+
 #include <cctype>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <cstdlib>
 #include <filesystem>
 #include <optional>
@@ -128,6 +132,24 @@ Device step_device(const Args& args) {
   return Device::Cuda;
 }
 
+// --out, checked before the data is read and the vocabulary learned (a minute on IMDB): a file in its
+// place, or a folder this process cannot write in, fails now and names the option. Nothing is created.
+void check_out(const fs::path& out) {
+  std::error_code error;
+  fs::path existing = out;
+  while (!existing.empty() && !fs::exists(existing, error)) existing = existing.parent_path();
+  if (existing.empty()) existing = ".";
+  if (existing == out) {
+    FP8KIT_CHECK(fs::is_directory(existing, error), "--out {} is a file, not a folder; pick another --out",
+                 out.string());
+  } else {
+    FP8KIT_CHECK(fs::is_directory(existing, error), "--out {}: {} is a file, so the folder cannot be made; pick "
+                 "another --out", out.string(), existing.string());
+  }
+  FP8KIT_CHECK(::access(existing.c_str(), W_OK | X_OK) == 0, "--out {}: cannot write in {}: {}; pick another --out",
+               out.string(), existing.string(), std::strerror(errno));
+}
+
 void run(const Args& args) {
   const Device device = step_device(args);
   std::vector<nn::Precision> precisions;
@@ -153,6 +175,8 @@ void run(const Args& args) {
     FP8KIT_CHECK(any, "--resume: {} holds no checkpoint-{{{}}}.safetensors to resume from", args.out,
                  fmt::join(names, ","));
   }
+
+  check_out(args.out);
 
   auto start = std::chrono::steady_clock::now();
   const fs::path data_path = data::find_imdb(args.data.empty() ? std::nullopt : std::optional<fs::path>(args.data));

@@ -289,6 +289,19 @@ TEST(TrainCommand, RejectsConflictingAndMalformedOptions) {
   EXPECT_EQ(run_train("--data").exit_code, 2);
 }
 
+// An --out that cannot be a folder fails before the data is read (here it does not exist), naming --out.
+TEST(TrainCommand, RejectsAnOutThatIsAFileBeforeLoadingData) {
+  const fp8kit::testing::TempDir dir("train_command_out_file");
+  std::ofstream(dir / "file") << "x";
+  CommandResult r = run_train("--data /nonexistent --out " + (dir / "file").string());
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.output, HasSubstr("error: --out " + (dir / "file").string() + " is a file, not a folder"));
+  r = run_train("--data /nonexistent --out " + (dir / "file" / "run").string());
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.output, HasSubstr("is a file, so the folder cannot be made"));
+  EXPECT_THAT(r.output, ::testing::Not(HasSubstr("/nonexistent")));
+}
+
 TEST(TrainCommand, RejectsAnUnknownDevice) {
   const CommandResult r = run_train("--device tpu");
   EXPECT_EQ(r.exit_code, 1);
