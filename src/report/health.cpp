@@ -28,6 +28,9 @@ constexpr const char* kColors[kSeriesPerPlot] = {"#1f77b4", "#ff7f0e", "#2ca02c"
                                                  "#9467bd", "#8c564b", "#e377c2", "#17becf"};
 
 std::string read_text(const fs::path& path) {
+  // An ifstream opens a directory and reads it as empty: it would pass for a log with no events.
+  FP8KIT_CHECK(!fs::is_directory(path), "{} is a directory, not a metrics log: give the --out directory of a training "
+               "run", path.string());
   std::ifstream in(path, std::ios::binary);
   FP8KIT_CHECK(in.is_open(), "cannot read {}", path.string());
   std::ostringstream text;

@@ -76,6 +76,13 @@ TEST(ReportCli, BadInputIsOneLine) {
   EXPECT_EQ(r.output, "error: --out " + dir.path().string() + " is a directory: give the HTML file to write, e.g. " +
                           (dir / "report.html").string() + "\n");
 
+  std::filesystem::create_directories(dir / "folder" / "metrics.jsonl");
+  r = run_cli("report " + (dir / "folder").string());
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.output, HasSubstr("metrics.jsonl is a directory, not a metrics log"));
+  EXPECT_TRUE(testing::one_error_line(r.output)) << r.output;
+  std::filesystem::remove_all(dir / "folder");
+
   std::ofstream(dir / "metrics.jsonl") << "{\"event\": \"run\"}\nnot json\n";
   r = run_cli("report " + dir.path().string());
   EXPECT_NE(r.exit_code, 0);
