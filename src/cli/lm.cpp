@@ -56,7 +56,7 @@ text::BpeTokenizer tokenizer_for(const fs::path& path, bool exists, const Corpus
 }
 
 models::LlamaConfig model_config(const std::string& config, int64_t vocab_size) {
-  if (fs::exists(config)) {
+  if (is_config_path(config)) {
     const models::LlamaConfig c = models::read_llama_config(config);
     FP8KIT_CHECK(c.vocab_size >= vocab_size, "{} has vocab_size {} but the tokenizer has {} tokens", config,
                  c.vocab_size, vocab_size);

@@ -5,9 +5,11 @@
 #include "cli/options.h"
 #include "data/imdb.h"
 #include "data/token_windows.h"
+#include "models/llama_config.h"
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <fstream>
 #include <iterator>
 #include <optional>
@@ -26,6 +28,14 @@ Corpus imdb_corpus(const std::string& data, int64_t limit) {
     return kept;
   };
   return {pick(splits.train.texts), pick(splits.test.texts)};
+}
+
+bool is_config_path(const std::string& config) {
+  std::error_code error;
+  if (!fs::exists(config, error)) return false;
+  if (!fs::is_directory(config, error) || fs::exists(fs::path(config) / "config.json", error)) return true;
+  const std::vector<std::string_view> presets = models::llama_preset_names();
+  return std::find(presets.begin(), presets.end(), config) == presets.end();  // a folder: its config.json is missing
 }
 
 std::vector<int32_t> token_stream(const text::BpeTokenizer& tokenizer, const std::vector<std::string>& texts) {

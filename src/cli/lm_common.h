@@ -28,6 +28,10 @@ Corpus imdb_corpus(const std::string& data, int64_t limit);
 // template puts one: Llama 3), followed by the end-of-text token.
 std::vector<int32_t> token_stream(const text::BpeTokenizer& tokenizer, const std::vector<std::string>& texts);
 
+// Whether --config names a config.json (a file, or a folder holding one) rather than a preset: a
+// folder that happens to be called "tiny" in the working directory is not a config.
+bool is_config_path(const std::string& config);
+
 // A file's bytes as they are ("cannot read OPTION PATH" when it cannot be read).
 std::string read_text(const std::filesystem::path& path, const std::string& option = "--text");
 

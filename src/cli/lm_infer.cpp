@@ -283,7 +283,7 @@ void run_bench(const BenchArgs& a) {
     FP8KIT_CHECK(w == "bf16" || w == "fp8", "--weights takes bf16 and fp8, not \"{}\"", w);
     weights.push_back(w);
   }
-  models::LlamaConfig config = fs::exists(a.config) ? models::read_llama_config(a.config)
+  models::LlamaConfig config = is_config_path(a.config) ? models::read_llama_config(a.config)
                                                     : models::llama_preset(a.config, a.vocab_size);
   std::vector<std::pair<int64_t, int64_t>> prefills, decodes;
   int64_t max_batch = 1, max_seq = 1;

@@ -200,6 +200,21 @@ TEST(LmCli, TrainsAsTwoLocalProcessesAndResumesAlone) {
   EXPECT_EQ(r.output, "error: --batch 3 is not divisible by the 2 processes of the job: give a multiple of 2\n");
 }
 
+// A folder named like a preset in the working directory ("tiny", without a config.json) leaves
+// --config tiny the preset; it was read as the folder's missing config.json.
+TEST(LmCli, APresetIsNotShadowedByAFolderOfItsName) {
+  const TempDir dir("lm_cli_preset_folder");
+  const std::string data = make_tiny_imdb(dir.path(), "aclImdb", 12).string();
+  std::filesystem::create_directories(dir.path() / "tiny");
+  const std::filesystem::path before = std::filesystem::current_path();
+  std::filesystem::current_path(dir.path());
+  const CliResult r = run_cli("lm train --config tiny --steps 1 --vocab-size 300 --seq 32 --batch 2 --eval-batches 1 "
+                              "--data " + data + " --out " + (dir.path() / "run").string());
+  std::filesystem::current_path(before);
+  EXPECT_EQ(r.exit_code, 0) << tail(r.output);
+  EXPECT_THAT(r.output, ::testing::Not(HasSubstr("tiny/config.json")));
+}
+
 TEST(LmCli, RefusesWhatItCannotUse) {
   const TempDir dir("lm_cli_errors");
   CliResult r = run_cli("lm train --config huge --data " + make_tiny_imdb(dir.path()).string() + " --out " +
