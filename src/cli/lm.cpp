@@ -43,8 +43,18 @@ namespace fs = std::filesystem;
 // training texts; `lead` (a job's rank 0) writes it there. Every rank of a job learns the same one,
 // rather than reading a file that rank 0 may be writing.
 text::BpeTokenizer tokenizer_for(const fs::path& path, bool exists, const Corpus& corpus, int64_t vocab_size,
-                                 bool lead) {
-  if (exists) return text::BpeTokenizer::load(path);
+                                 bool vocab_size_given, bool lead) {
+  if (exists) {
+    text::BpeTokenizer tokenizer = text::BpeTokenizer::load(path);
+    // An earlier run's tokenizer in --out is read as it is: say so, above all when --vocab-size asked
+    // for another size, which only a learned tokenizer takes.
+    if (lead) {
+      const bool other_size = vocab_size_given && tokenizer.vocab_size() != vocab_size;
+      fmt::print("Read the tokenizer {} ({} tokens{})\n", path.string(), tokenizer.vocab_size(),
+                 other_size ? fmt::format("; --vocab-size {} sets the size of a learned one only", vocab_size) : "");
+    }
+    return tokenizer;
+  }
   const auto start = std::chrono::steady_clock::now();
   text::BpeTokenizer tokenizer = text::learn_bpe(corpus.train, {.vocab_size = vocab_size});
   if (!lead) return tokenizer;
@@ -71,6 +81,7 @@ struct TrainArgs {
   std::string config = "25m";
   std::string tokenizer;
   int64_t vocab_size = 8192;
+  bool vocab_size_given = false;  // on the command line (else the default)
   std::string precision = "bf16";
   RecipeArgs recipe;
   std::vector<std::string> linear_recipes;
@@ -134,7 +145,8 @@ void run_train(const TrainArgs& a) {
   }
   const bool lead = comm == nullptr || comm->rank() == 0;
   const Corpus corpus = imdb_corpus(a.data, a.limit);
-  const text::BpeTokenizer tokenizer = tokenizer_for(tokenizer_path, tokenizer_exists, corpus, a.vocab_size, lead);
+  const text::BpeTokenizer tokenizer =
+      tokenizer_for(tokenizer_path, tokenizer_exists, corpus, a.vocab_size, a.vocab_size_given, lead);
   const std::vector<int32_t> train_stream = token_stream(tokenizer, corpus.train);
   const std::vector<int32_t> validation_stream = token_stream(tokenizer, corpus.validation);
 
@@ -387,7 +399,7 @@ void setup(CLI::App& app) {
   train->add_option("--tokenizer", t->tokenizer,
                     "tokenizer.json: read if it exists, else learned on the training text and written there "
                     "(default: OUT/tokenizer.json)");
-  train->add_option("--vocab-size", t->vocab_size, "tokens of a learned tokenizer")
+  CLI::Option* vocab_size = train->add_option("--vocab-size", t->vocab_size, "tokens of a learned tokenizer")
       ->capture_default_str()
       ->check(whole_number(257, 1 << 20));
   train->add_option("--precision", t->precision, "fp32, bf16 (mixed) or fp8")->capture_default_str();
@@ -464,7 +476,10 @@ void setup(CLI::App& app) {
                     "bytes of weights per model.safetensors shard, as transformers' max_shard_size")
       ->capture_default_str()
       ->check(whole_number(1, int64_t{1} << 50));
-  train->callback([t] { run_train(*t); });
+  train->callback([t, vocab_size] {
+    t->vocab_size_given = vocab_size->count() > 0;
+    run_train(*t);
+  });
 
   auto e = std::make_shared<EvalArgs>();
   CLI::App* eval =

@@ -40,6 +40,7 @@ TEST(LmCli, TrainsResumesEvaluatesGeneratesAndCompares) {
 
   r = run_cli("lm train --precision fp8 --steps 5 --resume" + common);
   ASSERT_EQ(r.exit_code, 0) << tail(r.output);
+  EXPECT_THAT(r.output, HasSubstr("Read the tokenizer " + out + "/tokenizer.json (300 tokens)\n"));
   EXPECT_THAT(r.output, HasSubstr("Resumed from"));
   EXPECT_THAT(r.output, HasSubstr("at step 3"));
   r = run_cli("lm train --precision fp8 --steps 5 --resume --seed 9" + common);
@@ -213,6 +214,12 @@ TEST(LmCli, APresetIsNotShadowedByAFolderOfItsName) {
   std::filesystem::current_path(before);
   EXPECT_EQ(r.exit_code, 0) << tail(r.output);
   EXPECT_THAT(r.output, ::testing::Not(HasSubstr("tiny/config.json")));
+
+  // Another --vocab-size in the same --out reads the tokenizer there, and says that it did.
+  const CliResult again = run_cli("lm train --config tiny --steps 1 --vocab-size 400 --seq 32 --batch 2 "
+                                  "--eval-batches 1 --data " + data + " --out " + (dir.path() / "run").string());
+  EXPECT_EQ(again.exit_code, 0) << tail(again.output);
+  EXPECT_THAT(again.output, HasSubstr("(300 tokens; --vocab-size 400 sets the size of a learned one only)"));
 }
 
 TEST(LmCli, RefusesWhatItCannotUse) {
