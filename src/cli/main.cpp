@@ -97,7 +97,12 @@ int main(int argc, char** argv) {
     if (!unknown.empty()) {
       std::fprintf(stderr, "error: %s\n", unknown.c_str());
     } else {
-      std::fprintf(stderr, "error: %s (see `%s --help`)\n", e.what(), cli::command_path(app).c_str());
+      // CLI11 words an option given twice as "--epochs: At Most 1 required but received 2".
+      std::string message = e.what();
+      if (const size_t at = message.find(": At Most 1 required but received "); at != std::string::npos) {
+        message = message.substr(0, at) + ": given more than once; give it once";
+      }
+      std::fprintf(stderr, "error: %s (see `%s --help`)\n", message.c_str(), cli::command_path(app).c_str());
     }
     return 2;
   } catch (const std::exception& e) {

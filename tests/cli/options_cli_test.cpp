@@ -74,6 +74,13 @@ TEST(OptionsCli, OneSeedRuleForEverySubcommand) {
   EXPECT_EQ(run_cli("quant-error --steps 1 --seed 18446744073709551615").exit_code, 0);
 }
 
+TEST(OptionsCli, AnOptionGivenTwiceIsNamed) {
+  expect_usage_errors({
+      {"train --data /nonexistent --epochs 1 --epochs 2", "--epochs: given more than once; give it once"},
+      {"quant-error --steps 1 --steps 2", "--steps: given more than once; give it once"},
+  });
+}
+
 TEST(OptionsCli, EmptyPathsAreRefused) {
   expect_usage_errors({
       {"train --data ''", "--data: must be a path, not empty"},
