@@ -602,9 +602,8 @@ LmTrainResult train_lm(const LmTrainOptions& o, std::span<const int32_t> train_s
     if (last || (o.checkpoint_every > 0 && (step + 1) % o.checkpoint_every == 0)) save(step + 1);
   }
   validate(o.steps);
-  std::vector<Metric> final_metrics = {{"loss", loss},
-                                       {"val_loss", result.validation->loss},
-                                       {"val_ppl", result.validation->perplexity}};
+  std::vector<Metric> final_metrics = {{"val_loss", result.validation->loss}, {"val_ppl", result.validation->perplexity}};
+  if (done < o.steps) final_metrics.insert(final_metrics.begin(), Metric{"loss", loss});  // no training loss without a step
   progress.finish(final_metrics);
   result.steps = o.steps;
   result.final_loss = loss;
