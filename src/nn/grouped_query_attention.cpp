@@ -36,15 +36,13 @@ void sdpa_operand(ops::Context& c, const Tensor* rope, Tensor y, int64_t heads, 
   }
 }
 
-// A projection's f32 output gradient from SDPA's gradient d of its operand: through RoPE's backward
-// when a table is given (reading bf16 as cuDNN wrote it), else converted; f32 gradients in place.
+// A projection's output gradient from SDPA's gradient d of its operand: through RoPE's backward
+// into f32 when a table is given (reading bf16 as cuDNN wrote it; f32 gradients in place), else d
+// itself, which the Linear reads as it is (ops::LinearGradient).
 const Tensor& projection_gradient(ops::Context& c, const Tensor* rope, Tensor& d, int64_t heads, Tensor& f32) {
+  if (rope == nullptr) return d;
   Tensor& out = d.dtype() == DType::F32 ? d : f32;
-  if (rope != nullptr) {
-    ops::rope_backward(c, *rope, d, heads, 0, out);
-  } else if (&out != &d) {
-    ops::convert(c, d, DType::F32, out);
-  }
+  ops::rope_backward(c, *rope, d, heads, 0, out);
   return out;
 }
 
@@ -101,8 +99,8 @@ const Tensor& GroupedQueryAttention::forward(ops::Context& c, const Tensor& x, i
   c.join(ops::Lane::B);
   const int64_t q_channels = shape_.heads * shape_.head_dim, kv_channels = shape_.kv_heads * shape_.head_dim;
   // bf16 operands on the GPU: RoPE writes q and k as bf16, v is cast once for the forward and the
-  // backward (without RoPE, biased q, k and v in one pass from the GEMMs' outputs), and cuDNN's out is
-  // converted once for o_proj (no casts inside sdpa).
+  // backward (without RoPE, biased q, k and v in one pass from the GEMMs' outputs), and o_proj's cast
+  // reads cuDNN's bf16 out as it is (no casts inside sdpa).
   const DType dtype = ops::sdpa_dtype(c, bf16);
   if (biased && rope == nullptr && dtype != DType::F32) {
     Tensor* operands[] = {&output_of(q_, dtype), &output_of(k_, dtype), &output_of(v_, dtype)};
@@ -117,18 +115,16 @@ const Tensor& GroupedQueryAttention::forward(ops::Context& c, const Tensor& x, i
     sdpa_operand(c, nullptr, v_proj.op().y.view(0, {batch, seq, kv_channels}), shape_.kv_heads, bf16, dtype, v_);
   }
   ops::sdpa_forward(c, shape_, q_, k_, v_, bf16, output_of(out_, dtype), lse_);
-  if (dtype == DType::F32) return o_proj.forward(c, out_, training, next);
-  ops::convert(c, out_, DType::F32, out_f32_);
-  return o_proj.forward(c, out_f32_, training, next);
+  return o_proj.forward(c, out_, training, next);
 }
 
 std::vector<Tensor*> GroupedQueryAttention::backward_buffers() {
-  return {&dout_, &dq_, &dk_, &dv_, &dq_f32_, &dk_f32_, &dv_f32_, &dx_,
+  return {&dout_, &dq_, &dk_, &dv_, &dq_f32_, &dk_f32_, &dx_,
           &q_proj.dx_buffer(), &k_proj.dx_buffer(), &v_proj.dx_buffer(), &o_proj.dx_buffer()};
 }
 
 std::vector<Tensor*> GroupedQueryAttention::step_buffers() {
-  std::vector<Tensor*> all = {&q_, &k_, &v_, &out_, &out_f32_, &lse_};
+  std::vector<Tensor*> all = {&q_, &k_, &v_, &out_, &lse_};
   for (Linear* l : linears())
     for (Tensor* t : l->step_buffers()) all.push_back(t);
   return all;
@@ -138,13 +134,14 @@ const Tensor& GroupedQueryAttention::backward(ops::Context& c, const Tensor& dy)
   const int64_t rows = shape_.batch * shape_.seq;
   const int64_t q_channels = shape_.heads * shape_.head_dim, kv_channels = shape_.kv_heads * shape_.head_dim;
   const DType dtype = q_.dtype();
-  const Tensor dout = o_proj.backward(c, dy).view(0, {shape_.batch, shape_.seq, q_channels});
-  if (dtype != DType::F32) ops::convert(c, dout, dtype, output_of(dout_, dtype));
-  ops::sdpa_backward(c, shape_, q_, k_, v_, out_, lse_, dtype == DType::F32 ? dout : dout_, output_of(dq_, dtype),
-                     output_of(dk_, dtype), output_of(dv_, dtype));
+  // SDPA's dout as o_proj's dgrad writes it: bf16 straight from the GEMM where SDPA reads bf16.
+  const Tensor dout = o_proj.backward(c, dy, {}, dtype == DType::F32 ? nullptr : &output_of(dout_, dtype))
+                          .view(0, {shape_.batch, shape_.seq, q_channels});
+  ops::sdpa_backward(c, shape_, q_, k_, v_, out_, lse_, dout, output_of(dq_, dtype), output_of(dk_, dtype),
+                     output_of(dv_, dtype));
   const Tensor dq = projection_gradient(c, rope_, dq_, shape_.heads, dq_f32_).view(0, {rows, q_channels}),
                dk = projection_gradient(c, rope_, dk_, shape_.kv_heads, dk_f32_).view(0, {rows, kv_channels}),
-               dv = projection_gradient(c, nullptr, dv_, shape_.kv_heads, dv_f32_).view(0, {rows, kv_channels});
+               dv = dv_.view(0, {rows, kv_channels});
   const ops::LinearGradient query{&q_proj.op(), &dq, {}, ops::Lane::Main};
   ops::linear_backward(c, {&query, 1});
   const ops::LinearGradient key_value[] = {{&k_proj.op(), &dk, {}, ops::Lane::A},

@@ -56,12 +56,12 @@ class GroupedQueryAttention {
   const Tensor* rope_ = nullptr;
   bool bf16_ = false;
   // SDPA's operands, of ops::sdpa_dtype: the projections (q and k after RoPE, if any; views of the
-  // projections' outputs where nothing changes them) as [batch, seq, channels], and its out; out_f32_:
-  // out as o_proj's f32 input when out_ is bf16.
-  Tensor q_, k_, v_, out_, out_f32_, lse_;
-  // The backward's: o_proj's dx as SDPA's dout when that is bf16; SDPA's gradients (its dtype), and
-  // the projections' f32 gradients made from them when those are bf16 (else dq_, dk_, dv_ themselves).
-  Tensor dout_, dq_, dk_, dv_, dq_f32_, dk_f32_, dv_f32_, dx_;
+  // projections' outputs where nothing changes them) as [batch, seq, channels], and its out (o_proj's
+  // input as it is).
+  Tensor q_, k_, v_, out_, lse_;
+  // The backward's: o_proj's dx as SDPA's dout when that is bf16; SDPA's gradients (its dtype, the
+  // projections' output gradients), and RoPE's f32 backward of dq_ and dk_ when those are bf16.
+  Tensor dout_, dq_, dk_, dv_, dq_f32_, dk_f32_, dx_;
 };
 
 }  // namespace fp8kit::nn

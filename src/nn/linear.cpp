@@ -89,7 +89,7 @@ ops::LinearOp& Linear::op() {
 
 std::vector<Tensor*> Linear::step_buffers() {
   ops::LinearOp& l = op_;
-  std::vector<Tensor*> all = {&l.y, &l.pre, &l.xc, &l.xc_t, &l.g, &l.gc, &l.gc_t, &l.partials};
+  std::vector<Tensor*> all = {&l.y, &l.pre, &l.xc, &l.xc_t, &l.g, &l.gc, &l.gc_t, &l.partials, &l.x_f32, &l.dy_f32};
   for (QTensor* q : {&l.xq, &l.xq_t, &l.gq, &l.gq_t})
     for (Tensor* t : {&q->codes, &q->codes_t, &q->scale_inv, &q->amax}) all.push_back(t);
   return all;
@@ -106,10 +106,10 @@ const Tensor& Linear::forward(ops::Context& c, const ops::GatedInput& x, bool tr
   return op_.y;
 }
 
-const Tensor& Linear::backward(ops::Context& c, const Tensor& dy, const ops::DropoutSpec& dropout) {
-  const ops::LinearGradient g{&op_, &dy, dropout};
+const Tensor& Linear::backward(ops::Context& c, const Tensor& dy, const ops::DropoutSpec& dropout, Tensor* dx_bf16) {
+  const ops::LinearGradient g{.linear = &op_, .dy = &dy, .dropout = dropout, .dx_bf16 = dx_bf16};
   ops::linear_backward(c, {&g, 1});
-  return op_.dx;
+  return dx_bf16 != nullptr ? *dx_bf16 : op_.dx;
 }
 
 }  // namespace fp8kit::nn

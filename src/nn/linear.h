@@ -38,16 +38,18 @@ class Linear {
   // precision, current block scales.
   void set_precision(Precision precision, ops::ScalingTable* scaling, std::optional<ScalingMode> mode = std::nullopt);
 
-  // x: [rows, in] on the model's device, unchanged until backward(). Returns y [rows, out]; `next`:
+  // x: [rows, in] on the model's device (f32 or bf16: ops::linear_forward), unchanged until backward(). Returns y [rows, out]; `next`:
   // what follows in the model (dropout, residual sum, into next.out; or deferred, for a consumer
   // Linear to apply). producer: the Linear whose deferred output x is.
   const Tensor& forward(ops::Context& c, const Tensor& x, bool training, const ops::LinearOutput& next = {},
                         Linear* producer = nullptr);
   // The same from SwiGLU's gate (ops::GatedInput: silu(gate) up, fused into the input's cast on the GPU).
   const Tensor& forward(ops::Context& c, const ops::GatedInput& x, bool training, const ops::LinearOutput& next = {});
-  // dy: [rows, out], the gradient of y or, with an active dropout, of the dropout after it. Overwrites
-  // the parameters' gradients (weight gradients on Lane::Side); returns dx [rows, in].
-  const Tensor& backward(ops::Context& c, const Tensor& dy, const ops::DropoutSpec& dropout = {});
+  // dy: [rows, out] (f32 or bf16), the gradient of y or, with an active dropout, of the dropout after
+  // it. Overwrites the parameters' gradients (weight gradients on Lane::Side); returns dx [rows, in],
+  // in *dx_bf16 as bf16 when given (ops::LinearGradient::dx_bf16).
+  const Tensor& backward(ops::Context& c, const Tensor& dy, const ops::DropoutSpec& dropout = {},
+                         Tensor* dx_bf16 = nullptr);
 
   const std::string& path() const { return path_; }
   std::string name() const;  // last component of the path ("query", "up_proj")

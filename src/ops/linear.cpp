@@ -287,6 +287,7 @@ void linear_prepare_weights(Context& c, std::span<LinearOp* const> linears, bool
 void linear_prepare_input(Context& c, LinearOp& l, const Tensor& x, bool training) {
   check_linear(c, l);
   FP8KIT_CHECK(x.numel() % l.in == 0, "linear: the input has {} values, not rows of {}", x.numel(), l.in);
+  check_tensor(c, x, x.shape(), DType::F32, "linear_prepare_input", "the input (an input shared or prepared ahead)");
   if (l.precision == LinearPrecision::Fp8Block) {
     linear_block_prepare_input(c, l, x, training);
     return;
@@ -316,15 +317,35 @@ bool shares_input_operands(const LinearOp& a, const LinearOp& b) {
 
 namespace {
 
+// Whether l's forward reads a bf16 x as it is: the GPU's bf16 and FP8 casts of a Linear's own input,
+// but for FP8's one-launch quantize + GEMM and its health statistics (both read f32).
+bool reads_bf16_input(const Context& c, const LinearOp& l, bool training) {
+  return c.is_cuda() && l.input_of == nullptr &&
+         (l.precision == LinearPrecision::Bf16 ||
+          (l.precision == LinearPrecision::Fp8 && !(training && l.scaling->recording()) &&
+           !cuda::quantize_fp8_gemm_fits(l.in, l.out)));
+}
+
+// An input or output gradient of f32 or bf16: t itself where it is f32 or the path reads bf16, else
+// its values as f32 in `f32`.
+const Tensor& f32_unless(Context& c, const Tensor& t, bool bf16_read, Tensor& f32) {
+  if (t.dtype() == DType::F32 || bf16_read) return t;
+  convert(c, t, DType::F32, f32);
+  return f32;
+}
+
 // linear_forward's checks and dispatch; gated (GPU only): x is its gate.
-void forward(Context& c, LinearOp& l, const Tensor& x, bool training, const LinearOutput& next, LinearOp* producer,
+void forward(Context& c, LinearOp& l, const Tensor& given, bool training, const LinearOutput& next, LinearOp* producer,
              const GatedInput* gated) {
   check_linear(c, l);
   FP8KIT_CHECK(!next.deferred || next.out == nullptr, "linear: a deferred output has no dropout or residual sum");
-  FP8KIT_CHECK(producer == nullptr || &x == &producer->y, "linear: a producer's deferred output is its y");
-  FP8KIT_CHECK(x.rank() >= 1 && x.numel() % l.in == 0, "linear: the input has {} values, not rows of {}", x.numel(),
-               l.in);
-  check_tensor(c, x, x.shape(), DType::F32, "linear", "the input");
+  FP8KIT_CHECK(producer == nullptr || &given == &producer->y, "linear: a producer's deferred output is its y");
+  FP8KIT_CHECK(given.rank() >= 1 && given.numel() % l.in == 0, "linear: the input has {} values, not rows of {}",
+               given.numel(), l.in);
+  FP8KIT_CHECK(given.dtype() == DType::F32 || given.dtype() == DType::Bf16, "linear: the input must be f32 or bf16, got {}",
+               name(given.dtype()));
+  check_tensor(c, given, given.shape(), given.dtype(), "linear", "the input");
+  const Tensor& x = f32_unless(c, given, reads_bf16_input(c, l, training), l.x_f32);
   l.x = &x;
   l.rows = x.numel() / l.in;
   if (next.out != nullptr) {
@@ -371,6 +392,7 @@ void linear_forward(Context& c, LinearOp& l, const GatedInput& x, bool training,
     forward(c, l, *x.act, training, next, nullptr, nullptr);
     return;
   }
+  check_tensor(c, *x.gate, x.gate->shape(), DType::F32, "linear", "a gated input's gate");
   check_tensor(c, *x.up, x.gate->shape(), DType::F32, "linear", "a gated input's up (its gate's shape)");
   forward(c, l, *x.gate, training, next, nullptr, &x);
 }
@@ -431,7 +453,11 @@ void linear_backward(Context& c, std::span<const LinearGradient> group) {
     const LinearOp& first = *group[0].linear;
     FP8KIT_CHECK(l.rows == first.rows && l.in == first.in && l.out == first.out,
                  "linear backward: the Linears of a group must have one shape");
-    check_tensor(c, *lg.dy, {l.rows, l.out}, DType::F32, "linear backward", "the output gradient");
+    FP8KIT_CHECK(lg.dy->dtype() == DType::F32 || lg.dy->dtype() == DType::Bf16,
+                 "linear backward: the output gradient must be f32 or bf16, got {}", name(lg.dy->dtype()));
+    check_tensor(c, *lg.dy, {l.rows, l.out}, lg.dy->dtype(), "linear backward", "the output gradient");
+    if (lg.dx_bf16 != nullptr && lg.input_gradient)
+      prepare_output(c, *lg.dx_bf16, {l.rows, l.in}, DType::Bf16, "linear backward", "dx_bf16");
     FP8KIT_CHECK(lg.swiglu == SwiGluPart::None || swiglu_fusable(c, l),
                  "linear backward: SwiGLU's gradient is fused on the GPU only, into bf16 or FP8 Linears without bias "
                  "(linear_backward_gated)");
@@ -451,7 +477,11 @@ void linear_backward(Context& c, std::span<const LinearGradient> group) {
 #endif
     return;
   }
-  for (const LinearGradient& lg : group) cpu_backward(c, lg);
+  for (LinearGradient lg : group) {
+    lg.dy = &f32_unless(c, *lg.dy, false, lg.linear->dy_f32);
+    cpu_backward(c, lg);
+    if (lg.dx_bf16 != nullptr && lg.input_gradient) convert(c, lg.linear->dx, DType::Bf16, *lg.dx_bf16);
+  }
 }
 
 void linear_backward_gated(Context& c, LinearOp& gate, LinearOp& up, const Tensor& dact, Tensor& dgate, Tensor& dup,

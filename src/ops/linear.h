@@ -93,6 +93,10 @@ struct LinearOp {
   // Fp8Block: x and dy quantized 1 x 128 along K (xq, gq) and along the rows (xq_t, gq_t: from the f32
   // transposes in xc_t and gc_t); W's 128 x 128 blocks as stored (wq) and transposed (wq_t).
   QTensor xq, xq_t, gq, gq_t, wq, wq_t;
+  // A bf16 input (x_f32) or output gradient (dy_f32) as f32, where the path reads f32 (the CPU, fp32
+  // and block scaling, FP8 health statistics and the one-launch FP8 kernels); the GPU's bf16 and FP8
+  // casts read bf16 as it is.
+  Tensor x_f32, dy_f32;
 };
 
 // What follows a Linear's activation in the model: out = residual + dropout(y) (bf16: each step
@@ -126,7 +130,10 @@ void linear_prepare_input(Context& c, LinearOp& l, const Tensor& x, bool trainin
 // same quantizations). Sharing or not gives the same bits on either device.
 bool shares_input_operands(const LinearOp& a, const LinearOp& b);
 
-// l.y = act(x W + b), then `next`. x: [rows, in] f32 on the context's device. training: the FP8
+// l.y = act(x W + b), then `next`. x: [rows, in] on the context's device, f32 or bf16 (an op's bf16
+// output, cuDNN's attention's: its values are exact in f32, so either gives the same bits, and the
+// GPU's bf16 and FP8 casts read half the bytes; a producer's deferred output and a prepared or
+// shared input are f32). training: the FP8
 // amaxes enter the scaling table (current scaling: scales from this x; neither while the table is
 // replaying a recomputed forward), and the backward's operands are kept; otherwise the scales are
 // frozen. producer: the Linear whose deferred output x is (its
@@ -158,7 +165,8 @@ void linear_finish(Context& c, std::span<LinearOp* const> linears);
 void linear_finish(Context& c, std::span<LinearOp* const> linears, DType dtype, std::span<Tensor* const> outs);
 
 // The gradient dy [rows, out] of one Linear's output or, with an active dropout, of the dropout that
-// followed it; the dgrad runs on `lane` (A and B: beside Main, joined back before the call returns).
+// followed it, f32 or bf16 (as linear_forward's x); the dgrad runs on `lane` (A and B: beside Main,
+// joined back before the call returns).
 struct LinearGradient {
   LinearOp* linear = nullptr;
   const Tensor* dy = nullptr;
@@ -167,6 +175,10 @@ struct LinearGradient {
   // false: no dx (the model's input, whose gradient nothing reads, as PyTorch skips it for an input
   // without requires_grad): the dgrad GEMM is skipped and linear->dx left as it is.
   bool input_gradient = true;
+  // Set: dx goes here as bf16 [rows, in] instead of into linear->dx (for a consumer that reads bf16,
+  // the attention's backward): the GPU's bf16 and FP8 dgrad GEMMs on cuBLASLt write it so (no f32 dx
+  // at all); elsewhere dx is made in linear->dx and rounded into it (the same rounding).
+  Tensor* dx_bf16 = nullptr;
   // Set by linear_backward_gated (the GPU's bf16 and FP8 Linears without bias): dy is the gradient of
   // SwiGLU's silu(gate) up, and this Linear's output gradient is its part of SwiGLU's backward (the
   // gate projection's, reading gate and up, or up's, reading gate), made inside its gradient's cast.

@@ -1,13 +1,16 @@
 // The Linear op's GELU on the CPU: y = gelu(pre) with pre = x W + b kept (mixed bf16: pre as the ReLU
 // path rounds it, y rounded again), a deferred GELU applied by its consumer as its own epilogue would
 // (the lab's MLP), SwiGLU's gate deferred into a Linear, a backward without the input gradient giving
-// the same weight gradients, and which FP8 Linears share an input's cast.
+// the same weight gradients, bf16 inputs, gradients and dx, and which FP8 Linears share an input's
+// cast.
 #include "ops/linear.h"
 
 #include "common/error_of.h"
 #include "common/gradient_check.h"
 #include "cpu_op_test.h"
+#include "base/error.h"
 #include "numerics/cast.h"
+#include "numerics/convert.h"
 #include "ops/activation.h"
 #include "ops/elementwise.h"
 #include "ops/swiglu.h"
@@ -166,6 +169,42 @@ TEST(LinearGelu, BackwardWithoutInputGradientLeavesDxAndGivesTheSameWeightGradie
     }
     EXPECT_TRUE(testing::same_bits(grads[0], grads[1]));
   }
+}
+
+// A bf16 input and output gradient (an attention's, as cuDNN makes them) give the bits their values
+// give in f32, and dx asked for in bf16 is dx rounded; an input shared or prepared ahead stays f32.
+TEST(LinearBf16Io, Bf16InputAndGradientAreTheirValues) {
+  const int64_t rows = 6, in = 12, out = 10;
+  std::vector<float> xv = testing::random_vector(rows * in, 11, -2, 2), dyv = testing::random_vector(rows * out, 12);
+  for (std::vector<float>* v : {&xv, &dyv}) round_bf16(*v, *v);
+  for (LinearPrecision p : {LinearPrecision::Fp32, LinearPrecision::Bf16}) {
+    std::vector<float> results[2];
+    for (int bf16 = 0; bf16 < 2; ++bf16) {
+      Context c;
+      const DType io = bf16 == 1 ? DType::Bf16 : DType::F32;
+      Tensor x, dy, dx;
+      convert(c, testing::host_tensor(xv, {rows, in}), io, x);
+      convert(c, testing::host_tensor(dyv, {rows, out}), io, dy);
+      Layer l(in, out, Activation::None, p, 13);
+      LinearOp* op = &l.op;
+      linear_prepare_weights(c, {&op, 1}, true);
+      linear_forward(c, l.op, x, true);
+      const LinearGradient g{.linear = &l.op, .dy = &dy, .dx_bf16 = bf16 == 1 ? &dx : nullptr};
+      linear_backward(c, {&g, 1});
+      if (bf16 == 0) convert(c, l.op.dx, DType::Bf16, dx);
+      ASSERT_EQ(dx.dtype(), DType::Bf16);
+      Tensor dx_values;
+      convert(c, dx, DType::F32, dx_values);
+      for (const Tensor* t : {&l.op.y, &dx_values, &l.dw, &l.db})
+        results[bf16].insert(results[bf16].end(), t->span<float>().begin(), t->span<float>().end());
+    }
+    EXPECT_TRUE(testing::same_bits(results[0], results[1])) << static_cast<int>(p);
+  }
+  Context c;
+  Layer l(in, out, Activation::None, LinearPrecision::Bf16, 13);
+  Tensor x;
+  convert(c, testing::host_tensor(xv, {rows, in}), DType::Bf16, x);
+  EXPECT_THROW(linear_prepare_input(c, l.op, x, true), Error);
 }
 
 // FP8 Linears [in -> out] with their three slots in a table (the input slot in `input_format`, scaled

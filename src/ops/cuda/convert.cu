@@ -78,6 +78,7 @@ constexpr int kMaxCasts = 16;
 constexpr int kTile = 32, kTileRowsPerPass = 8;
 struct Cast {
   const float* x;
+  const uint16_t* x_bf16;  // instead of x: bf16 already (no epilogue or gradient)
   int64_t rows, cols;
   uint16_t* out;
   uint16_t* out_t;
@@ -87,6 +88,17 @@ struct Cast {
   BiasSumArgs sum;  // the wide tile's summing launches only
 };
 using CastBatch = LaunchBatch<Cast, kMaxCasts>;
+
+// Element i of p's matrix, and elements i .. i + 3 (16-byte aligned f32, 8-byte aligned bf16).
+__device__ __forceinline__ float x_at(const Cast& p, int64_t i) {
+  return p.x_bf16 != nullptr ? bf16_to_float(p.x_bf16[i]) : p.x[i];
+}
+__device__ __forceinline__ float4 x4_at(const Cast& p, int64_t i) {
+  if (p.x_bf16 == nullptr) return *reinterpret_cast<const float4*>(p.x + i);
+  const uint2 h = *reinterpret_cast<const uint2*>(p.x_bf16 + i);
+  return make_float4(bf16_to_float(h.x & 0xFFFFu), bf16_to_float(h.x >> 16), bf16_to_float(h.y & 0xFFFFu),
+                     bf16_to_float(h.y >> 16));
+}
 
 // Element i (column c) of a cast before its rounding to bf16: the producer's epilogue (its activated
 // value into e.y where asked) and the output gradient's backward; a and b: SwiGLU's operands there
@@ -118,7 +130,7 @@ __global__ void __launch_bounds__(kTile * kTileRowsPerPass) cast_transpose_kerne
     if (r >= p.rows || c >= p.cols) continue;
     const int64_t i = r * p.cols + c;
     const SwiGluOperands s = swiglu_operands(p.epilogue, p.gradient);
-    const uint16_t h = float_to_bf16(cast_value<SwiGlu>(p, p.x[i], s.first != nullptr ? s.first[i] : 0.0f,
+    const uint16_t h = float_to_bf16(cast_value<SwiGlu>(p, x_at(p, i), s.first != nullptr ? s.first[i] : 0.0f,
                                                          s.second != nullptr ? s.second[i] : 0.0f, i, c, mask));
     if (p.out != nullptr) p.out[i] = h;
     tile[k][threadIdx.x] = h;
@@ -151,7 +163,7 @@ __device__ __forceinline__ void cast_wide_tile(const Cast& p, int64_t tx, int64_
     const int64_t r = r0 + k, c = c0 + 4 * group;
     if (r >= p.rows || c >= p.cols) continue;
     const int64_t i = r * p.cols + c;
-    const float4 x = *reinterpret_cast<const float4*>(p.x + i);
+    const float4 x = x4_at(p, i);
     const SwiGluOperands s = swiglu_operands(p.epilogue, p.gradient);
     const float4 a = s.first != nullptr ? *reinterpret_cast<const float4*>(s.first + i) : float4{};
     const float4 b = s.second != nullptr ? *reinterpret_cast<const float4*>(s.second + i) : float4{};
@@ -228,8 +240,8 @@ void float_to_bf16_transposed(std::span<const Bf16Cast> casts, cudaStream_t stre
     const int count = static_cast<int>(std::min<size_t>(kMaxCasts, casts.size() - start));
     const bool wide = std::all_of(casts.begin() + start, casts.begin() + start + count, [](const Bf16Cast& c) {
       const SwiGluOperands s = swiglu_operands(c.epilogue, c.gradient);  // loaded 4 at a time too
-      return c.rows % 4 == 0 && c.cols % 4 == 0 && aligned(c.x, 16) && aligned(s.first, 16) && aligned(s.second, 16) &&
-             aligned(c.out, 8) && aligned(c.out_t, 8);
+      return c.rows % 4 == 0 && c.cols % 4 == 0 && aligned(c.x, 16) && aligned(c.x_bf16, 8) && aligned(s.first, 16) &&
+             aligned(s.second, 16) && aligned(c.out, 8) && aligned(c.out_t, 8);
     });
     // The wide tile sums the bias gradients of all of them or none (bias_backward sums the others').
     const bool sums = wide && std::all_of(casts.begin() + start, casts.begin() + start + count, [](const Bf16Cast& c) {
@@ -241,11 +253,17 @@ void float_to_bf16_transposed(std::span<const Bf16Cast> casts, cudaStream_t stre
       const std::string what = "float_to_bf16_transposed: matrix " + std::to_string(start + t) + " (" +
                                std::to_string(c.rows) + "x" + std::to_string(c.cols) + ")";
       if (c.rows < 0 || c.cols < 0) throw Error(what + " has a negative shape");
-      if (c.rows * c.cols > 0 && c.x == nullptr) throw Error(what + ": x is null");
+      if (c.rows * c.cols > 0 && (c.x == nullptr) == (c.x_bf16 == nullptr))
+        throw Error(what + ": give x or x_bf16, one of them");
       check_epilogue(c.epilogue, c.gradient, what);
+      if (c.x_bf16 != nullptr && (c.epilogue.active() || c.gradient.active()))
+        throw Error(what + ": a bf16 x takes no epilogue or gradient; convert it to f32 first");
+      if (c.x_bf16 != nullptr && c.bias_sum.grad != nullptr && !sums)
+        throw Error(what + ": a bf16 x's bias sum needs the wide tile (tile_sums, rows and columns multiples of 4 "
+                           "and aligned pointers); convert it to f32 first");
       if (c.bias_sum.grad != nullptr && (c.bias_sum.workspace == nullptr || c.gradient.swiglu != ops::SwiGluPart::None))
         throw Error(what + ": a bias sum needs its workspace and a gradient other than SwiGLU's");
-      const Cast cast{c.x, c.rows, c.cols, c.out, c.out_t, c.epilogue, c.gradient.active(),
+      const Cast cast{c.x, c.x_bf16, c.rows, c.cols, c.out, c.out_t, c.epilogue, c.gradient.active(),
                       epilogue_gradient_args(c.gradient, c.rows, c.cols, "float_to_bf16_transposed"),
                       sums ? bias_sum_args(c.bias_sum, c.rows) : BiasSumArgs{}};
       if (sums) {  // a block per (column tile, piece)
@@ -255,7 +273,7 @@ void float_to_bf16_transposed(std::span<const Bf16Cast> casts, cudaStream_t stre
       }
     }
     if (std::all_of(casts.begin() + start, casts.begin() + start + count,
-                    [&](const Bf16Cast& c) { return c.x == casts[start].x; }))
+                    [&](const Bf16Cast& c) { return c.x == casts[start].x && c.x_bf16 == casts[start].x_bf16; }))
       b.interleave();
     const unsigned blocks = b.blocks("float_to_bf16_transposed");
     const bool swiglu = std::any_of(casts.begin() + start, casts.begin() + start + count, [](const Bf16Cast& c) {

@@ -26,7 +26,10 @@ void bf16_to_float(const uint16_t* x, int64_t count, float* out, cudaStream_t st
 // x + bias to epilogue.pre when set), with epilogue.up by SwiGLU's silu(x) up, and the copies are of
 // that: the producer's epilogue fused into its consumer's cast. With
 // an active gradient, x is a Linear's output gradient and the copies are of gradient(x) (the
-// backward of its epilogue). Not both.
+// backward of its epilogue). Not both. x_bf16 instead of x: the matrix is bf16 already (cuDNN's
+// attention output or gradients), its copies exact; no epilogue or gradient then, and a bias sum only
+// where the wide tile takes it (tile_sums, rows and columns multiples of 4: the caller converts
+// otherwise).
 struct Bf16Cast {
   const float* x = nullptr;
   int64_t rows = 0, cols = 0;
@@ -37,6 +40,7 @@ struct Bf16Cast {
   // With the gradient: its Linear's bias gradient, summed in this pass where the cast's tile can
   // (BiasSum).
   BiasSum bias_sum{};
+  const uint16_t* x_bf16 = nullptr;
 };
 
 // Queues the casts of `casts` (any shapes) as one launch per 16 matrices.

@@ -10,6 +10,7 @@
 #include "ops/cuda/linear.h"
 
 #include "base/error.h"
+#include "ops/cuda/aligned.h"
 #include "ops/cuda/context.h"
 #include "ops/cuda/convert.h"
 #include "ops/cuda/elementwise.h"
@@ -17,6 +18,7 @@
 #include "ops/cuda/quant_stats.h"
 #include "ops/cuda/quantize.h"
 #include "ops/cuda/small_fp8_gemm.h"
+#include "ops/elementwise.h"
 #include "ops/linear_block.h"
 #include "ops/tensor_checks.h"
 #include "runtime/cuda/check.h"
@@ -39,13 +41,13 @@ const float* f32(const Tensor& t) { return t.device_data<float>(); }
 uint8_t* u8(Tensor& t) { return t.numel() == 0 ? nullptr : t.device_data<uint8_t>(); }
 uint16_t* b16(Tensor& t) { return t.numel() == 0 ? nullptr : t.device_data<uint16_t>(); }
 
-// The FP8 cast of x [rows, cols] with slot `s`'s scale; the amax recorded when training with delayed
-// scaling (current scaling records it in its own pass first).
-cuda::QuantizeArgs quantize_args(ScalingTable& t, int s, const float* x, int64_t rows, int64_t cols, uint8_t* q,
-                                 uint8_t* q_t, bool training) {
+// The FP8 cast of x [rows, cols] (f32, or bf16 as x_type says) with slot `s`'s scale; the amax
+// recorded when training with delayed scaling (current scaling records it in its own pass first).
+cuda::QuantizeArgs quantize_args(ScalingTable& t, int s, const void* x, int64_t rows, int64_t cols, uint8_t* q,
+                                 uint8_t* q_t, bool training, DType x_type = DType::F32) {
   cuda::QuantizeArgs a;
   a.x = x;
-  a.x_type = DType::F32;
+  a.x_type = x_type;
   a.rows = rows;
   a.cols = cols;
   a.format = t.format(s);
@@ -58,14 +60,16 @@ cuda::QuantizeArgs quantize_args(ScalingTable& t, int s, const float* x, int64_t
 }
 
 // The casts of `args` in one batched launch per scaling convention (keras-lag slots divide, the
-// others multiply: per-Linear recipes mix them in one model).
+// others multiply: per-Linear recipes mix them in one model) and input type (a group's f32 and bf16
+// gradients).
 void quantize_batch(Context& c, const std::vector<cuda::QuantizeArgs>& args) {
-  for (const bool divide : {false, true}) {
-    std::vector<cuda::QuantizeArgs> part;
-    for (const cuda::QuantizeArgs& a : args)
-      if (a.divide == divide) part.push_back(a);
-    if (!part.empty()) cuda::quantize_fp8_batch(part, stream(c));
-  }
+  for (const bool divide : {false, true})
+    for (const DType x_type : {DType::F32, DType::Bf16}) {
+      std::vector<cuda::QuantizeArgs> part;
+      for (const cuda::QuantizeArgs& a : args)
+        if (a.divide == divide && a.x_type == x_type) part.push_back(a);
+      if (!part.empty()) cuda::quantize_fp8_batch(part, stream(c));
+    }
 }
 
 // Before `args` (of slots `slots`) are cast, for those of them that scale currently: their amaxes (a
@@ -88,11 +92,19 @@ void current_scales(Context& c, ScalingTable& t, const std::vector<cuda::Quantiz
     current.push_back(slots[k]);
   }
   if (passes.empty()) return;
-  cuda::quantize_fp8_batch(passes, stream(c));
+  quantize_batch(c, passes);
   t.current_scales(c, current, training);
 }
 
-void gemm(Context& c, int64_t m, int64_t n, int64_t k, const void* a, DType at, const void* b, DType bt, float* y,
+// A GEMM's output: f32, or bf16 where a consumer reads bf16 (a dgrad into the attention's backward).
+struct GemmOut {
+  GemmOut(float* y) : p(y) {}  // NOLINT(google-explicit-constructor): f32 is the rule
+  GemmOut(void* y, DType type) : p(y), type(type) {}
+  void* p;
+  DType type = DType::F32;
+};
+
+void gemm(Context& c, int64_t m, int64_t n, int64_t k, const void* a, DType at, const void* b, DType bt, GemmOut y,
           const float* a_scale_inv = nullptr, const float* b_scale_inv = nullptr, bool fast = false) {
   cuda::GemmArgs g;
   g.m = m;
@@ -102,20 +114,24 @@ void gemm(Context& c, int64_t m, int64_t n, int64_t k, const void* a, DType at, 
   g.a_type = at;
   g.b = b;
   g.b_type = bt;
-  g.y = y;
-  g.y_type = DType::F32;
+  g.y = y.p;
+  g.y_type = y.type;
   g.a_scale_inv = a_scale_inv;
   g.b_scale_inv = b_scale_inv;
   g.fast_accumulation = fast;
   ops::gemm(c).gemm(g, stream(c));
 }
 
+// Whether an FP8 GEMM of n outputs over k runs on cuBLASLt, which can write bf16 (fp8_gemm).
+bool cublas_fp8_shape(int64_t n, int64_t k) { return n % 16 == 0 && k % 16 == 0; }
+
 // An FP8 GEMM; shapes that cuBLASLt would pad (n or k not a multiple of 16: a one-output Linear) run
-// small_fp8_gemm instead, one launch instead of the padded copies.
+// small_fp8_gemm instead (f32 output only), one launch instead of the padded copies.
 void fp8_gemm(Context& c, int64_t m, int64_t n, int64_t k, const uint8_t* a, Fp8Format af, const uint8_t* b,
-              Fp8Format bf, float* y, const float* a_scale_inv, const float* b_scale_inv, bool fast) {
-  if (n % 16 != 0 || k % 16 != 0) {
-    cuda::small_fp8_gemm(m, n, k, a, af, b, bf, a_scale_inv, b_scale_inv, y, stream(c));
+              Fp8Format bf, GemmOut y, const float* a_scale_inv, const float* b_scale_inv, bool fast) {
+  if (!cublas_fp8_shape(n, k)) {
+    FP8KIT_CHECK(y.type == DType::F32, "linear: the small FP8 GEMM writes f32 only");
+    cuda::small_fp8_gemm(m, n, k, a, af, b, bf, a_scale_inv, b_scale_inv, static_cast<float*>(y.p), stream(c));
     return;
   }
   gemm(c, m, n, k, a, dtype_of(af), b, dtype_of(bf), y, a_scale_inv, b_scale_inv, fast);
@@ -299,7 +315,10 @@ void cuda_linear_forward(Context& c, LinearOp& l, const Tensor& x, bool training
                          LinearOp* producer, const GatedInput* gated) {
   const int64_t M = l.rows, N = l.out, K = l.in;
   sized(l.y, M, N, DType::F32);
-  const float* xp = f32(x);
+  // A bf16 x reaches only the bf16 and FP8 casts of a Linear's own input (ops::linear_forward
+  // converts it for the rest), which read it as it is.
+  const bool bf16_x = x.dtype() == DType::Bf16;
+  const float* xp = bf16_x ? nullptr : f32(x);
   if (producer != nullptr && !producer->has_epilogue()) producer = nullptr;
   // The producer's epilogue rides in this Linear's cast of x; fp32 has no cast, so it is a pass, as it
   // is while FP8 health statistics are recorded: they read x itself (GELU's output is never written
@@ -323,7 +342,14 @@ void cuda_linear_forward(Context& c, LinearOp& l, const Tensor& x, bool training
       // The input's bf16 copy for fprop and, when training, its transposed copy for wgrad (or the
       // copies of the Linear that shares this input).
       LinearOp& owner = l.input_owner();
-      if (l.input_of == nullptr && l.prepared_input != &x) {
+      if (bf16_x) {  // fprop reads x itself: only wgrad's transposed copy to make
+        if (training) {
+          sized(l.xc_t, K, M, DType::Bf16);
+          cuda::Bf16Cast cast{nullptr, M, K, nullptr, b16(l.xc_t)};
+          cast.x_bf16 = x.device_data<uint16_t>();
+          cuda::float_to_bf16_transposed({&cast, 1}, stream(c));
+        }
+      } else if (l.input_of == nullptr && l.prepared_input != &x) {
         sized(l.xc, M, K, DType::Bf16);
         sized(l.xc_t, K, M, DType::Bf16);
         const cuda::Bf16Cast cast{xp, M, K, b16(l.xc), training ? b16(l.xc_t) : nullptr, epilogue};
@@ -332,7 +358,8 @@ void cuda_linear_forward(Context& c, LinearOp& l, const Tensor& x, bool training
         FP8KIT_CHECK(owner.prepared_input == &x,
                      "linear: a Linear sharing another's input cast must see the same input, prepared first");
       }
-      gemm(c, M, N, K, b16(owner.xc), DType::Bf16, b16(l.wc_t), DType::Bf16, f32(l.y));
+      gemm(c, M, N, K, bf16_x ? x.device_data<uint16_t>() : b16(owner.xc), DType::Bf16, b16(l.wc_t), DType::Bf16,
+           f32(l.y));
       break;
     }
     case LinearPrecision::Fp8: {
@@ -344,7 +371,8 @@ void cuda_linear_forward(Context& c, LinearOp& l, const Tensor& x, bool training
       if (&in == &l && l.prepared_input != &x) {
         sized(l.xc, M, K, dtype_of(f));
         sized(l.xc_t, K, M, dtype_of(f));
-        cuda::QuantizeArgs args = quantize_args(t, l.slot, xp, M, K, u8(l.xc), u8(l.xc_t), training);
+        cuda::QuantizeArgs args =
+            quantize_args(t, l.slot, x.device_data<std::byte>(), M, K, u8(l.xc), u8(l.xc_t), training, x.dtype());
         args.epilogue = epilogue;
         // Replaying (recomputation): the scale the step's first forward made.
         if (!(training && t.replaying())) current_scales(c, t, {args}, {l.slot}, training);
@@ -376,10 +404,52 @@ void cuda_linear_forward(Context& c, LinearOp& l, const Tensor& x, bool training
   if (!next.deferred) outputs(c, l, next);
 }
 
-void cuda_linear_backward(Context& c, std::span<const LinearGradient> group) {
-  LinearOp& first = *group[0].linear;
+void cuda_linear_backward(Context& c, std::span<const LinearGradient> given) {
+  LinearOp& first = *given[0].linear;
   const int64_t M = first.rows, N = first.out, K = first.in;
   const LinearPrecision precision = first.precision;
+  // FP8: each Linear's gradient quantization and dgrad GEMM in one launch on its lane when the shape
+  // fits (its MMAs accumulate in fp32 registers, as the split accumulator that dgrad asks for); else
+  // the quantizations in one launch, then the GEMMs.
+  const bool fused = precision == LinearPrecision::Fp8 && cuda::quantize_fp8_gemm_fits(N, K) &&
+                     std::all_of(given.begin(), given.end(), [](const LinearGradient& g) { return g.input_gradient; });
+  // At large shapes the bf16 and (unfused) FP8 gradient casts, which read dy (and GELU's input) anyway,
+  // sum the bias gradients themselves: bias_sum(k) for member k's cast, each with its part of the scratch.
+  const bool sums_in_casts = (precision == LinearPrecision::Bf16 || (precision == LinearPrecision::Fp8 && !fused)) &&
+                             first.db != nullptr && cuda::cast_sums_bias(M, N, LinearOp::kBiasGradientOrder);
+  // bf16 output gradients are read as they are by the bf16 and unfused FP8 casts that apply no
+  // activation's or dropout's backward, while no FP8 health statistics (which read f32) are recorded,
+  // and that sum the bias in their own tiles (bias_backward reads f32), which a launch does for all
+  // its members or none: with biases, only when every member's dy is read so (and for FP8 within one
+  // launch's rows of pieces); without, member by member (the Llama's f32 dk from RoPE beside its bf16
+  // dv). The rest are taken as f32 (dy_f32).
+  const bool biased = first.db != nullptr;
+  const auto reads_bf16 = [&](const LinearGradient& g) {
+    const LinearOp& l = *g.linear;
+    if (g.dy->dtype() != DType::Bf16 || l.activation != Activation::None || g.dropout.active ||
+        g.swiglu != SwiGluPart::None || (l.db != nullptr) != biased)
+      return false;
+    if (precision == LinearPrecision::Bf16)  // the wide tile where the bias is summed
+      return cuda::aligned(g.dy->device_data<std::byte>(), 8) && (!biased || (sums_in_casts && M % 4 == 0 && N % 4 == 0));
+    return precision == LinearPrecision::Fp8 && !fused && !first.scaling->recording() &&
+           (!biased || (sums_in_casts && LinearOp::kBiasGradientOrder.pieces(M) <= 65535));
+  };
+  const bool all_bf16 = std::all_of(given.begin(), given.end(), reads_bf16);
+  std::vector<LinearGradient> group(given.begin(), given.end());
+  for (LinearGradient& g : group) {
+    if (g.dy->dtype() == DType::F32 || (reads_bf16(g) && (!biased || all_bf16))) continue;
+    ops::convert(c, *g.dy, DType::F32, g.linear->dy_f32);
+    g.dy = &g.linear->dy_f32;
+  }
+  // dx into g.dx_bf16 straight from the bf16 and FP8 dgrad GEMMs on cuBLASLt (bf16 output); the rest
+  // write f32 into l.dx, rounded into g.dx_bf16 at the end.
+  const auto direct_dx = [&](const LinearGradient& g) {
+    return g.dx_bf16 != nullptr && g.input_gradient &&
+           (precision == LinearPrecision::Bf16 || (precision == LinearPrecision::Fp8 && !fused && cublas_fp8_shape(K, N)));
+  };
+  const auto dgrad_out = [&](const LinearGradient& g) {
+    return direct_dx(g) ? GemmOut(g.dx_bf16->device_data<uint16_t>(), DType::Bf16) : GemmOut(f32(g.linear->dx));
+  };
   const bool lanes = std::any_of(group.begin(), group.end(), [](const LinearGradient& g) { return g.lane != Lane::Main; });
   // A wgrad GEMM runs on its dgrad's lane (after it), or on the side lane when that is Main.
   auto wgrad_lane = [](Lane dgrad) { return dgrad == Lane::Main ? Lane::Side : dgrad; };
@@ -387,11 +457,12 @@ void cuda_linear_backward(Context& c, std::span<const LinearGradient> group) {
     for (const LinearGradient& g : group)
       if (g.lane != Lane::Main) c.fork(g.lane);
   };
-  std::vector<cuda::BiasBackward> bias;
+  std::vector<cuda::BiasBackward> bias;  // for bias_backward: f32 dy only (reads_bf16)
   for (const LinearGradient& g : group) {
     LinearOp& l = *g.linear;
-    sized(l.dx, M, K, DType::F32);
-    bias.push_back({f32(*g.dy), gradient_of(c, g), nullptr, l.db != nullptr ? f32(*l.db) : nullptr});
+    if (!direct_dx(g)) sized(l.dx, M, K, DType::F32);
+    bias.push_back({g.dy->dtype() == DType::F32 ? f32(*g.dy) : nullptr, gradient_of(c, g), nullptr,
+                    l.db != nullptr ? f32(*l.db) : nullptr});
   }
   // The bias gradients of the group in one pass on `lane`, with its scratch.
   auto bias_sums = [&](Lane lane) {
@@ -402,15 +473,6 @@ void cuda_linear_backward(Context& c, std::span<const LinearGradient> group) {
     cuda::bias_backward(bias, M, N, LinearOp::kBiasGradientOrder, static_cast<float*>(c.scratch(floats * sizeof(float))),
                         stream(c));
   };
-  // FP8: each Linear's gradient quantization and dgrad GEMM in one launch on its lane when the shape
-  // fits (its MMAs accumulate in fp32 registers, as the split accumulator that dgrad asks for); else
-  // the quantizations in one launch, then the GEMMs.
-  const bool fused = precision == LinearPrecision::Fp8 && cuda::quantize_fp8_gemm_fits(N, K) &&
-                     std::all_of(group.begin(), group.end(), [](const LinearGradient& g) { return g.input_gradient; });
-  // At large shapes the bf16 and (unfused) FP8 gradient casts, which read dy (and GELU's input) anyway,
-  // sum the bias gradients themselves: bias_sum(k) for member k's cast, each with its part of the scratch.
-  const bool sums_in_casts = (precision == LinearPrecision::Bf16 || (precision == LinearPrecision::Fp8 && !fused)) &&
-                             first.db != nullptr && cuda::cast_sums_bias(M, N, LinearOp::kBiasGradientOrder);
   const int64_t sum_floats = cuda::bias_backward_workspace(M, N, LinearOp::kBiasGradientOrder);
   float* const sums_workspace =
       sums_in_casts ? static_cast<float*>(c.scratch(sizeof(float) * sum_floats * static_cast<int64_t>(group.size())))
@@ -459,18 +521,25 @@ void cuda_linear_backward(Context& c, std::span<const LinearGradient> group) {
         const Context::OnLane side(c, Lane::Side);  // dW = x^T g (operands transposed on the side)
         wgrad(c, l, l.xc_t, l.gc_t, DType::F32, DType::F32, nullptr, nullptr);
       }
-      return;
+      break;
     }
     case LinearPrecision::Bf16: {
       // wc and the input's xc_t come from the forward.
       std::vector<cuda::Bf16Cast> casts;
+      // dgrad's operand: dy itself when bf16, else its bf16 copy.
+      const auto dgrad_operand = [&](const LinearGradient& g) {
+        return g.dy->dtype() == DType::Bf16 ? g.dy->device_data<uint16_t>() : b16(g.linear->gc);
+      };
       for (size_t t = 0; t < group.size(); ++t) {
         LinearOp& l = *group[t].linear;
-        sized(l.gc, M, N, DType::Bf16);
+        const Tensor& dy = *group[t].dy;
+        const bool copy = group[t].input_gradient && dy.dtype() == DType::F32;  // dgrad's operand to make
+        if (copy) sized(l.gc, M, N, DType::Bf16);
         sized(l.gc_t, N, M, DType::Bf16);
-        // dgrad's operand only when there is a dx to make.
-        casts.push_back({f32(*group[t].dy), M, N, group[t].input_gradient ? b16(l.gc) : nullptr, b16(l.gc_t), {},
-                         bias[t].gradient, bias_sum(t)});
+        cuda::Bf16Cast cast{dy.dtype() == DType::F32 ? f32(dy) : nullptr, M, N, copy ? b16(l.gc) : nullptr,
+                            b16(l.gc_t), {}, bias[t].gradient, bias_sum(t)};
+        if (dy.dtype() == DType::Bf16) cast.x_bf16 = dy.device_data<uint16_t>();
+        casts.push_back(cast);
       }
       cuda::float_to_bf16_transposed(casts, stream(c));
       c.fork(Lane::Side);
@@ -480,14 +549,14 @@ void cuda_linear_backward(Context& c, std::span<const LinearGradient> group) {
         LinearOp& l = *g.linear;
         if (g.input_gradient) {
           const Context::OnLane lane(c, g.lane);
-          gemm(c, M, K, N, b16(l.gc), DType::Bf16, b16(l.wc), DType::Bf16, f32(l.dx));
+          gemm(c, M, K, N, dgrad_operand(g), DType::Bf16, b16(l.wc), DType::Bf16, dgrad_out(g));
         }
         c.join(g.lane);
         LinearOp& in = l.input_owner();
         const Context::OnLane lane(c, wgrad_lane(g.lane));
         wgrad(c, l, in.xc_t, l.gc_t, DType::Bf16, DType::Bf16, nullptr, nullptr);
       }
-      return;
+      break;
     }
     case LinearPrecision::Fp8: {
       ScalingTable& t = *first.scaling;
@@ -498,8 +567,9 @@ void cuda_linear_backward(Context& c, std::span<const LinearGradient> group) {
         LinearOp& l = *group[k].linear;
         sized(l.gc, M, N, dtype_of(fb));
         sized(l.gc_t, N, M, dtype_of(fb));
-        args.push_back(quantize_args(t, l.slot + 2, f32(*group[k].dy), M, N,
-                                     group[k].input_gradient ? u8(l.gc) : nullptr, u8(l.gc_t), true));
+        const Tensor& dy = *group[k].dy;
+        args.push_back(quantize_args(t, l.slot + 2, dy.device_data<std::byte>(), M, N,
+                                     group[k].input_gradient ? u8(l.gc) : nullptr, u8(l.gc_t), true, dy.dtype()));
         args.back().gradient = bias[k].gradient;
         slots.push_back(l.slot + 2);
       }
@@ -540,7 +610,7 @@ void cuda_linear_backward(Context& c, std::span<const LinearGradient> group) {
         if (!fused) {
           if (g.input_gradient) {
             const Context::OnLane lane(c, g.lane);
-            fp8_gemm(c, M, K, N, u8(l.gc), fb, u8(l.wc), ff, f32(l.dx), t.gemm_scale_inv(s + 2),
+            fp8_gemm(c, M, K, N, u8(l.gc), fb, u8(l.wc), ff, dgrad_out(g), t.gemm_scale_inv(s + 2),
                      t.gemm_scale_inv(s + 1), false);
           }
           c.join(g.lane);
@@ -550,7 +620,7 @@ void cuda_linear_backward(Context& c, std::span<const LinearGradient> group) {
         wgrad(c, l, in.xc_t, l.gc_t, dtype_of(t.format(s)), dtype_of(fb), t.gemm_scale_inv(in.slot),
               t.gemm_scale_inv(s + 2));
       }
-      return;
+      break;
     }
     case LinearPrecision::Fp8Block: {
       // g (the backward of the activation and dropout) with the bias gradients on Main, as for fp32; without a
@@ -570,9 +640,12 @@ void cuda_linear_backward(Context& c, std::span<const LinearGradient> group) {
         LinearOp& l = *g.linear;
         linear_block_backward(c, l, l.db != nullptr ? l.g : *g.dy, g.input_gradient);
       }
-      return;
+      break;
     }
   }
+  // The dx made in f32 where bf16 was asked for, each on Main after its dgrad's lane was joined.
+  for (const LinearGradient& g : group)
+    if (g.dx_bf16 != nullptr && g.input_gradient && !direct_dx(g)) ops::convert(c, g.linear->dx, DType::Bf16, *g.dx_bf16);
 }
 
 }  // namespace fp8kit::ops

@@ -242,8 +242,8 @@ __device__ __forceinline__ void quantize_tile(const Params& p, int64_t bx, int64
           if (p.epilogue.y != nullptr) store_row4(p.epilogue.y, row, col, p.cols, p.vector_store_y, v);
           if (p.epilogue.pre != nullptr) store_row4(p.epilogue.pre, row, col, p.cols, p.vector_store_pre, pre);
         }
-        if (passes == 1 && sums != nullptr) put4(*sums, row_local + r, col_local, v);
       }
+      if (passes == 1 && sums != nullptr) put4(*sums, row_local + r, col_local, v);
 #pragma unroll
       for (int i = 0; i < 4; ++i) amax = max(amax, amax_bits(__float_as_uint(v[i])));
       w[r] = encode_row<F, Divide>(v, scale);
@@ -423,7 +423,7 @@ __device__ __forceinline__ void quantize_flat_tile(const Params& p, int64_t bx) 
   block_amax<Divide>(p, amax, scale, bx == 0);
 }
 
-// Piece `piece` of p's column tile bx (f32, one pass): its tiles in row order, and their values'
+// Piece `piece` of p's column tile bx (one pass): its tiles in row order, and their values'
 // column sums (bias_sum.cuh) added row by row as they go.
 template <typename T, Fp8Format F, bool Divide>
 __device__ __forceinline__ void quantize_piece(const Params& p, int64_t bx, int64_t piece) {
@@ -437,7 +437,7 @@ __device__ __forceinline__ void quantize_piece(const Params& p, int64_t bx, int6
 template <typename T, Fp8Format F, bool Divide, int Passes>
 __device__ __forceinline__ void quantize_any_tile(const Params& p, int64_t bx, int64_t by) {
   if constexpr (Passes == kSums) {
-    if constexpr (sizeof(T) == 4) quantize_piece<T, F, Divide>(p, bx, by);
+    quantize_piece<T, F, Divide>(p, bx, by);
   } else if constexpr (Passes == kFlat) {
     quantize_flat_tile<T, F, Divide>(p, bx);
   } else if constexpr (Passes == kSmall) {
@@ -526,9 +526,7 @@ bool flat(const Params& p) {
 
 template <typename T, Fp8Format F>
 void launch(const Params& p, bool divide, cudaStream_t stream) {
-  if constexpr (sizeof(T) == 4) {
-    if (p.sum.out != nullptr) return launch_passes<kSums, T, F>(p, divide, stream);
-  }
+  if (p.sum.out != nullptr) return launch_passes<kSums, T, F>(p, divide, stream);
   if (small(p)) return launch_passes<kSmall, T, F>(p, divide, stream);
   if (flat<T>(p)) return launch_passes<kFlat, T, F>(p, divide, stream);
   if constexpr (sizeof(T) == 4) {
@@ -560,9 +558,7 @@ void launch_batch_passes(const Params* p, int count, bool divide, cudaStream_t s
 // one pass when every one is medium.
 template <typename T, Fp8Format F>
 void launch_batch(const Params* p, int count, bool divide, cudaStream_t stream) {
-  if constexpr (sizeof(T) == 4) {
-    if (p[0].sum.out != nullptr) return launch_batch_passes<kSums, T, F>(p, count, divide, stream);
-  }
+  if (p[0].sum.out != nullptr) return launch_batch_passes<kSums, T, F>(p, count, divide, stream);
   if (std::all_of(p, p + count, small)) return launch_batch_passes<kSmall, T, F>(p, count, divide, stream);
   if (std::all_of(p, p + count, flat<T>)) return launch_batch_passes<kFlat, T, F>(p, count, divide, stream);
   if constexpr (sizeof(T) == 4) {
@@ -696,9 +692,12 @@ Params params_of(const QuantizeArgs& args) {
   if ((args.epilogue.active() || args.gradient.active()) && args.x_type != DType::F32)
     throw Error("quantize_fp8: a Linear epilogue or its gradient needs an f32 input");
 
-  if (args.bias_sum.grad != nullptr && (args.x_type != DType::F32 || args.bias_sum.workspace == nullptr ||
-                                       args.gradient.swiglu != ops::SwiGluPart::None))
-    throw Error("quantize_fp8: a bias sum needs an f32 gradient (not SwiGLU's) and its workspace");
+  if (args.bias_sum.grad != nullptr && (args.bias_sum.workspace == nullptr || args.gradient.swiglu != ops::SwiGluPart::None))
+    throw Error("quantize_fp8: a bias sum needs its workspace and a gradient other than SwiGLU's");
+  // bias_backward, which sums where the tile does not, reads f32.
+  if (args.bias_sum.grad != nullptr && args.x_type != DType::F32 && !sums_in_tile(args))
+    throw Error("quantize_fp8: a bf16 gradient's bias sum needs the summing tile (" + shape() +
+                " is too small for it: cast_sums_bias); convert it to f32 first");
 
   const size_t element = args.x_type == DType::F32 ? 4 : 2;
   const SwiGluOperands swiglu = swiglu_operands(args.epilogue, args.gradient);  // loaded as x is
@@ -747,9 +746,16 @@ void quantize_fp8_batch(std::span<const QuantizeArgs> args, cudaStream_t stream)
                     " differs from the first of its launch in input type, format or scaling mode; batch them apart");
       p[t] = params_of(a);
     }
-    // The summing tile for all of them or none (the others' sums by bias_backward after the launch).
-    if (!std::all_of(p, p + count, [](const Params& q) { return q.sum.out != nullptr; }))
-      for (int t = 0; t < count; ++t) p[t].sum = {};
+    // The summing tile for all of them or none (the others' sums by bias_backward after the launch,
+    // which reads f32).
+    if (!std::all_of(p, p + count, [](const Params& q) { return q.sum.out != nullptr; })) {
+      for (int t = 0; t < count; ++t) {
+        if (first.x_type != DType::F32 && args[start + t].bias_sum.grad != nullptr)
+          throw Error("quantize_fp8_batch: bf16 gradients' bias sums need the summing tile for every tensor of "
+                      "the launch; cast them apart");
+        p[t].sum = {};
+      }
+    }
     const bool e4m3 = first.format == Fp8Format::E4M3;
     if (first.x_type == DType::F32) {
       e4m3 ? launch_batch<float, Fp8Format::E4M3>(p, count, first.divide, stream)

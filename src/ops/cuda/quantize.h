@@ -36,8 +36,8 @@ struct QuantizeArgs {
   // gradient and the codes and amax are of gradient(x). Not both.
   LinearEpilogue epilogue{};
   EpilogueGradient gradient{};
-  // With the gradient (F32 input): its Linear's bias gradient, summed in this pass where the cast's
-  // tile can (BiasSum).
+  // With the gradient: its Linear's bias gradient, summed in this pass where the cast's tile can
+  // (BiasSum); a Bf16 x (no gradient to apply) only where it can (tile_sums), else it throws.
   BiasSum bias_sum{};
 };
 

@@ -19,7 +19,11 @@
 // (seen on the H100: 0.13-0.22), hence atol 0.3 for FP8 GELU rows. The deferred rows' smaller
 // matrices flip fewer (seen: one element of 0.03 in FP8, atol 0.06; in bf16, where a pre-activation
 // one bf16 step apart moves its derivative, one of 0.002, atol 5e-3). The GELU derivative itself is
-// checked tightly by the fp32 and bf16 GELU rows, the FP8 machinery by the rows without GELU.
+// checked tightly by the fp32 and bf16 GELU rows, the FP8 machinery by the rows without GELU. The
+// bf16_io rows give x and dy in bf16 and take dx in bf16 (the attention's projections around cuDNN:
+// ops::LinearGradient::dx_bf16): the CPU converts them, the GPU's bf16 and FP8 casts read them as they
+// are (linear_bf16_io_test checks those bits against f32 inputs on the GPU); dx's bf16 rounding of
+// sums in another order may land a step apart (rtol 1e-2).
 #include "ops/cuda/op_table.h"
 #include "ops/linear.h"
 #include "ops/scaling_table.h"
@@ -46,15 +50,18 @@ const RegisterOps rows([](std::vector<OpCase>& t) {
       for (const LinearPrecision p : {LinearPrecision::Fp32, LinearPrecision::Bf16, LinearPrecision::Fp8,
                                       LinearPrecision::Fp8Block})
         for (const bool bias_grad : {true, false})
-          for (const ops::Activation act : {ops::Activation::None, ops::Activation::Gelu}) {
+          for (const ops::Activation act : {ops::Activation::None, ops::Activation::Gelu})
+          for (const bool bf16_io : {false, true}) {
           const bool block = p == LinearPrecision::Fp8Block;
           if ((s.rows == 1 || !bias_grad) && !block) continue;
           if (act == ops::Activation::Gelu && (!bias_grad || s.rows == 1)) continue;
+          if (bf16_io && (act != ops::Activation::None || !bias_grad || layout != Layout::OutIn || s.rows * s.out < 4096))
+            continue;
           const char* pname = p == LinearPrecision::Fp32 ? "fp32"
                               : p == LinearPrecision::Bf16 ? "bf16"
                               : block                      ? "fp8_block"
                                                            : "fp8";
-          const double rtol = p == LinearPrecision::Fp32 ? 1e-4 : p == LinearPrecision::Fp8 ? 0.15 : 2e-2;
+          const double rtol = p == LinearPrecision::Fp8 ? 0.15 : bf16_io ? 2e-2 : p == LinearPrecision::Fp32 ? 1e-4 : 2e-2;
           // bf16 GELU at the large shape: GELU's input, rounded to bf16 after GEMMs that sum in another
           // order, flips by an ulp at some of its 1.1M elements, moving dx and dW elements near zero by up
           // to 2e-3 (seen on the H100).
@@ -62,12 +69,13 @@ const RegisterOps rows([](std::vector<OpCase>& t) {
           const double atol = p == LinearPrecision::Fp8 || block ? (act == ops::Activation::Gelu ? 0.3 : 2e-2)
                               : flips                            ? 4e-3
                                                                  : 1e-5;
-          t.push_back({fmt::format("linear/{}x{}x{}/{}/{}{}{}", s.rows, s.in, s.out,
+          const DType io = bf16_io ? DType::Bf16 : DType::F32;
+          t.push_back({fmt::format("linear/{}x{}x{}/{}/{}{}{}{}", s.rows, s.in, s.out,
                                    layout == Layout::OutIn ? "out_in" : "in_out", pname, bias_grad ? "" : "/no_db",
-                                   act == ops::Activation::Gelu ? "/gelu" : ""),
+                                   act == ops::Activation::Gelu ? "/gelu" : "", bf16_io ? "/bf16_io" : ""),
                        [=](ops::Context& c) {
                          const Device d = c.device();
-                         Tensor x = device_tensor(random_values(s.rows * s.in, 21), {s.rows, s.in}, d);
+                         Tensor x = device_tensor(random_values(s.rows * s.in, 21), {s.rows, s.in}, d, io);
                          Tensor w = device_tensor(random_values(s.in * s.out, 22, -0.2f, 0.2f),
                                                   layout == Layout::OutIn ? std::vector<int64_t>{s.out, s.in}
                                                                           : std::vector<int64_t>{s.in, s.out},
@@ -75,7 +83,7 @@ const RegisterOps rows([](std::vector<OpCase>& t) {
                          // Without a bias gradient (HF's Linear): a bias of zeros.
                          Tensor b = device_tensor(bias_grad ? random_values(s.out, 23) : std::vector<float>(s.out, 0.0f),
                                                   {s.out}, d);
-                         Tensor dy = device_tensor(random_values(s.rows * s.out, 24), {s.rows, s.out}, d);
+                         Tensor dy = device_tensor(random_values(s.rows * s.out, 24), {s.rows, s.out}, d, io);
                          std::vector<Tensor> out(4);
                          out[2] = Tensor(w.shape(), DType::F32, d);
                          out[3] = Tensor({s.out}, DType::F32, d);
@@ -99,11 +107,11 @@ const RegisterOps rows([](std::vector<OpCase>& t) {
                          ops::LinearOp* op = &l;
                          ops::linear_prepare_weights(c, {&op, 1}, true);
                          ops::linear_forward(c, l, x, true);
-                         const ops::LinearGradient g{&l, &dy};
+                         const ops::LinearGradient g{.linear = &l, .dy = &dy, .dx_bf16 = bf16_io ? &out[1] : nullptr};
                          ops::linear_backward(c, {&g, 1});
                          c.join_all();
                          out[0] = l.y.clone();
-                         out[1] = l.dx.clone();
+                         if (!bf16_io) out[1] = l.dx.clone();
                          return out;
                        },
                        atol, rtol});
