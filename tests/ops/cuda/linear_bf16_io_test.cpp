@@ -9,10 +9,10 @@
 // are f32 and bf16 side by side (the Llama's key after RoPE's backward and value).
 #include "base/error.h"
 #include "ops/cuda/gpu_test.h"
+#include "ops/cuda/linear_pair.h"
 #include "ops/cuda/op_table.h"
 #include "ops/elementwise.h"
 #include "ops/linear.h"
-#include "ops/scaling_table.h"
 
 #include <gtest/gtest.h>
 
@@ -20,7 +20,6 @@
 #include <bit>
 #include <cmath>
 #include <deque>
-#include <optional>
 #include <string>
 
 namespace fp8kit::ops {
@@ -29,14 +28,6 @@ namespace {
 struct Shape {
   int64_t rows, in, out;
 };
-
-std::vector<uint32_t> bits(const Tensor& t) {
-  const Tensor h = t.to(Device::Cpu);
-  std::vector<uint32_t> out(h.numel());
-  for (int64_t i = 0; i < h.numel(); ++i)
-    out[i] = h.dtype() == DType::Bf16 ? h.data<uint16_t>()[i] : std::bit_cast<uint32_t>(h.data<float>()[i]);
-  return out;
-}
 
 struct Outputs {
   std::vector<Tensor> exact;  // y, dW, db of both Linears
@@ -56,32 +47,10 @@ Outputs run(const Shape& s, LinearPrecision p, bool bias, bool bf16_io, bool mix
   };
   const Tensor x = testing::device_tensor(rounded(testing::random_values(s.rows * s.in, 71)), {s.rows, s.in},
                                           Device::Cuda, io);
-  std::deque<Tensor> tensors;
-  std::optional<ScalingTable> scaling;
-  if (p == LinearPrecision::Fp8) scaling.emplace(Fp8Recipe{});
-  LinearOp a, b;
-  LinearOp* both[] = {&a, &b};
-  for (int k = 0; k < 2; ++k) {
-    LinearOp& l = *both[k];
-    l.in = s.in;
-    l.out = s.out;
-    l.layout = LinearOp::Layout::OutIn;
-    l.precision = p;
-    l.w = &tensors.emplace_back(testing::device_tensor(testing::random_values(l.in * l.out, 72 + k, -0.3f, 0.3f),
-                                                       {l.out, l.in}, Device::Cuda));
-    l.dw = &tensors.emplace_back(l.w->shape(), DType::F32, Device::Cuda);
-    if (bias) {
-      l.b = &tensors.emplace_back(testing::device_tensor(testing::random_values(l.out, 74 + k), {l.out}, Device::Cuda));
-      l.db = &tensors.emplace_back(l.b->shape(), DType::F32, Device::Cuda);
-    }
-    if (scaling) {
-      l.scaling = &*scaling;
-      l.slot = scaling->add_linear("l" + std::to_string(k));
-    }
-  }
-  if (scaling) scaling->allocate(Device::Cuda);
-  linear_prepare_weights(c, both, true);
-  for (LinearOp* l : both) linear_forward(c, *l, x, true);
+  testing::LinearPair pair(c, s.in, s.out, p, Activation::None, bias, 72);
+  LinearOp &a = pair.a, &b = pair.b;
+  std::deque<Tensor>& tensors = pair.params;
+  for (LinearOp* l : pair.both) linear_forward(c, *l, x, true);
   Tensor& dy_a = tensors.emplace_back(testing::device_tensor(rounded(testing::random_values(s.rows * s.out, 76)),
                                                              {s.rows, s.out}, Device::Cuda, mixed ? DType::F32 : io));
   Tensor& dy_b = tensors.emplace_back(testing::device_tensor(rounded(testing::random_values(s.rows * s.out, 77)),
@@ -93,13 +62,13 @@ Outputs run(const Shape& s, LinearPrecision p, bool bias, bool bf16_io, bool mix
     for (int k = 0; k < 2; ++k) group[k].dx_bf16 = &r.dx[k];
   linear_backward(c, group);
   c.join_all();
-  for (LinearOp* l : both) {
+  for (LinearOp* l : pair.both) {
     r.exact.push_back(l->y.clone());
     r.exact.push_back(l->dw->clone());
     if (bias) r.exact.push_back(l->db->clone());
   }
   if (!bf16_io)
-    for (int k = 0; k < 2; ++k) convert(c, both[k]->dx, DType::Bf16, r.dx[k]);
+    for (int k = 0; k < 2; ++k) convert(c, pair.both[k]->dx, DType::Bf16, r.dx[k]);
   c.join_all();
   return r;
 }
@@ -117,11 +86,12 @@ TEST(CudaLinearBf16Io, Bf16InputAndGradientGiveTheBitsOfTheirValuesInF32) {
         const Outputs bf16 = run(s, p, bias, true, mixed), f32 = run(s, p, bias, false);
         ASSERT_EQ(bf16.exact.size(), f32.exact.size());
         for (size_t k = 0; k < bf16.exact.size(); ++k)
-          EXPECT_EQ(bits(bf16.exact[k]), bits(f32.exact[k])) << what << ", output " << k << " (y, dW, db per Linear)";
+          EXPECT_EQ(testing::tensor_bits(bf16.exact[k]), testing::tensor_bits(f32.exact[k]))
+              << what << ", output " << k << " (y, dW, db per Linear)";
         for (int k = 0; k < 2; ++k) {
           ASSERT_EQ(bf16.dx[k].dtype(), DType::Bf16) << what;
           ASSERT_EQ(bf16.dx[k].shape(), (std::vector<int64_t>{s.rows, s.in})) << what;
-          const std::vector<uint32_t> got = bits(bf16.dx[k]), want = bits(f32.dx[k]);
+          const std::vector<uint32_t> got = testing::tensor_bits(bf16.dx[k]), want = testing::tensor_bits(f32.dx[k]);
           int far = 0;
           for (size_t i = 0; i < got.size(); ++i) {  // apart by more than the bf16 step at their magnitude
             const float a = std::bit_cast<float>(got[i] << 16), b = std::bit_cast<float>(want[i] << 16);
@@ -136,21 +106,11 @@ TEST(CudaLinearBf16Io, Bf16InputAndGradientGiveTheBitsOfTheirValuesInF32) {
 TEST(CudaLinearBf16Io, InputsSharedOrPreparedAheadMustBeF32) {
   FP8KIT_REQUIRE_GPU();
   Context c(Device::Cuda);
-  Tensor w = testing::device_tensor(testing::random_values(64 * 32, 81), {32, 64}, Device::Cuda);
-  Tensor dw(w.shape(), DType::F32, Device::Cuda);
-  LinearOp l;
-  l.in = 64;
-  l.out = 32;
-  l.layout = LinearOp::Layout::OutIn;
-  l.precision = LinearPrecision::Bf16;
-  l.w = &w;
-  l.dw = &dw;
-  LinearOp* op = &l;
-  linear_prepare_weights(c, {&op, 1}, true);
+  testing::LinearPair pair(c, 64, 32, LinearPrecision::Bf16, Activation::None, false, 81);
   const Tensor x = testing::device_tensor(testing::random_values(8 * 64, 82), {8, 64}, Device::Cuda, DType::Bf16);
-  EXPECT_THROW(linear_prepare_input(c, l, x, true), Error);
+  EXPECT_THROW(linear_prepare_input(c, pair.a, x, true), Error);
   const Tensor i32 = testing::device_ints(std::vector<int32_t>(8 * 64, 1), {8, 64}, Device::Cuda);
-  EXPECT_THROW(linear_forward(c, l, i32, true), Error);
+  EXPECT_THROW(linear_forward(c, pair.a, i32, true), Error);
 }
 
 }  // namespace

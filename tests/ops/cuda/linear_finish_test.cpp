@@ -2,16 +2,13 @@
 // deferred GEMM output, against linear_finish in place and then convert on the same GPU (the same
 // GEMM sums): the same bits, GELU's pre-activation and ReLU's activated y included.
 #include "ops/cuda/gpu_test.h"
+#include "ops/cuda/linear_pair.h"
 #include "ops/cuda/op_table.h"
 #include "ops/elementwise.h"
 #include "ops/linear.h"
-#include "ops/scaling_table.h"
 
 #include <gtest/gtest.h>
 
-#include <bit>
-#include <deque>
-#include <optional>
 #include <string>
 
 namespace fp8kit::ops {
@@ -20,14 +17,6 @@ namespace {
 struct Shape {
   int64_t rows, in, out;
 };
-
-std::vector<uint32_t> bits(const Tensor& t) {
-  const Tensor h = t.to(Device::Cpu);
-  std::vector<uint32_t> out(h.numel());
-  for (int64_t i = 0; i < h.numel(); ++i)
-    out[i] = h.dtype() == DType::Bf16 ? h.data<uint16_t>()[i] : std::bit_cast<uint32_t>(h.data<float>()[i]);
-  return out;
-}
 
 struct Outputs {
   std::vector<Tensor> copies;  // the two Linears' bf16 outputs
@@ -39,30 +28,8 @@ struct Outputs {
 Outputs run(const Shape& s, LinearPrecision p, Activation act, bool fused) {
   Context c(Device::Cuda);
   const Tensor x = testing::device_tensor(testing::random_values(s.rows * s.in, 61), {s.rows, s.in}, Device::Cuda);
-  std::deque<Tensor> params;
-  std::optional<ScalingTable> scaling;
-  if (p == LinearPrecision::Fp8) scaling.emplace(Fp8Recipe{});
-  LinearOp a, b;
-  LinearOp* both[] = {&a, &b};
-  for (int k = 0; k < 2; ++k) {
-    LinearOp& l = *both[k];
-    l.in = s.in;
-    l.out = s.out;
-    l.layout = LinearOp::Layout::OutIn;
-    l.precision = p;
-    l.activation = act;
-    l.w = &params.emplace_back(testing::device_tensor(testing::random_values(l.in * l.out, 62 + k, -0.3f, 0.3f),
-                                                      {l.out, l.in}, Device::Cuda));
-    l.b = &params.emplace_back(testing::device_tensor(testing::random_values(l.out, 64 + k), {l.out}, Device::Cuda));
-    l.dw = &params.emplace_back(l.w->shape(), DType::F32, Device::Cuda);
-    l.db = &params.emplace_back(l.b->shape(), DType::F32, Device::Cuda);
-    if (scaling) {
-      l.scaling = &*scaling;
-      l.slot = scaling->add_linear("l" + std::to_string(k));
-    }
-  }
-  if (scaling) scaling->allocate(Device::Cuda);
-  linear_prepare_weights(c, both, true);
+  testing::LinearPair pair(c, s.in, s.out, p, act, true, 62);
+  const std::array<LinearOp*, 2>& both = pair.both;
   for (LinearOp* l : both) linear_forward(c, *l, x, true, {.deferred = true});
   Outputs r;
   r.copies.resize(2);
@@ -94,11 +61,13 @@ TEST(CudaLinearFinish, IntoBf16IsFinishThenConvert) {
         for (int k = 0; k < 2; ++k) {
           ASSERT_EQ(fused.copies[k].dtype(), DType::Bf16) << what;
           EXPECT_EQ(fused.copies[k].shape(), (std::vector<int64_t>{s.rows, s.out})) << what;
-          EXPECT_EQ(bits(fused.copies[k]), bits(reference.copies[k])) << what << ", Linear " << k;
+          EXPECT_EQ(testing::tensor_bits(fused.copies[k]), testing::tensor_bits(reference.copies[k]))
+              << what << ", Linear " << k;
         }
         ASSERT_EQ(fused.kept.size(), reference.kept.size());
         for (size_t k = 0; k < fused.kept.size(); ++k)
-          EXPECT_EQ(bits(fused.kept[k]), bits(reference.kept[k])) << what << ", kept " << k;
+          EXPECT_EQ(testing::tensor_bits(fused.kept[k]), testing::tensor_bits(reference.kept[k]))
+              << what << ", kept " << k;
       }
 }
 

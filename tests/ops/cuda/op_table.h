@@ -40,6 +40,8 @@ std::vector<float> random_values(size_t n, uint64_t seed, float lo = -1.0f, floa
 Tensor device_tensor(const std::vector<float>& values, std::vector<int64_t> shape, Device device,
                      DType dtype = DType::F32);
 Tensor device_ints(const std::vector<int32_t>& values, std::vector<int64_t> shape, Device device);
+// A tensor's values as raw bits, copied to the host: f32's 32, bf16's 16 (in the low half).
+std::vector<uint32_t> tensor_bits(const Tensor& t);
 
 // Runs `op`, which writes an ops::ActivationOut, in one of the rows' kinds: "bf16", "fp8_tensor" (the
 // static multiplier `scale`) or "fp8_row" (current scales per row); appends its output to `result`

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -33,6 +34,14 @@ Tensor device_ints(const std::vector<int32_t>& values, std::vector<int64_t> shap
   Tensor t(std::move(shape), DType::I32);
   std::memcpy(t.data<int32_t>(), values.data(), values.size() * sizeof(int32_t));
   return t.to(device);
+}
+
+std::vector<uint32_t> tensor_bits(const Tensor& t) {
+  const Tensor h = t.to(Device::Cpu);
+  std::vector<uint32_t> out(h.numel());
+  for (int64_t i = 0; i < h.numel(); ++i)
+    out[i] = h.dtype() == DType::Bf16 ? h.data<uint16_t>()[i] : std::bit_cast<uint32_t>(h.data<float>()[i]);
+  return out;
 }
 
 void run_activation_out(ops::Context& c, std::string_view kind, float scale,
