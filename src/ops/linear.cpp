@@ -453,6 +453,8 @@ void linear_backward(Context& c, std::span<const LinearGradient> group) {
     const LinearOp& first = *group[0].linear;
     FP8KIT_CHECK(l.rows == first.rows && l.in == first.in && l.out == first.out,
                  "linear backward: the Linears of a group must have one shape");
+    FP8KIT_CHECK((l.db == nullptr) == (first.db == nullptr),
+                 "linear backward: the Linears of a group have bias gradients all or none (go one by one)");
     FP8KIT_CHECK(lg.dy->dtype() == DType::F32 || lg.dy->dtype() == DType::Bf16,
                  "linear backward: the output gradient must be f32 or bf16, got {}", name(lg.dy->dtype()));
     check_tensor(c, *lg.dy, {l.rows, l.out}, lg.dy->dtype(), "linear backward", "the output gradient");

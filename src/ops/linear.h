@@ -187,8 +187,8 @@ struct LinearGradient {
   const Tensor* up = nullptr;
 };
 
-// The backward of Linears of one shape whose output gradients are ready together (query, key and
-// value after attention): each one's dx [rows, in] into linear->dx, dW and db overwritten. Weight
+// The backward of Linears of one shape, with bias gradients all or none, whose output gradients are
+// ready together (query, key and value after attention): each one's dx [rows, in] into linear->dx, dW and db overwritten. Weight
 // gradients run on Lane::Side (or their dgrad's lane): the caller joins them by the step's end.
 void linear_backward(Context& c, std::span<const LinearGradient> group);
 

@@ -207,6 +207,22 @@ TEST(LinearBf16Io, Bf16InputAndGradientAreTheirValues) {
   EXPECT_THROW(linear_prepare_input(c, l.op, x, true), Error);
 }
 
+// A group's Linears have bias gradients all or none (the GPU sums a group's biases in one launch).
+TEST(LinearBackward, RefusesAGroupOfBiasedAndUnbiasedLinears) {
+  const int64_t rows = 4, in = 6, out = 5;
+  const Tensor x = testing::host_tensor(testing::random_vector(rows * in, 14), {rows, in});
+  const Tensor dy = testing::host_tensor(testing::random_vector(rows * out, 15), {rows, out});
+  Context c;
+  Layer biased(in, out, Activation::None, LinearPrecision::Fp32, 16);
+  Layer plain(in, out, Activation::None, LinearPrecision::Fp32, 17);
+  plain.op.db = nullptr;
+  LinearOp* ops[] = {&biased.op, &plain.op};
+  linear_prepare_weights(c, ops, true);
+  for (LinearOp* op : ops) linear_forward(c, *op, x, true);
+  const LinearGradient group[] = {{&biased.op, &dy}, {&plain.op, &dy}};
+  EXPECT_THAT(testing::error_of([&] { linear_backward(c, group); }), ::testing::HasSubstr("bias gradients all or none"));
+}
+
 // FP8 Linears [in -> out] with their three slots in a table (the input slot in `input_format`, scaled
 // as `mode` says; the parameters are not needed to decide sharing).
 struct Fp8Linears {

@@ -422,12 +422,12 @@ void cuda_linear_backward(Context& c, std::span<const LinearGradient> given) {
   // and that sum the bias in their own tiles (bias_backward reads f32), which a launch does for all
   // its members or none: with biases, only when every member's dy is read so (and for FP8 within one
   // launch's rows of pieces); without, member by member (the Llama's f32 dk from RoPE beside its bf16
-  // dv). The rest are taken as f32 (dy_f32).
+  // dv). The rest are taken as f32 (dy_f32). (A group's Linears have bias gradients all or none.)
   const bool biased = first.db != nullptr;
   const auto reads_bf16 = [&](const LinearGradient& g) {
     const LinearOp& l = *g.linear;
     if (g.dy->dtype() != DType::Bf16 || l.activation != Activation::None || g.dropout.active ||
-        g.swiglu != SwiGluPart::None || (l.db != nullptr) != biased)
+        g.swiglu != SwiGluPart::None)
       return false;
     if (precision == LinearPrecision::Bf16)  // the wide tile where the bias is summed
       return cuda::aligned(g.dy->device_data<std::byte>(), 8) && (!biased || (sums_in_casts && M % 4 == 0 && N % 4 == 0));
