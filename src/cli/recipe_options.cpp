@@ -36,20 +36,32 @@ nlohmann::json RecipeArgs::json() const {
 void add_recipe_options(CLI::App& app, RecipeArgs& args) {
   app.add_option("--recipe", args.recipe, "FP8 scaling: delayed or current (per tensor), or block (1x128 activations and gradients, "
                  "128x128 weights, current scales: DeepSeek-V3's and Transformer Engine's Float8BlockScaling; TE's "
-                 "default formats are --formats e4m3)")->capture_default_str();
-  app.add_option("--lag", args.lag, "delayed scaling lag: te (one step) or keras (two steps)")->capture_default_str();
+                 "default formats are --formats e4m3)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"delayed", "current", "block"}));
+  app.add_option("--lag", args.lag, "delayed scaling lag: te (one step) or keras (two steps)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"te", "keras"}));
   app.add_option("--amax-history", args.amax_history, "amax history length")
       ->capture_default_str()
       ->check(whole_number(1, kMaxAmaxHistory));
   app.add_option("--amax-algo", args.amax_algo,
                  "delayed scaling's amax: max (of the history) or most_recent (the last step's)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::IsMember({"max", "most_recent"}));
   app.add_option("--margin", args.margin, "scale = fp8_max / amax / 2^margin: headroom of 2^margin")
       ->capture_default_str()
       ->check(whole_number(0, kMaxMargin));
   app.add_option("--formats", args.formats,
                  "FP8 formats: hybrid (E4M3 inputs and weights, E5M2 gradients) or e4m3 (E4M3 for all)")
-      ->capture_default_str();
+      ->capture_default_str()
+      // e5m2 for all is a natural guess: say why it is not offered rather than only list the others.
+      ->check([](const std::string& text) {
+        return text == "e5m2" ? "e5m2 would need E5M2 x E5M2 GEMMs, which FP8 tensor cores do not run: use "
+                                "hybrid or e4m3"
+                              : "";
+      })
+      ->check(CLI::IsMember({"hybrid", "e4m3"}));
   app.add_flag("--power-of-two-scales", args.power_of_two_scales,
                "round every scale down to a power of two (then scaling changes no mantissa bits)");
   app.add_flag("--skip-zero-amax", args.skip_zero_amax,

@@ -120,9 +120,8 @@ uint64_t step_bytes_per_example(const models::SeedClassifierConfig& c) {
   return sizeof(float) * (static_cast<uint64_t>(c.num_heads) * T * T + 60 * T * width);
 }
 
-// The trainer's device for --device, checked before the data is read.
+// The trainer's device for --device (cpu or cuda), checked before the data is read.
 Device step_device(const Args& args) {
-  FP8KIT_CHECK(args.device == "cpu" || args.device == "cuda", "--device must be cpu or cuda, not {}", args.device);
   if (args.device == "cpu") return Device::Cpu;
   try {
     require_cuda();  // says why not (no CUDA backend in this build, no GPU)
@@ -283,11 +282,16 @@ void run(const Args& args) {
 void setup(CLI::App& app) {
   auto args = std::make_shared<Args>();
   app.add_option("--device", args->device, "where the steps run: cpu or cuda (needs the CUDA backend and a GPU)")
-      ->capture_default_str();
-  auto* precision = app.add_option("--precision", args->precision, "fp32, bf16 (mixed) or fp8")->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::IsMember({"cpu", "cuda"}));
+  const CLI::IsMember precisions({"fp32", "bf16", "fp8"});
+  auto* precision = app.add_option("--precision", args->precision, "fp32, bf16 (mixed) or fp8")
+      ->capture_default_str()
+      ->check(precisions);
   app.add_option("--compare", args->compare, "train several precisions on the same data order, e.g. bf16,fp8")
       ->delimiter(',')
-      ->excludes(precision);
+      ->excludes(precision)
+      ->check(precisions);
   add_recipe_options(app, args->recipe);
   app.add_option("--epochs", args->epochs, "epochs")->capture_default_str()->check(whole_number(0, 100'000));
   app.add_option("--batch-size", args->batch_size, "batch size")
