@@ -239,7 +239,7 @@ void run(const Args& args) {
              {"train_examples", train_data.size()},
              {"validation_examples", validation.size()},
              {"test_examples", test.size()}});
-  log.write(run);
+  log.write_with_next(run);  // after train() has checked the checkpoints it resumes
 
   struct Row {
     nn::Precision precision;

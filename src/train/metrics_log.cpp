@@ -53,8 +53,14 @@ void MetricsLog::open(bool append) {
 
 void MetricsLog::write(const nlohmann::json& event) { write_all(std::span(&event, 1)); }
 
+void MetricsLog::write_with_next(nlohmann::json event) {
+  FP8KIT_CHECK(event.is_object(), "a metrics event must be a JSON object, not {}", event.type_name());
+  held_.push_back(std::move(event));
+}
+
 void MetricsLog::write_all(std::span<const nlohmann::json> events) {
   std::string lines;  // all in one write, one sync
+  for (const nlohmann::json& event : held_) lines += event.dump() + '\n';
   for (const nlohmann::json& event : events) {
     FP8KIT_CHECK(event.is_object(), "a metrics event must be a JSON object, not {}", event.type_name());
     // NaN and inf are not JSON; dump() writes them as null, which readers accept.
@@ -69,6 +75,7 @@ void MetricsLog::write_all(std::span<const nlohmann::json> events) {
   }
   FP8KIT_CHECK(::fsync(fd_) == 0, "cannot flush the metrics log {} to disk: {}", path_.string(),
                std::strerror(errno));
+  held_.clear();
 }
 
 void MetricsLog::forget_epochs_after(std::string_view precision, int epoch) {

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <span>
 #include <string_view>
+#include <vector>
 
 namespace fp8kit::train {
 
@@ -25,6 +26,9 @@ class MetricsLog {
   void write(const nlohmann::json& event);
   // Writes each of `events` as a line, in order, and syncs once.
   void write_all(std::span<const nlohmann::json> events);
+  // Holds `event` back until the next write, which puts it first: a run's header line goes in only
+  // once the run has something to log, so a run refused before that leaves the log as it was.
+  void write_with_next(nlohmann::json event);
 
   // Removes the "epoch" and "health" events of `precision` numbered after `epoch` (those of epochs whose
   // checkpoint never landed, see train()) and its "test" and "diverged" events (the resumed run
@@ -38,6 +42,7 @@ class MetricsLog {
 
   std::filesystem::path path_;
   int fd_ = -1;
+  std::vector<nlohmann::json> held_;  // by write_with_next
 };
 
 }  // namespace fp8kit::train

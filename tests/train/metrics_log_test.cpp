@@ -43,6 +43,28 @@ TEST(MetricsLog, WritesJsonLinesAndAppends) {
   EXPECT_TRUE(read_lines(path).empty());
 }
 
+// A held event goes in with the next write, before it; with none it never goes in.
+TEST(MetricsLog, HoldsAnEventUntilTheNextWrite) {
+  const testing::TempDir dir("metrics_log");
+  const auto path = dir / "metrics.jsonl";
+  {
+    MetricsLog log(path, false);
+    log.write_with_next({{"event", "run"}});
+  }
+  EXPECT_TRUE(read_lines(path).empty());
+  {
+    MetricsLog log(path, true);
+    log.write_with_next({{"event", "run"}});
+    EXPECT_TRUE(read_lines(path).empty());
+    log.write({{"event", "epoch"}, {"epoch", 1}});
+    log.write({{"event", "epoch"}, {"epoch", 2}});
+  }
+  const auto events = read_lines(path);
+  ASSERT_EQ(events.size(), 3u);
+  EXPECT_EQ(events[0]["event"], "run");
+  EXPECT_EQ(events[2]["epoch"], 2);
+}
+
 // A kill can cut the last line short; reopening to append drops it, so the next event starts a line.
 TEST(MetricsLog, AppendingDropsALastLineCutShort) {
   const testing::TempDir dir("metrics_log");

@@ -178,6 +178,9 @@ TEST(TrainCommand, ResumeRefusesADifferentRecipe) {
                              " --batch-size 10 --seed 3 --precision fp8";
   CommandResult r = run_train("--epochs 1 --margin 2" + common);
   ASSERT_EQ(r.exit_code, 0) << tail(r.output);
+  // A refused run logs nothing: no "run" line of a run that never ran.
+  const auto metrics = dir / "out" / "metrics.jsonl";
+  std::string log = read_text(metrics);
   for (const std::string option : {"--margin 1", "--amax-algo most_recent --margin 2", "--formats e4m3 --margin 2",
                                    "--margin 2 --power-of-two-scales", "--margin 2 --skip-zero-amax"}) {
     r = run_train("--epochs 2 --resume " + option + common);
@@ -186,10 +189,17 @@ TEST(TrainCommand, ResumeRefusesADifferentRecipe) {
                                     "e4m3 forward, e5m2 backward, margin 2 but --recipe/--lag/--amax-history/"
                                     "--amax-algo/--margin/--formats/--power-of-two-scales/--skip-zero-amax"))
         << option;
+    EXPECT_EQ(read_text(metrics), log) << option;
   }
   r = run_train("--epochs 2 --resume --margin 2" + common);
   ASSERT_EQ(r.exit_code, 0) << tail(r.output);
   EXPECT_THAT(r.output, HasSubstr("Resumed fp8 from"));
+
+  log = read_text(metrics);
+  std::filesystem::resize_file(dir / "out" / "checkpoint-fp8.safetensors", 100);  // corrupt
+  r = run_train("--epochs 3 --resume --margin 2" + common);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(read_text(metrics), log);
 }
 
 // --recipe block: current 1x128 / 128x128 scales, no scaling state in the checkpoint; it resumes under
