@@ -287,6 +287,10 @@ RunLog read_run_log(const fs::path& dir) {
   run.dir = dir;
   for (const fs::path& log : logs)
     read_metrics_log(log, run, logs.size() > 1 ? fmt::format(" ({})", log.parent_path().filename().string()) : "");
+  FP8KIT_CHECK(!run.precisions.empty(),
+               "{} holds no training events yet (an empty log, or a run stopped before its first epoch or step): "
+               "nothing to report until the run has trained",
+               logs.size() == 1 ? logs.front().string() : dir.string());
   return run;
 }
 

@@ -63,7 +63,7 @@ struct RunLog {
 
 // Reads dir/metrics.jsonl, or each dir/*/metrics.jsonl when dir holds none (several `lm train` runs
 // under one folder). Throws fp8kit::Error naming the file (and line) for a missing directory, no
-// metrics log, or a line that is not a JSON object (an unfinished last line, which a killed run
+// metrics log, a log without any training event, or a line that is not a JSON object (an unfinished last line, which a killed run
 // leaves, is skipped with a note).
 RunLog read_run_log(const std::filesystem::path& dir);
 

@@ -71,7 +71,15 @@ TEST(ReportCli, BadInputIsOneLine) {
                           " holds no metrics.jsonl (nor do its subdirectories): give the --out directory of fp8kit "
                           "train or fp8kit lm train\n");
 
-  std::ofstream(dir / "empty" / "metrics.jsonl") << "{\"event\": \"run\"}\n";
+  std::ofstream(dir / "empty" / "metrics.jsonl").flush();
+  r = run_cli("report " + (dir / "empty").string());
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.output, "error: " + (dir / "empty" / "metrics.jsonl").string() + " holds no training events yet (an "
+                          "empty log, or a run stopped before its first epoch or step): nothing to report until the "
+                          "run has trained\n");
+  EXPECT_FALSE(std::filesystem::exists(dir / "empty" / "report.html"));
+
+  std::ofstream(dir / "empty" / "metrics.jsonl") << "{\"event\": \"epoch\", \"precision\": \"fp8\", \"epoch\": 1}\n";
   r = run_cli("report " + (dir / "empty").string() + " --out " + dir.path().string());
   EXPECT_EQ(r.output, "error: --out " + dir.path().string() + " is a directory: give the HTML file to write, e.g. " +
                           (dir / "report.html").string() + "\n");

@@ -195,6 +195,13 @@ TEST(HealthReport, ErrorsNameTheFileAndLine) {
   EXPECT_THAT(testing::error_of([&] { read_run_log(dir.path()); }), HasSubstr("holds no metrics.jsonl"));
 
   const std::filesystem::path log = dir / "metrics.jsonl";
+  // Nothing to draw: an empty log, or only the run line of a run stopped before its first epoch.
+  for (const std::vector<json>& events : {std::vector<json>{}, std::vector<json>{json{{"event", "run"}}}}) {
+    write_log(log, events);
+    EXPECT_EQ(testing::error_of([&] { read_run_log(dir.path()); }),
+              log.string() + " holds no training events yet (an empty log, or a run stopped before its first epoch "
+                             "or step): nothing to report until the run has trained");
+  }
   {
     std::ofstream out(log);
     out << json{{"event", "run"}}.dump() << "\n\n{\"event\": \"step\", \"loss\n" << json{{"event", "x"}}.dump() << "\n";
