@@ -179,6 +179,18 @@ void run(const Args& args) {
 
   auto start = std::chrono::steady_clock::now();
   const fs::path data_path = data::find_imdb(args.data.empty() ? std::nullopt : std::optional<fs::path>(args.data));
+  const fs::path vocab_path = args.vocab.empty() ? default_vocab_cache(data_path, config.vocabulary_size)
+                                                 : fs::path(args.vocab);
+  const data::VocabularyFile vocab_kind = args.vocab.empty() ? data::VocabularyFile::Cache : data::VocabularyFile::User;
+  // A vocabulary that exists is read before the data: a --vocab that is a folder, an empty file or a
+  // tokenizer.json fails now, not after IMDB has loaded.
+  std::optional<std::vector<std::string>> vocab = data::read_imdb_vocabulary(vocab_path, {}, vocab_kind);
+  if (vocab) {
+    FP8KIT_CHECK(static_cast<int64_t>(vocab->size()) <= config.vocabulary_size,
+                 "the vocabulary {} has {} tokens but the model embeds {}", vocab_path.string(), vocab->size(),
+                 config.vocabulary_size);
+    fmt::print("Reading the WordPiece vocabulary from {}\n", vocab_path.string());
+  }
   fmt::print("Loading {}\n", data_path.string());
   std::fflush(stdout);
   const data::ImdbSplits splits = data::load_imdb(data_path);
@@ -186,20 +198,13 @@ void run(const Args& args) {
              splits.validation.texts.size(), splits.test.texts.size(), seconds_since(start));
 
   start = std::chrono::steady_clock::now();
-  const fs::path vocab_path = args.vocab.empty() ? default_vocab_cache(data_path, config.vocabulary_size)
-                                                 : fs::path(args.vocab);
-  const bool cached = fs::exists(vocab_path);
-  if (cached) {
-    fmt::print("Reading the WordPiece vocabulary from {}\n", vocab_path.string());
-  } else {
+  if (!vocab) {
+    // The seed's settings learn at most 20,000 tokens, the size the model embeds.
     fmt::print("Learning the WordPiece vocabulary (about a minute on IMDB), caching it in {}\n", vocab_path.string());
+    std::fflush(stdout);
+    vocab = data::imdb_vocabulary(splits, vocab_path, {}, vocab_kind);
   }
-  std::fflush(stdout);
-  text::WordPieceTokenizer tokenizer(data::imdb_vocabulary(
-      splits, vocab_path, {}, args.vocab.empty() ? data::VocabularyFile::Cache : data::VocabularyFile::User));
-  FP8KIT_CHECK(static_cast<int64_t>(tokenizer.vocab().size()) <= config.vocabulary_size,
-               "the vocabulary {} has {} tokens but the model embeds {}", vocab_path.string(),
-               tokenizer.vocab().size(), config.vocabulary_size);
+  text::WordPieceTokenizer tokenizer(*std::move(vocab));
   const train::TokenDataset train_data = tokenize(tokenizer, splits.train, config.sequence_length, args.limit);
   const train::TokenDataset validation = tokenize(tokenizer, splits.validation, config.sequence_length, args.limit);
   const train::TokenDataset test = tokenize(tokenizer, splits.test, config.sequence_length, args.limit);

@@ -149,26 +149,34 @@ ImdbSplits load_imdb(const fs::path& path, const ImdbOptions& options) {
   return splits;
 }
 
+std::optional<std::vector<std::string>> read_imdb_vocabulary(const fs::path& path,
+                                                             const text::WordPieceLearnerOptions& options,
+                                                             VocabularyFile kind) {
+  std::error_code error;
+  if (!fs::exists(path, error)) return std::nullopt;
+  std::vector<std::string> vocab = text::read_vocab(path);
+  for (size_t i = 0; i < options.reserved_tokens.size(); ++i) {
+    if (i < vocab.size() && vocab[i] == options.reserved_tokens[i]) continue;
+    const std::string found = i < vocab.size() ? fmt::format("has \"{}\" at id {}", vocab[i], i)
+                                               : fmt::format("ends after {} tokens", vocab.size());
+    if (kind == VocabularyFile::Cache) {
+      fail("cached vocabulary {} {} where the reserved token {} belongs: delete it to relearn", path.string(), found,
+           options.reserved_tokens[i]);
+    }
+    fail("vocabulary {} {} where the reserved token {} belongs: pass a vocabulary whose first lines are the reserved "
+         "tokens {} (ids 0 to {}), or pick a --vocab path that does not exist yet to learn a new one there",
+         path.string(), found, options.reserved_tokens[i], fmt::join(options.reserved_tokens, ", "),
+         options.reserved_tokens.size() - 1);
+  }
+  return vocab;
+}
+
 std::vector<std::string> imdb_vocabulary(const ImdbSplits& splits, const std::optional<fs::path>& cache,
                                          const text::WordPieceLearnerOptions& options, VocabularyFile kind) {
-  std::error_code error;
-  if (cache && fs::exists(*cache, error)) {
-    std::vector<std::string> vocab = text::read_vocab(*cache);
-    for (size_t i = 0; i < options.reserved_tokens.size(); ++i) {
-      if (i < vocab.size() && vocab[i] == options.reserved_tokens[i]) continue;
-      const std::string found = i < vocab.size() ? fmt::format("has \"{}\" at id {}", vocab[i], i)
-                                                 : fmt::format("ends after {} tokens", vocab.size());
-      if (kind == VocabularyFile::Cache) {
-        fail("cached vocabulary {} {} where the reserved token {} belongs: delete it to relearn", cache->string(),
-             found, options.reserved_tokens[i]);
-      }
-      fail("vocabulary {} {} where the reserved token {} belongs: pass a vocabulary whose first lines are the reserved "
-           "tokens {} (ids 0 to {}), or pick a --vocab path that does not exist yet to learn a new one there",
-           cache->string(), found, options.reserved_tokens[i], fmt::join(options.reserved_tokens, ", "),
-           options.reserved_tokens.size() - 1);
-    }
-    return vocab;
+  if (cache) {
+    if (auto vocab = read_imdb_vocabulary(*cache, options, kind)) return *std::move(vocab);
   }
+  std::error_code error;
   std::vector<std::string> vocab = text::learn_wordpiece_vocab(std::span<const std::string>(splits.train.texts), options);
   if (cache) {
     if (cache->has_parent_path()) fs::create_directories(cache->parent_path(), error);

@@ -45,6 +45,13 @@ ImdbSplits load_imdb(const std::filesystem::path& path, const ImdbOptions& optio
 // may be deleted from to relearn it, or the user's (--vocab), which is only ever read or created.
 enum class VocabularyFile { Cache, User };
 
+// The vocabulary file at `path` when one exists, checked to start with the reserved tokens (the
+// error says how to fix it as `kind` allows); nullopt when there is none yet. Reads nothing else, so
+// a bad file fails before the data is loaded.
+std::optional<std::vector<std::string>> read_imdb_vocabulary(const std::filesystem::path& path,
+                                                             const text::WordPieceLearnerOptions& options = {},
+                                                             VocabularyFile kind = VocabularyFile::Cache);
+
 // The seed's vocabulary: learned on splits.train with the seed's settings (size 20,000, reserved
 // [PAD], [UNK]). When `cache` is given and exists it is read instead (and checked to start with the
 // reserved tokens; the error says how to fix it as `kind` allows); when it does not exist the learned

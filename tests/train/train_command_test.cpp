@@ -379,6 +379,27 @@ TEST(TrainCommand, NamesTheDatasetByItsPathAndCachesItsVocabularyUnderItsName) {
                                   " has \"[UNK]\" at id 0 where the reserved token [PAD] belongs: delete it to relearn"));
 }
 
+// A --vocab that is not a vocab.txt fails before the data is loaded.
+TEST(TrainCommand, RefusesABadVocabularyBeforeLoadingData) {
+  const fp8kit::testing::TempDir dir("train_command_bad_vocab");
+  const std::string data = make_tiny_imdb(dir.path()).string();
+  std::filesystem::create_directories(dir / "folder");
+  std::ofstream(dir / "empty.txt").flush();
+  std::ofstream(dir / "tokenizer.json") << R"({"model": {"type": "BPE", "vocab": {}}})";
+  const std::vector<std::pair<std::string, std::string>> cases{
+      {"folder", "is not a regular file (a folder, device or pipe)"},
+      {"empty.txt", "is empty"},
+      {"tokenizer.json", "is JSON (a tokenizer.json?"}};
+  for (const auto& [name, problem] : cases) {
+    const std::string vocab = (dir / name).string();
+    const CommandResult r = run_train("--epochs 0 --data " + data + " --vocab " + vocab + " --out " +
+                                      (dir / "out").string());
+    EXPECT_EQ(r.exit_code, 1) << name;
+    EXPECT_THAT(r.output, HasSubstr("error: vocabulary file " + vocab + " " + problem)) << name;
+    EXPECT_THAT(r.output, ::testing::Not(HasSubstr("Loading "))) << name;
+  }
+}
+
 // The user's own --vocab is never to be deleted: the error says what is wrong and how to fix it.
 TEST(TrainCommand, SaysHowToFixAUserVocabularyWithoutTheReservedTokensFirst) {
   const fp8kit::testing::TempDir dir("train_command_user_vocab");
