@@ -270,7 +270,9 @@ void run(const Args& args) {
     const train::TrainResult result = train::train(options, train_data, &validation, &test);
     double seconds = 0;
     for (const auto& epoch : result.epochs) seconds += epoch.seconds;
-    rows.push_back({precision, *result.test, result.epochs.empty() ? 0.0 : seconds / result.epochs.size()});
+    if (result.test) {
+      rows.push_back({precision, *result.test, result.epochs.empty() ? 0.0 : seconds / result.epochs.size()});
+    }
     if (result.checkpoint) fmt::print("Checkpoint: {}\n", result.checkpoint->string());
   }
 

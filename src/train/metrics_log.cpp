@@ -103,4 +103,16 @@ void MetricsLog::forget_epochs_after(std::string_view precision, int epoch) {
   open(/*append=*/true);  // the old descriptor still points at the replaced file
 }
 
+bool MetricsLog::holds(std::string_view kind, std::string_view precision) const {
+  std::istringstream in(read_file(path_));
+  for (std::string line; std::getline(in, line);) {
+    const nlohmann::json event = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (event.is_object() && event.value("event", nlohmann::json()) == kind &&
+        event.value("precision", nlohmann::json()) == precision) {
+      return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace fp8kit::train

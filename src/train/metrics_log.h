@@ -35,6 +35,9 @@ class MetricsLog {
   // writes them again); the file is replaced atomically, and only when one goes.
   void forget_epochs_after(std::string_view precision, int epoch);
 
+  // Whether the log holds an event of `kind` ("test", ...) for `precision`.
+  bool holds(std::string_view kind, std::string_view precision) const;
+
   const std::filesystem::path& path() const { return path_; }
 
  private:

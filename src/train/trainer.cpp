@@ -282,6 +282,16 @@ TrainResult train(const TrainOptions& options, const TokenDataset& train_data, c
                  start_epoch, adam.iterations(), start_epoch * steps_per_epoch);
     result.checkpoint = checkpoint;
     if (out) fmt::print(out, "Resumed {} from {} after epoch {}\n", precision, checkpoint.string(), start_epoch);
+    // A finished run: evaluating the test set again would only log its result a second time. (A kill
+    // before the test line landed leaves the evaluation to this resume.)
+    if (start_epoch == options.epochs && test && options.metrics && options.metrics->holds("test", precision)) {
+      if (out) {
+        fmt::print(out, "{} already ran to --epochs {} and its test result is in {}; pass --epochs {} or more with "
+                   "--resume to train on\n", precision, options.epochs, options.metrics->path().string(),
+                   options.epochs + 1);
+      }
+      return result;
+    }
   }
   // Lines of epochs after the checkpoint's were written by a run killed before their checkpoint landed.
   if (options.resume && options.metrics) options.metrics->forget_epochs_after(precision, start_epoch);

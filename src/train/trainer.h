@@ -74,7 +74,7 @@ struct EpochSummary {
 struct TrainResult {
   models::SeedClassifier model;
   std::vector<EpochSummary> epochs;  // the epochs this call ran (after a resume, the remaining ones)
-  std::optional<Evaluation> test;
+  std::optional<Evaluation> test;  // none when a resumed run had finished and logged its test result
   std::optional<std::filesystem::path> checkpoint;  // the last one written or resumed from
 };
 

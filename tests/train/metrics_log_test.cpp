@@ -65,6 +65,15 @@ TEST(MetricsLog, HoldsAnEventUntilTheNextWrite) {
   EXPECT_EQ(events[2]["epoch"], 2);
 }
 
+TEST(MetricsLog, SaysWhetherItHoldsAnEventOfAPrecision) {
+  const testing::TempDir dir("metrics_log");
+  MetricsLog log(dir / "metrics.jsonl", false);
+  log.write({{"event", "test"}, {"precision", "bf16"}, {"accuracy", 0.8}});
+  EXPECT_TRUE(log.holds("test", "bf16"));
+  EXPECT_FALSE(log.holds("test", "fp8"));
+  EXPECT_FALSE(log.holds("epoch", "bf16"));
+}
+
 // A kill can cut the last line short; reopening to append drops it, so the next event starts a line.
 TEST(MetricsLog, AppendingDropsALastLineCutShort) {
   const testing::TempDir dir("metrics_log");

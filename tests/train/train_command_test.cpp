@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -76,6 +77,33 @@ TEST(TrainCommand, ComparesPrecisionsWritesCheckpointsAndResumes) {
   // Two run lines; per precision its two epochs and one test (the resumed run's replaces the first's);
   // FP8's health at each run's last step (3 and 6; --health-every is 100).
   EXPECT_EQ(lines, 2 + 2 * (2 + 1) + 2);
+
+  // Resuming the finished run trains and evaluates nothing again, and logs nothing.
+  const auto log = dir / "out" / "metrics.jsonl";
+  const std::string finished = read_text(log);
+  r = run_train("--compare bf16,fp8 --epochs 2 --resume" + common);
+  ASSERT_EQ(r.exit_code, 0) << tail(r.output);
+  EXPECT_THAT(r.output, HasSubstr("fp8 already ran to --epochs 2 and its test result is in " + log.string() +
+                                  "; pass --epochs 3 or more with --resume to train on"));
+  EXPECT_THAT(r.output, ::testing::Not(HasSubstr("Test: ")));
+  EXPECT_EQ(read_text(log), finished);
+  // A kill after the last checkpoint but before the test line: the resume evaluates the test set.
+  std::string without_bf16_test;
+  for (size_t begin = 0, end; begin < finished.size(); begin = end + 1) {
+    end = finished.find('\n', begin);
+    const std::string line = finished.substr(begin, end - begin + 1);
+    if (line.find("\"event\":\"test\"") == std::string::npos || line.find("\"bf16\"") == std::string::npos) {
+      without_bf16_test += line;
+    }
+  }
+  ASSERT_LT(without_bf16_test.size(), finished.size());
+  std::ofstream(log) << without_bf16_test;
+  r = run_train("--compare bf16,fp8 --epochs 2 --resume" + common);
+  ASSERT_EQ(r.exit_code, 0) << tail(r.output);
+  EXPECT_THAT(r.output, HasSubstr("Accuracy (bf16)"));
+  EXPECT_THAT(r.output, HasSubstr("fp8 already ran to --epochs 2"));
+  const std::string repaired = read_text(log);
+  EXPECT_EQ(std::count(repaired.begin(), repaired.end(), '\n'), lines + 1);  // its run line and the test line
 
   r = run_train("--precision fp8 --epochs 3 --resume --lag keras" + common);
   EXPECT_EQ(r.exit_code, 1);
