@@ -171,8 +171,8 @@ void run(const Args& args) {
                        const fs::path checkpoint = train::checkpoint_path(args.out, p);
                        return fs::exists(checkpoint) || !io::stale_temporary_files(checkpoint).empty();
                      });
-    FP8KIT_CHECK(any, "--resume: {} holds no checkpoint-{{{}}}.safetensors to resume from", args.out,
-                 fmt::join(names, ","));
+    FP8KIT_CHECK(any, "--resume: {} holds no checkpoint-{}.safetensors to resume from", args.out,
+                 names.size() == 1 ? names.front() : fmt::format("{{{}}}", fmt::join(names, ",")));
   }
 
   check_out(args.out);
