@@ -131,7 +131,7 @@ Device step_device(const Args& args) {
   return Device::Cuda;
 }
 
-// --out, checked before the data is read and the vocabulary learned (a minute on IMDB): a file in its
+// --out, checked before the data is read and the vocabulary learned: a file in its
 // place, or a folder this process cannot write in, fails now and names the option. Nothing is created.
 void check_out(const fs::path& out) {
   std::error_code error;
@@ -200,7 +200,7 @@ void run(const Args& args) {
   start = std::chrono::steady_clock::now();
   if (!vocab) {
     // The seed's settings learn at most 20,000 tokens, the size the model embeds.
-    fmt::print("Learning the WordPiece vocabulary (about a minute on IMDB), caching it in {}\n", vocab_path.string());
+    fmt::print("Learning the WordPiece vocabulary, caching it in {}\n", vocab_path.string());
     std::fflush(stdout);
     vocab = data::imdb_vocabulary(splits, vocab_path, {}, vocab_kind);
   }
