@@ -249,7 +249,7 @@ void run(const Args& args) {
   struct Row {
     nn::Precision precision;
     train::Evaluation test;
-    double seconds_per_epoch;
+    std::optional<double> seconds_per_epoch;  // none when no epoch ran (--epochs 0, or resumed at --epochs)
   };
   std::vector<Row> rows;
   for (nn::Precision precision : precisions) {
@@ -271,7 +271,8 @@ void run(const Args& args) {
     double seconds = 0;
     for (const auto& epoch : result.epochs) seconds += epoch.seconds;
     if (result.test) {
-      rows.push_back({precision, *result.test, result.epochs.empty() ? 0.0 : seconds / result.epochs.size()});
+      rows.push_back({precision, *result.test,
+                      result.epochs.empty() ? std::nullopt : std::optional(seconds / result.epochs.size())});
     }
     if (result.checkpoint) fmt::print("Checkpoint: {}\n", result.checkpoint->string());
   }
@@ -279,8 +280,8 @@ void run(const Args& args) {
   if (rows.size() > 1) {
     fmt::print("\n{:<10} {:>14} {:>10} {:>15}\n", "precision", "test accuracy", "test loss", "time per epoch");
     for (const Row& row : rows) {
-      fmt::print("{:<10} {:>13.2f}% {:>10.4f} {:>14.1f}s\n", nn::name(row.precision), 100.0 * row.test.accuracy,
-                 row.test.loss, row.seconds_per_epoch);
+      fmt::print("{:<10} {:>13.2f}% {:>10.4f} {:>15}\n", nn::name(row.precision), 100.0 * row.test.accuracy,
+                 row.test.loss, row.seconds_per_epoch ? fmt::format("{:.1f}s", *row.seconds_per_epoch) : "-");
     }
   }
   fmt::print("Metrics: {}\n", log.path().string());

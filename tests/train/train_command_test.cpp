@@ -110,6 +110,17 @@ TEST(TrainCommand, ComparesPrecisionsWritesCheckpointsAndResumes) {
   EXPECT_THAT(r.output, HasSubstr("was trained with recipe delayed scaling, te lag"));
 }
 
+// --epochs 0 evaluates the untrained models: the comparison has no time per epoch to show.
+TEST(TrainCommand, ComparingWithoutEpochsShowsNoTimePerEpoch) {
+  const fp8kit::testing::TempDir dir("train_command_no_epochs");
+  const CommandResult r = run_train("--compare bf16,fp8 --epochs 0 --data " + make_tiny_imdb(dir.path()).string() +
+                                    " --vocab " + (dir / "vocab.txt").string() + " --out " + (dir / "out").string());
+  ASSERT_EQ(r.exit_code, 0) << tail(r.output);
+  EXPECT_THAT(r.output, HasSubstr("time per epoch"));
+  EXPECT_THAT(r.output, ::testing::ContainsRegex("fp8 +[0-9.]+% +[0-9.]+ +-\n"));
+  EXPECT_THAT(r.output, ::testing::Not(HasSubstr("0.0s\n")));
+}
+
 // The `*_scale` tensors of a checkpoint, by name.
 std::map<std::string, float> scales(const std::filesystem::path& checkpoint) {
   std::map<std::string, float> out;
