@@ -95,6 +95,11 @@ double seconds(std::chrono::steady_clock::time_point a, std::chrono::steady_cloc
   return std::chrono::duration<double>(b - a).count();
 }
 
+// "1 text", "32 texts".
+std::string count_of_texts(const std::vector<std::string>& texts) {
+  return fmt::format("{} text{}", texts.size(), texts.size() == 1 ? "" : "s");
+}
+
 // --kind bpe: special tokens get ids 0, 1, ... (tokenizer.json holds them as text, so valid UTF-8).
 void run_bpe(const Options& o) {
   text::BpeLearnerOptions learner;
@@ -117,8 +122,8 @@ void run_bpe(const Options& o) {
   const text::BpeTokenizer tokenizer = text::learn_bpe(std::span<const std::string>(texts), learner);
   const auto learned = std::chrono::steady_clock::now();
   tokenizer.save(o.out);
-  fmt::print("learned {} tokens ({} merges) from {} texts in {:.2f} s (loading {:.2f} s); wrote {}\n",
-             tokenizer.vocab_size(), tokenizer.model().merges.size(), texts.size(), seconds(loaded, learned),
+  fmt::print("learned {} tokens ({} merges) from {} in {:.2f} s (loading {:.2f} s); wrote {}\n",
+             tokenizer.vocab_size(), tokenizer.model().merges.size(), count_of_texts(texts), seconds(loaded, learned),
              seconds(start, loaded), o.out);
 }
 
@@ -140,8 +145,8 @@ void run(const Options& o) {
   const std::vector<std::string> vocab = text::learn_wordpiece_vocab(std::span<const std::string>(texts), learner);
   const auto learned = std::chrono::steady_clock::now();
   text::write_vocab(o.out, vocab);
-  fmt::print("learned {} tokens from {} texts in {:.2f} s (loading {:.2f} s); wrote {}\n", vocab.size(), texts.size(),
-             seconds(loaded, learned), seconds(start, loaded), o.out);
+  fmt::print("learned {} tokens from {} in {:.2f} s (loading {:.2f} s); wrote {}\n", vocab.size(),
+             count_of_texts(texts), seconds(loaded, learned), seconds(start, loaded), o.out);
 }
 
 void setup(CLI::App& app) {

@@ -57,6 +57,15 @@ TEST_F(VocabCli, ReservedTokensAndGenericDatasets) {
   EXPECT_EQ(std::count(vocab.begin(), vocab.end(), "G"), 1);  // capitals kept
 }
 
+TEST_F(VocabCli, CountsASingleTextAsOne) {
+  fs::create_directories(dir_ / "one" / "pos");
+  std::ofstream(dir_ / "one" / "pos" / "0.txt") << "a good film";
+  const auto r = testing::run_cli(fmt::format("vocab --data '{}' --subdir one --validation-split 0 --out '{}'",
+                                              dir_.path().string(), (dir_ / "v.txt").string()));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("from 1 text in"));
+}
+
 TEST_F(VocabCli, BadArgumentsFailWithAMessage) {
   auto r = testing::run_cli(fmt::format("vocab --data '{}'", (dir_ / "aclImdb_v1.tar.gz").string()));
   EXPECT_EQ(r.exit_code, 2) << r.output;  // --out is required
