@@ -74,6 +74,14 @@ TEST(OptionsCli, OneSeedRuleForEverySubcommand) {
   EXPECT_EQ(run_cli("quant-error --steps 1 --seed 18446744073709551615").exit_code, 0);
 }
 
+// bench gemm autotunes by default: --help shows the flag that turns it off, without CLI11's "{false}".
+TEST(OptionsCli, BenchGemmHelpShowsNoAutotuneAsAPlainFlag) {
+  const auto r = run_cli("bench gemm --help");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("--no-autotune "));
+  EXPECT_THAT(r.output, Not(HasSubstr("{false}")));
+}
+
 TEST(OptionsCli, AnOptionGivenTwiceIsNamed) {
   expect_usage_errors({
       {"train --data /nonexistent --epochs 1 --epochs 2", "--epochs: given more than once; give it once"},
