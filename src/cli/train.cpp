@@ -138,13 +138,9 @@ void check_out(const fs::path& out) {
   fs::path existing = out;
   while (!existing.empty() && !fs::exists(existing, error)) existing = existing.parent_path();
   if (existing.empty()) existing = ".";
-  if (existing == out) {
-    FP8KIT_CHECK(fs::is_directory(existing, error), "--out {} is a file, not a folder; pick another --out",
-                 out.string());
-  } else {
-    FP8KIT_CHECK(fs::is_directory(existing, error), "--out {}: {} is a file, so the folder cannot be made; pick "
-                 "another --out", out.string(), existing.string());
-  }
+  FP8KIT_CHECK(fs::is_directory(existing, error), "--out {}{}; pick another --out", out.string(),
+               existing == out ? " is a file, not a folder"
+                               : fmt::format(": {} is a file, so the folder cannot be made", existing.string()));
   FP8KIT_CHECK(::access(existing.c_str(), W_OK | X_OK) == 0, "--out {}: cannot write in {}: {}; pick another --out",
                out.string(), existing.string(), std::strerror(errno));
 }
